@@ -1,0 +1,162 @@
+"""A checkpoint as ckptdiff sees it: tensor metadata, config and provenance. Pure data and checks, no I/O."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+from .errors import CkptdiffError, IndexError_
+from .safetensors_header import DType, SafetensorsHeader
+
+#: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
+RelativePath = str
+#: A 40-hex commit, or None for local checkpoints.
+Revision = str | None
+SourceKind = Literal["local", "hub", "cache"]
+
+INDEX_SUFFIX = ".safetensors.index.json"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor of a checkpoint: where it lives and what it is. Offsets are absolute in its file."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    file: RelativePath
+    data_offsets: tuple[int, int]
+    numel: int = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        numel = 1
+        for dim in self.shape:
+            numel *= dim
+        object.__setattr__(self, "numel", numel)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data_offsets[1] - self.data_offsets[0]
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One weight file: its size and, where known without reading it, its sha256."""
+
+    path: RelativePath
+    size: int | None = None
+    sha256: str | None = None
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Everything ckptdiff knows about one side of a comparison."""
+
+    spec: str  # what the user typed
+    kind: SourceKind
+    location: str  # a resolved path, or a repo id
+    revision: Revision
+    tensors: Mapping[str, TensorInfo]
+    config: Mapping[str, Any] | None = None
+    files: tuple[FileInfo, ...] = ()
+    metadata: Mapping[RelativePath, Mapping[str, str]] = field(default_factory=dict)
+
+    @property
+    def parameters(self) -> int:
+        return sum(t.numel for t in self.tensors.values())
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors.values())
+
+    def dtype_totals(self) -> dict[DType, tuple[int, int]]:
+        """Parameters and bytes per dtype, sorted by dtype name."""
+        totals: dict[DType, list[int]] = {}
+        for tensor in self.tensors.values():
+            entry = totals.setdefault(tensor.dtype, [0, 0])
+            entry[0] += tensor.numel
+            entry[1] += tensor.nbytes
+        return {dtype: (p, b) for dtype, (p, b) in sorted(totals.items())}
+
+    @property
+    def display(self) -> str:
+        """How reports name this side: the spec, plus the commit for a Hub repo."""
+        return f"{self.spec} @ {self.revision[:12]}" if self.revision else self.spec
+
+
+def tensors_from_shards(
+    headers: Mapping[RelativePath, SafetensorsHeader],
+    *,
+    weight_map: Mapping[str, RelativePath] | None = None,
+    index_name: str = "index",
+) -> dict[str, TensorInfo]:
+    """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one."""
+    tensors: dict[str, TensorInfo] = {}
+    for file in sorted(headers):
+        header = headers[file]
+        start = header.data_start
+        for name, entry in header.tensors.items():
+            if name in tensors:
+                raise IndexError_(
+                    index_name, f"tensor {name!r} is stored in two shards: {tensors[name].file} and {file}"
+                )
+            begin, end = entry.data_offsets
+            tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+    if weight_map is not None:
+        for name, file in weight_map.items():
+            found = tensors.get(name)
+            if found is None:
+                raise IndexError_(index_name, f"tensor {name!r} is listed in the index for {file} but no shard has it")
+            if found.file != file:
+                raise IndexError_(index_name, f"tensor {name!r} is listed in {file} but stored in {found.file}")
+        for name, info in tensors.items():
+            if name not in weight_map:
+                raise IndexError_(index_name, f"tensor {name!r} is in shard {info.file} but not in the index")
+    return tensors
+
+
+def check_shard_path(path: str, *, index_name: str) -> RelativePath:
+    """A shard path from an index must stay inside the checkpoint: relative, no '..', no drive."""
+    if not isinstance(path, str) or not path:
+        raise IndexError_(index_name, f"shard path {path!r} is not a file name")
+    normal = path.replace("\\", "/")
+    if normal.startswith("/") or (len(normal) > 1 and normal[1] == ":") or "\x00" in normal:
+        raise IndexError_(index_name, f"shard path {path!r} is absolute; it must be inside the checkpoint")
+    parts = normal.split("/")
+    if ".." in parts:
+        raise IndexError_(index_name, f"shard path {path!r} escapes the checkpoint folder")
+    return posixpath.normpath(normal)
+
+
+def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
+    """Validate a ``*.safetensors.index.json`` and return its weight_map (tensor name → shard path)."""
+    document = _load_json(raw, index_name, what="index")
+    if not isinstance(document, dict):
+        raise IndexError_(index_name, "index is not a JSON object")
+    weight_map = document.get("weight_map")
+    if not isinstance(weight_map, dict):
+        raise IndexError_(index_name, "index has no 'weight_map' object")
+    checked: dict[str, RelativePath] = {}
+    for name, path in weight_map.items():
+        checked[name] = check_shard_path(path, index_name=index_name)
+    return checked
+
+
+def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:
+    document = _load_json(raw, config_name, what="config.json")
+    if not isinstance(document, dict):
+        raise CkptdiffError(config_name, "config.json is not a JSON object")
+    return document
+
+
+def _load_json(raw: bytes, where: str, *, what: str) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise CkptdiffError(where, f"{what} is not valid UTF-8") from None
+    except RecursionError:
+        raise CkptdiffError(where, f"{what} nests too deeply") from None
+    except ValueError as err:
+        raise CkptdiffError(where, f"{what} is not valid JSON ({str(err)[:80]})") from None

@@ -1,0 +1,40 @@
+"""One error type for every defect a user can cause: the CLI prints it as one line and exits 2."""
+
+from __future__ import annotations
+
+
+class CkptdiffError(Exception):
+    """A problem with an input (a file, a repo, a flag) rather than a bug in ckptdiff.
+
+    ``where`` names the thing at fault (a file path, ``org/name@rev:file``, a flag);
+    ``defect`` says what is wrong with it, and ``hint`` what the user can do.
+    """
+
+    def __init__(self, where: str | None, defect: str, hint: str | None = None) -> None:
+        self.where = where
+        self.defect = defect
+        self.hint = hint
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        text = f"{self.where}: {self.defect}" if self.where else self.defect
+        if self.hint:
+            text += f" ({self.hint})"
+        # one line, whatever a hostile file name or server message contains
+        return " ".join(text.split())
+
+
+class HeaderError(CkptdiffError):
+    """A safetensors header breaks the format's rules."""
+
+
+class IndexError_(CkptdiffError):
+    """A sharded checkpoint's index is broken or disagrees with its shards."""
+
+
+class SourceError(CkptdiffError):
+    """A checkpoint cannot be found or read (missing path, repo, revision, network)."""
+
+
+class ReportWriteError(CkptdiffError):
+    """The report could not be written where the user asked."""

@@ -1,0 +1,261 @@
+"""Bytes of a safetensors header → validated tensor metadata. No I/O: local and remote sources share it.
+
+The rules follow the format's reference implementation (``safetensors`` crate): an 8-byte little-endian
+header length, a UTF-8 JSON object, known dtypes, non-negative integer dims, and data offsets that tile
+the data region from 0 with no gaps or overlaps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .errors import HeaderError
+
+#: Where the source's bytes are named in errors: a path, or ``org/name@commit:file``.
+SourceName = str
+#: A dtype spelled as in the safetensors spec (``BF16``, ``F8_E4M3``, ``BOOL``).
+DType = str
+
+LENGTH_PREFIX_BYTES = 8
+#: The reference implementation's limit on the JSON header.
+MAX_HEADER_BYTES = 100_000_000
+#: Shapes whose element count does not fit an unsigned 64-bit size overflow in the reference.
+_MAX_NUMEL = 2**64 - 1
+#: json nesting deeper than this is not a header, whatever the parser could survive.
+_MAX_JSON_DEPTH = 64
+
+#: Bits per element for every dtype of the spec; sub-byte ones are packed.
+DTYPE_BITS: Mapping[DType, int] = {
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "BOOL": 8,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+}
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    """One tensor as a header describes it; offsets are relative to the data region."""
+
+    dtype: DType
+    shape: tuple[int, ...]
+    data_offsets: tuple[int, int]
+    numel: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "numel", math.prod(self.shape))
+
+    @property
+    def nbytes(self) -> int:
+        return self.data_offsets[1] - self.data_offsets[0]
+
+
+@dataclass(frozen=True)
+class SafetensorsHeader:
+    """A validated header: its tensors, its ``__metadata__`` map and the layout of the file."""
+
+    tensors: Mapping[str, TensorEntry]
+    metadata: Mapping[str, str]
+    header_length: int  # bytes of JSON after the 8-byte prefix
+
+    @property
+    def data_start(self) -> int:
+        """Absolute file offset where tensor data begins."""
+        return LENGTH_PREFIX_BYTES + self.header_length
+
+    @property
+    def data_length(self) -> int:
+        return max((t.data_offsets[1] for t in self.tensors.values()), default=0)
+
+    @property
+    def file_size(self) -> int:
+        """The size the file must have for this header."""
+        return self.data_start + self.data_length
+
+
+def read_header_length(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> int:
+    """Decode and check the 8-byte length that starts every safetensors file."""
+    if len(prefix) < LENGTH_PREFIX_BYTES:
+        raise HeaderError(source, f"file too short for a safetensors header ({len(prefix)} bytes, need at least 8)")
+    length = int.from_bytes(prefix[:LENGTH_PREFIX_BYTES], "little")
+    if length > MAX_HEADER_BYTES:
+        raise HeaderError(source, f"header length {length} exceeds the {MAX_HEADER_BYTES}-byte limit")
+    if length < 2:
+        raise HeaderError(source, f"header length {length} is too small for a JSON object")
+    if file_size is not None and LENGTH_PREFIX_BYTES + length > file_size:
+        raise HeaderError(source, f"header length {length} runs past the end of the {file_size}-byte file")
+    return length
+
+
+def parse_header(raw_json: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
+    """Validate the JSON part of a header (the bytes after the length prefix)."""
+    try:
+        text = raw_json.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise HeaderError(source, f"header is not valid UTF-8 (byte {err.start})") from None
+    if not text.startswith("{"):
+        raise HeaderError(source, "header does not start with '{' (not a safetensors file?)")
+    document = _load_json_object(text, source)
+
+    metadata = _parse_metadata(document.pop("__metadata__", None), source)
+    tensors: dict[str, TensorEntry] = {}
+    for name, entry in document.items():
+        tensors[name] = _parse_entry(name, entry, source)
+    _check_layout(tensors, source)
+
+    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=len(raw_json))
+    if file_size is not None and header.file_size != file_size:
+        raise HeaderError(
+            source,
+            f"data region ends at byte {header.file_size} but the file has {file_size} bytes "
+            "(truncated or trailing data)",
+        )
+    return header
+
+
+def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
+    """Parse a header from the first bytes of a file (length prefix + at least the whole JSON)."""
+    length = read_header_length(prefix, source=source, file_size=file_size)
+    raw = prefix[LENGTH_PREFIX_BYTES : LENGTH_PREFIX_BYTES + length]
+    if len(raw) < length:
+        raise HeaderError(source, f"header truncated: {len(raw)} of {length} bytes")
+    return parse_header(raw, source=source, file_size=file_size)
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _nesting_depth(text: str) -> int:
+    """Deepest bracket nesting outside strings: checked before json recursion can blow the stack."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if deepest > _MAX_JSON_DEPTH:
+                    return deepest
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
+def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
+    # A valid header nests three deep; scan only when brackets are unusually many.
+    if text.count("[") + text.count("{") > 3 * _MAX_JSON_DEPTH and _nesting_depth(text) > _MAX_JSON_DEPTH:
+        raise HeaderError(source, f"header JSON nests deeper than {_MAX_JSON_DEPTH} levels")
+    try:
+        document = json.loads(text, object_pairs_hook=_reject_duplicates)
+    except _DuplicateKey as dup:
+        raise HeaderError(source, f"header has duplicate key {str(dup)!r}") from None
+    except RecursionError:
+        raise HeaderError(source, "header JSON nests too deeply") from None
+    except ValueError as err:
+        raise HeaderError(source, f"header is not valid JSON ({_short(err)})") from None
+    if not isinstance(document, dict):
+        raise HeaderError(source, f"header JSON is a {type(document).__name__}, not an object")
+    return document
+
+
+def _parse_metadata(raw: Any, source: SourceName) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+        raise HeaderError(source, "__metadata__ must map strings to strings")
+    return raw
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _parse_entry(name: str, entry: Any, source: SourceName) -> TensorEntry:
+    where = f"tensor {name!r}"
+    if not isinstance(entry, dict):
+        raise HeaderError(source, f"{where}: entry is not an object")
+    missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]
+    if missing:
+        raise HeaderError(source, f"{where}: missing {', '.join(missing)}")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
+        raise HeaderError(source, f"{where}: unknown dtype {dtype!r}")
+    if not isinstance(shape, list) or not all(_is_count(dim) for dim in shape):
+        raise HeaderError(source, f"{where}: shape {_short(shape)} is not a list of non-negative integers")
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):
+        raise HeaderError(source, f"{where}: data_offsets {_short(offsets)} is not a pair of non-negative integers")
+    begin, end = offsets
+    if end < begin:
+        raise HeaderError(source, f"{where}: data_offsets [{begin}, {end}] end before they begin")
+    numel = 1
+    for dim in shape:
+        numel *= dim
+        if numel > _MAX_NUMEL:
+            raise HeaderError(source, f"{where}: shape {shape} overflows the element count")
+    bits = numel * DTYPE_BITS[dtype]
+    if bits % 8:
+        raise HeaderError(source, f"{where}: {numel} × {dtype} is not a whole number of bytes")
+    if bits // 8 != end - begin:
+        raise HeaderError(
+            source,
+            f"{where}: {dtype}{shape} needs {bits // 8} bytes but data_offsets [{begin}, {end}] span {end - begin}",
+        )
+    return TensorEntry(dtype=dtype, shape=tuple(shape), data_offsets=(begin, end))
+
+
+def _check_layout(tensors: Mapping[str, TensorEntry], source: SourceName) -> None:
+    """Offsets must tile the data region from 0: sorted, contiguous, no overlap."""
+    expected = 0
+    for name, entry in sorted(tensors.items(), key=lambda item: item[1].data_offsets):
+        begin, end = entry.data_offsets
+        if begin != expected:
+            problem = "overlaps the previous tensor" if begin < expected else f"leaves a gap after byte {expected}"
+            if expected == 0:
+                problem = "does not start the data region at 0"
+            raise HeaderError(source, f"tensor {name!r}: data_offsets [{begin}, {end}] {problem}")
+        expected = end
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,62 @@
+"""Where a checkpoint comes from: a spec string → a Checkpoint.
+
+A spec is a local path (file or folder) or a Hub repo ``org/name[@revision]``. A spec that exists on disk is
+a path; ``./x``, ``/x`` and ``~/x`` are always paths.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import AbstractSet
+
+from ..checkpoint import Checkpoint
+from ..errors import SourceError
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    path: Path
+
+
+@dataclass(frozen=True)
+class HubSpec:
+    repo_id: str
+    revision: str | None  # None: the repo's default branch
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """How sources may fetch: shared by both sides and the base model."""
+
+    offline: bool = False
+    jobs: int = 8
+    progress: bool = False
+
+
+def parse_spec(spec: str) -> LocalSpec | HubSpec:
+    expanded = Path(spec).expanduser()
+    if spec.startswith(("./", "../", "/", "~", ".\\")) or spec in (".", "..") or expanded.exists():
+        return LocalSpec(expanded)
+    repo, _, revision = spec.partition("@")
+    if _REPO_ID.match(repo) and (not _ or revision):
+        return HubSpec(repo, revision or None)
+    raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
+
+
+def resolve(
+    spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None
+) -> Checkpoint:
+    """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
+    options = options or SourceOptions()
+    parsed = parse_spec(spec)
+    if isinstance(parsed, LocalSpec):
+        from .local import read_local
+
+        return read_local(spec, parsed.path, wanted=wanted)
+    from .hub import read_hub
+
+    return read_hub(spec, parsed, options, wanted=wanted)

@@ -1,0 +1,125 @@
+"""Checkpoints on the local disk: a .safetensors file, a folder with model.safetensors, or a sharded index."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import AbstractSet
+
+from ..checkpoint import (
+    INDEX_SUFFIX,
+    Checkpoint,
+    FileInfo,
+    RelativePath,
+    parse_config,
+    parse_index,
+    tensors_from_shards,
+)
+from ..errors import CkptdiffError, HeaderError, SourceError
+from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
+
+CONFIG_NAME = "config.json"
+SINGLE_FILE_NAME = "model.safetensors"
+
+
+def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
+    """Read only the header bytes of one safetensors file (never its tensor data)."""
+    name = source or str(path)
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            length = read_header_length(handle.read(LENGTH_PREFIX_BYTES), source=name, file_size=size)
+            raw = handle.read(length)
+    except IsADirectoryError:
+        raise SourceError(name, "is a folder, expected a .safetensors file") from None
+    except OSError as err:
+        raise SourceError(name, f"cannot read: {err.strerror or err}") from None
+    if len(raw) != length:
+        raise HeaderError(name, f"header truncated: {len(raw)} of {length} bytes")
+    return parse_header(raw, source=name, file_size=size)
+
+
+def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
+    """Read a local checkpoint's metadata. With ``wanted``, read only the shards that hold those tensors."""
+    if not path.exists():
+        raise SourceError(spec, "no such file or folder")
+    if path.is_file():
+        if path.name.endswith(INDEX_SUFFIX):
+            return _read_sharded(spec, path.parent, path, wanted)
+        if path.suffix == ".safetensors":
+            return _read_files(spec, path.parent, [path.name], config_dir=path.parent, location=path)
+        raise SourceError(str(path), "not a .safetensors file or a *.safetensors.index.json index")
+    if (path / SINGLE_FILE_NAME).is_file():
+        return _read_files(spec, path, [SINGLE_FILE_NAME], config_dir=path, location=path)
+    indexes = sorted(p for p in path.iterdir() if p.name.endswith(INDEX_SUFFIX))
+    if len(indexes) > 1:
+        preferred = path / ("model" + INDEX_SUFFIX)
+        if preferred not in indexes:
+            names = ", ".join(p.name for p in indexes)
+            raise SourceError(str(path), f"several indexes ({names}); name the one to use")
+        indexes = [preferred]
+    if indexes:
+        return _read_sharded(spec, path, indexes[0], wanted)
+    loose = sorted(p.name for p in path.iterdir() if p.suffix == ".safetensors" and p.is_file())
+    if loose:
+        # No index: every safetensors file in the folder is a shard, and no tensor may appear twice.
+        return _read_files(spec, path, loose, config_dir=path, location=path)
+    present = sorted(p.name for p in path.iterdir())[:6]
+    hint = f"it holds: {', '.join(present)}" if present else "it is empty"
+    raise SourceError(str(path), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)
+
+
+def _read_config(folder: Path) -> dict | None:
+    config_path = folder / CONFIG_NAME
+    if not config_path.is_file():
+        return None
+    try:
+        raw = config_path.read_bytes()
+    except OSError as err:
+        raise SourceError(str(config_path), f"cannot read: {err.strerror or err}") from None
+    return parse_config(raw, config_name=str(config_path))
+
+
+def _read_files(
+    spec: str, folder: Path, names: list[RelativePath], *, config_dir: Path, location: Path
+) -> Checkpoint:
+    headers = {name: read_header_file(folder / name) for name in names}
+    return Checkpoint(
+        spec=spec,
+        kind="local",
+        location=str(location),
+        revision=None,
+        tensors=tensors_from_shards(headers, index_name=str(folder)),
+        config=_read_config(config_dir),
+        files=tuple(FileInfo(name, headers[name].file_size) for name in names),
+        metadata={name: headers[name].metadata for name in names},
+    )
+
+
+def _read_sharded(spec: str, folder: Path, index_path: Path, wanted: AbstractSet[str] | None) -> Checkpoint:
+    index_name = str(index_path)
+    try:
+        raw = index_path.read_bytes()
+    except OSError as err:
+        raise SourceError(index_name, f"cannot read: {err.strerror or err}") from None
+    weight_map = parse_index(raw, index_name=index_name)
+    shards = sorted(set(weight_map.values()))
+    if wanted is not None:
+        shards = sorted({weight_map[name] for name in wanted if name in weight_map})
+        weight_map = {name: file for name, file in weight_map.items() if file in shards}
+    headers: dict[RelativePath, SafetensorsHeader] = {}
+    for shard in shards:
+        shard_path = folder / shard
+        if not shard_path.is_file():
+            raise CkptdiffError(index_name, f"shard {shard} listed in the index is missing")
+        headers[shard] = read_header_file(shard_path)
+    return Checkpoint(
+        spec=spec,
+        kind="local",
+        location=str(folder),
+        revision=None,
+        tensors=tensors_from_shards(headers, weight_map=weight_map, index_name=index_name),
+        config=_read_config(folder),
+        files=tuple(FileInfo(shard, headers[shard].file_size) for shard in shards),
+        metadata={shard: headers[shard].metadata for shard in shards},
+    )
