@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import posixpath
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from .errors import CkptdiffError, IndexError_
 from .safetensors_header import DType, SafetensorsHeader

@@ -27,7 +27,11 @@ def run_cli(tmp_path):
         full_env.update(env or {})
         return subprocess.run(
             [sys.executable, "-m", "ckptdiff", *args],
-            capture_output=True, text=True, env=full_env, cwd=cwd or REPO, timeout=timeout,
+            capture_output=True,
+            text=True,
+            env=full_env,
+            cwd=cwd or REPO,
+            timeout=timeout,
         )
 
     return run

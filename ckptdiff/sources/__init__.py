@@ -47,9 +47,7 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec:
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
 
 
-def resolve(
-    spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None
-) -> Checkpoint:
+def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
     """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
     options = options or SourceOptions()
     parsed = parse_spec(spec)

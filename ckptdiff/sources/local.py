@@ -80,9 +80,7 @@ def _read_config(folder: Path) -> dict | None:
     return parse_config(raw, config_name=str(config_path))
 
 
-def _read_files(
-    spec: str, folder: Path, names: list[RelativePath], *, config_dir: Path, location: Path
-) -> Checkpoint:
+def _read_files(spec: str, folder: Path, names: list[RelativePath], *, config_dir: Path, location: Path) -> Checkpoint:
     headers = {name: read_header_file(folder / name) for name in names}
     return Checkpoint(
         spec=spec,

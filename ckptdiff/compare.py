@@ -1,0 +1,169 @@
+"""Two checkpoints (+ profile, policy, optional base) → a Report. Pure: decides, never prints or fetches."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .checkpoint import Checkpoint, TensorInfo
+from .policy import Policy
+from .profiles import Profile, detect_profile, get_profile
+from .report import OK_STATUSES, ConfigDiff, Finding, Report, SideSummary, Status, TensorRow, TensorSide
+
+#: config.json keys that record who wrote the file, not what the model is.
+PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
+
+AUTO = "auto"
+
+
+def compare_specs(
+    a: str,
+    b: str,
+    *,
+    profile: str = AUTO,
+    policy: Policy | None = None,
+    base: str | None = None,
+    source_options: Any = None,
+) -> Report:
+    """Resolve two specs (and an optional base) through the sources, then compare them."""
+    from .sources import resolve
+
+    side_a = resolve(a, source_options)
+    side_b = resolve(b, source_options)
+    chosen = choose_profile(profile, side_a, side_b)
+    base_checkpoint = None
+    if base is not None:
+        wanted = {w.base_name for w in chosen.injected} if chosen else None
+        base_checkpoint = resolve(base, source_options, wanted=wanted)
+    return compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint)
+
+
+def choose_profile(name: str, a: Checkpoint, b: Checkpoint) -> Profile | None:
+    if name == AUTO:
+        return detect_profile(a.config, b.config)
+    return get_profile(name)
+
+
+def compare_checkpoints(
+    a: Checkpoint,
+    b: Checkpoint,
+    *,
+    profile: Profile | None = None,
+    policy: Policy | None = None,
+    base: Checkpoint | None = None,
+) -> Report:
+    policy = policy or Policy()
+    rows = tuple(_tensor_rows(a.tensors, b.tensors, profile))
+    findings = list(_config_findings(a, b))
+    findings += _injected_findings(rows, profile, base)
+    config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
+    return Report(
+        verdict=_verdict(rows, findings, policy),
+        a=SideSummary.of(a),
+        b=SideSummary.of(b),
+        tensors=rows,
+        config=config_diffs,
+        findings=tuple(findings),
+        profile=profile.name if profile else None,
+        base=SideSummary.of(base) if base is not None else None,
+    )
+
+
+def _verdict(rows: tuple[TensorRow, ...], findings: list[Finding], policy: Policy) -> str:
+    failing = {"error", "warning"} if policy.fail_on == "warning" else {"error"}
+    if all(row.status in OK_STATUSES for row in rows) and not any(f.severity in failing for f in findings):
+        return "compatible"
+    return "incompatible"
+
+
+def _tensor_rows(
+    a: Mapping[str, TensorInfo], b: Mapping[str, TensorInfo], profile: Profile | None
+) -> Iterator[TensorRow]:
+    for name in sorted(a.keys() | b.keys()):
+        ta, tb = a.get(name), b.get(name)
+        side_a = TensorSide(ta.shape, ta.dtype) if ta else None
+        side_b = TensorSide(tb.shape, tb.dtype) if tb else None
+        if ta and tb:
+            status, note = _pair_status(ta, tb)
+            yield TensorRow(name, status, side_a, side_b, note)
+            continue
+        injected = profile.injected_weight(name) if profile else None
+        if injected is not None:
+            yield TensorRow(name, "injected", side_a, side_b, injected.note)
+        else:
+            yield TensorRow(name, "only_in_a" if ta else "only_in_b", side_a, side_b, None)
+
+
+def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, str | None]:
+    if a.shape != b.shape:
+        if len(a.shape) != len(b.shape):
+            note = f"rank {len(a.shape)} vs {len(b.shape)}"
+        else:
+            dims = [f"dim {i}: {x} vs {y}" for i, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
+            note = "; ".join(dims)
+        if a.dtype != b.dtype:
+            note += f"; dtype {a.dtype} vs {b.dtype}"
+        return "shape_mismatch", note
+    if a.dtype != b.dtype:
+        return "dtype_mismatch", f"dtype {a.dtype} vs {b.dtype}"
+    return "match", None
+
+
+def _config_findings(a: Checkpoint, b: Checkpoint) -> Iterator[Finding]:
+    for label, side in (("A", a), ("B", b)):
+        if side.config is None:
+            yield Finding("info", "config_missing", f"{label} ({side.spec}) has no config.json; configs not compared")
+
+
+def _injected_findings(rows: tuple[TensorRow, ...], profile: Profile | None, base: Checkpoint | None) -> list[Finding]:
+    findings = []
+    for row in rows:
+        if row.status != "injected" or profile is None:
+            continue
+        weight = profile.injected_weight(row.name)
+        absent_from = "A" if row.a is None else "B"
+        if base is None:
+            message = f"{row.name} is absent from {absent_from}: {row.note} (give --base to verify it)"
+            findings.append(Finding("info", "injected_from_base", message))
+            continue
+        assert weight is not None
+        found = base.tensors.get(weight.base_name)
+        present = row.a or row.b
+        if found is None:
+            findings.append(Finding("error", "injected_missing_in_base",
+                                    f"{row.name}: the base has no {weight.base_name} to inject"))  # fmt: skip
+        elif present is not None and (found.shape, found.dtype) != (present.shape, present.dtype):
+            findings.append(Finding(
+                "error", "injected_incompatible_with_base",
+                f"{row.name}: base {weight.base_name} is {list(found.shape)} {found.dtype} but the other side "
+                f"stores {list(present.shape)} {present.dtype}",
+            ))  # fmt: skip
+        else:
+            findings.append(Finding("info", "injected_verified",
+                                    f"{row.name}: base {weight.base_name} {list(found.shape)} {found.dtype} fits"))  # fmt: skip
+    return findings
+
+
+def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested dicts become dotted keys; lists and scalars are leaf values."""
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            flat.update(flatten_config(value, dotted + "."))
+        else:
+            flat[dotted] = value
+    return flat
+
+
+def diff_configs(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[ConfigDiff]:
+    flat_a, flat_b = flatten_config(a), flatten_config(b)
+    for key in sorted(flat_a.keys() | flat_b.keys()):
+        if key.split(".")[-1] in PROVENANCE_KEYS:
+            continue
+        if key not in flat_b:
+            yield ConfigDiff(key, flat_a[key], None, "only_in_a")
+        elif key not in flat_a:
+            yield ConfigDiff(key, None, flat_b[key], "only_in_b")
+        elif flat_a[key] != flat_b[key] or isinstance(flat_a[key], bool) != isinstance(flat_b[key], bool):
+            yield ConfigDiff(key, flat_a[key], flat_b[key], "differs")

@@ -1,0 +1,81 @@
+"""A self-contained markdown report for PRs, run logs and CI step summaries."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from .. import __version__
+from ..report import Report, SideSummary
+from . import RenderOptions
+from ._common import config_value, counts_line, human_bytes, human_count, shape_dtype, visible_rows
+
+_MARK = {"compatible": "✅", "incompatible": "❌"}
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def _side(label: str, side: SideSummary) -> str:
+    revision = f" at commit `{side.revision}`" if side.revision else ""
+    return (
+        f"- **{label}**: {_code(side.spec)}{revision} — {side.files} file(s), {side.tensors} tensors, "
+        f"{human_count(side.parameters)} parameters, {human_bytes(side.bytes)}"
+    )
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    out = [f"## ckptdiff: {report.verdict} {_MARK[report.verdict]}", ""]
+    out.append(f"**{report.verdict}**: {counts_line(report)}.")
+    out.append("")
+    out.append(_side("A", report.a))
+    out.append(_side("B", report.b))
+    if report.base is not None:
+        out.append(_side("base", report.base))
+    if report.profile:
+        out.append(f"- **profile**: {report.profile}")
+    out.append("")
+
+    dtypes = sorted(report.a.dtypes.keys() | report.b.dtypes.keys())
+    if dtypes:
+        table = []
+        for dtype in dtypes:
+            pa, ba = report.a.dtypes.get(dtype, (0, 0))
+            pb, bb = report.b.dtypes.get(dtype, (0, 0))
+            table.append([dtype, f"{pa:,}", human_bytes(ba), f"{pb:,}", human_bytes(bb)])
+        out += ["### Parameters per dtype", ""]
+        out.append(tabulate(table, headers=["dtype", "A parameters", "A bytes", "B parameters", "B bytes"],
+                            tablefmt="github", disable_numparse=True))  # fmt: skip
+        out.append("")
+
+    rows = visible_rows(report, options.only_diffs)
+    out += ["### Tensors", ""]
+    if rows:
+        table = [[_code(r.name), shape_dtype(r.a), shape_dtype(r.b), r.status, r.note or ""] for r in rows]
+        out.append(tabulate(table, headers=["tensor", "A", "B", "status", "note"], tablefmt="github",
+                            disable_numparse=True))  # fmt: skip
+    else:
+        out.append("_No differing tensors._" if options.only_diffs else "_No tensors._")
+    out.append("")
+
+    out += ["### config.json differences", ""]
+    if report.config:
+        table = [[_code(d.key), _code(config_value(d.a)), _code(config_value(d.b)), d.status] for d in report.config]
+        out.append(tabulate(table, headers=["key", "A", "B", "status"], tablefmt="github", disable_numparse=True))
+    else:
+        out.append("_None._")
+    out.append("")
+
+    out += ["### Findings", ""]
+    if report.findings:
+        out += [f"- **{f.severity}** `{f.code}`: {f.message}" for f in report.findings]
+    else:
+        out.append("_None._")
+    out.append("")
+    if report.rules_applied:
+        out += ["### Policy rules applied", ""] + [f"- {rule}" for rule in report.rules_applied] + [""]
+    footer = f"_ckptdiff {__version__}"
+    if report.command:
+        footer += f" — `{report.command}`"
+    out.append(footer + "_")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,44 @@
+"""The terminal report: tensor | A | B | status, then config differences, findings and the verdict."""
+
+from __future__ import annotations
+
+from tabulate import tabulate
+
+from ..report import Report
+from . import RenderOptions
+from ._common import config_value, counts_line, shape_dtype, visible_rows
+
+_COLORS = {"match": "32", "injected": "36", "shape_mismatch": "31", "dtype_mismatch": "33",
+           "only_in_a": "31", "only_in_b": "31", "compatible": "1;32", "incompatible": "1;31",
+           "error": "31", "warning": "33", "info": "36"}  # fmt: skip
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    def paint(text: str, key: str) -> str:
+        code = _COLORS.get(key)
+        return f"\033[{code}m{text}\033[0m" if options.color and code else text
+
+    lines = [f"A: {report.a.display}", f"B: {report.b.display}"]
+    if report.base is not None:
+        lines.append(f"base: {report.base.display}")
+    if report.profile:
+        lines.append(f"profile: {report.profile}")
+    rows = visible_rows(report, options.only_diffs)
+    with_notes = any(row.note for row in rows)
+    table = []
+    for row in rows:
+        cells = [row.name, shape_dtype(row.a), shape_dtype(row.b), paint(row.status, row.status)]
+        if with_notes:
+            cells.append(row.note or "")
+        table.append(cells)
+    headers = ["tensor", "A shape dtype", "B shape dtype", "status"] + (["note"] if with_notes else [])
+    lines += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
+    if report.config:
+        config_rows = [[d.key, config_value(d.a), config_value(d.b), d.status] for d in report.config]
+        lines += ["", "config.json differences:", tabulate(config_rows, headers=["key", "A", "B", "status"],
+                                                           tablefmt="simple", disable_numparse=True)]  # fmt: skip
+    if report.findings:
+        lines += ["", "findings:"]
+        lines += [f"  {paint(f.severity, f.severity)} [{f.code}] {f.message}" for f in report.findings]
+    lines += ["", f"{paint(report.verdict, report.verdict)}: {counts_line(report)}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,178 @@
+"""The result of a comparison. ``Report.to_dict()`` *is* the JSON schema (``ckptdiff/report/v1``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from . import __version__
+from .checkpoint import Checkpoint
+
+SCHEMA = "ckptdiff/report/v1"
+
+Status = Literal["match", "shape_mismatch", "dtype_mismatch", "only_in_a", "only_in_b", "injected"]
+#: Every tensor status, in the order reports list their counts.
+STATUSES: tuple[Status, ...] = ("match", "injected", "shape_mismatch", "dtype_mismatch", "only_in_a", "only_in_b")
+#: Statuses that keep a comparison compatible.
+OK_STATUSES: frozenset[str] = frozenset({"match", "injected"})
+Verdict = Literal["compatible", "incompatible"]
+Severity = Literal["error", "warning", "info"]
+ConfigStatus = Literal["differs", "only_in_a", "only_in_b"]
+
+
+@dataclass(frozen=True)
+class TensorSide:
+    """A tensor as one side stores it. ``name`` is that side's own name when it differs from the row's."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    name: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"shape": list(self.shape), "dtype": self.dtype}
+        if self.name is not None:
+            out["name"] = self.name
+        return out
+
+
+@dataclass(frozen=True)
+class TensorRow:
+    name: str
+    status: Status
+    a: TensorSide | None
+    b: TensorSide | None
+    note: str | None = None
+    #: Value statistics (``--values``); a mapping so this module stays torch-free.
+    values: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "status": self.status,
+            "a": self.a.to_dict() if self.a else None,
+            "b": self.b.to_dict() if self.b else None,
+            "note": self.note,
+        }
+        if self.values is not None:
+            out["values"] = self.values
+        return out
+
+
+@dataclass(frozen=True)
+class ConfigDiff:
+    key: str  # nested keys dotted: "eagle_config.eagle_aux_hidden_state_layer_ids"
+    a: Any
+    b: Any
+    status: ConfigStatus
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "a": self.a, "b": self.b, "status": self.status}
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: Severity
+    code: str  # stable, e.g. "injected_from_base", "config_missing"
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"severity": self.severity, "code": self.code, "message": self.message}
+
+
+@dataclass(frozen=True)
+class SideSummary:
+    """What a report says about one checkpoint."""
+
+    spec: str
+    kind: str
+    location: str
+    revision: str | None
+    files: int
+    tensors: int
+    parameters: int
+    bytes: int
+    dtypes: dict[str, tuple[int, int]]  # dtype → (parameters, bytes)
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint) -> SideSummary:
+        return cls(
+            spec=checkpoint.spec,
+            kind=checkpoint.kind,
+            location=checkpoint.location,
+            revision=checkpoint.revision,
+            files=len(checkpoint.files),
+            tensors=len(checkpoint.tensors),
+            parameters=checkpoint.parameters,
+            bytes=checkpoint.nbytes,
+            dtypes=checkpoint.dtype_totals(),
+        )
+
+    @property
+    def display(self) -> str:
+        return f"{self.spec} @ {self.revision[:12]}" if self.revision else self.spec
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "spec": self.spec,
+            "revision": self.revision,
+            "files": self.files,
+            "tensors": self.tensors,
+            "parameters": self.parameters,
+            "bytes": self.bytes,
+            "dtypes": {d: {"parameters": p, "bytes": b} for d, (p, b) in self.dtypes.items()},
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    verdict: Verdict
+    a: SideSummary
+    b: SideSummary
+    tensors: tuple[TensorRow, ...]
+    config: tuple[ConfigDiff, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    profile: str | None = None
+    base: SideSummary | None = None
+    #: Policy rules that changed a row or the verdict, in words ("--allow-missing 'embed_*'").
+    rules_applied: tuple[str, ...] = ()
+    #: The command line that produced the report, when run from the CLI.
+    command: str | None = None
+    counts: dict[str, int] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        counts = dict.fromkeys(STATUSES, 0)
+        for row in self.tensors:
+            counts[row.status] += 1
+        object.__setattr__(self, "counts", counts)
+
+    @property
+    def compatible(self) -> bool:
+        return self.verdict == "compatible"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.compatible else 1
+
+    def render(self, fmt: str = "table", **options: Any) -> str:
+        """Render with one of the formats in :mod:`ckptdiff.formats` (table, markdown, json, junit)."""
+        from .formats import render
+
+        return render(self, fmt, **options)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "schema": SCHEMA,
+            "tool": {"name": "ckptdiff", "version": __version__},
+            "verdict": self.verdict,
+            "profile": self.profile,
+            "a": self.a.to_dict(),
+            "b": self.b.to_dict(),
+        }
+        if self.base is not None:
+            out["base"] = self.base.to_dict()
+        out["counts"] = self.counts
+        out["tensors"] = [row.to_dict() for row in self.tensors]
+        out["config"] = [diff.to_dict() for diff in self.config]
+        out["findings"] = [finding.to_dict() for finding in self.findings]
+        out["rules_applied"] = list(self.rules_applied)
+        return out
