@@ -123,7 +123,10 @@ def _injected_findings(rows: tuple[TensorRow, ...], profile: Profile | None, bas
         weight = profile.injected_weight(row.name)
         absent_from = "A" if row.a is None else "B"
         if base is None:
-            message = f"{row.name} is absent from {absent_from}: {row.note} (give --base to verify it)"
+            message = (
+                f"{row.name} is absent from {absent_from}; the engine supplies it from the base model's "
+                f"{weight.base_name if weight else 'weights'} (give --base to verify it)"
+            )
             findings.append(Finding("info", "injected_from_base", message))
             continue
         assert weight is not None
@@ -139,8 +142,8 @@ def _injected_findings(rows: tuple[TensorRow, ...], profile: Profile | None, bas
                 f"stores {list(present.shape)} {present.dtype}",
             ))  # fmt: skip
         else:
-            findings.append(Finding("info", "injected_verified",
-                                    f"{row.name}: base {weight.base_name} {list(found.shape)} {found.dtype} fits"))  # fmt: skip
+            fits = f"{row.name}: base {weight.base_name} {list(found.shape)} {found.dtype} fits"
+            findings.append(Finding("info", "injected_verified", fits))
     return findings
 
 

@@ -7,9 +7,9 @@ a path; ``./x``, ``/x`` and ``~/x`` are always paths.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
-from typing import AbstractSet
 
 from ..checkpoint import Checkpoint
 from ..errors import SourceError

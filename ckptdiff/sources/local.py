@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import AbstractSet
 
 from ..checkpoint import (
     INDEX_SUFFIX,
