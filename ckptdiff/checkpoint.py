@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .errors import CkptdiffError, IndexError_
-from .safetensors_header import DType, SafetensorsHeader
+from .safetensors_header import DType, SafetensorsHeader, has_lone_surrogate
 
 #: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
 RelativePath = str
@@ -133,7 +133,7 @@ def check_shard_path(path: str, *, index_name: str) -> RelativePath:
 
 def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
     """Validate a ``*.safetensors.index.json`` and return its weight_map (tensor name → shard path)."""
-    document = _load_json(raw, index_name, what="index")
+    document = _load_json(raw, index_name, what="index", error=IndexError_, unique_keys=True)
     if not isinstance(document, dict):
         raise IndexError_(index_name, "index is not a JSON object")
     weight_map = document.get("weight_map")
@@ -152,12 +152,34 @@ def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:
     return document
 
 
-def _load_json(raw: bytes, where: str, *, what: str) -> Any:
+def _load_json(
+    raw: bytes, where: str, *, what: str, error: type[CkptdiffError] = CkptdiffError, unique_keys: bool = False
+) -> Any:
     try:
-        return json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        document = json.loads(text, object_pairs_hook=_unique_keys if unique_keys else None)
     except UnicodeDecodeError:
-        raise CkptdiffError(where, f"{what} is not valid UTF-8") from None
+        raise error(where, f"{what} is not valid UTF-8") from None
+    except _DuplicateKey as dup:
+        raise error(where, f"{what} has duplicate key {dup.args[0]!r}") from None
     except RecursionError:
-        raise CkptdiffError(where, f"{what} nests too deeply") from None
+        raise error(where, f"{what} nests too deeply") from None
     except ValueError as err:
-        raise CkptdiffError(where, f"{what} is not valid JSON ({str(err)[:80]})") from None
+        raise error(where, f"{what} is not valid JSON ({str(err)[:80]})") from None
+    if has_lone_surrogate(text, document):
+        raise error(where, f"{what} has a string with a lone surrogate escape (not valid Unicode)")
+    return document
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An index naming one tensor twice maps it to two shards: json.loads would silently keep the last."""
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise _DuplicateKey(key)
+        result[key] = value
+    return result

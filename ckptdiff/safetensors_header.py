@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,7 +197,26 @@ def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
         raise HeaderError(source, f"header is not valid JSON ({_short(err)})") from None
     if not isinstance(document, dict):
         raise HeaderError(source, f"header JSON is a {type(document).__name__}, not an object")
+    if has_lone_surrogate(text, document):
+        raise HeaderError(source, "header has a string with a lone surrogate escape (not valid Unicode)")
     return document
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def has_lone_surrogate(text: str, document: Any) -> bool:
+    """Whether a decoded JSON document holds a lone surrogate (``"\\ud800"``), which no UTF-8 output can print.
+
+    The reference implementation refuses these; only texts with a surrogate escape pay for the full check.
+    """
+    if not _SURROGATE_ESCAPE.search(text):
+        return False
+    try:
+        json.dumps(document, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _parse_metadata(raw: Any, source: SourceName) -> dict[str, str]:

@@ -15,7 +15,7 @@ from ..checkpoint import (
     parse_index,
     tensors_from_shards,
 )
-from ..errors import CkptdiffError, HeaderError, SourceError
+from ..errors import HeaderError, IndexError_, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
 
 CONFIG_NAME = "config.json"
@@ -49,6 +49,8 @@ def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None)
         if path.suffix == ".safetensors":
             return _read_files(spec, path.parent, [path.name], config_dir=path.parent, location=path)
         raise SourceError(str(path), "not a .safetensors file or a *.safetensors.index.json index")
+    if not path.is_dir():
+        raise SourceError(str(path), "not a regular file or folder (a device, pipe or socket?)")
     if (path / SINGLE_FILE_NAME).is_file():
         return _read_files(spec, path, [SINGLE_FILE_NAME], config_dir=path, location=path)
     indexes = sorted(p for p in path.iterdir() if p.name.endswith(INDEX_SUFFIX))
@@ -109,7 +111,7 @@ def _read_sharded(spec: str, folder: Path, index_path: Path, wanted: AbstractSet
     for shard in shards:
         shard_path = folder / shard
         if not shard_path.is_file():
-            raise CkptdiffError(index_name, f"shard {shard} listed in the index is missing")
+            raise IndexError_(index_name, f"shard {shard} listed in the index is missing")
         headers[shard] = read_header_file(shard_path)
     return Checkpoint(
         spec=spec,

@@ -1,0 +1,343 @@
+"""Hostile and broken checkpoints: each is refused with one line naming the file and the rule it breaks.
+
+Every case is a small file built on the fly (valid bases from ``fixtures.generate``, then broken). Each is read
+twice: through the library (``resolve``: the right ``CkptdiffError`` subclass, message names file and rule) and
+through the real ``ckptdiff`` command (exit 2, exactly one line on stderr, no traceback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptdiff.errors import CkptdiffError, HeaderError, IndexError_, SourceError
+from ckptdiff.sources import resolve
+from fixtures.generate import write_safetensors
+
+GOOD = Path(__file__).resolve().parent.parent / "fixtures" / "kimi-k2-eagle3-published"
+U64_MAX = 2**64 - 1
+
+
+# --- builders: each writes something broken under a folder and returns the path to hand to ckptdiff ----------
+
+
+def raw_file(folder: Path, content: bytes, name: str = "bad.safetensors") -> Path:
+    path = folder / name
+    path.write_bytes(content)
+    return path
+
+
+def with_prefix(folder: Path, header: bytes, *, data: int = 0, length: int | None = None) -> Path:
+    """A file whose 8-byte prefix is ``length`` (default: the header's real length), then header, then data."""
+    prefix = (len(header) if length is None else length).to_bytes(8, "little")
+    return raw_file(folder, prefix + header + bytes(data))
+
+
+def header_file(folder: Path, header: dict[str, Any], *, data: int | None = None) -> Path:
+    """A file with this JSON header (padded like writers do) and ``data`` bytes (default: what offsets need)."""
+    raw = json.dumps(header, separators=(",", ":")).encode()
+    raw += b" " * (-len(raw) % 8)
+    if data is None:
+        ends = [e["data_offsets"][1] for k, e in header.items() if k != "__metadata__" and _has_offsets(e)]
+        data = max(ends, default=0)
+    return with_prefix(folder, raw, data=data)
+
+
+def _has_offsets(entry: Any) -> bool:
+    offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+    return isinstance(offsets, list) and len(offsets) == 2 and isinstance(offsets[1], int)
+
+
+def one_tensor(**fields: Any) -> Callable[[Path], Path]:
+    """A one-tensor header: an F32 [2, 2] weight with some fields replaced (None removes a field)."""
+    entry = {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]} | fields
+    entry = {k: v for k, v in entry.items() if v is not None}
+    return lambda folder: header_file(folder, {"w": entry})
+
+
+def tensors(*entries: tuple[str, str, list[int], list[int]], data: int | None = None, **extra: Any):
+    """A header from (name, dtype, shape, offsets) rows, plus extra top-level keys (``__metadata__``)."""
+    header = dict(extra) | {n: {"dtype": d, "shape": s, "data_offsets": o} for n, d, s, o in entries}
+    return lambda folder: header_file(folder, header, data=data)
+
+
+def sharded(index: dict[str, Any] | bytes, shards: dict[str, list[tuple[str, str, list[int]]]]):
+    """A sharded folder: an index (dict or raw bytes) and valid shards with these tensors."""
+
+    def build(folder: Path) -> Path:
+        for shard, specs in shards.items():
+            write_safetensors(folder / shard, specs, fill="zeros")
+        raw = index if isinstance(index, bytes) else json.dumps(index).encode()
+        (folder / "model.safetensors.index.json").write_bytes(raw)
+        return folder
+
+    return build
+
+
+def with_config(raw: bytes):
+    """A valid single-file checkpoint folder whose config.json holds ``raw``."""
+
+    def build(folder: Path) -> Path:
+        write_safetensors(folder / "model.safetensors", [("w", "F32", [2, 2])], fill="zeros")
+        (folder / "config.json").write_bytes(raw)
+        return folder
+
+    return build
+
+
+INDEX = "model.safetensors.index.json"
+W = [("w", "F32", [2])]
+V = [("v", "F32", [2])]
+SHARDS = {"a.safetensors": W, "b.safetensors": V}
+
+
+def index_of(weight_map: Any) -> dict[str, Any]:
+    return {"metadata": {"total_size": 16}, "weight_map": weight_map}
+
+
+def nested(opening: str, closing: str, depth: int) -> bytes:
+    return ('{"w":' + opening * depth + closing * depth + "}").encode()
+
+
+def broken_shard(folder: Path) -> Path:
+    raw_file(folder, b"\x01", "a.safetensors")
+    (folder / INDEX).write_text(json.dumps(index_of({"w": "a.safetensors"})))
+    return folder
+
+
+def duplicate_in_index(folder: Path) -> Path:
+    raw = b'{"weight_map": {"w": "a.safetensors", "v": "b.safetensors", "w": "b.safetensors"}}'
+    return sharded(raw, SHARDS)(folder)
+
+
+# --- the corpus ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    build: Callable[[Path], Path]
+    error: type[CkptdiffError]
+    file: str  # the file the error must name
+    rule: str  # words of the defect the error must state
+
+
+ST = "bad.safetensors"
+CASES = [
+    # length prefix
+    Case("empty-file", lambda f: raw_file(f, b""), HeaderError, ST, "too short"),
+    Case("shorter-than-8", lambda f: raw_file(f, b"\x10\x00\x00"), HeaderError, ST, "too short"),
+    Case("length-past-eof", lambda f: with_prefix(f, b'{"a":1}', length=4096), HeaderError, ST, "past the end"),
+    Case("length-over-limit", lambda f: with_prefix(f, b"{}", length=100_000_001), HeaderError, ST, "limit"),
+    Case("length-u64-max", lambda f: with_prefix(f, b"{}", length=U64_MAX), HeaderError, ST, "limit"),
+    Case("length-claims-99MB", lambda f: with_prefix(f, b"{}", length=99_000_000), HeaderError, ST, "past the end"),
+    Case("length-zero", lambda f: with_prefix(f, b"", length=0, data=8), HeaderError, ST, "too small"),
+    # the JSON text
+    Case("not-utf8", lambda f: with_prefix(f, b'{"w\xff\xfe":{}}'), HeaderError, ST, "UTF-8"),
+    Case("not-json", lambda f: with_prefix(f, b"{this is not json}"), HeaderError, ST, "not valid JSON"),
+    Case("json-list", lambda f: with_prefix(f, b"[1, 2, 3]"), HeaderError, ST, "does not start with '{'"),
+    Case("json-string", lambda f: with_prefix(f, b'"weights"'), HeaderError, ST, "does not start with '{'"),
+    Case("json-number", lambda f: with_prefix(f, b"12345678"), HeaderError, ST, "does not start with '{'"),
+    Case("pickle-not-safetensors", lambda f: raw_file(f, b"\x80\x04\x955\x10" + bytes(64)), HeaderError, ST, "limit"),
+    Case("nested-100k-lists", lambda f: with_prefix(f, nested("[", "]", 100_000)), HeaderError, ST, "nests"),
+    Case("nested-100k-objects", lambda f: with_prefix(f, nested('{"a":', "}", 100_000)), HeaderError, ST, "nests"),
+    Case("trailing-garbage", lambda f: with_prefix(f, b"{}}"), HeaderError, ST, "not valid JSON"),
+    Case("huge-integer-literal", lambda f: with_prefix(f, b'{"w":' + b"9" * 5000 + b"}"), HeaderError, ST, "JSON"),
+    Case(
+        "duplicate-tensor",
+        lambda f: with_prefix(
+            f,
+            b'{"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"w":{"dtype":"U8","shape":[1],'
+            b'"data_offsets":[0,1]}}',
+            data=1,
+        ),
+        HeaderError,
+        ST,
+        "duplicate key 'w'",
+    ),  # fmt: skip
+    Case(
+        "lone-surrogate-name",
+        lambda f: with_prefix(f, b'{"w\\ud800":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', data=1),
+        HeaderError,
+        ST,
+        "surrogate",
+    ),  # fmt: skip
+    # one entry
+    Case("entry-not-object", lambda f: header_file(f, {"w": [0, 16]}), HeaderError, ST, "not an object"),
+    Case("missing-dtype", one_tensor(dtype=None), HeaderError, ST, "missing dtype"),
+    Case("missing-shape", one_tensor(shape=None), HeaderError, ST, "missing shape"),
+    Case("missing-offsets", one_tensor(data_offsets=None), HeaderError, ST, "missing data_offsets"),
+    Case("unknown-dtype", one_tensor(dtype="F128"), HeaderError, ST, "unknown dtype 'F128'"),
+    Case("dtype-lowercase", one_tensor(dtype="f32"), HeaderError, ST, "unknown dtype 'f32'"),
+    Case("dtype-not-string", one_tensor(dtype=32), HeaderError, ST, "unknown dtype 32"),
+    Case("negative-dim", one_tensor(shape=[-2, -2]), HeaderError, ST, "non-negative integers"),
+    Case("float-dim", one_tensor(shape=[2.0, 2]), HeaderError, ST, "non-negative integers"),
+    Case("string-dim", one_tensor(shape=["2", 2]), HeaderError, ST, "non-negative integers"),
+    Case("bool-dim", one_tensor(shape=[True, 2]), HeaderError, ST, "non-negative integers"),
+    Case("shape-not-list", one_tensor(shape=4), HeaderError, ST, "non-negative integers"),
+    Case(
+        "nan-dim",
+        lambda f: with_prefix(f, b'{"w":{"dtype":"U8","shape":[NaN],"data_offsets":[0,1]}}', data=1),
+        HeaderError,
+        ST,
+        "non-negative integers",
+    ),  # fmt: skip
+    Case("shape-overflows", one_tensor(shape=[2**32, 2**32, 2]), HeaderError, ST, "overflows"),
+    Case("shape-overflows-late", one_tensor(shape=[0, 2**70]), HeaderError, ST, "bytes"),
+    Case("offsets-reversed", one_tensor(data_offsets=[16, 0]), HeaderError, ST, "end before they begin"),
+    Case("offsets-not-pair", one_tensor(data_offsets=[0, 8, 16]), HeaderError, ST, "not a pair"),
+    Case("offsets-negative", one_tensor(data_offsets=[-16, 0]), HeaderError, ST, "not a pair"),
+    Case("offsets-float", one_tensor(data_offsets=[0, 16.0]), HeaderError, ST, "not a pair"),
+    Case("byte-length-wrong", one_tensor(data_offsets=[0, 12]), HeaderError, ST, "needs 16 bytes"),
+    Case("sub-byte-not-whole-F4", one_tensor(dtype="F4", shape=[3], data_offsets=[0, 2]), HeaderError, ST, "whole"),
+    Case(
+        "sub-byte-not-whole-F6", one_tensor(dtype="F6_E2M3", shape=[3], data_offsets=[0, 3]), HeaderError, ST, "whole"
+    ),  # fmt: skip
+    # the layout of the data region
+    Case("offsets-not-from-0", tensors(("w", "U8", [8], [8, 16])), HeaderError, ST, "does not start"),
+    Case(
+        "offsets-overlap", tensors(("a", "U8", [8], [0, 8]), ("b", "U8", [8], [4, 12])), HeaderError, ST, "overlaps"
+    ),  # fmt: skip
+    Case("offsets-gap", tensors(("a", "U8", [8], [0, 8]), ("b", "U8", [8], [16, 24])), HeaderError, ST, "gap"),
+    Case("offsets-past-eof", tensors(("w", "U8", [64], [0, 64]), data=10), HeaderError, ST, "truncated"),
+    Case("trailing-data", tensors(("w", "U8", [8], [0, 8]), data=4096), HeaderError, ST, "trailing"),
+    # __metadata__
+    Case("metadata-int-value", tensors(__metadata__={"format": 1}), HeaderError, ST, "__metadata__"),
+    Case("metadata-list", tensors(__metadata__=["pt"]), HeaderError, ST, "__metadata__"),
+    Case("metadata-string", tensors(__metadata__="pt"), HeaderError, ST, "__metadata__"),
+    Case("metadata-nested", tensors(__metadata__={"a": {"b": "c"}}), HeaderError, ST, "__metadata__"),
+    # sharded checkpoints: the index
+    Case("index-not-json", sharded(b"{weight_map: nope", SHARDS), IndexError_, INDEX, "not valid JSON"),
+    Case("index-not-utf8", sharded(b'{"weight_map": {"\xff": "a"}}', SHARDS), IndexError_, INDEX, "UTF-8"),
+    Case("index-list", sharded(b"[]", SHARDS), IndexError_, INDEX, "not a JSON object"),
+    Case("index-no-weight-map", sharded({"metadata": {}}, SHARDS), IndexError_, INDEX, "weight_map"),
+    Case("index-weight-map-list", sharded(index_of(["a.safetensors"]), SHARDS), IndexError_, INDEX, "weight_map"),
+    Case(
+        "index-missing-shard",
+        sharded(index_of({"w": "a.safetensors", "v": "gone.safetensors"}), {"a.safetensors": W}),
+        IndexError_,
+        INDEX,
+        "gone.safetensors",
+    ),  # fmt: skip
+    Case("index-duplicate-name", duplicate_in_index, IndexError_, INDEX, "duplicate key 'w'"),
+    Case(
+        "tensor-in-two-shards",
+        sharded(index_of({"w": "a.safetensors", "v": "b.safetensors"}), {"a.safetensors": W, "b.safetensors": V + W}),
+        IndexError_,
+        INDEX,
+        "two shards",
+    ),  # fmt: skip
+    Case(
+        "tensor-not-in-index",
+        sharded(index_of({"w": "a.safetensors"}), {"a.safetensors": W + V}),
+        IndexError_,
+        INDEX,
+        "not in the index",
+    ),  # fmt: skip
+    Case(
+        "index-names-wrong-shard",
+        sharded(index_of({"w": "b.safetensors", "v": "a.safetensors"}), SHARDS),
+        IndexError_,
+        INDEX,
+        "stored in",
+    ),  # fmt: skip
+    Case(
+        "index-names-absent-tensor",
+        sharded(index_of({"w": "a.safetensors", "v": "b.safetensors", "ghost": "a.safetensors"}), SHARDS),
+        IndexError_,
+        INDEX,
+        "no shard has it",
+    ),  # fmt: skip
+    Case("shard-path-dotdot", sharded(index_of({"w": "../a.safetensors"}), SHARDS), IndexError_, INDEX, "escapes"),
+    Case(
+        "shard-path-dotdot-deep",
+        sharded(index_of({"w": "x/../../a.safetensors"}), SHARDS),
+        IndexError_,
+        INDEX,
+        "escapes",
+    ),  # fmt: skip
+    Case(
+        "shard-path-backslash", sharded(index_of({"w": "..\\a.safetensors"}), SHARDS), IndexError_, INDEX, "escapes"
+    ),  # fmt: skip
+    Case("shard-path-absolute", sharded(index_of({"w": "/etc/passwd"}), SHARDS), IndexError_, INDEX, "absolute"),
+    Case("shard-path-drive", sharded(index_of({"w": "C:\\a.safetensors"}), SHARDS), IndexError_, INDEX, "absolute"),
+    Case("shard-path-not-string", sharded(index_of({"w": 7}), SHARDS), IndexError_, INDEX, "not a file name"),
+    Case(
+        "broken-shard-header",
+        lambda f: sharded(index_of({"w": "a.safetensors"}), {})(f) if not raw_file(f, b"\x01", "a.safetensors") else f,
+        HeaderError,
+        "a.safetensors",
+        "too short",
+    ),  # fmt: skip
+    # config.json
+    Case("config-not-json", with_config(b'{"hidden_size": 7168,'), CkptdiffError, "config.json", "not valid JSON"),
+    Case("config-not-utf8", with_config(b'{"name": "\xff"}'), CkptdiffError, "config.json", "UTF-8"),
+    Case("config-list", with_config(b"[7168]"), CkptdiffError, "config.json", "not a JSON object"),
+    Case("config-nested", with_config(b"[" * 100_000), CkptdiffError, "config.json", "nests"),
+    # what the path itself is
+    Case("folder-without-weights", lambda f: f, SourceError, "", "no safetensors weights"),
+    Case(
+        "not-a-safetensors-name",
+        lambda f: raw_file(f, b"{}", "weights.bin"),
+        SourceError,
+        "weights.bin",
+        "not a .safetensors file",
+    ),  # fmt: skip
+    Case(
+        "fifo",
+        lambda f: (os.mkfifo(f / "pipe.safetensors"), f / "pipe.safetensors")[1],
+        SourceError,
+        "pipe.safetensors",
+        "not a regular file",
+    ),  # fmt: skip
+]
+
+ALL_IDS = [case.id for case in CASES]
+
+
+def build(case: Case, root: Path) -> Path:
+    folder = root / case.id
+    folder.mkdir()
+    return case.build(folder)
+
+
+def test_the_corpus_is_large_and_unique() -> None:
+    assert len(CASES) >= 30
+    assert len(set(ALL_IDS)) == len(ALL_IDS)
+
+
+@pytest.mark.parametrize("case", CASES, ids=ALL_IDS)
+def test_library_refuses_with_the_right_error(case: Case, tmp_path: Path) -> None:
+    spec = build(case, tmp_path)
+    with pytest.raises(CkptdiffError) as caught:
+        resolve(str(spec))
+    error = caught.value
+    assert isinstance(error, case.error), f"{type(error).__name__}: {error}"
+    line = error.line()
+    assert "\n" not in line
+    assert case.file in (error.where or ""), line
+    assert case.rule in error.defect, line
+
+
+def test_a_header_length_near_the_limit_is_refused_before_allocating(tmp_path: Path) -> None:
+    """A 16-byte file claiming a 99 MB header: refused from the file size, no 99 MB read attempted."""
+    path = with_prefix(tmp_path, b"{}", length=99_999_999)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(HeaderError, match="past the end"):
+        resolve(str(path))
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 50_000
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="/dev/zero and /proc are Linux features")
+def test_a_character_device_is_not_read_forever() -> None:
+    with pytest.raises(SourceError, match="not a regular file"):
+        resolve("/dev/zero")
