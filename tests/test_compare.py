@@ -1,0 +1,92 @@
+"""The comparison: statuses, verdict, config differences — on in-memory checkpoints and the bundled fixtures."""
+
+from __future__ import annotations
+
+from ckptdiff import compare
+from ckptdiff.checkpoint import Checkpoint, TensorInfo
+from ckptdiff.compare import compare_checkpoints, diff_configs, flatten_config
+from ckptdiff.profiles import detect_profile, get_profile
+from fixtures.generate import HERE as FIXTURES
+
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
+TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
+
+
+def checkpoint(tensors: dict[str, tuple[list[int], str]], config=None, spec="x") -> Checkpoint:
+    infos = {n: TensorInfo(n, d, tuple(s), "model.safetensors", (0, 0)) for n, (s, d) in tensors.items()}
+    return Checkpoint(spec=spec, kind="local", location=spec, revision=None, tensors=infos, config=config)
+
+
+def test_every_status():
+    a = checkpoint({"same": ([2, 3], "BF16"), "reshaped": ([2, 3], "BF16"), "recast": ([4], "F32"),
+                    "gone": ([1], "F32"), "both_differ": ([2], "F16")})  # fmt: skip
+    b = checkpoint({"same": ([2, 3], "BF16"), "reshaped": ([2, 4], "BF16"), "recast": ([4], "BF16"),
+                    "new": ([1], "F32"), "both_differ": ([3], "F32")})  # fmt: skip
+    report = compare_checkpoints(a, b)
+    status = {row.name: (row.status, row.note) for row in report.tensors}
+    assert status == {
+        "both_differ": ("shape_mismatch", "dim 0: 2 vs 3; dtype F16 vs F32"),
+        "gone": ("only_in_a", None),
+        "new": ("only_in_b", None),
+        "recast": ("dtype_mismatch", "dtype F32 vs BF16"),
+        "reshaped": ("shape_mismatch", "dim 1: 3 vs 4"),
+        "same": ("match", None),
+    }
+    assert [row.name for row in report.tensors] == sorted(status)
+    assert report.verdict == "incompatible" and report.exit_code == 1
+
+
+def test_embed_tokens_is_injected_only_for_eagle3_drafters():
+    drafter_config = {"architectures": ["LlamaForCausalLMEagle3"]}
+    a = checkpoint({"fc.weight": ([4, 12], "BF16")}, drafter_config)
+    b = checkpoint({"fc.weight": ([4, 12], "BF16"), "embed_tokens.weight": ([32, 4], "BF16")}, drafter_config)
+    eagle3 = compare_checkpoints(a, b, profile=detect_profile(a.config, b.config))
+    assert eagle3.verdict == "compatible" and eagle3.profile == "eagle3"
+    row = next(r for r in eagle3.tensors if r.name == "embed_tokens.weight")
+    assert row.status == "injected" and "base model" in row.note
+
+    generic = compare_checkpoints(a, b, profile=get_profile("none"))
+    assert generic.verdict == "incompatible"
+    assert {r.name: r.status for r in generic.tensors}["embed_tokens.weight"] == "only_in_b"
+
+
+def test_profile_detection_from_config():
+    assert detect_profile({"architectures": ["LlamaForCausalLMEagle3"]}).name == "eagle3"
+    assert detect_profile({"eagle_config": {}}).name == "eagle3"
+    assert detect_profile({"speculators_model_type": "eagle3"}).name == "eagle3"
+    assert detect_profile({"architectures": ["LlamaForCausalLM"]}, None) is None
+
+
+def test_config_differences_are_dotted_and_skip_provenance():
+    a = {"hidden_size": 64, "transformers_version": "4.57.0", "eagle_config": {"ids": [2, 30, 58], "use": True},
+         "only_a": 1, "flag": True}  # fmt: skip
+    b = {"hidden_size": 64, "transformers_version": "4.58.1", "eagle_config": {"ids": [2, 30], "use": True},
+         "only_b": None, "flag": 1, "_name_or_path": "/home/me"}  # fmt: skip
+    assert flatten_config(a)["eagle_config.ids"] == [2, 30, 58]
+    diffs = [(d.key, d.status) for d in diff_configs(a, b)]
+    assert diffs == [("eagle_config.ids", "differs"), ("flag", "differs"), ("only_a", "only_in_a"),
+                     ("only_b", "only_in_b")]  # fmt: skip
+
+
+def test_bundled_fixtures_through_the_api():
+    report = compare(PUBLISHED, OURS)
+    assert report.verdict == "compatible"
+    assert report.counts["match"] == 15 and report.counts["injected"] == 1
+    assert [(d.key, d.a, d.b) for d in report.config] == [("max_position_embeddings", 131072, 262144)]
+    assert report.a.tensors == 15 and report.b.tensors == 16
+
+    broken = compare(PUBLISHED, TWO_AUX)
+    fc = next(row for row in broken.tensors if row.name == "fc.weight")
+    assert broken.verdict == "incompatible"
+    assert (fc.status, fc.a.shape, fc.b.shape) == ("shape_mismatch", (64, 192), (64, 128))
+
+
+def test_report_to_dict_is_the_documented_schema():
+    document = compare(PUBLISHED, OURS).to_dict()
+    assert document["schema"] == "ckptdiff/report/v1"
+    assert {"verdict", "a", "b", "tensors", "config", "findings"} <= document.keys()
+    assert {"spec", "revision", "files", "tensors", "parameters", "bytes"} <= document["a"].keys()
+    embed = next(t for t in document["tensors"] if t["name"] == "embed_tokens.weight")
+    assert embed["a"] is None and embed["b"] == {"shape": [1024, 64], "dtype": "BF16"}
+    assert {"severity", "code", "message"} == document["findings"][0].keys()

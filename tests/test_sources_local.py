@@ -1,0 +1,115 @@
+"""Local checkpoints: a file, a folder, a sharded index — and the index checked against its shards."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ckptdiff.errors import CkptdiffError, SourceError
+from ckptdiff.sources import HubSpec, LocalSpec, parse_spec, resolve
+from fixtures.generate import write_config, write_safetensors
+
+SHARD_1 = [("model.embed.weight", "BF16", [16, 8]), ("model.layers.0.w", "F32", [8, 8])]
+SHARD_2 = [("model.layers.1.w", "F32", [8, 8]), ("lm_head.weight", "BF16", [16, 8])]
+
+
+def write_sharded(folder, weight_map=None):
+    write_safetensors(folder / "model-00001-of-00002.safetensors", SHARD_1)
+    write_safetensors(folder / "model-00002-of-00002.safetensors", SHARD_2)
+    if weight_map is None:
+        weight_map = {name: "model-00001-of-00002.safetensors" for name, _, _ in SHARD_1}
+        weight_map |= {name: "model-00002-of-00002.safetensors" for name, _, _ in SHARD_2}
+    index = {"metadata": {"total_size": 0}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder
+
+
+def test_single_file_folder_and_index_are_read_alike(tmp_path):
+    single = tmp_path / "single"
+    write_safetensors(single / "model.safetensors", SHARD_1 + SHARD_2)
+    write_config(single, {"hidden_size": 8})
+    sharded = write_sharded(tmp_path / "sharded")
+
+    by_file = resolve(str(single / "model.safetensors"))
+    by_folder = resolve(str(single))
+    by_index = resolve(str(sharded))
+    by_index_file = resolve(str(sharded / "model.safetensors.index.json"))
+
+    names = {"model.embed.weight", "model.layers.0.w", "model.layers.1.w", "lm_head.weight"}
+    for checkpoint in (by_file, by_folder, by_index, by_index_file):
+        assert set(checkpoint.tensors) == names
+        assert checkpoint.kind == "local" and checkpoint.revision is None
+        assert checkpoint.tensors["lm_head.weight"].shape == (16, 8)
+    assert by_folder.config == {"hidden_size": 8} and by_index.config is None
+    assert len(by_index.files) == 2 and by_index.tensors["lm_head.weight"].file == "model-00002-of-00002.safetensors"
+    assert by_index.parameters == 16 * 8 * 2 + 64 * 2
+    assert by_index.dtype_totals() == {"BF16": (256, 512), "F32": (128, 512)}
+
+
+def test_data_offsets_are_absolute_in_the_file(tmp_path):
+    write_safetensors(tmp_path / "model.safetensors", SHARD_1, fill="random")
+    checkpoint = resolve(str(tmp_path))
+    first = checkpoint.tensors["model.embed.weight"]
+    size = (tmp_path / "model.safetensors").stat().st_size
+    assert checkpoint.tensors["model.layers.0.w"].data_offsets[1] == size
+    assert first.data_offsets[0] == size - 16 * 8 * 2 - 8 * 8 * 4
+
+
+def test_loose_shards_without_index_are_merged(tmp_path):
+    write_safetensors(tmp_path / "a.safetensors", SHARD_1)
+    write_safetensors(tmp_path / "b.safetensors", SHARD_2)
+    assert len(resolve(str(tmp_path)).tensors) == 4
+
+
+def test_wanted_reads_only_the_shards_that_hold_them(tmp_path):
+    folder = write_sharded(tmp_path)
+    (folder / "model-00002-of-00002.safetensors").unlink()  # proves shard 2 is never opened
+    checkpoint = resolve(str(folder), wanted={"model.embed.weight"})
+    assert set(checkpoint.tensors) == {"model.embed.weight", "model.layers.0.w"}
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m.pop("lm_head.weight"), "'lm_head.weight' is in shard model-00002-of-00002.safetensors but not"),
+        (lambda m: m.update({"ghost": "model-00001-of-00002.safetensors"}), "'ghost' is listed in the index"),
+        (lambda m: m.update({"lm_head.weight": "model-00001-of-00002.safetensors"}), "is listed in model-00001"),
+        (lambda m: m.update({"x": "model-00003-of-00002.safetensors"}), "shard model-00003-of-00002.safetensors"),
+        (lambda m: m.update({"x": "../outside.safetensors"}), "escapes the checkpoint folder"),
+        (lambda m: m.update({"x": "/etc/passwd"}), "is absolute"),
+    ],
+)
+def test_index_is_checked_against_shard_headers(tmp_path, edit, message):
+    weight_map = {name: "model-00001-of-00002.safetensors" for name, _, _ in SHARD_1}
+    weight_map |= {name: "model-00002-of-00002.safetensors" for name, _, _ in SHARD_2}
+    edit(weight_map)
+    folder = write_sharded(tmp_path, weight_map)
+    with pytest.raises(CkptdiffError, match=message) as err:
+        resolve(str(folder))
+    assert "model.safetensors.index.json" in err.value.line()
+
+
+def test_one_tensor_in_two_shards_is_refused(tmp_path):
+    write_safetensors(tmp_path / "a.safetensors", SHARD_1)
+    write_safetensors(tmp_path / "b.safetensors", SHARD_1[:1])
+    with pytest.raises(CkptdiffError, match="'model.embed.weight' is stored in two shards"):
+        resolve(str(tmp_path))
+
+
+def test_a_folder_without_weights_says_what_it_holds(tmp_path):
+    (tmp_path / "pytorch_model.bin.txt").write_text("x")
+    with pytest.raises(SourceError, match="no safetensors weights.*pytorch_model.bin.txt"):
+        resolve(str(tmp_path))
+
+
+def test_specs_are_paths_or_hub_repos(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert parse_spec("org/name") == HubSpec("org/name", None)
+    assert parse_spec("org/name@v1.0") == HubSpec("org/name", "v1.0")
+    assert isinstance(parse_spec("./org/name"), LocalSpec)  # ./ is always a path
+    (tmp_path / "org" / "name").mkdir(parents=True)
+    assert isinstance(parse_spec("org/name"), LocalSpec)  # an existing path wins
+    assert isinstance(parse_spec("/abs/x"), LocalSpec) and isinstance(parse_spec("~/x"), LocalSpec)
+    with pytest.raises(SourceError, match="not a Hub repo id"):
+        parse_spec("no-such-thing")
