@@ -17,6 +17,7 @@ from ..checkpoint import (
 )
 from ..errors import HeaderError, IndexError_, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
+from . import torch_pickle
 
 CONFIG_NAME = "config.json"
 SINGLE_FILE_NAME = "model.safetensors"
@@ -48,6 +49,12 @@ def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None)
             return _read_sharded(spec, path.parent, path, wanted)
         if path.suffix == ".safetensors":
             return _read_files(spec, path.parent, [path.name], config_dir=path.parent, location=path)
+        if path.name.endswith(torch_pickle.TORCH_INDEX_SUFFIX):
+            return torch_pickle.read_torch_index(spec, path, config=_read_config(path.parent), wanted=wanted)
+        if path.suffix in torch_pickle.TORCH_SUFFIXES:
+            return torch_pickle.read_torch_files(
+                spec, path.parent, [path.name], config=_read_config(path.parent), location=path
+            )
         raise SourceError(str(path), "not a .safetensors file or a *.safetensors.index.json index")
     if not path.is_dir():
         raise SourceError(str(path), "not a regular file or folder (a device, pipe or socket?)")
@@ -66,6 +73,12 @@ def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None)
     if loose:
         # No index: every safetensors file in the folder is a shard, and no tensor may appear twice.
         return _read_files(spec, path, loose, config_dir=path, location=path)
+    # Legacy torch weights (pytorch_model.bin or its sharded index), read without running pickle code.
+    if (path / torch_pickle.TORCH_INDEX_NAME).is_file():
+        return torch_pickle.read_torch_index(spec, path / torch_pickle.TORCH_INDEX_NAME, config=_read_config(path))
+    if (path / torch_pickle.TORCH_SINGLE_FILE_NAME).is_file():
+        names = [torch_pickle.TORCH_SINGLE_FILE_NAME]
+        return torch_pickle.read_torch_files(spec, path, names, config=_read_config(path), location=path)
     present = sorted(p.name for p in path.iterdir())[:6]
     hint = f"it holds: {', '.join(present)}" if present else "it is empty"
     raise SourceError(str(path), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)

@@ -1,0 +1,419 @@
+"""Torch zip checkpoints (``pytorch_model.bin``, ``*.pt``) read without torch and without running pickle code.
+
+``torch.save`` writes a zip archive: ``<root>/data.pkl`` (a pickle describing the state dict) and one entry
+``<root>/data/<key>`` per storage holding its raw bytes. The pickle is the dangerous part: unpickling can call
+any importable function. Here it runs through a restricted unpickler whose ``find_class`` hands out only inert
+stand-ins for the tensor-rebuild functions, storage types and dtypes, and refuses every other global by name,
+so nothing in the file is ever executed. Storage bytes are never read: each storage's position inside the
+archive comes from its zip local header (30 bytes plus its name), which is all a tensor's offsets need.
+
+``TensorInfo.data_offsets`` of a torch tensor are absolute byte offsets in the archive file: the storage
+entry's data start plus ``storage_offset × itemsize``, spanning ``numel × itemsize`` bytes. For a contiguous
+tensor that is exactly where its bytes live; for a strided view it is the span's start and size only.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import os
+import pickle
+import struct
+import zipfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import Checkpoint, FileInfo, RelativePath, TensorInfo, parse_index
+from ..errors import CkptdiffError, IndexError_, SourceError
+from ..safetensors_header import DTYPE_BITS, DType
+
+#: Files this reader takes: single archives and the sharded index ``transformers`` writes next to them.
+TORCH_SUFFIXES = (".bin", ".pt", ".pth")
+TORCH_INDEX_SUFFIX = ".bin.index.json"
+TORCH_SINGLE_FILE_NAME = "pytorch_model.bin"
+TORCH_INDEX_NAME = "pytorch_model.bin.index.json"
+
+#: A pickle of tensor metadata is small; anything near this is not a state dict.
+MAX_PICKLE_BYTES = 512 * 1024 * 1024
+#: Keys under which training scripts commonly nest the state dict.
+STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "ema", "model_ema")
+
+#: torch's typed storage classes → safetensors dtype names.
+STORAGE_DTYPES: Mapping[str, DType] = {
+    "DoubleStorage": "F64",
+    "FloatStorage": "F32",
+    "HalfStorage": "F16",
+    "BFloat16Storage": "BF16",
+    "LongStorage": "I64",
+    "IntStorage": "I32",
+    "ShortStorage": "I16",
+    "CharStorage": "I8",
+    "ByteStorage": "U8",
+    "BoolStorage": "BOOL",
+    "ComplexFloatStorage": "C64",
+}
+#: ``torch.<dtype>`` globals (named by ``_rebuild_tensor_v3`` for untyped storages) → safetensors dtype names.
+TORCH_DTYPES: Mapping[str, DType] = {
+    "float64": "F64",
+    "double": "F64",
+    "float32": "F32",
+    "float": "F32",
+    "float16": "F16",
+    "half": "F16",
+    "bfloat16": "BF16",
+    "int64": "I64",
+    "long": "I64",
+    "int32": "I32",
+    "int": "I32",
+    "int16": "I16",
+    "short": "I16",
+    "int8": "I8",
+    "uint8": "U8",
+    "uint16": "U16",
+    "uint32": "U32",
+    "uint64": "U64",
+    "bool": "BOOL",
+    "complex64": "C64",
+    "float8_e4m3fn": "F8_E4M3",
+    "float8_e5m2": "F8_E5M2",
+    "float8_e4m3fnuz": "F8_E4M3FNUZ",
+    "float8_e5m2fnuz": "F8_E5M2FNUZ",
+    "float8_e8m0fnu": "F8_E8M0",
+}
+#: Torch types a checkpoint may name that have no safetensors dtype: named in the refusal, not guessed.
+_UNSUPPORTED_DTYPES = {"complex128", "cdouble", "complex32", "chalf", "float4_e2m1fn_x2", "qint8", "quint8", "qint32"}
+
+
+# --- inert stand-ins for what the pickle may name ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StorageType:
+    """Stands in for ``torch.FloatStorage`` & co.; ``dtype`` is None for ``torch.storage.UntypedStorage``."""
+
+    name: str
+    dtype: DType | None
+
+
+@dataclass(frozen=True)
+class _DTypeGlobal:
+    """Stands in for ``torch.float8_e4m3fn`` & co."""
+
+    name: str
+    dtype: DType | None
+
+
+@dataclass(frozen=True)
+class StorageRef:
+    """A storage the pickle points at: its zip entry key and, for typed storages, its dtype."""
+
+    key: str
+    dtype: DType | None
+    numel: int  # elements for typed storages, bytes for untyped ones
+    location: str
+
+
+@dataclass(frozen=True)
+class TensorRecord:
+    """What ``_rebuild_tensor_v2/v3`` would have built, kept as plain numbers."""
+
+    storage: StorageRef
+    dtype: DType
+    storage_offset: int  # in elements
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BITS[self.dtype] // 8
+
+    @property
+    def contiguous(self) -> bool:
+        expected = 1
+        for dim, step in zip(reversed(self.shape), reversed(self.stride)):
+            if dim != 1 and step != expected:
+                return False
+            expected *= dim
+        return True
+
+
+class _PickleRefused(Exception):
+    """Raised inside the unpickler; turned into a CkptdiffError naming the archive."""
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise _PickleRefused(f"{what} {value!r} is not a tuple of integers")
+    return tuple(value)
+
+
+def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, *_rest: Any, dtype: DType | None = None):
+    if not isinstance(storage, StorageRef):
+        raise _PickleRefused("a tensor is rebuilt from something that is not a storage")
+    if not isinstance(offset, int) or offset < 0:
+        raise _PickleRefused(f"storage offset {offset!r} is not a non-negative integer")
+    resolved = dtype or storage.dtype
+    if resolved is None:
+        raise _PickleRefused(f"storage {storage.key} has no dtype")
+    shape, steps = _ints(size, "shape"), _ints(stride, "stride")
+    if any(dim < 0 for dim in shape) or len(shape) != len(steps):
+        raise _PickleRefused(f"shape {shape} / stride {steps} do not describe a tensor")
+    return TensorRecord(storage, resolved, offset, shape, steps)
+
+
+def _rebuild_tensor_v2(storage: Any, offset: Any, size: Any, stride: Any, *rest: Any) -> TensorRecord:
+    return _rebuild_tensor(storage, offset, size, stride)
+
+
+def _rebuild_tensor_v3(storage: Any, offset: Any, size: Any, stride: Any, _grad: Any, _hooks: Any, dtype: Any, *rest):
+    if not isinstance(dtype, _DTypeGlobal) or dtype.dtype is None:
+        raise _PickleRefused(f"tensor dtype {dtype!r} has no safetensors equivalent")
+    return _rebuild_tensor(storage, offset, size, stride, dtype=dtype.dtype)
+
+
+def _rebuild_parameter(data: Any, *_rest: Any) -> TensorRecord:
+    if not isinstance(data, TensorRecord):
+        raise _PickleRefused("a parameter wraps something that is not a tensor")
+    return data
+
+
+_REBUILDERS: Mapping[tuple[str, str], Callable[..., Any]] = {
+    ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor_v2,
+    ("torch._utils", "_rebuild_tensor_v3"): _rebuild_tensor_v3,
+    ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
+    ("torch._utils", "_rebuild_parameter_with_state"): _rebuild_parameter,
+    ("collections", "OrderedDict"): collections.OrderedDict,  # a plain container; nothing runs
+}
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    """Unpickles ``data.pkl`` into TensorRecords; every global outside the allowlist is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = _REBUILDERS.get((module, name))
+        if found is not None:
+            return found
+        if module == "torch" and name in STORAGE_DTYPES:
+            return _StorageType(name, STORAGE_DTYPES[name])
+        if (module, name) in (("torch", "UntypedStorage"), ("torch.storage", "UntypedStorage")):
+            return _StorageType(name, None)
+        if module == "torch" and (name in TORCH_DTYPES or name in _UNSUPPORTED_DTYPES):
+            return _DTypeGlobal(name, TORCH_DTYPES.get(name))
+        if module == "torch" and name.endswith("Storage"):
+            raise _PickleRefused(f"storage type torch.{name} has no safetensors dtype")
+        raise _PickleRefused(f"refuses to load global {module}.{name} (only tensor and storage types are allowed)")
+
+    def persistent_load(self, pid: Any) -> StorageRef:
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
+            raise _PickleRefused(f"unexpected persistent id {str(pid)[:60]}")
+        _, storage_type, key, location, numel = pid
+        if not isinstance(storage_type, _StorageType):
+            raise _PickleRefused(f"persistent id names {storage_type!r}, not a storage type")
+        if not isinstance(key, str) or not key or "/" in key or ".." in key:
+            raise _PickleRefused(f"storage key {key!r} is not a plain name")
+        if not isinstance(numel, int) or numel < 0:
+            raise _PickleRefused(f"storage size {numel!r} is not a count")
+        return StorageRef(key, storage_type.dtype, numel, str(location))
+
+
+# --- reading an archive ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TorchArchive:
+    """The tensors of one torch zip checkpoint and where each storage's bytes start in the file."""
+
+    path: Path
+    records: Mapping[str, TensorRecord]
+    storage_starts: Mapping[str, int]  # storage key → absolute offset of its first byte
+    big_endian: bool
+    file_size: int
+
+    def tensor_infos(self, file: RelativePath) -> dict[str, TensorInfo]:
+        infos = {}
+        for name, record in self.records.items():
+            begin = self.storage_starts[record.storage.key] + record.storage_offset * record.itemsize
+            infos[name] = TensorInfo(
+                name, record.dtype, record.shape, file, (begin, begin + record.numel * record.itemsize)
+            )
+        return infos
+
+
+_LEGACY_MAGIC = b"\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19"
+_LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")
+
+
+def read_archive(path: Path, *, source: str | None = None) -> TorchArchive:
+    """Read a torch zip checkpoint's tensor metadata: the pickle through the restricted unpickler, no data."""
+    name = source or str(path)
+    try:
+        with open(path, "rb") as handle:
+            file_size = os.fstat(handle.fileno()).st_size
+            if not zipfile.is_zipfile(handle):
+                handle.seek(0)
+                _refuse_non_zip(name, handle.read(len(_LEGACY_MAGIC)))
+            handle.seek(0)
+            try:
+                archive = zipfile.ZipFile(handle)
+            except (zipfile.BadZipFile, ValueError) as err:
+                raise SourceError(name, f"not a readable torch zip checkpoint ({err})") from None
+            with archive:
+                return _read_zip(path, name, archive, handle, file_size)
+    except IsADirectoryError:
+        raise SourceError(name, "is a folder, expected a torch checkpoint file") from None
+    except OSError as err:
+        raise SourceError(name, f"cannot read: {err.strerror or err}") from None
+
+
+def _refuse_non_zip(name: str, start: bytes) -> None:
+    if start.startswith(_LEGACY_MAGIC) or start[:1] == b"\x80":
+        raise SourceError(
+            name,
+            "legacy (pre-1.6, non-zip) torch format is not supported",
+            "re-save it with torch.save(..., _use_new_zipfile_serialization=True) or convert it to safetensors",
+        )
+    raise SourceError(name, "not a torch zip checkpoint (no zip archive with data.pkl)")
+
+
+def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: io.BufferedReader, file_size: int):
+    entries = {info.filename: info for info in archive.infolist()}
+    pickles = [entry for entry in entries if entry.endswith("/data.pkl") and entry.count("/") == 1]
+    if len(pickles) != 1:
+        found = "no" if not pickles else f"{len(pickles)}"
+        raise SourceError(name, f"not a torch zip checkpoint ({found} <root>/data.pkl entries)")
+    root = pickles[0][: -len("data.pkl")]
+    info = entries[pickles[0]]
+    if info.file_size > MAX_PICKLE_BYTES:
+        raise SourceError(name, f"data.pkl is {info.file_size} bytes, too large for tensor metadata")
+    raw = archive.read(info)
+    try:
+        loaded = _MetadataUnpickler(io.BytesIO(raw)).load()
+    except _PickleRefused as refused:
+        raise CkptdiffError(name, str(refused), "ckptdiff never runs code from a checkpoint") from None
+    except Exception as err:  # a malformed pickle: any error of the pickle machine
+        raise SourceError(name, f"data.pkl is not a readable tensor pickle ({type(err).__name__}: {err})") from None
+    records = _state_dict(loaded, name)
+    byteorder = entries.get(root + "byteorder")
+    big_endian = byteorder is not None and archive.read(byteorder).strip() == b"big"
+    starts: dict[str, int] = {}
+    for record in records.values():
+        key = record.storage.key
+        if key in starts:
+            continue
+        entry = entries.get(f"{root}data/{key}")
+        if entry is None:
+            raise SourceError(name, f"storage {key} named by the pickle is missing from the archive")
+        starts[key] = _data_start(entry, handle, name)
+        needed = (record.storage_offset + _span(record)) * record.itemsize
+        if needed > entry.file_size:
+            raise SourceError(name, f"storage {key} holds {entry.file_size} bytes, a tensor needs {needed}")
+    return TorchArchive(path, records, starts, big_endian, file_size)
+
+
+def _span(record: TensorRecord) -> int:
+    """Elements from the first to one past the last element the tensor touches."""
+    if record.numel == 0:
+        return 0
+    return 1 + sum((dim - 1) * step for dim, step in zip(record.shape, record.stride))
+
+
+def _data_start(entry: zipfile.ZipInfo, handle: io.BufferedReader, name: str) -> int:
+    """Where an entry's bytes start: after its local header, whose extra field may differ from the central one."""
+    if entry.compress_type != zipfile.ZIP_STORED:
+        raise SourceError(name, f"storage {entry.filename} is compressed; torch writes storages uncompressed")
+    handle.seek(entry.header_offset)
+    header = handle.read(_LOCAL_HEADER.size)
+    if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+        raise SourceError(name, f"zip entry {entry.filename} has no local header")
+    fields = _LOCAL_HEADER.unpack(header)
+    return entry.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+
+
+def _tensors_in(obj: Any) -> dict[str, TensorRecord] | None:
+    if isinstance(obj, dict) and obj and all(isinstance(k, str) for k in obj):
+        tensors = {k: v for k, v in obj.items() if isinstance(v, TensorRecord)}
+        return tensors or None
+    return None
+
+
+def _state_dict(loaded: Any, name: str) -> dict[str, TensorRecord]:
+    """The state dict itself, or one nested under a usual key ({"state_dict": ...}, {"model": ...})."""
+    direct = _tensors_in(loaded)
+    if direct is not None:
+        return direct
+    if isinstance(loaded, dict):
+        for key in STATE_DICT_KEYS:
+            nested = _tensors_in(loaded.get(key))
+            if nested is not None:
+                return nested
+        keys = ", ".join(sorted(str(k) for k in loaded)[:8])
+        raise SourceError(name, f"holds no state dict of tensors (top-level keys: {keys or 'none'})")
+    raise SourceError(name, f"holds a {type(loaded).__name__}, not a state dict of tensors")
+
+
+# --- checkpoints ---------------------------------------------------------------------------------------
+
+
+def read_torch_files(
+    spec: str, folder: Path, names: list[RelativePath], *, config: dict | None, location: Path,
+    weight_map: Mapping[str, RelativePath] | None = None, index_name: str | None = None,
+) -> Checkpoint:  # fmt: skip
+    """A Checkpoint from one or more torch archives (shards), checked against the index's weight_map if given."""
+    tensors: dict[str, TensorInfo] = {}
+    files = []
+    where = index_name or str(folder)
+    for file in names:
+        archive = read_archive(folder / file)
+        files.append(FileInfo(file, archive.file_size))
+        for tensor_name, info in archive.tensor_infos(file).items():
+            if tensor_name in tensors:
+                raise IndexError_(
+                    where, f"tensor {tensor_name!r} is stored in two shards: {tensors[tensor_name].file} and {file}"
+                )
+            tensors[tensor_name] = info
+    if weight_map is not None:
+        for tensor_name, file in weight_map.items():
+            found = tensors.get(tensor_name)
+            if found is None:
+                raise IndexError_(
+                    where, f"tensor {tensor_name!r} is listed in the index for {file} but no shard has it"
+                )
+            if found.file != file:
+                raise IndexError_(where, f"tensor {tensor_name!r} is listed in {file} but stored in {found.file}")
+        extra = sorted(set(tensors) - set(weight_map))
+        if extra:
+            raise IndexError_(where, f"tensor {extra[0]!r} is in shard {tensors[extra[0]].file} but not in the index")
+    return Checkpoint(
+        spec=spec, kind="local", location=str(location), revision=None, tensors=tensors, config=config,
+        files=tuple(files),
+    )  # fmt: skip
+
+
+def read_torch_index(spec: str, index_path: Path, *, config: dict | None, wanted=None) -> Checkpoint:
+    """A sharded torch checkpoint: ``pytorch_model.bin.index.json`` and the shards it lists."""
+    index_name = str(index_path)
+    try:
+        raw = index_path.read_bytes()
+    except OSError as err:
+        raise SourceError(index_name, f"cannot read: {err.strerror or err}") from None
+    weight_map = parse_index(raw, index_name=index_name)
+    shards = sorted(set(weight_map.values()))
+    if wanted is not None:
+        shards = sorted({weight_map[name] for name in wanted if name in weight_map})
+        weight_map = {name: file for name, file in weight_map.items() if file in shards}
+    folder = index_path.parent
+    for shard in shards:
+        if not (folder / shard).is_file():
+            raise CkptdiffError(index_name, f"shard {shard} listed in the index is missing")
+    return read_torch_files(
+        spec, folder, shards, config=config, location=folder, weight_map=weight_map, index_name=index_name
+    )
