@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -286,9 +287,9 @@ CASES = [
     Case("folder-without-weights", lambda f: f, SourceError, "", "no safetensors weights"),
     Case(
         "not-a-safetensors-name",
-        lambda f: raw_file(f, b"{}", "weights.bin"),
+        lambda f: raw_file(f, b"{}", "weights.txt"),
         SourceError,
-        "weights.bin",
+        "weights.txt",
         "not a .safetensors file",
     ),  # fmt: skip
     Case(
@@ -341,3 +342,75 @@ def test_a_header_length_near_the_limit_is_refused_before_allocating(tmp_path: P
 def test_a_character_device_is_not_read_forever() -> None:
     with pytest.raises(SourceError, match="not a regular file"):
         resolve("/dev/zero")
+
+
+# --- the same corpus through the real command ----------------------------------------------------------------
+
+# ``ckptdiff.cli.main`` once per case inside one child process (fast), capturing what a user would see.
+DRIVER = """
+import contextlib, io, json, sys
+from ckptdiff.cli import main
+results = []
+for args in json.loads(sys.stdin.read()):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(args)
+            code = 0
+        except SystemExit as done:
+            code = done.code
+    results.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def corpus_through_main(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
+    root = tmp_path_factory.mktemp("corpus")
+    runs = [[str(build(case, root)), str(GOOD)] for case in CASES]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")} | {"HF_HOME": str(root / "hf")}
+    done = subprocess.run(
+        [sys.executable, "-c", DRIVER], input=json.dumps(runs), capture_output=True, text=True, env=env,
+        cwd=GOOD.parent.parent, timeout=300, check=True,
+    )  # fmt: skip
+    return {case.id: tuple(result) for case, result in zip(CASES, json.loads(done.stdout), strict=True)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=ALL_IDS)
+def test_command_prints_one_line_and_exits_2(case: Case, corpus_through_main) -> None:
+    code, stdout, stderr = corpus_through_main[case.id]
+    assert code == 2, stderr
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("ckptdiff: ") and case.file in lines[0] and case.rule in lines[0], lines[0]
+    assert "Traceback" not in stderr and "internal error" not in stderr
+    assert stdout == ""
+
+
+# One case of each kind as its own ``ckptdiff`` process, exactly as a user runs it.
+PROCESS_CASES = ["length-u64-max", "nested-100k-lists", "offsets-overlap", "shard-path-dotdot", "config-not-json"]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.id in PROCESS_CASES], ids=PROCESS_CASES)
+def test_the_ckptdiff_process_exits_2_with_one_line(case: Case, tmp_path: Path, run_cli) -> None:
+    spec = build(case, tmp_path)
+    done = run_cli(str(spec), str(GOOD))
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"ckptdiff: {spec}") and case.rule in line
+
+
+def test_either_side_may_be_the_broken_one(tmp_path: Path, run_cli) -> None:
+    bad = one_tensor(dtype="F128")(tmp_path)
+    done = run_cli(str(GOOD), str(bad))
+    assert done.returncode == 2
+    assert done.stderr == f"ckptdiff: {bad}: tensor 'w': unknown dtype 'F128'\n"
+
+
+def test_debug_shows_the_traceback_for_bug_reports(tmp_path: Path, run_cli) -> None:
+    bad = one_tensor(shape=[-2, -2])(tmp_path)
+    done = run_cli(str(bad), str(GOOD), "--debug")
+    assert done.returncode == 2
+    assert "Traceback" in done.stderr and "HeaderError" in done.stderr
+    assert done.stderr.splitlines()[-1].startswith("ckptdiff: ")
