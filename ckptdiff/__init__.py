@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
-    from .report import Report
+# Load the submodule first: importing ``ckptdiff.compare`` later would otherwise rebind the package
+# attribute ``compare`` from the API function below to the module. It is light (no hub, no torch).
+from . import compare as _compare_module  # noqa: E402
+from .report import Report  # noqa: E402
 
-__all__ = ["__version__", "compare"]
+__all__ = ["__version__", "compare", "Report"]
 
 
-def compare(a: str, b: str, **options: Any) -> Report:
+def compare(a: str, b: str, **options: object) -> Report:
     """Compare two checkpoint specs (paths or ``org/name[@revision]``) and return the Report.
 
-    Keyword options are those of :func:`ckptdiff.compare.compare_specs`.
+    Keyword options are those of :func:`ckptdiff.compare.compare_specs` (profile, policy, base, source_options).
     """
-    from .compare import compare_specs
-
-    return compare_specs(a, b, **options)
+    return _compare_module.compare_specs(a, b, **options)  # type: ignore[arg-type]
