@@ -1,0 +1,87 @@
+"""The command line, end to end, as the README shows it."""
+
+from __future__ import annotations
+
+import json
+
+from fixtures.generate import HERE as FIXTURES
+
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
+TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
+
+
+def test_compatible_pair_prints_the_table_and_exits_0(run_cli):
+    result = run_cli(PUBLISHED, OURS)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith("kimi-k2-eagle3-published") and lines[1].endswith("kimi-k25-eagle3-ours")
+    embed = next(line for line in lines if line.startswith("embed_tokens.weight"))
+    assert "—" in embed and "[1024, 64] BF16" in embed and "injected" in embed
+    fc = next(line for line in lines if line.startswith("fc.weight"))
+    assert fc.split()[1:] == ["[64,", "192]", "BF16", "[64,", "192]", "BF16", "match"]
+    assert lines[-1] == "compatible: 15 match, 1 injected"
+    assert result.stderr == ""
+
+
+def test_changed_fc_shape_exits_1_and_says_which_tensor_and_how(run_cli):
+    result = run_cli(PUBLISHED, TWO_AUX)
+    assert result.returncode == 1
+    fc = next(line for line in result.stdout.splitlines() if line.startswith("fc.weight"))
+    assert "[64, 192] BF16" in fc and "[64, 128] BF16" in fc and "shape_mismatch" in fc and "dim 1: 192 vs 128" in fc
+    assert result.stdout.rstrip().endswith("incompatible: 14 match, 1 injected, 1 shape_mismatch")
+
+
+def test_json_on_stdout(run_cli):
+    result = run_cli(PUBLISHED, TWO_AUX, "--format", "json")
+    assert result.returncode == 1
+    document = json.loads(result.stdout)
+    assert document["verdict"] == "incompatible"
+    assert [t["name"] for t in document["tensors"]] == sorted(t["name"] for t in document["tensors"])
+    fc = next(t for t in document["tensors"] if t["name"] == "fc.weight")
+    assert fc == {"name": "fc.weight", "status": "shape_mismatch", "a": {"shape": [64, 192], "dtype": "BF16"},
+                  "b": {"shape": [64, 128], "dtype": "BF16"}, "note": "dim 1: 192 vs 128"}  # fmt: skip
+
+
+def test_output_file_format_follows_the_extension_and_is_written_before_exit_1(run_cli, tmp_path):
+    report = tmp_path / "report.md"
+    result = run_cli(PUBLISHED, TWO_AUX, "-o", str(report))
+    assert result.returncode == 1 and result.stdout == ""
+    text = report.read_text()
+    assert text.startswith("## ckptdiff: incompatible")
+    assert "| `fc.weight`" in text and "### config.json differences" in text and "### Parameters per dtype" in text
+
+    as_json = tmp_path / "report.json"
+    assert run_cli(PUBLISHED, OURS, "-o", str(as_json)).returncode == 0
+    assert json.loads(as_json.read_text())["verdict"] == "compatible"
+
+
+def test_markdown_is_self_contained(run_cli):
+    text = run_cli(PUBLISHED, OURS, "--format", "markdown").stdout
+    sections = [line for line in text.splitlines() if line.startswith("#")]
+    assert sections == ["## ckptdiff: compatible ✅", "### Parameters per dtype", "### Tensors",
+                        "### config.json differences", "### Findings"]  # fmt: skip
+    assert "**compatible**: 15 match, 1 injected." in text
+    assert "| BF16 " in text and "| `max_position_embeddings` | `131072` | `262144` | differs" in text
+
+
+def test_trouble_exits_2_with_one_line(run_cli, tmp_path):
+    missing = run_cli(PUBLISHED, str(tmp_path / "nope"))
+    assert missing.returncode == 2 and missing.stdout == ""
+    assert missing.stderr.strip().splitlines() == [f"ckptdiff: {tmp_path / 'nope'}: no such file or folder"]
+
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
+    result = run_cli(PUBLISHED, str(broken))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith(f"ckptdiff: {broken}: header is not valid JSON")
+
+    usage = run_cli(PUBLISHED)
+    assert usage.returncode == 2 and "Missing argument" in usage.stderr
+
+
+def test_python_dash_m_and_version(run_cli):
+    from ckptdiff import __version__
+
+    assert run_cli("--version").stdout.strip() == f"ckptdiff, version {__version__}"
+    assert "Exit status: 0 compatible, 1 incompatible, 2 trouble" in " ".join(run_cli("--help").stdout.split())
