@@ -6,9 +6,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from .checkpoint import Checkpoint, TensorInfo
-from .policy import Policy
+from .policy import Policy, apply_policy, fail_on_rule
 from .profiles import Profile, detect_profile, get_profile
-from .report import OK_STATUSES, ConfigDiff, Finding, Report, SideSummary, Status, TensorRow, TensorSide
+from .report import ConfigDiff, Finding, Report, SideSummary, Status, TensorRow, TensorSide
 
 #: config.json keys that record who wrote the file, not what the model is.
 PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
@@ -53,7 +53,7 @@ def compare_checkpoints(
     base: Checkpoint | None = None,
 ) -> Report:
     policy = policy or Policy()
-    rows = tuple(_tensor_rows(a.tensors, b.tensors, profile))
+    rows, rules_applied = apply_policy(policy, tuple(_tensor_rows(a.tensors, b.tensors, profile)))
     findings = list(_config_findings(a, b))
     findings += _injected_findings(rows, profile, base)
     config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
@@ -66,12 +66,14 @@ def compare_checkpoints(
         findings=tuple(findings),
         profile=profile.name if profile else None,
         base=SideSummary.of(base) if base is not None else None,
+        rules_applied=rules_applied + tuple(filter(None, [fail_on_rule(policy, findings)])),
+        fail_on=policy.fail_on,
     )
 
 
 def _verdict(rows: tuple[TensorRow, ...], findings: list[Finding], policy: Policy) -> str:
     failing = {"error", "warning"} if policy.fail_on == "warning" else {"error"}
-    if all(row.status in OK_STATUSES for row in rows) and not any(f.severity in failing for f in findings):
+    if all(row.passes for row in rows) and not any(f.severity in failing for f in findings):
         return "compatible"
     return "incompatible"
 

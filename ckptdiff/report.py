@@ -44,6 +44,13 @@ class TensorRow:
     note: str | None = None
     #: Value statistics (``--values``); a mapping so this module stays torch-free.
     values: dict[str, Any] | None = None
+    #: The policy rule that accepts this row despite its status ("--allow-missing 'lm_head*'").
+    allowed_by: str | None = None
+
+    @property
+    def passes(self) -> bool:
+        """Whether this row keeps the comparison compatible (its status is fine, or a rule accepts it)."""
+        return self.status in OK_STATUSES or self.allowed_by is not None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -55,6 +62,8 @@ class TensorRow:
         }
         if self.values is not None:
             out["values"] = self.values
+        if self.allowed_by is not None:
+            out["allowed_by"] = self.allowed_by
         return out
 
 
@@ -137,6 +146,8 @@ class Report:
     rules_applied: tuple[str, ...] = ()
     #: The command line that produced the report, when run from the CLI.
     command: str | None = None
+    #: Which finding severities fail the gate besides errors: "error" (only errors) or "warning".
+    fail_on: str = "error"
     counts: dict[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -148,6 +159,9 @@ class Report:
     @property
     def compatible(self) -> bool:
         return self.verdict == "compatible"
+
+    def finding_fails(self, finding: Finding) -> bool:
+        return finding.severity == "error" or (finding.severity == "warning" and self.fail_on == "warning")
 
     @property
     def exit_code(self) -> int:
@@ -174,5 +188,6 @@ class Report:
         out["tensors"] = [row.to_dict() for row in self.tensors]
         out["config"] = [diff.to_dict() for diff in self.config]
         out["findings"] = [finding.to_dict() for finding in self.findings]
+        out["fail_on"] = self.fail_on
         out["rules_applied"] = list(self.rules_applied)
         return out
