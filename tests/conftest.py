@@ -35,3 +35,38 @@ def run_cli(tmp_path):
         )
 
     return run
+
+
+@pytest.fixture
+def hub():
+    """A running Hub emulator (tests/hub_emulator.py) on 127.0.0.1; subprocesses reach it via ``hub.client_env``."""
+    from hub_emulator import HubEmulator
+
+    with HubEmulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture
+def hub_client(hub, tmp_path, monkeypatch):
+    """Point this process's huggingface_hub at the emulator: endpoint, a fresh HF cache, no token, online.
+
+    huggingface_hub reads its environment at import, so the module constants are patched (and restored after).
+    """
+    from huggingface_hub import constants
+
+    home = tmp_path / "hf-home"
+    template = hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+    for name, value in {
+        "ENDPOINT": hub.endpoint,
+        "HUGGINGFACE_CO_URL_TEMPLATE": template,
+        "HF_HOME": str(home),
+        "HF_HUB_CACHE": str(home / "hub"),
+        "HF_TOKEN_PATH": str(home / "token"),
+        "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"),
+        "HF_HUB_OFFLINE": False,
+        "HF_HUB_DISABLE_TELEMETRY": True,  # else the client fetches /api/agent-harnesses once a day
+    }.items():
+        monkeypatch.setattr(constants, name, value)
+    for variable in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
+        monkeypatch.delenv(variable, raising=False)
+    return hub

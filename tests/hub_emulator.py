@@ -24,6 +24,8 @@ Routes (as the real Hub answers them, per the client's source):
   ``?blobs=true`` also ``size``, ``blobId`` and ``lfs{sha256,size,pointerSize}``.
 - ``GET /api/models/{repo}/tree/{rev}[/{path}]?recursive=&cursor=``: ``[{type, oid, size, path, lfs?}]``,
   ``tree_page_size`` entries a page, the next page in ``Link: <…>; rel="next"``.
+- ``GET /api/agent-harnesses``: an empty registry (huggingface_hub fetches it once a day for its user agent
+  unless ``HF_HUB_DISABLE_TELEMETRY=1``, which ``client_env`` and the ``hub_client`` fixture set).
 - Errors carry ``X-Error-Code``: ``RepoNotFound`` (404; 401 for a private repo without a token),
   ``RevisionNotFound`` (404), ``EntryNotFound`` (404), ``GatedRepo`` (401 without a token, 403 with one that
   has no access).
@@ -60,7 +62,7 @@ LFS_MIN_SIZE = 10 * 1024 * 1024
 HASH_LIMIT = 64 * 1024 * 1024
 CHUNK = 64 * 1024
 #: Route names used by the counters.
-ROUTES = ("resolve", "cdn", "api-info", "api-tree", "unknown")
+ROUTES = ("resolve", "cdn", "api-info", "api-tree", "agent-registry", "unknown")
 _ERROR_MESSAGES = {
     "RepoNotFound": "Repository not found",
     "RevisionNotFound": "Invalid rev id",
@@ -336,6 +338,8 @@ def _git_blob_sha1(content: bytes) -> str:
 def _route_of(origin: str, parts: list[str]) -> str:
     if origin == "cdn":
         return "cdn"
+    if parts == ["api", "agent-harnesses"]:
+        return "agent-registry"  # huggingface_hub's user-agent registry, fetched daily unless telemetry is off
     if parts[:2] == ["api", "models"]:
         return "api-tree" if len(parts) >= 6 and parts[4] == "tree" else "api-info"
     if len(parts) >= 5 and parts[2] == "resolve":
@@ -393,6 +397,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._cdn(request, raw_parts)
             elif route in ("api-info", "api-tree"):
                 self._api(request, raw_parts)
+            elif route == "agent-registry":
+                body = json.dumps({"standardEnvVars": [], "harnesses": {}}).encode()
+                self.send_all(request, 200, body, {"Content-Type": "application/json"})
             else:
                 self.send_all(request, 404, b"not found", {})
         except (BrokenPipeError, ConnectionResetError):

@@ -1,0 +1,102 @@
+"""On-disk memory of what a Hub repo looked like at a commit: its file listing and raw safetensors headers.
+
+A commit never changes, so entries never expire. Layout, inside the Hugging Face cache folder::
+
+    $HF_HUB_CACHE/ckptdiff/v1/models--{org}--{name}/
+        refs/{revision}                  the commit a branch/tag pointed at when last resolved (for offline runs)
+        {commit}/listing.json            every file of the commit: path, size, LFS sha256
+        {commit}/headers/{path}.header   the first 8 + N bytes of a safetensors file (its whole header)
+
+Headers are stored as the raw bytes read from the file and validated again when loaded, so a damaged cache
+entry is a miss rather than a wrong answer. Every write goes to a temporary file renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+CACHE_VERSION = "v1"
+#: What the default branch is stored under in ``refs/`` (a real ref name cannot start with '@').
+DEFAULT_REF = "@default"
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """One file of a commit, from the Hub's listing: no request needed to know its size or content hash."""
+
+    path: str
+    size: int | None
+    sha256: str | None  # LFS files only
+
+
+class HeaderCache:
+    """The cache folder of one repo. All methods swallow I/O problems: a cache that fails is just a miss."""
+
+    def __init__(self, hub_cache: str | os.PathLike[str], repo_id: str) -> None:
+        self.root = Path(hub_cache) / "ckptdiff" / CACHE_VERSION / ("models--" + repo_id.replace("/", "--"))
+
+    # --- refs -------------------------------------------------------------------------------------------
+
+    def _ref_path(self, revision: str | None) -> Path:
+        return self.root / "refs" / quote(revision or DEFAULT_REF, safe="")
+
+    def read_ref(self, revision: str | None) -> str | None:
+        try:
+            commit = self._ref_path(revision).read_text().strip()
+        except OSError:
+            return None
+        return commit if _COMMIT.match(commit) else None
+
+    def write_ref(self, revision: str | None, commit: str) -> None:
+        _atomic_write(self._ref_path(revision), commit.encode())
+
+    # --- listings ---------------------------------------------------------------------------------------
+
+    def read_listing(self, commit: str) -> list[ListedFile] | None:
+        if not _COMMIT.match(commit):
+            return None
+        try:
+            document = json.loads((self.root / commit / "listing.json").read_text())
+            return [ListedFile(f["path"], f.get("size"), f.get("sha256")) for f in document["files"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write_listing(self, commit: str, files: list[ListedFile]) -> None:
+        document = {"commit": commit, "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in files]}
+        _atomic_write(self.root / commit / "listing.json", json.dumps(document).encode())
+
+    # --- headers ----------------------------------------------------------------------------------------
+
+    def _header_path(self, commit: str, path: str) -> Path:
+        return self.root / commit / "headers" / (quote(path, safe="") + ".header")
+
+    def read_header(self, commit: str, path: str) -> bytes | None:
+        try:
+            return self._header_path(commit, path).read_bytes()
+        except OSError:
+            return None
+
+    def write_header(self, commit: str, path: str, prefix: bytes) -> None:
+        _atomic_write(self._header_path(commit, path), prefix)
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(data)
+            os.replace(temporary, target)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError:
+        pass  # a read-only or full cache only costs requests next time
