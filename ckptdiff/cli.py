@@ -94,6 +94,9 @@ def _format_for(fmt: str | None, output: str | None) -> str:
 @click.option("--profile", default="auto", show_default=True, metavar="auto|eagle3|none",
               help="Architecture knowledge to apply; auto detects it from config.json.")  # fmt: skip
 @click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
+@click.option("--values", "values", is_flag=True,
+              help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); needs ckptdiff[torch] "
+                   "and downloads Hub weights into the HF cache.")  # fmt: skip
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=8, show_default=True,
               help="Shard headers fetched in parallel from the Hub.")  # fmt: skip
@@ -102,7 +105,7 @@ def _format_for(fmt: str | None, output: str | None) -> str:
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
     a: str, b: str, fmt: str | None, output: str | None, profile: str, base: str | None,
-    offline: bool, jobs: int, quiet: bool, debug: bool,
+    offline: bool, jobs: int, quiet: bool, debug: bool, values: bool = False,
 ) -> None:  # fmt: skip
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
@@ -119,7 +122,12 @@ def command(
     if profile not in ("auto", "none", *profile_names()):
         raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
     options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
-    report = compare_specs(a, b, profile=profile, base=base, source_options=options)
+    if values:
+        from .values import require_torch
+
+        require_torch()  # fail before any download
+    notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
+    report = compare_specs(a, b, profile=profile, base=base, source_options=options, values=values, notify=notify)
     fmt = _format_for(fmt, output)
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     text = render(report, fmt, color=color)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 from .checkpoint import Checkpoint, TensorInfo
@@ -24,8 +25,14 @@ def compare_specs(
     policy: Policy | None = None,
     base: str | None = None,
     source_options: Any = None,
+    values: bool = False,
+    notify: Callable[[str], None] | None = None,
 ) -> Report:
-    """Resolve two specs (and an optional base) through the sources, then compare them."""
+    """Resolve two specs (and an optional base) through the sources, then compare them.
+
+    With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
+    receives its announcements (downloads).
+    """
     from .sources import resolve
 
     side_a = resolve(a, source_options)
@@ -35,7 +42,15 @@ def compare_specs(
     if base is not None:
         wanted = {w.base_name for w in chosen.injected} if chosen else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)
-    return compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint)
+    report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint)
+    if values:
+        from .values import attach_values
+
+        report = attach_values(report, side_a, side_b, base=base_checkpoint, profile=chosen,
+                               offline=getattr(source_options, "offline", False),
+                               progress=getattr(source_options, "progress", False), notify=notify)  # fmt: skip
+        report = replace(report, verdict=_verdict(report.tensors, list(report.findings), policy or Policy()))
+    return report
 
 
 def choose_profile(name: str, a: Checkpoint, b: Checkpoint) -> Profile | None:
