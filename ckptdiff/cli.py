@@ -94,6 +94,8 @@ def _format_for(fmt: str | None, output: str | None) -> str:
 @click.option("--profile", default="auto", show_default=True, metavar="auto|eagle3|none",
               help="Architecture knowledge to apply; auto detects it from config.json.")  # fmt: skip
 @click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
+@click.option("--rename", "renames", multiple=True, metavar="REGEX=REPLACEMENT",
+              help="Rename tensors of both sides before matching (re.sub, in order; repeatable).")  # fmt: skip
 @click.option("--values", "values", is_flag=True,
               help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); needs ckptdiff[torch] "
                    "and downloads Hub weights into the HF cache.")  # fmt: skip
@@ -105,7 +107,7 @@ def _format_for(fmt: str | None, output: str | None) -> str:
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
     a: str, b: str, fmt: str | None, output: str | None, profile: str, base: str | None,
-    offline: bool, jobs: int, quiet: bool, debug: bool, values: bool = False,
+    offline: bool, jobs: int, quiet: bool, debug: bool, values: bool = False, renames: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
@@ -121,13 +123,17 @@ def command(
 
     if profile not in ("auto", "none", *profile_names()):
         raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
+    from .profiles.naming import parse_rename
+
+    rename_rules = [parse_rename(rule) for rule in renames]  # a bad rule fails before anything is read
     options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
     if values:
         from .values import require_torch
 
         require_torch()  # fail before any download
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
-    report = compare_specs(a, b, profile=profile, base=base, source_options=options, values=values, notify=notify)
+    report = compare_specs(a, b, profile=profile, base=base, source_options=options, values=values, notify=notify,
+                           renames=rename_rules)  # fmt: skip
     fmt = _format_for(fmt, output)
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     text = render(report, fmt, color=color)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from .checkpoint import Checkpoint, TensorInfo
 from .policy import Policy, apply_policy, fail_on_rule
 from .profiles import Profile, detect_profile, get_profile
+from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import ConfigDiff, Finding, Report, SideSummary, Status, TensorRow, TensorSide
 
 #: config.json keys that record who wrote the file, not what the model is.
@@ -27,6 +28,7 @@ def compare_specs(
     source_options: Any = None,
     values: bool = False,
     notify: Callable[[str], None] | None = None,
+    renames: Sequence[str | RenameRule] = (),
 ) -> Report:
     """Resolve two specs (and an optional base) through the sources, then compare them.
 
@@ -40,9 +42,9 @@ def compare_specs(
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
     if base is not None:
-        wanted = {w.base_name for w in chosen.injected} if chosen else None
+        wanted = chosen.base_tensors(side_a.config, side_b.config) if chosen else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)
-    report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint)
+    report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames)
     if values:
         from .values import attach_values
 
@@ -66,11 +68,19 @@ def compare_checkpoints(
     profile: Profile | None = None,
     policy: Policy | None = None,
     base: Checkpoint | None = None,
+    renames: Sequence[str | RenameRule] = (),
 ) -> Report:
+    """Compare two checkpoints. ``renames`` (``--rename REGEX=REPLACEMENT``) and the profile's canonical naming
+    apply to both sides before tensors are matched; rows keep each side's own name."""
     policy = policy or Policy()
-    rows, rules_applied = apply_policy(policy, tuple(_tensor_rows(a.tensors, b.tensors, profile)))
-    findings = list(_config_findings(a, b))
-    findings += _injected_findings(rows, profile, base)
+    rules = [r if isinstance(r, RenameRule) else parse_rename(r) for r in renames]
+    named_a, named_b = name_side(a, "A", profile, rules), name_side(b, "B", profile, rules)
+    rows = suggest_counterparts(_tensor_rows(named_a.tensors, named_b.tensors, profile, a.config, b.config))
+    findings = list(_config_findings(a, b)) + convention_findings(named_a, named_b, profile)
+    if profile is not None:
+        rows, profile_findings = profile.findings(a, b, rows, base)
+        findings += profile_findings
+    rows, rules_applied = apply_policy(policy, rows)
     config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
     return Report(
         verdict=_verdict(rows, findings, policy),
@@ -94,17 +104,21 @@ def _verdict(rows: tuple[TensorRow, ...], findings: list[Finding], policy: Polic
 
 
 def _tensor_rows(
-    a: Mapping[str, TensorInfo], b: Mapping[str, TensorInfo], profile: Profile | None
+    a: Mapping[str, TensorInfo],
+    b: Mapping[str, TensorInfo],
+    profile: Profile | None,
+    config_a: Mapping[str, Any] | None = None,
+    config_b: Mapping[str, Any] | None = None,
 ) -> Iterator[TensorRow]:
     for name in sorted(a.keys() | b.keys()):
         ta, tb = a.get(name), b.get(name)
-        side_a = TensorSide(ta.shape, ta.dtype) if ta else None
-        side_b = TensorSide(tb.shape, tb.dtype) if tb else None
+        side_a = TensorSide(ta.shape, ta.dtype, ta.name if ta.name != name else None) if ta else None
+        side_b = TensorSide(tb.shape, tb.dtype, tb.name if tb.name != name else None) if tb else None
         if ta and tb:
             status, note = _pair_status(ta, tb)
             yield TensorRow(name, status, side_a, side_b, note)
             continue
-        injected = profile.injected_weight(name) if profile else None
+        injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
         if injected is not None:
             yield TensorRow(name, "injected", side_a, side_b, injected.note)
         else:
@@ -130,38 +144,6 @@ def _config_findings(a: Checkpoint, b: Checkpoint) -> Iterator[Finding]:
     for label, side in (("A", a), ("B", b)):
         if side.config is None:
             yield Finding("info", "config_missing", f"{label} ({side.spec}) has no config.json; configs not compared")
-
-
-def _injected_findings(rows: tuple[TensorRow, ...], profile: Profile | None, base: Checkpoint | None) -> list[Finding]:
-    findings = []
-    for row in rows:
-        if row.status != "injected" or profile is None:
-            continue
-        weight = profile.injected_weight(row.name)
-        absent_from = "A" if row.a is None else "B"
-        if base is None:
-            message = (
-                f"{row.name} is absent from {absent_from}; the engine supplies it from the base model's "
-                f"{weight.base_name if weight else 'weights'} (give --base to verify it)"
-            )
-            findings.append(Finding("info", "injected_from_base", message))
-            continue
-        assert weight is not None
-        found = base.tensors.get(weight.base_name)
-        present = row.a or row.b
-        if found is None:
-            findings.append(Finding("error", "injected_missing_in_base",
-                                    f"{row.name}: the base has no {weight.base_name} to inject"))  # fmt: skip
-        elif present is not None and (found.shape, found.dtype) != (present.shape, present.dtype):
-            findings.append(Finding(
-                "error", "injected_incompatible_with_base",
-                f"{row.name}: base {weight.base_name} is {list(found.shape)} {found.dtype} but the other side "
-                f"stores {list(present.shape)} {present.dtype}",
-            ))  # fmt: skip
-        else:
-            fits = f"{row.name}: base {weight.base_name} {list(found.shape)} {found.dtype} fits"
-            findings.append(Finding("info", "injected_verified", fits))
-    return findings
 
 
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

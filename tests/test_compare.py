@@ -27,8 +27,8 @@ def test_every_status():
     status = {row.name: (row.status, row.note) for row in report.tensors}
     assert status == {
         "both_differ": ("shape_mismatch", "dim 0: 2 vs 3; dtype F16 vs F32"),
-        "gone": ("only_in_a", None),
-        "new": ("only_in_b", None),
+        "gone": ("only_in_a", "did you mean B's new? (same shape and dtype)"),
+        "new": ("only_in_b", "did you mean A's gone? (same shape and dtype)"),
         "recast": ("dtype_mismatch", "dtype F32 vs BF16"),
         "reshaped": ("shape_mismatch", "dim 1: 3 vs 4"),
         "same": ("match", None),

@@ -1,8 +1,41 @@
-"""EAGLE-3 drafters (SpecForge / EAGLE / speculators layouts): one decoder layer on top of a frozen target."""
+"""EAGLE-3 drafters: one decoder layer on top of a frozen target model (SpecForge, EAGLE, speculators, vLLM, TRT-LLM).
+
+What the serving engines do with a drafter checkpoint (facts from their loaders):
+
+- names: SpecForge/EAGLE/ModelOpt write ``midlayer.*`` with no prefix; speculators writes ``layers.0.*``; vLLM
+  renames ``midlayer.`` → ``layers.0.`` and prefixes ``model.`` to everything but ``lm_head``/``d2t``/``t2d``;
+  TensorRT-LLM keeps ``midlayer.`` and prefixes ``model.``. The canonical naming here is SpecForge's.
+- ``embed_tokens`` comes from the target's ``model.embed_tokens.weight`` when the drafter has none;
+  ``lm_head`` comes from the target only when the drafter has no ``draft_vocab_size`` of its own (or from
+  ``embed_tokens`` when embeddings are tied); ``d2t`` maps draft ids to target ids and is needed whenever the
+  draft vocabulary is smaller than the target's.
+- every other tensor's shape follows from the drafter's own config.json (see :func:`expected_shapes`).
+
+Only what applies is checked: tensors this module has no rule for are compared generically, and an attention
+it does not know (e.g. MLA in ``Eagle3DeepseekV2ForCausalLM``) is not checked against the config.
+"""
 
 from __future__ import annotations
 
-from . import Config, InjectedWeight, Profile
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..checkpoint import Checkpoint
+from ..report import Finding, Severity, TensorRow, TensorSide
+from . import Config, Convention, InjectedWeight, Profile
+
+#: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
+SMALL_MAX_POSITIONS = 4096
+#: EAGLE-3 fuses three target layers unless the config lists others.
+DEFAULT_AUX_LAYERS = 3
+#: Where a drafter's config keeps its settings: top level (SpecForge/EAGLE), or nested (speculators, EAGLE).
+_SCOPES = ("", "transformer_layer_config", "eagle_config")
+_TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32",
+                 "float64": "F64", "double": "F64"}  # fmt: skip
+_FLOAT_DTYPES = frozenset({"BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
 
 
 def is_eagle3(config: Config) -> bool:
@@ -12,15 +45,431 @@ def is_eagle3(config: Config) -> bool:
     return "eagle_config" in config or config.get("speculators_model_type") == "eagle3"
 
 
+# --- Naming conventions -----------------------------------------------------------------------------------
+
+SPECFORGE = Convention("specforge", "SpecForge/EAGLE (midlayer.*, no prefix)")
+SPECULATORS = Convention("speculators", "speculators (layers.0.*, no prefix)")
+VLLM = Convention("vllm", "vLLM (model.layers.0.*, model. prefix)")
+TENSORRT_LLM = Convention("tensorrt_llm", "TensorRT-LLM (model.midlayer.*, model. prefix)")
+#: (prefix, decoder-layer prefix) → convention.
+CONVENTIONS: dict[tuple[str, str], Convention] = {
+    ("", "midlayer."): SPECFORGE,
+    ("", "layers.0."): SPECULATORS,
+    ("model.", "layers.0."): VLLM,
+    ("model.", "midlayer."): TENSORRT_LLM,
+}
+#: Names engines give a tensor in memory → the name checkpoints store it under.
+ALIASES = {"draft_id_to_target_id": "d2t"}
+
+
+def canonical_name(name: str) -> str:
+    """Any convention's name → SpecForge's: drop ``model.``, ``layers.0.`` → ``midlayer.``."""
+    if name.startswith("model."):
+        name = name[len("model.") :]
+    if name.startswith("layers.0."):
+        name = "midlayer." + name[len("layers.0.") :]
+    return ALIASES.get(name, name)
+
+
+def naming_convention(names: Iterable[str]) -> Convention | None:
+    """The convention of a checkpoint's decoder-layer names, or None (no layer tensors, or a mix)."""
+    found: set[tuple[str, str]] = set()
+    for name in names:
+        prefix = "model." if name.startswith("model.") else ""
+        rest = name[len(prefix) :]
+        for layer in ("midlayer.", "layers.0."):
+            if rest.startswith(layer):
+                found.add((prefix, layer))
+    return CONVENTIONS[found.pop()] if len(found) == 1 else None
+
+
+# --- What a config says -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A config value and the (dotted) key it came from."""
+
+    value: Any
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={json.dumps(self.value)}"
+
+
+def setting(config: Config, *keys: str) -> Setting | None:
+    """The first of ``keys`` set (not null) at the top level, in ``transformer_layer_config`` or ``eagle_config``."""
+    for key in keys:
+        for scope in _SCOPES:
+            holder = config.get(scope) if scope else config
+            if isinstance(holder, Mapping) and holder.get(key) is not None:
+                return Setting(holder[key], f"{scope}.{key}" if scope else key)
+    return None
+
+
+def _positive(found: Setting | None) -> Setting | None:
+    ok = found is not None and isinstance(found.value, int) and not isinstance(found.value, bool) and found.value > 0
+    return found if ok else None
+
+
+@dataclass(frozen=True)
+class DrafterConfig:
+    """The settings of an EAGLE-3 drafter's config.json that decide its tensors' shapes."""
+
+    hidden: Setting | None
+    target_hidden: Setting | None  # target_hidden_size, or None: the drafter's own hidden size
+    aux_layer_ids: Setting | None
+    vocab: Setting | None
+    draft_vocab: Setting | None
+    heads: Setting | None
+    kv_heads: Setting | None
+    head_dim: Setting | None
+    intermediate: Setting | None
+    tied: bool
+    max_positions: Setting | None
+    dtype: Setting | None
+    mla: bool  # multi-head latent attention (DeepSeek-style): attention tensors this profile does not know
+
+    @classmethod
+    def of(cls, config: Config) -> DrafterConfig:
+        aux = setting(config, "eagle_aux_hidden_state_layer_ids")
+        if aux is not None and not (isinstance(aux.value, list) and all(isinstance(i, int) for i in aux.value)):
+            aux = None
+        dtype = setting(config, "torch_dtype", "dtype")
+        if dtype is not None and _TORCH_DTYPES.get(str(dtype.value).removeprefix("torch.")) is None:
+            dtype = None
+        tied = setting(config, "tie_word_embeddings")
+        return cls(
+            hidden=_positive(setting(config, "hidden_size")),
+            target_hidden=_positive(setting(config, "target_hidden_size")),
+            aux_layer_ids=aux,
+            vocab=_positive(setting(config, "vocab_size")),
+            draft_vocab=_positive(setting(config, "draft_vocab_size")),
+            heads=_positive(setting(config, "num_attention_heads")),
+            kv_heads=_positive(setting(config, "num_key_value_heads")),
+            head_dim=_positive(setting(config, "head_dim")),
+            intermediate=_positive(setting(config, "intermediate_size")),
+            tied=bool(tied is not None and tied.value is True),
+            max_positions=_positive(setting(config, "max_position_embeddings")),
+            dtype=dtype,
+            mla=setting(config, "kv_lora_rank") is not None or setting(config, "q_lora_rank") is not None,
+        )
+
+    @property
+    def safetensors_dtype(self) -> str | None:
+        return _TORCH_DTYPES.get(str(self.dtype.value).removeprefix("torch.")) if self.dtype else None
+
+    @property
+    def needs_d2t(self) -> bool:
+        return self.draft_vocab is not None and self.vocab is not None and self.draft_vocab.value != self.vocab.value
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A tensor shape a config implies, and the settings it follows from."""
+
+    shape: tuple[int, ...]
+    because: str
+
+
+def expected_shapes(config: Config) -> dict[str, Expected]:
+    """Canonical tensor name → the shape the drafter's own config.json implies (nn.Linear stores [out, in]).
+
+    Only tensors whose every dimension the config determines are listed; attention and MLP are left out for
+    an attention this profile does not know (MLA).
+    """
+    c = DrafterConfig.of(config)
+    out: dict[str, Expected] = {}
+    if c.hidden is None:
+        return out
+    h = c.hidden.value
+
+    def put(name: str, shape: tuple[int, ...], *why: Setting | str) -> None:
+        out[name] = Expected(shape, ", ".join(str(w) for w in why))
+
+    for norm in ("midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight",
+                 "midlayer.post_attention_layernorm.weight", "norm.weight"):  # fmt: skip
+        put(norm, (h,), c.hidden)
+    target = c.target_hidden or c.hidden
+    if c.aux_layer_ids is not None:
+        n_aux, aux_why = len(c.aux_layer_ids.value), f"{len(c.aux_layer_ids.value)} aux layers ({c.aux_layer_ids})"
+    else:
+        n_aux = DEFAULT_AUX_LAYERS
+        aux_why = f"{n_aux} aux layers (the default: no eagle_aux_hidden_state_layer_ids)"
+    put("fc.weight", (h, n_aux * target.value), c.hidden, f"{aux_why} × target hidden {target}")
+    put("fc.bias", (h,), c.hidden)
+    if not c.mla and c.heads is not None:
+        head_dim = c.head_dim.value if c.head_dim else h // c.heads.value
+        head_why: Setting | str = c.head_dim if c.head_dim else f"head_dim = {c.hidden} / {c.heads}"
+        kv_heads = c.kv_heads or c.heads
+        q_out, kv_out = c.heads.value * head_dim, kv_heads.value * head_dim
+        if c.head_dim or h % c.heads.value == 0:
+            attn = "midlayer.self_attn."
+            put(f"{attn}q_proj.weight", (q_out, 2 * h), c.heads, head_why, f"input 2 × {c.hidden}")
+            put(f"{attn}k_proj.weight", (kv_out, 2 * h), kv_heads, head_why, f"input 2 × {c.hidden}")
+            put(f"{attn}v_proj.weight", (kv_out, 2 * h), kv_heads, head_why, f"input 2 × {c.hidden}")
+            put(f"{attn}o_proj.weight", (h, q_out), c.hidden, c.heads, head_why)
+            put(f"{attn}q_proj.bias", (q_out,), c.heads, head_why)
+            put(f"{attn}k_proj.bias", (kv_out,), kv_heads, head_why)
+            put(f"{attn}v_proj.bias", (kv_out,), kv_heads, head_why)
+            put(f"{attn}o_proj.bias", (h,), c.hidden)
+    if not c.mla and c.intermediate is not None:
+        i = c.intermediate.value
+        put("midlayer.mlp.gate_proj.weight", (i, h), c.intermediate, c.hidden)
+        put("midlayer.mlp.up_proj.weight", (i, h), c.intermediate, c.hidden)
+        put("midlayer.mlp.down_proj.weight", (h, i), c.hidden, c.intermediate)
+    if c.vocab is not None:
+        put("embed_tokens.weight", (c.vocab.value, h), c.vocab, c.hidden)
+        put("t2d", (c.vocab.value,), c.vocab)
+    head_rows = c.draft_vocab or c.vocab
+    if head_rows is not None:
+        put("lm_head.weight", (head_rows.value, h), head_rows, c.hidden)
+    if c.draft_vocab is not None:
+        put("d2t", (c.draft_vocab.value,), c.draft_vocab)
+    return out
+
+
+# --- Injected weights -------------------------------------------------------------------------------------
+
+EMBED = InjectedWeight(
+    name="embed_tokens.weight",
+    base_name="model.embed_tokens.weight",
+    note="frozen: the engine copies it from the base model's model.embed_tokens.weight",
+)
+LM_HEAD = InjectedWeight(
+    name="lm_head.weight",
+    base_name="lm_head.weight",
+    note="the engine takes the base model's lm_head.weight (no draft_vocab_size of its own)",
+)
+LM_HEAD_TIED = InjectedWeight(
+    name="lm_head.weight",
+    base_name="model.embed_tokens.weight",
+    note="tied (tie_word_embeddings): the head is embed_tokens, from the base model's model.embed_tokens.weight",
+)
+
+
+def injected_for(config: Config | None) -> tuple[InjectedWeight, ...]:
+    """embed_tokens always; lm_head only when the drafter has no draft_vocab_size of its own."""
+    if config is None or not is_eagle3(config):
+        return (EMBED,)
+    drafter = DrafterConfig.of(config)
+    if drafter.draft_vocab is not None:
+        return (EMBED,)
+    return (EMBED, LM_HEAD_TIED if drafter.tied else LM_HEAD)
+
+
+# --- The review -------------------------------------------------------------------------------------------
+
+
+class _Findings:
+    """Findings in order; the same finding for A and for B becomes one, "A and B: …"."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[Severity, str, str], list[str]] = {}
+
+    def add(self, severity: Severity, code: str, message: str, side: str | None = None) -> None:
+        self._items.setdefault((severity, code, message), []).extend([side] if side else [])
+
+    def to_list(self) -> list[Finding]:
+        return [
+            Finding(severity, code, f"{' and '.join(sides)}: {message}" if sides else message)
+            for (severity, code, message), sides in self._items.items()
+        ]
+
+
+@dataclass(frozen=True)
+class _Side:
+    label: str
+    checkpoint: Checkpoint
+    tensors: dict[str, TensorSide]  # canonical name → as stored
+    drafter: DrafterConfig | None  # None: no config.json, or not an EAGLE-3 one
+
+    @property
+    def dtype(self) -> str | None:
+        """The drafter's dtype: config.json's torch_dtype, else its most common float dtype."""
+        if self.drafter is not None and self.drafter.safetensors_dtype:
+            return self.drafter.safetensors_dtype
+        counts = Counter({d: p for d, (p, _) in self.checkpoint.dtype_totals().items() if d in _FLOAT_DTYPES})
+        return counts.most_common(1)[0][0] if counts else None
+
+
+def _shape(shape: Iterable[int]) -> str:
+    return f"[{', '.join(map(str, shape))}]"
+
+
+def review(
+    a: Checkpoint, b: Checkpoint, rows: tuple[TensorRow, ...], base: Checkpoint | None
+) -> tuple[tuple[TensorRow, ...], list[Finding]]:
+    """EAGLE-3 findings for a comparison, and injected rows' notes completed with the base's verdict."""
+    sides = tuple(
+        _Side(label, checkpoint, {row.name: side for row in rows if (side := getattr(row, attr)) is not None},
+              DrafterConfig.of(checkpoint.config) if checkpoint.config and is_eagle3(checkpoint.config) else None)
+        for label, attr, checkpoint in (("A", "a", a), ("B", "b", b))
+    )  # fmt: skip
+    found = _Findings()
+    for side in sides:
+        _check_own_config(side, found)
+    _check_between(sides[0], sides[1], found)
+    verified: dict[str, str] = {}
+    for side, other in (sides, sides[::-1]):
+        _check_injected(side, other, base, found, verified)
+    if base is not None and base.config is not None:
+        for side in sides:
+            _check_against_base(side, base, found)
+    if verified:
+        rows = tuple(
+            replace(row, note=f"{row.note}; {verified[row.name]}" if row.note else verified[row.name])
+            if row.status == "injected" and row.name in verified
+            else row
+            for row in rows
+        )
+    return rows, found.to_list()
+
+
+def _check_own_config(side: _Side, found: _Findings) -> None:
+    if side.drafter is None or side.checkpoint.config is None:
+        return
+    c = side.drafter
+    expected = expected_shapes(side.checkpoint.config)
+    for name, stored in side.tensors.items():
+        want = expected.get(name)
+        if want is None or stored.shape == want.shape:
+            continue
+        own = f" (stored as {stored.name})" if stored.name else ""
+        if name == "t2d":
+            found.add("warning", "t2d_length_mismatch",
+                      f"t2d{own} has {_shape(stored.shape)} entries but config.json's {want.because} needs "
+                      f"{_shape(want.shape)}: the draft vocabulary mask was built for a different target vocabulary",
+                      side.label)  # fmt: skip
+        else:
+            found.add("error", "shape_vs_config",
+                      f"{name}{own} is {_shape(stored.shape)} but its config.json implies {_shape(want.shape)} "
+                      f"({want.because}); the engine builds the layer from the config and cannot load this weight",
+                      side.label)  # fmt: skip
+    if c.draft_vocab is not None and "lm_head.weight" not in side.tensors:
+        found.add("error", "lm_head_missing",
+                  f"config.json sets {c.draft_vocab} but there is no lm_head.weight: engines take the head from the "
+                  "base model only when draft_vocab_size is absent, so it would be randomly initialised "
+                  "(accept length ≈ 1.00)", side.label)  # fmt: skip
+    if c.needs_d2t and "d2t" not in side.tensors:
+        found.add("error", "d2t_missing",
+                  f"the draft vocabulary ({c.draft_vocab}) differs from the target's ({c.vocab}) but there is no "
+                  "d2t: draft token ids cannot be mapped to target ids (a missing d2t dropped accept length "
+                  "from 2.99 to 1.12)", side.label)  # fmt: skip
+    if c.max_positions is not None and c.max_positions.value <= SMALL_MAX_POSITIONS:
+        found.add("warning", "max_position_small",
+                  f"{c.max_positions} is small: RoPE positions past it are clamped, and acceptance collapses on "
+                  "longer prompts", side.label)  # fmt: skip
+
+
+def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
+    if a.drafter is None or b.drafter is None:
+        return
+    ids_a, ids_b = a.drafter.aux_layer_ids, b.drafter.aux_layer_ids
+    if ids_a is not None and ids_b is not None and ids_a.value != ids_b.value:
+        shifted = len(ids_a.value) == len(ids_b.value) and len({y - x for x, y in zip(ids_a.value, ids_b.value)}) == 1
+        shift = ids_b.value[0] - ids_a.value[0] if shifted else 0
+        why = (
+            f"B's ids are A's {shift:+d}: SGLang and vLLM read these ids off by one from each other, so one of "
+            "the two was probably written for the other engine"
+            if abs(shift) == 1
+            else "the drafters fuse different target layers; SGLang and vLLM also read these ids off by one "
+            "from each other, so check which engine each was written for"
+        )
+        found.add("warning", "aux_layer_ids_differ",
+                  f"{ids_a.key} differs: A {json.dumps(ids_a.value)}, B {json.dumps(ids_b.value)}; {why}")  # fmt: skip
+    pos_a, pos_b = a.drafter.max_positions, b.drafter.max_positions
+    if pos_a is not None and pos_b is not None and pos_a.value != pos_b.value:
+        found.add("info", "max_position_differs",
+                  f"max_position_embeddings differs: A {pos_a.value}, B {pos_b.value}; the smaller one clamps RoPE "
+                  f"past {min(pos_a.value, pos_b.value)} tokens")  # fmt: skip
+
+
+def _check_injected(
+    side: _Side, other: _Side, base: Checkpoint | None, found: _Findings, verified: dict[str, str]
+) -> None:
+    config = side.checkpoint.config
+    for weight in injected_for(config):
+        if weight.name in side.tensors:
+            continue
+        if base is None:
+            found.add("info", "injected_from_base",
+                      f"{weight.name} is absent; the engine supplies it from the base model's {weight.base_name} "
+                      "(give --base to verify it)", side.label)  # fmt: skip
+            continue
+        source = base.tensors.get(weight.base_name)
+        if source is None:
+            found.add("error", "injected_missing_in_base",
+                      f"{weight.name} is absent and the base ({base.spec}) has no {weight.base_name} to supply it",
+                      side.label)  # fmt: skip
+            continue
+        got = f"{_shape(source.shape)} {source.dtype}"
+        problems = []
+        want = expected_shapes(config).get(weight.name) if side.drafter and config else None
+        if want is not None and source.shape != want.shape:
+            problems.append(f"{side.label}'s config.json needs {_shape(want.shape)} ({want.because})")
+        carried = other.tensors.get(weight.name)
+        if carried is not None and carried.shape != source.shape:
+            problems.append(f"{other.label} stores its own as {_shape(carried.shape)}")
+        if problems:
+            found.add("error", "injected_incompatible_with_base",
+                      f"{weight.name} would come from the base's {weight.base_name}, which is {got}, but "
+                      f"{' and '.join(problems)}", side.label)  # fmt: skip
+            verified.setdefault(weight.name, f"base has {got}: does not fit")
+            continue
+        dtype = carried.dtype if carried is not None else side.dtype
+        if dtype is not None and source.dtype != dtype:
+            found.add("warning", "dtype_differs_from_base",
+                      f"{weight.name} would come from the base's {weight.base_name} as {source.dtype}, but the "
+                      f"drafter's weights are {dtype}", side.label)  # fmt: skip
+        found.add("info", "injected_verified",
+                  f"{weight.name}: the base's {weight.base_name} {got} fits", side.label)  # fmt: skip
+        verified.setdefault(weight.name, f"verified against the base: {got}")
+
+
+def _check_against_base(side: _Side, base: Checkpoint, found: _Findings) -> None:
+    if side.drafter is None or base.config is None:
+        return
+    c = side.drafter
+    base_vocab = _positive(setting(base.config, "vocab_size"))
+    if c.vocab is not None and base_vocab is not None and c.vocab.value != base_vocab.value:
+        found.add("error", "base_config_mismatch",
+                  f"{c.vocab} but the base's vocab_size is {base_vocab.value}: the drafter was trained for "
+                  "another tokenizer", side.label)  # fmt: skip
+    base_hidden = _positive(setting(base.config, "hidden_size"))
+    target = c.target_hidden or c.hidden
+    if target is not None and base_hidden is not None and target.value != base_hidden.value:
+        found.add("error", "base_config_mismatch",
+                  f"the drafter expects target hidden states of {target} but the base's hidden_size is "
+                  f"{base_hidden.value}: fc cannot take the base's hidden states", side.label)  # fmt: skip
+    layers = _positive(setting(base.config, "num_hidden_layers"))
+    if c.aux_layer_ids is not None and layers is not None:
+        outside = [i for i in c.aux_layer_ids.value if not 0 <= i < layers.value]
+        if outside:
+            found.add("error", "aux_layer_out_of_range",
+                      f"{c.aux_layer_ids} names layer(s) {json.dumps(outside)} but the base has "
+                      f"num_hidden_layers={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
+                      "off-by-one)", side.label)  # fmt: skip
+    base_dtype = DrafterConfig.of(base.config).safetensors_dtype
+    if base_dtype is not None and side.dtype is not None and side.dtype != base_dtype:
+        found.add("warning", "dtype_differs_from_base",
+                  f"the drafter is {side.dtype} but the base runs in {base_dtype} "
+                  f"({setting(base.config, 'torch_dtype', 'dtype')}); the engine casts the drafter to the base's "
+                  "dtype", side.label)  # fmt: skip
+    base_positions = _positive(setting(base.config, "max_position_embeddings"))
+    if c.max_positions is not None and base_positions is not None and c.max_positions.value < base_positions.value:
+        found.add("warning", "max_position_small",
+                  f"{c.max_positions} is below the base's {base_positions.value}: RoPE positions past it are "
+                  "clamped, and acceptance collapses on longer prompts", side.label)  # fmt: skip
+
+
 EAGLE3 = Profile(
     name="eagle3",
     description="EAGLE-3 speculative-decoding drafter",
     detect=is_eagle3,
-    injected=(
-        InjectedWeight(
-            name="embed_tokens.weight",
-            base_name="model.embed_tokens.weight",
-            note="frozen: supplied by the base model's model.embed_tokens.weight at runtime",
-        ),
-    ),
+    injected=(EMBED,),  # always; lm_head too for a drafter without draft_vocab_size (injected_for)
+    injects=injected_for,
+    canonical=canonical_name,
+    convention=naming_convention,
+    review=review,
 )

@@ -1,0 +1,147 @@
+"""Matching tensor names across two checkpoints: user renames, a profile's canonical naming, "did you mean".
+
+Both sides are mapped to one naming before rows are matched: first the user's ``--rename REGEX=REPLACEMENT``
+rules (in order), then the profile's canonical names. Each ``TensorInfo`` keeps its original name, so a row
+can show what each side calls the tensor.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from ..checkpoint import Checkpoint, TensorInfo
+from ..errors import CkptdiffError
+from ..report import Finding, TensorRow
+from . import Convention, Profile
+
+
+@dataclass(frozen=True)
+class RenameRule:
+    """``--rename REGEX=REPLACEMENT``: ``re.sub`` on every tensor name of both sides, before matching."""
+
+    pattern: re.Pattern[str]
+    replacement: str
+    text: str  # as the user wrote it
+
+    def apply(self, name: str) -> str:
+        return self.pattern.sub(self.replacement, name)
+
+
+def parse_rename(text: str) -> RenameRule:
+    """``'REGEX=REPLACEMENT'``; the last ``=`` splits them, so a regex may hold ``=`` (``(?=…)``)."""
+    pattern, sep, replacement = text.rpartition("=")
+    if not sep or not pattern:
+        hint = "e.g. --rename '^model\\.layers\\.0\\.=midlayer.'"
+        raise CkptdiffError("--rename", f"{text!r} is not REGEX=REPLACEMENT", hint)
+    try:
+        compiled = re.compile(pattern)
+    except re.error as err:
+        raise CkptdiffError("--rename", f"{pattern!r} is not a regular expression: {err}") from None
+    try:
+        compiled.sub(replacement, "")  # compiles the template: bad escapes and group references fail here
+    except (re.error, IndexError) as err:
+        raise CkptdiffError("--rename", f"replacement {replacement!r} is invalid: {err}") from None
+    return RenameRule(compiled, replacement, text)
+
+
+@dataclass(frozen=True)
+class NamedSide:
+    """One side's tensors under the names rows match on (``TensorInfo.name`` stays the original)."""
+
+    tensors: dict[str, TensorInfo]
+    convention: Convention | None
+
+
+def name_side(
+    checkpoint: Checkpoint, label: str, profile: Profile | None, renames: Sequence[RenameRule] = ()
+) -> NamedSide:
+    renamed: dict[str, TensorInfo] = {}
+    for original, info in checkpoint.tensors.items():
+        name = original
+        for rule in renames:
+            name = rule.apply(name)
+        if not name:
+            raise CkptdiffError("--rename", f"turns {label}'s {original!r} into an empty name")
+        if name in renamed:
+            other = renamed[name].name
+            raise CkptdiffError("--rename", f"turns both {other!r} and {original!r} of {label} into {name!r}")
+        renamed[name] = info
+    if profile is None:
+        return NamedSide(renamed, None)
+    convention = profile.naming_convention(renamed)
+    canonical: dict[str, TensorInfo] = {}
+    for name, info in renamed.items():
+        key = profile.canonical_name(name)
+        if key in canonical:  # two conventions mixed in one checkpoint: keep its names as they are
+            return NamedSide(renamed, None)
+        canonical[key] = info
+    return NamedSide(canonical, convention)
+
+
+def convention_findings(a: NamedSide, b: NamedSide, profile: Profile | None) -> list[Finding]:
+    if a.convention is None or b.convention is None or a.convention == b.convention:
+        return []
+    return [
+        Finding(
+            "warning",
+            "naming_conventions_differ",
+            f"A uses the {a.convention.label} naming, B the {b.convention.label} one; tensors were matched "
+            f"after mapping both to canonical {profile.name if profile else ''} names (rows show each side's own). "
+            "Check that the engine you deploy loads these names: SGLang skips names it does not know silently, "
+            "leaving those weights randomly initialised",
+        )
+    ]
+
+
+def suggest_counterparts(rows: Iterable[TensorRow]) -> tuple[TensorRow, ...]:
+    """A name only on one side gets "did you mean …?" when the other side has an unmatched same-shaped tensor."""
+    rows = tuple(rows)
+    only_a = [r for r in rows if r.status == "only_in_a" and r.a is not None]
+    only_b = [r for r in rows if r.status == "only_in_b" and r.b is not None]
+    if not only_a or not only_b:
+        return rows
+    notes: dict[int, str] = {}
+    by_key_b: dict[tuple[tuple[int, ...], str], list[TensorRow]] = {}
+    for row in only_b:
+        assert row.b is not None
+        by_key_b.setdefault((row.b.shape, row.b.dtype), []).append(row)
+    by_key_a: dict[tuple[tuple[int, ...], str], list[TensorRow]] = {}
+    for row in only_a:
+        assert row.a is not None
+        by_key_a.setdefault((row.a.shape, row.a.dtype), []).append(row)
+    for row in only_a:
+        assert row.a is not None
+        candidates = by_key_b.get((row.a.shape, row.a.dtype))
+        if candidates:
+            best = _closest(row.name, candidates)
+            notes[id(row)] = f"did you mean B's {_shown(best, 'b')}? (same shape and dtype)"
+    for row in only_b:
+        assert row.b is not None
+        candidates = by_key_a.get((row.b.shape, row.b.dtype))
+        if candidates:
+            best = _closest(row.name, candidates)
+            notes[id(row)] = f"did you mean A's {_shown(best, 'a')}? (same shape and dtype)"
+    return tuple(_with_note(row, notes[id(row)]) if id(row) in notes else row for row in rows)
+
+
+def _closest(name: str, candidates: list[TensorRow]) -> TensorRow:
+    if len(candidates) == 1:
+        return candidates[0]
+    return max(candidates, key=lambda r: (difflib.SequenceMatcher(None, name, r.name).ratio(), r.name))
+
+
+def _shown(row: TensorRow, side: str) -> str:
+    own = getattr(row, side)
+    return own.name if own is not None and own.name else row.name
+
+
+def _with_note(row: TensorRow, note: str) -> TensorRow:
+    return replace(row, note=f"{row.note}; {note}" if row.note else note)
+
+
+def original_names(tensors: Mapping[str, TensorInfo]) -> dict[str, str]:
+    """Matching name → original name, for the tensors whose names were changed."""
+    return {key: info.name for key, info in tensors.items() if info.name != key}
