@@ -391,14 +391,15 @@ class _HubReader:
 
 
 def _retry_policy() -> dict[str, Any]:
-    """huggingface_hub's backoff (408/429/5xx, Retry-After), but a refused connection fails at once."""
+    """huggingface_hub's backoff (408/429/5xx, honouring Retry-After) and retries of dropped connections; a refused
+    connection or a timeout fails at once (the timeout already waited long enough)."""
     import httpx2
 
     return {
         "max_retries": MAX_RETRIES,
         "base_wait_time": 0.5,
         "max_wait_time": 4,
-        "retry_on_exceptions": (httpx2.ReadTimeout, httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.WriteError),
+        "retry_on_exceptions": (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.WriteError),
     }
 
 
@@ -440,7 +441,7 @@ def _read_body(
                 total = needed(data)
                 if total is not None and len(data) >= total:
                     break
-    except (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.ReadTimeout) as err:
+    except (httpx2.ReadError, httpx2.RemoteProtocolError) as err:
         raise _BodyInterrupted(str(err)) from err
     return bytes(data[:want])
 

@@ -1,0 +1,352 @@
+"""Hub checkpoints through the real huggingface_hub client against the emulator: lazy, pinned, cached, offline."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from huggingface_hub import constants, hf_hub_download
+
+from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
+from ckptdiff.sources import SourceOptions, resolve
+from ckptdiff.sources.header_cache import HeaderCache
+from ckptdiff.sources.hub import INITIAL_RANGE
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import header_bytes, write_kimi_k2_base, write_safetensors
+
+PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
+TOKEN = "hf_emulatorTestToken1234567890"
+
+
+def ranged_gets(hub) -> list[str]:
+    """The Range headers of the GETs the emulator saw, in order."""
+    return [entry.range for entry in hub.log if entry.range is not None]
+
+
+@pytest.fixture
+def small_base(tmp_path: Path) -> Path:
+    """A Kimi-K2-shaped base with 4 shards (one layer each, 2 experts)."""
+    return write_kimi_k2_base(tmp_path / "base", layers=4, experts=2)
+
+
+# --- reading ----------------------------------------------------------------------------------------------
+
+
+def test_a_hub_repo_reads_like_the_same_folder_on_disk(hub_client):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+
+    remote = resolve("org/drafter")
+    local = resolve(str(PUBLISHED))
+
+    assert (remote.kind, remote.location, remote.revision) == ("hub", "org/drafter", commit)
+    assert remote.tensors == local.tensors
+    assert remote.config == local.config and remote.metadata == local.metadata
+    weights = (PUBLISHED / "model.safetensors").read_bytes()
+    (file,) = remote.files
+    assert (file.path, file.size) == ("model.safetensors", len(weights))
+    assert file.sha256 == hashlib.sha256(weights).hexdigest()  # from the listing, not from reading the file
+    # one listing call, config.json through the HF cache (HEAD + GET), one ranged GET for the header
+    assert hub_client.requests == {"api-info": 1, "resolve": 3}
+    assert ranged_gets(hub_client) == [f"bytes=0-{INITIAL_RANGE - 1}"]
+
+
+def test_every_request_is_pinned_to_the_resolved_commit(hub_client, small_base):
+    commit = hub_client.add_repo("org/base", small_base)
+
+    resolve("org/base")
+
+    files = [entry.path for entry in hub_client.log if entry.route == "resolve"]
+    assert len(files) == 2 + 2 + 4  # config and index (HEAD + GET each), four shard headers
+    assert all(f"/resolve/{commit}/" in path for path in files)
+
+
+def test_a_sharded_repo_reads_like_the_same_folder_on_disk(hub_client, small_base):
+    hub_client.add_repo("org/base", small_base)
+
+    remote = resolve("org/base")
+    local = resolve(str(small_base))
+
+    assert remote.tensors == local.tensors and remote.config == local.config
+    assert [f.path for f in remote.files] == [f"model-{i:05d}-of-000004.safetensors" for i in range(1, 5)]
+    assert all(f.sha256 and f.size for f in remote.files)
+    assert hub_client.total_requests == 1 + 4 + 4  # listing, config + index, one GET per shard
+
+
+def test_wanted_tensors_read_only_the_shard_that_holds_them(hub_client, small_base):
+    hub_client.add_repo("org/base", small_base)
+
+    base = resolve("org/base", wanted={"model.embed_tokens.weight"})
+
+    assert [f.path for f in base.files] == ["model-00001-of-000004.safetensors"]
+    assert base.tensors["model.embed_tokens.weight"].shape == (163840, 7168)
+    assert base.config["model_type"] == "kimi_k2"
+    assert hub_client.total_requests == 1 + 4 + 1  # listing, config + index, one shard header
+
+
+def test_a_branch_that_moves_is_followed_and_a_tag_stays(hub_client, tmp_path):
+    first = hub_client.add_repo("org/drafter", PUBLISHED)
+    hub_client.tag("org/drafter", "v1", first)
+    resolve("org/drafter")
+    moved = tmp_path / "moved"
+    write_safetensors(moved / "model.safetensors", [("only.weight", "F32", [4])], fill="zeros")
+    second = hub_client.push("org/drafter", moved)
+
+    now = resolve("org/drafter")
+    tagged = resolve("org/drafter@v1")
+
+    assert now.revision == second and set(now.tensors) == {"only.weight"} and now.config is None
+    assert tagged.revision == first and "fc.weight" in tagged.tensors
+
+
+# --- cache and offline ------------------------------------------------------------------------------------
+
+
+def test_second_run_pinned_makes_no_request_and_a_branch_makes_one(hub_client):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    first = resolve("org/drafter")
+    hub_client.reset_counters()
+
+    pinned = resolve(f"org/drafter@{commit}")
+    assert hub_client.total_requests == 0
+
+    on_branch = resolve("org/drafter")
+    assert hub_client.requests == {"api-info": 1}
+    assert pinned.tensors == on_branch.tensors == first.tensors and pinned.revision == commit
+
+
+def test_offline_reads_only_the_cache(hub_client, monkeypatch):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    online = resolve("org/drafter")
+    hub_client.reset_counters()
+
+    with_flag = resolve("org/drafter", SourceOptions(offline=True))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    with_env = resolve("org/drafter")
+
+    assert hub_client.total_requests == 0
+    assert with_flag.revision == with_env.revision == commit
+    assert with_flag.tensors == with_env.tensors == online.tensors and with_env.config == online.config
+
+
+def test_offline_without_a_cached_copy_says_so(hub_client):
+    hub_client.add_repo("org/drafter", PUBLISHED)
+
+    with pytest.raises(SourceError) as error:
+        resolve("org/drafter@v2", SourceOptions(offline=True))
+
+    assert error.value.line() == (
+        "org/drafter@v2: not in the local cache and offline mode is on "
+        "(run once without --offline/HF_HUB_OFFLINE=1 to fill the cache)"
+    )
+    assert hub_client.total_requests == 0
+
+
+def test_a_shard_already_in_the_hf_cache_is_read_from_disk(hub_client):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    hf_hub_download("org/drafter", "model.safetensors", revision=commit)
+    hub_client.reset_counters()
+
+    checkpoint = resolve(f"org/drafter@{commit}")
+
+    assert "fc.weight" in checkpoint.tensors
+    assert all(entry.range is None for entry in hub_client.log)  # listing and config only, no ranged GET
+
+
+def test_a_damaged_cache_entry_is_fetched_again(hub_client):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    resolve("org/drafter")
+    cache = HeaderCache(constants.HF_HUB_CACHE, "org/drafter")
+    cache.write_header(commit, "model.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{garbage")
+    hub_client.reset_counters()
+
+    again = resolve(f"org/drafter@{commit}")
+
+    assert "fc.weight" in again.tensors
+    assert hub_client.requests == {"resolve": 1}
+
+
+# --- ranged reads -----------------------------------------------------------------------------------------
+
+
+def _write_with_header_length(path: Path, prefix_length: int) -> None:
+    """A safetensors file whose 8-byte length + JSON header take exactly ``prefix_length`` bytes."""
+    tensors = [("w", "F32", [1])]
+    estimate = prefix_length - len(header_bytes(tensors, {"pad": ""})[0])
+    for pad in range(max(0, estimate - 8), estimate + 9):
+        if len(header_bytes(tensors, {"pad": "x" * pad})[0]) == prefix_length:
+            write_safetensors(path, tensors, fill="zeros", metadata={"pad": "x" * pad})
+            return
+    raise AssertionError(f"cannot build a {prefix_length}-byte header")
+
+
+@pytest.mark.parametrize(
+    ("prefix_length", "ranges"),
+    [
+        (INITIAL_RANGE, [f"bytes=0-{INITIAL_RANGE - 1}"]),  # the header just fits the first range
+        (INITIAL_RANGE + 8, [f"bytes=0-{INITIAL_RANGE - 1}", f"bytes={INITIAL_RANGE}-{INITIAL_RANGE + 7}"]),
+        (3 * INITIAL_RANGE, [f"bytes=0-{INITIAL_RANGE - 1}", f"bytes={INITIAL_RANGE}-{3 * INITIAL_RANGE - 1}"]),
+    ],
+)
+def test_a_long_header_costs_one_more_request_for_the_remainder_only(hub_client, tmp_path, prefix_length, ranges):
+    _write_with_header_length(tmp_path / "repo" / "model.safetensors", prefix_length)
+    hub_client.add_repo("org/long", tmp_path / "repo")
+
+    checkpoint = resolve("org/long")
+
+    assert len(checkpoint.metadata["model.safetensors"]["pad"]) > 0
+    assert ranged_gets(hub_client) == ranges
+    assert hub_client.bytes_sent["resolve"] == prefix_length  # the header and nothing else, never twice
+
+
+def test_a_server_that_ignores_range_is_read_only_as_far_as_the_header(hub_client, tmp_path):
+    repo = tmp_path / "repo"
+    write_safetensors(repo / "model.safetensors", [("w", "F32", [16 * 1024 * 1024])])  # 64 MiB, sparse
+    hub_client.add_repo("org/big", repo)
+    hub_client.ignore_range = True
+
+    checkpoint = resolve("org/big")
+    hub_client.stop()  # let the server notice the dropped connection before counting
+
+    assert checkpoint.tensors["w"].shape == (16 * 1024 * 1024,)
+    sent = hub_client.bytes_sent["resolve"]
+    assert sent < (repo / "model.safetensors").stat().st_size // 4, sent
+
+
+def test_lfs_files_are_read_through_the_redirect_without_the_token(hub_client, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    hub_client.valid_tokens.add(TOKEN)
+    hub_client.lfs_redirect = True
+    hub_client.add_repo("org/drafter", PUBLISHED, private=True)
+
+    checkpoint = resolve("org/drafter")
+
+    assert "fc.weight" in checkpoint.tensors
+    assert hub_client.requests == {"api-info": 1, "resolve": 3, "cdn": 1}
+    (cdn,) = [entry for entry in hub_client.log if entry.route == "cdn"]
+    assert cdn.range == f"bytes=0-{INITIAL_RANGE - 1}" and not cdn.authenticated
+
+
+def test_transient_server_errors_are_retried(hub_client):
+    hub_client.add_repo("org/drafter", PUBLISHED)
+    hub_client.fail_next(429, retry_after=0, route="api-info")
+    hub_client.fail_next(503, route="resolve")
+
+    checkpoint = resolve("org/drafter")
+
+    assert "fc.weight" in checkpoint.tensors
+    assert [entry.status for entry in hub_client.log].count(503) == 1
+    assert [entry.status for entry in hub_client.log].count(429) == 1
+
+
+# --- errors: one line naming the repo and what to do ------------------------------------------------------
+
+
+def test_a_missing_repo(hub_client):
+    with pytest.raises(SourceError) as error:
+        resolve("org/missing")
+    line = error.value.line()
+    assert line.startswith("org/missing: repo not found on http://127.0.0.1:")
+    assert "HF_TOKEN" in line and "hf auth login" in line
+
+
+def test_a_missing_revision(hub_client):
+    hub_client.add_repo("org/drafter", PUBLISHED)
+    with pytest.raises(SourceError) as error:
+        resolve("org/drafter@no-such-branch")
+    assert error.value.line() == (
+        "org/drafter@no-such-branch: revision 'no-such-branch' not found (check the branch, tag or commit)"
+    )
+
+
+def test_a_gated_repo_without_a_token(hub_client):
+    hub_client.add_repo("org/gated", PUBLISHED, gated=True)
+    with pytest.raises(SourceError) as error:
+        resolve("org/gated")
+    line = error.value.line()
+    assert line.startswith("org/gated@") and "gated repo" in line
+    assert "set HF_TOKEN or run `hf auth login`" in line
+
+
+def test_a_token_without_access_is_never_printed(hub_client, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    hub_client.valid_tokens.add(TOKEN)
+    hub_client.add_repo("org/gated", PUBLISHED, gated=True)
+    hub_client.repos["org/gated"].access = {"hf_someoneElse"}
+    with pytest.raises(SourceError) as error:
+        resolve("org/gated")
+    assert "gated repo" in error.value.line() and TOKEN not in error.value.line()
+
+
+def test_a_private_repo_with_a_token(hub_client, monkeypatch):
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    hub_client.valid_tokens.add(TOKEN)
+    hub_client.add_repo("org/private", PUBLISHED, private=True)
+    assert "fc.weight" in resolve("org/private").tensors
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_unauthorised_file_requests_say_how_to_log_in(hub_client, status):
+    hub_client.add_repo("org/drafter", PUBLISHED)
+    hub_client.fail_next(status, route="resolve", count=10)
+    with pytest.raises(SourceError) as error:
+        resolve("org/drafter")
+    assert "HF_TOKEN" in error.value.line() and "org/drafter@" in error.value.line()
+
+
+def test_a_repo_without_safetensors_says_what_it_has(hub_client, tmp_path):
+    repo = tmp_path / "pickled"
+    repo.mkdir()
+    (repo / "config.json").write_text("{}")
+    (repo / "pytorch_model.bin").write_bytes(b"PK\x03\x04")
+    hub_client.add_repo("org/pickled", repo)
+    with pytest.raises(SourceError) as error:
+        resolve("org/pickled")
+    assert error.value.line() == (
+        "org/pickled@"
+        + hub_client.repos["org/pickled"].refs["main"][:12]
+        + ": not a safetensors repo: no model.safetensors or *.safetensors.index.json"
+        + " (it has pytorch_model.bin (not safetensors))"
+    )
+    assert hub_client.requests == {"api-info": 1}
+
+
+def test_an_unreachable_hub(hub_client, monkeypatch):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setattr(constants, "ENDPOINT", closed)
+    with pytest.raises(SourceError) as error:
+        resolve("org/drafter")
+    assert error.value.line().startswith(f"org/drafter: cannot reach {closed} (check the network")
+
+
+def test_a_hub_that_does_not_answer_in_time(hub_client, monkeypatch):
+    hub_client.add_repo("org/drafter", PUBLISHED)
+    monkeypatch.setattr(constants, "HF_HUB_DOWNLOAD_TIMEOUT", 0.3)
+    hub_client.hooks.append(lambda request: request.route == "api-info" and time.sleep(1.5) is None)
+    with pytest.raises(SourceError) as error:
+        resolve("org/drafter")
+    assert error.value.line().startswith("org/drafter: timed out talking to http://127.0.0.1:")
+
+
+def test_a_bad_header_on_the_hub_names_the_file(hub_client, tmp_path):
+    repo = tmp_path / "bad"
+    repo.mkdir()
+    (repo / "model.safetensors").write_bytes((20).to_bytes(8, "little") + b'{"w": {"dtype": "F32"}}')
+    commit = hub_client.add_repo("org/bad", repo)
+    with pytest.raises(HeaderError) as error:
+        resolve("org/bad")
+    assert error.value.line().startswith(f"org/bad@{commit[:12]}:model.safetensors: ")
+
+
+def test_an_index_naming_a_shard_the_repo_lacks(hub_client, small_base):
+    index = json.loads((small_base / "model.safetensors.index.json").read_text())
+    index["weight_map"]["extra.weight"] = "model-00009-of-000004.safetensors"
+    (small_base / "model.safetensors.index.json").write_text(json.dumps(index))
+    hub_client.add_repo("org/base", small_base)
+    with pytest.raises(CkptdiffError, match="model-00009-of-000004.safetensors listed in the index is not in the repo"):
+        resolve("org/base")
