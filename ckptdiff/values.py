@@ -460,7 +460,7 @@ class ValuesResult:
 def compare_values(
     a: Checkpoint,
     b: Checkpoint,
-    names: Iterable[str],
+    names: Iterable[str | tuple[str, str, str]],
     *,
     base: Checkpoint | None = None,
     embed_pairs: Iterable[tuple[str, str]] = (),
@@ -470,19 +470,22 @@ def compare_values(
 ) -> ValuesResult:
     """Statistics for ``names`` (tensors in both with equal shapes) and, with a base, the embed checks.
 
-    ``embed_pairs`` are (tensor name in a side, tensor name in the base) pairs to compare against the base.
+    A name is one tensor name, or (key, name in A, name in B) when the sides name it differently; results
+    are keyed by it. ``embed_pairs`` are (tensor name in a side, tensor name in the base) pairs.
     """
     torch = require_torch()
-    names = [n for n in names if n in a.tensors and n in b.tensors and a.tensors[n].shape == b.tensors[n].shape]
+    triples = [(n, n, n) if isinstance(n, str) else n for n in names]
+    triples = [(k, x, y) for k, x, y in triples if x in a.tensors and y in b.tensors]
+    triples = [(k, x, y) for k, x, y in triples if a.tensors[x].shape == b.tensors[y].shape]
     identical = identical_files(a, b)
     same_file = set(identical)
     stats: dict[str, ValueStats] = {}
     to_read = []
-    for name in names:
-        if (a.tensors[name].file, b.tensors[name].file) in same_file:
-            stats[name] = IDENTICAL_BY_HASH
+    for key, name_a, name_b in triples:
+        if (a.tensors[name_a].file, b.tensors[name_b].file) in same_file and name_a == name_b:
+            stats[key] = IDENTICAL_BY_HASH
         else:
-            to_read.append(name)
+            to_read.append((key, name_a, name_b))
     embed_jobs: list[tuple[str, str, str]] = []  # (side label, its tensor, base tensor)
     if base is not None:
         for label, side in (("A", a), ("B", b)):
@@ -491,8 +494,8 @@ def compare_values(
                 if mine is not None and theirs is not None and mine.shape == theirs.shape:
                     embed_jobs.append((label, own, base_name))
     options: dict[str, Any] = dict(offline=offline, progress=progress, notify=notify)
-    files_a = {a.tensors[n].file for n in to_read} | {a.tensors[own].file for lb, own, _ in embed_jobs if lb == "A"}
-    files_b = {b.tensors[n].file for n in to_read} | {b.tensors[own].file for lb, own, _ in embed_jobs if lb == "B"}
+    files_a = {a.tensors[x].file for _, x, _ in to_read} | {a.tensors[t].file for lb, t, _ in embed_jobs if lb == "A"}
+    files_b = {b.tensors[y].file for _, _, y in to_read} | {b.tensors[t].file for lb, t, _ in embed_jobs if lb == "B"}
     side_a = _Side("A", a, fetch_files(a, files_a, label="A", **options))
     side_b = _Side("B", b, fetch_files(b, files_b, label="B", **options))
     sides = [side_a, side_b]
@@ -501,8 +504,8 @@ def compare_values(
         if base is not None and embed_jobs:
             base_files = {base.tensors[base_name].file for _, _, base_name in embed_jobs}
             sides.append(_Side("base", base, fetch_files(base, base_files, label="the base", **options)))
-        for name in to_read:
-            stats[name] = tensor_stats(torch, side_a, a.tensors[name], side_b, b.tensors[name])
+        for key, name_a, name_b in to_read:
+            stats[key] = tensor_stats(torch, side_a, a.tensors[name_a], side_b, b.tensors[name_b])
         for label, own, base_name in embed_jobs:
             assert base is not None
             side = side_a if label == "A" else side_b
@@ -542,7 +545,9 @@ def attach_values(
     from .report import Finding
 
     names = [
-        row.name for row in report.tensors if row.a is not None and row.b is not None and row.a.shape == row.b.shape
+        (row.name, row.a.name or row.name, row.b.name or row.name)
+        for row in report.tensors
+        if row.a is not None and row.b is not None and row.a.shape == row.b.shape
     ]
     pairs = embed_pairs_for(profile, base) if base is not None else []
     result = compare_values(
