@@ -9,12 +9,13 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json")
+FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit")
 #: ``-o report.md`` picks markdown when --format is not given.
 FORMAT_BY_EXTENSION: dict[str, str] = {
     ".md": "markdown",
     ".markdown": "markdown",
     ".json": "json",
+    ".xml": "junit",
     ".txt": "table",
 }
 
@@ -22,7 +23,7 @@ FORMAT_BY_EXTENSION: dict[str, str] = {
 @dataclass(frozen=True)
 class RenderOptions:
     color: bool = False  # ANSI colours for statuses (terminal table only)
-    expand: bool = False  # one row per tensor instead of collapsed layer patterns
+    expand: bool = False  # one row per tensor instead of collapsed layer patterns (table, markdown)
     only_diffs: bool = False  # hide rows whose status is match
 
 

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..report import STATUSES, Report, TensorRow, TensorSide
+
+if TYPE_CHECKING:
+    from . import RenderOptions
+    from .collapse import DisplayRow
 
 
 def shape_dtype(side: TensorSide | None) -> str:
@@ -31,7 +36,25 @@ def human_bytes(n: int) -> str:
 
 def counts_line(report: Report) -> str:
     parts = [f"{report.counts[status]} {status}" for status in STATUSES if report.counts[status]]
-    return ", ".join(parts) or "no tensors"
+    text = ", ".join(parts) or "no tensors"
+    allowed = sum(1 for row in report.tensors if row.allowed_by is not None)
+    return f"{text} ({allowed} allowed by policy)" if allowed else text
+
+
+def row_note(row: TensorRow) -> str:
+    """The note column: the comparison's note, then the policy rule that accepts the row."""
+    if row.allowed_by is None:
+        return row.note or ""
+    allowed = f"allowed by {row.allowed_by}"
+    return f"{row.note}; {allowed}" if row.note else allowed
+
+
+def display_rows(report: Report, options: RenderOptions) -> list[DisplayRow]:
+    """The tensor rows a table shows: differing only (``only_diffs``), collapsed unless ``expand``."""
+    from .collapse import collapse, expanded
+
+    rows = visible_rows(report, options.only_diffs)
+    return expanded(rows) if options.expand else collapse(rows)
 
 
 def visible_rows(report: Report, only_diffs: bool) -> Sequence[TensorRow]:

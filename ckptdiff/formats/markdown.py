@@ -7,13 +7,17 @@ from tabulate import tabulate
 from .. import __version__
 from ..report import Report, SideSummary
 from . import RenderOptions
-from ._common import config_value, counts_line, human_bytes, human_count, shape_dtype, visible_rows
+from ._common import config_value, counts_line, display_rows, human_bytes, human_count, shape_dtype
 
 _MARK = {"compatible": "✅", "incompatible": "❌"}
 
 
 def _code(text: str) -> str:
     return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def _side(label: str, side: SideSummary) -> str:
@@ -48,12 +52,21 @@ def render(report: Report, options: RenderOptions) -> str:
                             tablefmt="github", disable_numparse=True))  # fmt: skip
         out.append("")
 
-    rows = visible_rows(report, options.only_diffs)
+    shown = display_rows(report, options)
     out += ["### Tensors", ""]
-    if rows:
-        table = [[_code(r.name), shape_dtype(r.a), shape_dtype(r.b), r.status, r.note or ""] for r in rows]
-        out.append(tabulate(table, headers=["tensor", "A", "B", "status", "note"], tablefmt="github",
-                            disable_numparse=True))  # fmt: skip
+    if shown:
+        with_counts = any(line.count > 1 for line in shown)
+        table = []
+        for line in shown:
+            row = line.row
+            status = f"{row.status} (allowed)" if row.allowed_by else row.status
+            cells = [_code(line.name)] + ([str(line.count)] if with_counts else [])
+            note = _cell(row.note or "")
+            if row.allowed_by:
+                note = f"{note}; allowed by {_code(row.allowed_by)}" if note else f"allowed by {_code(row.allowed_by)}"
+            table.append(cells + [shape_dtype(row.a), shape_dtype(row.b), status, note])
+        headers = ["tensor"] + (["count"] if with_counts else []) + ["A", "B", "status", "note"]
+        out.append(tabulate(table, headers=headers, tablefmt="github", disable_numparse=True))
     else:
         out.append("_No differing tensors._" if options.only_diffs else "_No tensors._")
     out.append("")
@@ -73,7 +86,7 @@ def render(report: Report, options: RenderOptions) -> str:
         out.append("_None._")
     out.append("")
     if report.rules_applied:
-        out += ["### Policy rules applied", ""] + [f"- {rule}" for rule in report.rules_applied] + [""]
+        out += ["### Policy rules applied", ""] + [f"- {_code(rule)}" for rule in report.rules_applied] + [""]
     footer = f"_ckptdiff {__version__}"
     if report.command:
         footer += f" — `{report.command}`"

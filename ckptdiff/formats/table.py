@@ -6,11 +6,11 @@ from tabulate import tabulate
 
 from ..report import Report
 from . import RenderOptions
-from ._common import config_value, counts_line, shape_dtype, visible_rows
+from ._common import config_value, counts_line, display_rows, row_note, shape_dtype
 
 _COLORS = {"match": "32", "injected": "36", "shape_mismatch": "31", "dtype_mismatch": "33",
            "only_in_a": "31", "only_in_b": "31", "compatible": "1;32", "incompatible": "1;31",
-           "error": "31", "warning": "33", "info": "36"}  # fmt: skip
+           "error": "31", "warning": "33", "info": "36", "allowed": "33"}  # fmt: skip
 
 
 def render(report: Report, options: RenderOptions) -> str:
@@ -23,16 +23,23 @@ def render(report: Report, options: RenderOptions) -> str:
         lines.append(f"base: {report.base.display}")
     if report.profile:
         lines.append(f"profile: {report.profile}")
-    rows = visible_rows(report, options.only_diffs)
-    with_notes = any(row.note for row in rows)
+    shown = display_rows(report, options)
+    notes = [row_note(line.row) for line in shown]
+    with_notes = any(notes)
+    with_counts = any(line.count > 1 for line in shown)
     table = []
-    for row in rows:
-        cells = [row.name, shape_dtype(row.a), shape_dtype(row.b), paint(row.status, row.status)]
-        if with_notes:
-            cells.append(row.note or "")
+    for line, note in zip(shown, notes):
+        row = line.row
+        cells = [line.name] + ([str(line.count)] if with_counts else [])
+        status = paint(row.status, "allowed" if row.allowed_by else row.status)
+        cells += [shape_dtype(row.a), shape_dtype(row.b), status] + ([note] if with_notes else [])
         table.append(cells)
-    headers = ["tensor", "A shape dtype", "B shape dtype", "status"] + (["note"] if with_notes else [])
-    lines += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
+    headers = ["tensor"] + (["count"] if with_counts else []) + ["A shape dtype", "B shape dtype", "status"]
+    headers += ["note"] if with_notes else []
+    if table:
+        lines += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
+    else:
+        lines += ["", "no differing tensors" if options.only_diffs else "no tensors"]
     if report.config:
         config_rows = [[d.key, config_value(d.a), config_value(d.b), d.status] for d in report.config]
         lines += ["", "config.json differences:", tabulate(config_rows, headers=["key", "A", "B", "status"],
@@ -40,5 +47,7 @@ def render(report: Report, options: RenderOptions) -> str:
     if report.findings:
         lines += ["", "findings:"]
         lines += [f"  {paint(f.severity, f.severity)} [{f.code}] {f.message}" for f in report.findings]
+    if report.rules_applied:
+        lines += ["", "policy rules applied:"] + [f"  {rule}" for rule in report.rules_applied]
     lines += ["", f"{paint(report.verdict, report.verdict)}: {counts_line(report)}"]
     return "\n".join(lines) + "\n"

@@ -1,0 +1,181 @@
+"""Settings from a config file, so a CI gate's policy lives in the repository instead of a long command line.
+
+Looked for from the working directory upward, first hit wins; in each folder ``ckptdiff.toml`` (settings
+at the top level) comes before ``pyproject.toml`` (settings under ``[tool.ckptdiff]``; a pyproject without
+that table is passed over). ``--config FILE`` names the file instead. Flags override the file: a flag given
+on the command line replaces that setting's value from the file (lists are replaced, not extended).
+
+    [tool.ckptdiff]
+    ignore = ["*.rotary_emb.inv_freq"]
+    allow-missing = ["lm_head.weight"]
+    allow-dtype-change = ["BF16:F32"]   # or true: any dtype change
+    fail-on = "warning"
+    format = "markdown"
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import CkptdiffError
+from .policy import FAIL_ON_CHOICES, PATTERN_FIELDS, Policy
+
+CKPTDIFF_TOML = "ckptdiff.toml"
+PYPROJECT_TOML = "pyproject.toml"
+#: Settings a config file may hold (snake_case; kebab-case spellings are accepted too).
+LIST_SETTINGS: tuple[str, ...] = PATTERN_FIELDS
+BOOL_SETTINGS: tuple[str, ...] = ("only_diffs", "expand", "step_summary")
+CHOICE_SETTINGS: dict[str, tuple[str, ...]] = {
+    "fail_on": FAIL_ON_CHOICES,
+    "format": ("table", "markdown", "json", "junit"),
+}
+TEXT_SETTINGS: tuple[str, ...] = ("profile",)
+KNOWN_SETTINGS: tuple[str, ...] = (*LIST_SETTINGS, *BOOL_SETTINGS, *CHOICE_SETTINGS, *TEXT_SETTINGS)
+
+
+class ConfigError(CkptdiffError):
+    """A config file that cannot be read or holds a setting ckptdiff does not understand."""
+
+
+@dataclass(frozen=True)
+class FileSettings:
+    """What a config file says; ``path`` is None when there is no config file."""
+
+    path: Path | None = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def shown(self) -> str:
+        """The file as reports name it: relative to the working directory when inside it."""
+        if self.path is None:
+            return ""
+        try:
+            return os.path.relpath(self.path)
+        except ValueError:  # another drive on Windows
+            return str(self.path)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+
+def _toml_loads(text: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        try:
+            import tomli as tomllib
+        except ImportError:
+            raise ConfigError(None, "reading a config file on Python 3.10 needs tomli", "pip install tomli") from None
+    return tomllib.loads(text)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as err:
+        raise ConfigError(str(path), f"cannot read the config file: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(str(path), "is not UTF-8 text") from None
+    try:
+        return _toml_loads(text)
+    except ValueError as err:  # tomllib.TOMLDecodeError is a ValueError
+        raise ConfigError(str(path), f"is not valid TOML: {err}") from None
+
+
+def _section(path: Path, document: dict[str, Any], *, required: bool) -> dict[str, Any] | None:
+    """The ckptdiff settings in a parsed file, or None for a pyproject.toml that has none."""
+    if path.name != PYPROJECT_TOML:
+        if "tool" in document and isinstance(document["tool"], dict) and "ckptdiff" in document["tool"]:
+            raise ConfigError(str(path), "has a [tool.ckptdiff] table",
+                              f"in {CKPTDIFF_TOML} the settings go at the top level, without a table header")  # fmt: skip
+        return document
+    tool = document.get("tool", {})
+    section = tool.get("ckptdiff") if isinstance(tool, dict) else None
+    if section is None:
+        if required:
+            raise ConfigError(str(path), "has no [tool.ckptdiff] table")
+        return None
+    if not isinstance(section, dict):
+        raise ConfigError(str(path), "[tool.ckptdiff] is not a table")
+    return section
+
+
+def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for raw_key, value in section.items():
+        key = raw_key.replace("-", "_")
+        where = f"{path}: {raw_key}"
+        if key not in KNOWN_SETTINGS:
+            known = ", ".join(k.replace("_", "-") for k in KNOWN_SETTINGS)
+            raise ConfigError(where, "is not a ckptdiff setting", f"known settings: {known}")
+        if key in values:
+            raise ConfigError(where, "is given twice (kebab-case and snake_case)")
+        if key == "allow_dtype_change" and isinstance(value, bool):
+            value = ["*"] if value else []
+        elif key in LIST_SETTINGS and isinstance(value, str):
+            value = [value]
+        if key in LIST_SETTINGS:
+            if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
+                raise ConfigError(where, "must be a list of non-empty strings (globs)")
+            value = tuple(value)
+        elif key in BOOL_SETTINGS:
+            if not isinstance(value, bool):
+                raise ConfigError(where, "must be true or false")
+        elif key in CHOICE_SETTINGS:
+            if value not in CHOICE_SETTINGS[key]:
+                raise ConfigError(where, f"must be one of {', '.join(CHOICE_SETTINGS[key])}, not {value!r}")
+        elif not isinstance(value, str) or not value:
+            raise ConfigError(where, "must be a non-empty string")
+        values[key] = value
+    return values
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """The nearest ckptdiff.toml, or pyproject.toml with a [tool.ckptdiff] table, from ``start`` upward."""
+    folder = (start or Path.cwd()).resolve()
+    for candidate in (folder, *folder.parents):
+        own = candidate / CKPTDIFF_TOML
+        if own.is_file():
+            return own
+        pyproject = candidate / PYPROJECT_TOML
+        if pyproject.is_file() and _section(pyproject, _read_toml(pyproject), required=False) is not None:
+            return pyproject
+    return None
+
+
+def load_config(path: str | Path | None = None, *, start: Path | None = None) -> FileSettings:
+    """Read ``path`` (``--config``), or the file :func:`find_config` finds; no file gives empty settings."""
+    if path is not None:
+        found = Path(path)
+        if not found.is_file():
+            raise ConfigError(str(path), "no such config file" if not found.exists() else "is not a file")
+    else:
+        found = find_config(start)
+        if found is None:
+            return FileSettings()
+    section = _section(found, _read_toml(found), required=True)
+    assert section is not None
+    return FileSettings(found.absolute(), _validate(found, section))
+
+
+def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy:
+    """A Policy from the config file's settings, each replaced by its flag when the flag was given.
+
+    ``flags`` maps policy field names to the command line's values; an empty tuple or None means "not given".
+    """
+    chosen: dict[str, Any] = {}
+    origins: list[tuple[str, str]] = []
+    for key in (*PATTERN_FIELDS, "fail_on"):
+        flag = flags.get(key)
+        if flag:
+            chosen[key] = tuple(flag) if key in PATTERN_FIELDS else flag
+        elif key in settings.values:
+            chosen[key] = settings.values[key]
+            if settings.values[key]:
+                origins.append((key, settings.shown))
+    return Policy(**chosen, origins=tuple(origins))

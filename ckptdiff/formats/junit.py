@@ -1,0 +1,100 @@
+"""JUnit XML, the test-report format CI systems already display (Jenkins, GitLab, GitHub test reporters).
+
+One ``<testsuite>`` per comparison; one ``<testcase>`` per tensor (classname ``tensors``), per finding
+(classname ``findings``) and one for config.json (classname ``config``). A tensor that breaks compatibility
+is a ``<failure>`` whose ``type`` is its status and whose message says why; a row a policy rule accepts is
+``<skipped>`` with the rule; findings that fail the gate are failures typed by their code. Only the
+attributes and elements of the common JUnit schema are used, and no timestamps or host names, so the same
+inputs give the same bytes.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from .. import __version__
+from ..report import Report, TensorRow
+from . import RenderOptions
+from ._common import config_value, shape_dtype
+
+#: Characters XML 1.0 cannot carry at all, even escaped; a hostile tensor name must not break the file.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _text(value: str) -> str:
+    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+
+
+def _element(parent: ET.Element, tag: str, text: str | None = None, **attributes: str) -> ET.Element:
+    element = ET.SubElement(parent, tag, {key: _text(value) for key, value in attributes.items()})
+    if text is not None:
+        element.text = _text(text)
+    return element
+
+
+def _sides(row: TensorRow) -> str:
+    a = shape_dtype(row.a) + (f" (as {row.a.name})" if row.a is not None and row.a.name else "")
+    b = shape_dtype(row.b) + (f" (as {row.b.name})" if row.b is not None and row.b.name else "")
+    return f"A: {a}\nB: {b}"
+
+
+def render(report: Report, options: RenderOptions) -> str:
+    suites = ET.Element("testsuites", name="ckptdiff")
+    suite = _element(suites, "testsuite", name=f"ckptdiff {report.a.display} vs {report.b.display}")
+    properties = _element(suite, "properties")
+    facts = [("ckptdiff.version", __version__), ("verdict", report.verdict), ("a", report.a.spec),
+             ("a.revision", report.a.revision or ""), ("b", report.b.spec), ("b.revision", report.b.revision or "")]  # fmt: skip
+    if report.base is not None:
+        facts += [("base", report.base.spec), ("base.revision", report.base.revision or "")]
+    facts += [("profile", report.profile or "none"), ("fail_on", report.fail_on)]
+    facts += [(f"rule.{i}", rule) for i, rule in enumerate(report.rules_applied, 1)]
+    if report.command:
+        facts.append(("command", report.command))
+    for name, value in facts:
+        _element(properties, "property", name=name, value=value)
+
+    tests = failures = skipped = 0
+    for row in report.tensors:
+        tests += 1
+        case = _element(suite, "testcase", classname="tensors", name=row.name)
+        if row.allowed_by is not None:
+            skipped += 1
+            _element(case, "skipped", message=f"{row.status}, allowed by {row.allowed_by}")
+        elif not row.passes:
+            failures += 1
+            reason = f"{row.status}: {row.note}" if row.note else row.status
+            _element(case, "failure", _sides(row), message=reason, type=row.status)
+        elif row.status != "match":
+            _element(case, "system-out", f"{row.status}: {row.note or ''}\n{_sides(row)}")
+
+    seen: dict[str, int] = {}
+    for finding in report.findings:
+        tests += 1
+        seen[finding.code] = seen.get(finding.code, 0) + 1
+        name = finding.code if seen[finding.code] == 1 else f"{finding.code} ({seen[finding.code]})"
+        case = _element(suite, "testcase", classname="findings", name=name)
+        if report.finding_fails(finding):
+            failures += 1
+            _element(case, "failure", f"{finding.severity}: {finding.message}", message=finding.message,
+                     type=finding.code)  # fmt: skip
+        else:
+            _element(case, "system-out", f"{finding.severity}: {finding.message}")
+
+    tests += 1
+    case = _element(suite, "testcase", classname="config", name="config.json")
+    if report.config:
+        lines = [f"{d.key}: {config_value(d.a)} vs {config_value(d.b)} ({d.status})" for d in report.config]
+        _element(case, "system-out", "\n".join(lines))
+
+    if not report.compatible and not failures:  # the verdict must show up as a failure somewhere
+        tests += 1
+        failures += 1
+        case = _element(suite, "testcase", classname="ckptdiff", name="verdict")
+        _element(case, "failure", report.verdict, message=report.verdict, type="verdict")
+
+    counts = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": str(skipped), "time": "0"}
+    for element in (suites, suite):
+        element.attrib.update(counts)
+    ET.indent(suites, space="  ")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
