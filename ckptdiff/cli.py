@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 import tempfile
 import traceback
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -19,6 +21,9 @@ from . import __version__
 from .errors import CkptdiffError, ReportWriteError
 
 EXIT_TROUBLE = 2
+#: GitHub rejects a step summary over 1 MiB; a longer report is replaced by a pointer to the full one.
+STEP_SUMMARY_LIMIT = 1024 * 1024
+STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nThe report is over 1 MiB, too long for a step summary (try --only-diffs).\n"
 _TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")
 _TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
 
@@ -75,24 +80,56 @@ def _umask() -> int:
     return mask
 
 
-def _format_for(fmt: str | None, output: str | None) -> str:
+def _format_for(fmt: str | None, output: str | None, default: str | None = None) -> str:
+    """--format, else the -o file's extension, else the config file's format, else table."""
     if fmt:
         return fmt
     if output and output != "-":
         from .formats import FORMAT_BY_EXTENSION
 
-        return FORMAT_BY_EXTENSION.get(Path(output).suffix.lower(), "table")
-    return "table"
+        by_extension = FORMAT_BY_EXTENSION.get(Path(output).suffix.lower())
+        if by_extension:
+            return by_extension
+    return default or "table"
+
+
+def append_step_summary(markdown: str, path: str | None) -> None:
+    """GitHub Actions: append the markdown report to the job's step summary file ($GITHUB_STEP_SUMMARY)."""
+    if not path:
+        return
+    if len(markdown.encode()) > STEP_SUMMARY_LIMIT:
+        markdown = STEP_SUMMARY_TOO_LONG
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown)
+            handle.flush()
+    except OSError as err:
+        raise ReportWriteError(path, f"cannot append the step summary: {err.strerror or err}",
+                               "or pass --no-step-summary") from None  # fmt: skip
+
+
+_SECRET_OPTIONS = ("--token",)
+
+
+def command_line(ctx: click.Context) -> str:
+    """The command that produced a report, shell-quoted, with secrets scrubbed, for the report's footer."""
+    argv = list((ctx.obj or {}).get("argv", sys.argv[1:]))
+    for i, arg in enumerate(argv):
+        if arg in _SECRET_OPTIONS and i + 1 < len(argv):
+            argv[i + 1] = "***"
+        elif arg.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
+            argv[i] = arg.split("=", 1)[0] + "=***"
+    return scrub_secrets(shlex.join(["ckptdiff", *argv]))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("a", metavar="A")
 @click.argument("b", metavar="B")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]),
-              help="Report format (default: table, or from the -o file's extension: .md, .json).")  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "junit"]),
+              help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).")  # fmt: skip
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
-@click.option("--profile", default="auto", show_default=True, metavar="auto|eagle3|none",
-              help="Architecture knowledge to apply; auto detects it from config.json.")  # fmt: skip
+@click.option("--profile", metavar="auto|eagle3|none",
+              help="Architecture knowledge to apply (default: auto, which detects it from config.json).")  # fmt: skip
 @click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
 @click.option("--rename", "renames", multiple=True, metavar="REGEX=REPLACEMENT",
               help="Rename tensors of both sides before matching (re.sub, in order; repeatable).")  # fmt: skip
@@ -102,11 +139,28 @@ def _format_for(fmt: str | None, output: str | None) -> str:
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=8, show_default=True,
               help="Shard headers fetched in parallel from the Hub.")  # fmt: skip
+@click.option("--ignore", multiple=True, metavar="GLOB", help="Leave tensors matching GLOB out (repeatable).")
+@click.option("--allow-missing", multiple=True, metavar="GLOB",
+              help="Accept tensors matching GLOB that are in A but not in B (repeatable).")  # fmt: skip
+@click.option("--allow-extra", multiple=True, metavar="GLOB",
+              help="Accept tensors matching GLOB that are in B but not in A (repeatable).")  # fmt: skip
+@click.option("--allow-dtype-change", multiple=True, is_flag=False, flag_value="*", metavar="[FROM:TO]",
+              help="Accept dtype FROM in A becoming TO in B (e.g. BF16:F32); bare: any (repeatable).")  # fmt: skip
+@click.option("--fail-on", type=click.Choice(["error", "warning"]),
+              help="Which findings fail the gate: errors only (default) or warnings too.")  # fmt: skip
+@click.option("--config", "config_path", metavar="FILE",
+              help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).")  # fmt: skip
+@click.option("--expand", is_flag=True, default=None, help="One row per tensor instead of collapsed layer patterns.")
+@click.option("--only-diffs", is_flag=True, default=None, help="Hide tensors that match.")
+@click.option("--no-step-summary", is_flag=True, help="Do not append the markdown report to $GITHUB_STEP_SUMMARY.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or diagnostics on stderr.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
-    a: str, b: str, fmt: str | None, output: str | None, profile: str, base: str | None,
+    a: str, b: str, fmt: str | None, output: str | None, profile: str | None, base: str | None,
+    ignore: tuple[str, ...], allow_missing: tuple[str, ...], allow_extra: tuple[str, ...],
+    allow_dtype_change: tuple[str, ...], fail_on: str | None, config_path: str | None, expand: bool | None,
+    only_diffs: bool | None, no_step_summary: bool,
     offline: bool, jobs: int, quiet: bool, debug: bool, values: bool = False, renames: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
@@ -117,10 +171,15 @@ def command(
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
     """
     from .compare import compare_specs
-    from .formats import render
+    from .config_file import load_config, merge_policy
+    from .formats import RenderOptions, render
     from .profiles import profile_names
     from .sources import SourceOptions
 
+    settings = load_config(config_path)  # a broken config file fails before anything is read
+    policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
+                                     "allow_dtype_change": allow_dtype_change, "fail_on": fail_on})  # fmt: skip
+    profile = profile or settings.get("profile", "auto")
     if profile not in ("auto", "none", *profile_names()):
         raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
     from .profiles.naming import parse_rename
@@ -132,12 +191,20 @@ def command(
 
         require_torch()  # fail before any download
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
-    report = compare_specs(a, b, profile=profile, base=base, source_options=options, values=values, notify=notify,
+    report = compare_specs(a, b, profile=profile, base=base, policy=policy,
+                           source_options=options, values=values, notify=notify,
                            renames=rename_rules)  # fmt: skip
-    fmt = _format_for(fmt, output)
+    report = replace(report, command=command_line(click.get_current_context()))
+    fmt = _format_for(fmt, output, settings.get("format"))
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    text = render(report, fmt, color=color)
+    view = RenderOptions(color=color, expand=bool(settings.get("expand") if expand is None else expand),
+                         only_diffs=bool(settings.get("only_diffs") if only_diffs is None else only_diffs))  # fmt: skip
+    text = render(report, fmt, view)
     write_report(text, output)
+    if not no_step_summary and settings.get("step_summary", True):
+        plain = replace(view, color=False, expand=False)
+        summary = text if fmt == "markdown" and not view.expand else render(report, "markdown", plain)
+        append_step_summary(summary, os.environ.get("GITHUB_STEP_SUMMARY"))
     sys.exit(report.exit_code)
 
 
@@ -146,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     try:
-        command.main(args=args, prog_name="ckptdiff", standalone_mode=False)
+        command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:
