@@ -1,0 +1,115 @@
+"""``ckptdiff org/name ./local`` end to end: the real CLI in a subprocess, the Hub emulated (tests/hub_emulator.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_kimi_k2_full_scale import PUBLISHED_DATA_BYTES, REFERENCE
+
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import write_kimi_k2_drafter_pair
+
+TOKEN = "hf_cliTestTokenNeverPrinted0123456789"
+
+
+@pytest.fixture(scope="module")
+def kimi_pair(tmp_path_factory) -> tuple[Path, Path]:
+    """The full-scale Kimi-K2 drafter pair as sparse files: published (2.2 GB, to serve) and ours (local)."""
+    return write_kimi_k2_drafter_pair(tmp_path_factory.mktemp("kimi"))
+
+
+@pytest.fixture
+def ckptdiff(hub, run_cli, tmp_path):
+    """Run the CLI with huggingface_hub pointed at the emulator and a fresh HF cache."""
+    home = tmp_path / "hf-home"
+
+    def run(*args: str, token: str | None = None, **env: str):
+        return run_cli(*args, env={**hub.client_env(home, token=token), **env})
+
+    return run
+
+
+def test_hub_drafter_against_local_reproduces_the_reference_table(hub, ckptdiff, kimi_pair):
+    published, ours = kimi_pair
+    commit = hub.add_repo("AQ-MedAI/Kimi-K2-Instruct-eagle3", published)
+
+    result = ckptdiff("AQ-MedAI/Kimi-K2-Instruct-eagle3", str(ours), "--format", "json")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""  # no progress bar off a TTY
+    document = json.loads(result.stdout)
+    assert document["verdict"] == "compatible"
+    assert document["a"]["revision"] == commit and document["a"]["bytes"] == PUBLISHED_DATA_BYTES
+    rows = {row["name"]: row for row in document["tensors"]}
+    assert rows.pop("embed_tokens.weight")["status"] == "injected"
+    assert {name: (row["a"]["shape"], row["a"]["dtype"]) for name, row in rows.items()} == {
+        name: (shape, dtype) for name, (shape, dtype) in REFERENCE.items()
+    }
+    assert {row["status"] for row in rows.values()} == {"match"}
+    # the Hub side cost: one listing call, config.json (HEAD + GET), one ranged GET; only header bytes
+    repo_bytes = sum(p.stat().st_size for p in published.iterdir())
+    assert hub.total_requests <= 1 + 3
+    assert hub.total_bytes < repo_bytes * 0.0001, (hub.total_bytes, repo_bytes)
+
+
+def test_the_table_names_the_commit(hub, ckptdiff, kimi_pair):
+    published, ours = kimi_pair
+    commit = hub.add_repo("AQ-MedAI/Kimi-K2-Instruct-eagle3", published)
+
+    result = ckptdiff("AQ-MedAI/Kimi-K2-Instruct-eagle3", str(ours))
+
+    assert result.returncode == 0, result.stderr
+    assert commit[:12] in result.stdout
+
+
+def test_second_runs_pinned_offline_and_on_a_branch(hub, ckptdiff):
+    commit = hub.add_repo("org/drafter", FIXTURES / "kimi-k2-eagle3-published")
+    ours = str(FIXTURES / "kimi-k25-eagle3-ours")
+    assert ckptdiff("org/drafter", ours).returncode == 0
+    hub.reset_counters()
+
+    assert ckptdiff(f"org/drafter@{commit}", ours).returncode == 0
+    assert hub.total_requests == 0
+    assert ckptdiff("org/drafter", ours, "--offline").returncode == 0
+    assert ckptdiff("org/drafter", ours, HF_HUB_OFFLINE="1").returncode == 0
+    assert hub.total_requests == 0
+    assert ckptdiff("org/drafter", ours).returncode == 0
+    assert hub.requests == {"api-info": 1}
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("org/missing", "org/missing: repo not found on http://127.0.0.1:"),
+        ("org/drafter@no-such-tag", "org/drafter@no-such-tag: revision 'no-such-tag' not found"),
+        ("org/gated", "org/gated@"),
+        ("org/pickled", "not a safetensors repo"),
+    ],
+)
+def test_hub_errors_are_one_line_and_exit_2(hub, ckptdiff, tmp_path, spec, expected):
+    hub.add_repo("org/drafter", FIXTURES / "kimi-k2-eagle3-published")
+    hub.add_repo("org/gated", FIXTURES / "kimi-k2-eagle3-published", gated=True)
+    pickled = tmp_path / "pickled"
+    pickled.mkdir()
+    (pickled / "pytorch_model.bin").write_bytes(b"PK\x03\x04")
+    hub.add_repo("org/pickled", pickled)
+
+    result = ckptdiff(spec, str(FIXTURES / "kimi-k25-eagle3-ours"), token=TOKEN)
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert expected in result.stderr and "Traceback" not in result.stderr
+    assert TOKEN not in result.stderr
+
+
+def test_offline_without_cache_is_a_clear_error(hub, ckptdiff):
+    hub.add_repo("org/drafter", FIXTURES / "kimi-k2-eagle3-published")
+
+    result = ckptdiff("org/drafter", str(FIXTURES / "kimi-k25-eagle3-ours"), "--offline")
+
+    assert result.returncode == 2
+    assert "org/drafter: not in the local cache and offline mode is on" in result.stderr
+    assert hub.total_requests == 0
