@@ -120,7 +120,7 @@ def tensors_from_shards(
 
 def check_shard_path(path: str, *, index_name: str) -> RelativePath:
     """A shard path from an index must stay inside the checkpoint: relative, no '..', no drive."""
-    if not isinstance(path, str) or not path:
+    if not isinstance(path, str) or not path or not path.isprintable():
         raise IndexError_(index_name, f"shard path {path!r} is not a file name")
     normal = path.replace("\\", "/")
     if normal.startswith("/") or (len(normal) > 1 and normal[1] == ":") or "\x00" in normal:

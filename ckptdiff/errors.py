@@ -20,8 +20,9 @@ class CkptdiffError(Exception):
         text = f"{self.where}: {self.defect}" if self.where else self.defect
         if self.hint:
             text += f" ({self.hint})"
-        # one line, whatever a hostile file name or server message contains
-        return " ".join(text.split())
+        # one line, whatever a hostile file name or server message contains; control characters shown escaped
+        text = " ".join(text.split())
+        return text if text.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class HeaderError(CkptdiffError):

@@ -73,6 +73,15 @@ class TensorEntry:
         return self.data_offsets[1] - self.data_offsets[0]
 
 
+def _make_entry(dtype: DType, shape: tuple[int, ...], data_offsets: tuple[int, int], numel: int) -> TensorEntry:
+    """``TensorEntry(dtype, shape, data_offsets)`` with its numel already known, without the frozen dataclass's
+    per-field ``object.__setattr__`` calls: the reader builds ~140 k of these per Kimi-K2 checkpoint."""
+    entry = object.__new__(TensorEntry)
+    fields = {"dtype": dtype, "shape": shape, "data_offsets": data_offsets, "numel": numel}
+    object.__setattr__(entry, "__dict__", fields)
+    return entry
+
+
 @dataclass(frozen=True)
 class SafetensorsHeader:
     """A validated header: its tensors, its ``__metadata__`` map and the layout of the file."""
@@ -116,17 +125,33 @@ def parse_header(raw_json: bytes, *, source: SourceName, file_size: int | None =
         text = raw_json.decode("utf-8")
     except UnicodeDecodeError as err:
         raise HeaderError(source, f"header is not valid UTF-8 (byte {err.start})") from None
-    if not text.startswith("{"):
+    if not text.lstrip(" \t\r\n").startswith("{"):  # JSON whitespace may lead, as the reference allows
         raise HeaderError(source, "header does not start with '{' (not a safetensors file?)")
-    document = _load_json_object(text, source)
+    try:
+        return _parse_document(text, source, header_length=len(raw_json), file_size=file_size)
+    except HeaderError:
+        _check_depth(text, source)  # too-deep nesting is reported before any other defect it causes
+        raise
 
+
+def _parse_document(text: str, source: SourceName, *, header_length: int, file_size: int | None) -> SafetensorsHeader:
+    document = _load_json_object(text, source)
     metadata = _parse_metadata(document.pop("__metadata__", None), source)
     tensors: dict[str, TensorEntry] = {}
+    nested = False
     for name, entry in document.items():
-        tensors[name] = _parse_entry(name, entry, source)
+        if not name.isprintable():  # a name with ESC, BEL or newlines could forge lines on a user's terminal
+            raise HeaderError(source, f"tensor name {name!r} has control or unprintable characters")
+        parsed = _fast_entry(entry)
+        if parsed is None:  # something unusual: the full checks name the defect, or accept extra keys
+            parsed = _parse_entry(name, entry, source)
+            nested = True
+        tensors[name] = parsed
+    if nested:  # only an entry's extra keys can nest deeper than a plain header's three levels
+        _check_depth(text, source)
     _check_layout(tensors, source)
 
-    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=len(raw_json))
+    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=header_length)
     if file_size is not None and header.file_size != file_size:
         raise HeaderError(
             source,
@@ -146,11 +171,13 @@ def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | Non
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return result
 
 
@@ -183,10 +210,14 @@ def _nesting_depth(text: str) -> int:
     return deepest
 
 
-def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
+def _check_depth(text: str, source: SourceName) -> None:
     # A valid header nests three deep; scan only when brackets are unusually many.
     if text.count("[") + text.count("{") > 3 * _MAX_JSON_DEPTH and _nesting_depth(text) > _MAX_JSON_DEPTH:
         raise HeaderError(source, f"header JSON nests deeper than {_MAX_JSON_DEPTH} levels")
+
+
+def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
+    # json's C scanner guards its own recursion (RecursionError); parse_header runs the depth scan on failure.
     try:
         document = json.loads(text, object_pairs_hook=_reject_duplicates)
     except _DuplicateKey as dup:
@@ -231,6 +262,31 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
+def _fast_entry(entry: Any) -> TensorEntry | None:
+    """A plain entry (exactly dtype, shape, data_offsets, all valid) checked in one pass; None when anything is
+    unusual, for :func:`_parse_entry` to check in full. Accepts exactly what ``_parse_entry`` accepts."""
+    if type(entry) is not dict or len(entry) != 3:
+        return None
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if type(dtype) is not str or type(shape) is not list or type(offsets) is not list or len(offsets) != 2:
+        return None
+    bits = DTYPE_BITS.get(dtype)
+    begin, end = offsets
+    if bits is None or type(begin) is not int or type(end) is not int or not 0 <= begin <= end:
+        return None
+    numel = 1
+    for dim in shape:
+        if type(dim) is not int or dim < 0:
+            return None
+        numel *= dim
+    if numel == 0 or numel > _MAX_NUMEL:  # a zero dim may hide an overflowing prefix: the full check decides
+        return None
+    total_bits = numel * bits
+    if total_bits % 8 or total_bits // 8 != end - begin:
+        return None
+    return _make_entry(dtype, tuple(shape), (begin, end), numel)
+
+
 def _parse_entry(name: str, entry: Any, source: SourceName) -> TensorEntry:
     where = f"tensor {name!r}"
     if not isinstance(entry, dict):
@@ -267,8 +323,8 @@ def _parse_entry(name: str, entry: Any, source: SourceName) -> TensorEntry:
 def _check_layout(tensors: Mapping[str, TensorEntry], source: SourceName) -> None:
     """Offsets must tile the data region from 0: sorted, contiguous, no overlap."""
     expected = 0
-    for name, entry in sorted(tensors.items(), key=lambda item: item[1].data_offsets):
-        begin, end = entry.data_offsets
+    spans = sorted([(entry.data_offsets, position, name) for position, (name, entry) in enumerate(tensors.items())])
+    for (begin, end), _, name in spans:
         if begin != expected:
             problem = "overlaps the previous tensor" if begin < expected else f"leaves a gap after byte {expected}"
             if expected == 0:

@@ -163,14 +163,28 @@ CASES = [
         HeaderError,
         ST,
         "duplicate key 'w'",
-    ),  # fmt: skip
+    ),
     Case(
         "lone-surrogate-name",
         lambda f: with_prefix(f, b'{"w\\ud800":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', data=1),
         HeaderError,
         ST,
         "surrogate",
-    ),  # fmt: skip
+    ),
+    Case(
+        "name-with-terminal-escapes",
+        lambda f: header_file(f, {"w\x1b]0;pwned\x07\x1b[2J": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}),
+        HeaderError,
+        ST,
+        "control or unprintable",
+    ),
+    Case(
+        "name-forging-a-line",
+        lambda f: header_file(f, {"w\ncompatible: 15 match": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}),
+        HeaderError,
+        ST,
+        "control or unprintable",
+    ),
     # one entry
     Case("entry-not-object", lambda f: header_file(f, {"w": [0, 16]}), HeaderError, ST, "not an object"),
     Case("missing-dtype", one_tensor(dtype=None), HeaderError, ST, "missing dtype"),
@@ -190,7 +204,7 @@ CASES = [
         HeaderError,
         ST,
         "non-negative integers",
-    ),  # fmt: skip
+    ),
     Case("shape-overflows", one_tensor(shape=[2**32, 2**32, 2]), HeaderError, ST, "overflows"),
     Case("shape-overflows-late", one_tensor(shape=[0, 2**70]), HeaderError, ST, "bytes"),
     Case("offsets-reversed", one_tensor(data_offsets=[16, 0]), HeaderError, ST, "end before they begin"),
@@ -201,12 +215,10 @@ CASES = [
     Case("sub-byte-not-whole-F4", one_tensor(dtype="F4", shape=[3], data_offsets=[0, 2]), HeaderError, ST, "whole"),
     Case(
         "sub-byte-not-whole-F6", one_tensor(dtype="F6_E2M3", shape=[3], data_offsets=[0, 3]), HeaderError, ST, "whole"
-    ),  # fmt: skip
+    ),
     # the layout of the data region
     Case("offsets-not-from-0", tensors(("w", "U8", [8], [8, 16])), HeaderError, ST, "does not start"),
-    Case(
-        "offsets-overlap", tensors(("a", "U8", [8], [0, 8]), ("b", "U8", [8], [4, 12])), HeaderError, ST, "overlaps"
-    ),  # fmt: skip
+    Case("offsets-overlap", tensors(("a", "U8", [8], [0, 8]), ("b", "U8", [8], [4, 12])), HeaderError, ST, "overlaps"),
     Case("offsets-gap", tensors(("a", "U8", [8], [0, 8]), ("b", "U8", [8], [16, 24])), HeaderError, ST, "gap"),
     Case("offsets-past-eof", tensors(("w", "U8", [64], [0, 64]), data=10), HeaderError, ST, "truncated"),
     Case("trailing-data", tensors(("w", "U8", [8], [0, 8]), data=4096), HeaderError, ST, "trailing"),
@@ -227,7 +239,7 @@ CASES = [
         IndexError_,
         INDEX,
         "gone.safetensors",
-    ),  # fmt: skip
+    ),
     Case("index-duplicate-name", duplicate_in_index, IndexError_, INDEX, "duplicate key 'w'"),
     Case(
         "tensor-in-two-shards",
@@ -235,28 +247,28 @@ CASES = [
         IndexError_,
         INDEX,
         "two shards",
-    ),  # fmt: skip
+    ),
     Case(
         "tensor-not-in-index",
         sharded(index_of({"w": "a.safetensors"}), {"a.safetensors": W + V}),
         IndexError_,
         INDEX,
         "not in the index",
-    ),  # fmt: skip
+    ),
     Case(
         "index-names-wrong-shard",
         sharded(index_of({"w": "b.safetensors", "v": "a.safetensors"}), SHARDS),
         IndexError_,
         INDEX,
         "stored in",
-    ),  # fmt: skip
+    ),
     Case(
         "index-names-absent-tensor",
         sharded(index_of({"w": "a.safetensors", "v": "b.safetensors", "ghost": "a.safetensors"}), SHARDS),
         IndexError_,
         INDEX,
         "no shard has it",
-    ),  # fmt: skip
+    ),
     Case("shard-path-dotdot", sharded(index_of({"w": "../a.safetensors"}), SHARDS), IndexError_, INDEX, "escapes"),
     Case(
         "shard-path-dotdot-deep",
@@ -264,12 +276,17 @@ CASES = [
         IndexError_,
         INDEX,
         "escapes",
-    ),  # fmt: skip
-    Case(
-        "shard-path-backslash", sharded(index_of({"w": "..\\a.safetensors"}), SHARDS), IndexError_, INDEX, "escapes"
-    ),  # fmt: skip
+    ),
+    Case("shard-path-backslash", sharded(index_of({"w": "..\\a.safetensors"}), SHARDS), IndexError_, INDEX, "escapes"),
     Case("shard-path-absolute", sharded(index_of({"w": "/etc/passwd"}), SHARDS), IndexError_, INDEX, "absolute"),
     Case("shard-path-drive", sharded(index_of({"w": "C:\\a.safetensors"}), SHARDS), IndexError_, INDEX, "absolute"),
+    Case(
+        "shard-path-control-char",
+        sharded(index_of({"w": "a\x1b[2J.safetensors"}), SHARDS),
+        IndexError_,
+        INDEX,
+        "not a file name",
+    ),
     Case("shard-path-not-string", sharded(index_of({"w": 7}), SHARDS), IndexError_, INDEX, "not a file name"),
     Case(
         "broken-shard-header",
@@ -277,7 +294,7 @@ CASES = [
         HeaderError,
         "a.safetensors",
         "too short",
-    ),  # fmt: skip
+    ),
     # config.json
     Case("config-not-json", with_config(b'{"hidden_size": 7168,'), CkptdiffError, "config.json", "not valid JSON"),
     Case("config-not-utf8", with_config(b'{"name": "\xff"}'), CkptdiffError, "config.json", "UTF-8"),
@@ -291,14 +308,14 @@ CASES = [
         SourceError,
         "weights.txt",
         "not a .safetensors file",
-    ),  # fmt: skip
+    ),
     Case(
         "fifo",
         lambda f: (os.mkfifo(f / "pipe.safetensors"), f / "pipe.safetensors")[1],
         SourceError,
         "pipe.safetensors",
         "not a regular file",
-    ),  # fmt: skip
+    ),
 ]
 
 ALL_IDS = [case.id for case in CASES]
