@@ -76,7 +76,10 @@ def test_the_kimi_pair_with_a_61_shard_base_verifies_embed_tokens_from_one_shard
     embed = next(t for t in report["tensors"] if t["name"] == "embed_tokens.weight")
     assert embed["status"] == "injected" and embed["a"] is None
     assert embed["b"] == {"shape": [163840, 7168], "dtype": "BF16"}
-    assert embed["note"].endswith("; verified against the base: [163840, 7168] BF16")
+    assert (
+        embed["note"]
+        == "frozen: the engine takes it from the base model's model.embed_tokens.weight; verified: [163840, 7168] BF16"
+    )
     assert {"severity": "info", "code": "injected_verified",
             "message": "A: embed_tokens.weight: the base's model.embed_tokens.weight [163840, 7168] BF16 fits"} in (
         report["findings"])  # fmt: skip

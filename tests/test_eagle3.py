@@ -28,6 +28,7 @@ from fixtures.generate import (
     eagle3_tensors,
     small_drafter_config,
     write_drafter,
+    write_kimi_k2_base,
 )
 
 EAGLE3 = get_profile("eagle3")
@@ -294,6 +295,17 @@ def test_an_mla_drafter_is_compared_generically_without_false_findings(tmp_path)
     assert changed.findings == same.findings  # the difference is a generic row, not a profile finding
 
 
+def test_a_base_model_compared_under_the_eagle3_profile_keeps_its_names(tmp_path):
+    base = write_kimi_k2_base(tmp_path / "base", layers=2, experts=1)
+
+    report = compare(str(base), str(base), profile="eagle3")
+
+    assert naming_convention(report_names := [row.name for row in report.tensors]) is None
+    assert "model.layers.0.input_layernorm.weight" in report_names and "model.embed_tokens.weight" in report_names
+    assert all(row.a.name is None for row in report.tensors)
+    assert report.verdict == "compatible" and report.findings == ()
+
+
 def test_an_architecture_without_a_profile_gets_the_generic_comparison():
     def base(shape):
         infos = {"model.embed_tokens.weight": TensorInfo("model.embed_tokens.weight", "BF16", shape, "m", (0, 0))}
@@ -326,7 +338,7 @@ def test_lm_head_is_injected_from_the_base_when_the_drafter_has_no_draft_vocab_s
     report = compare(str(a), str(b))
 
     row = next(row for row in report.tensors if row.name == "lm_head.weight")
-    assert row.status == "injected" and "base model's lm_head.weight" in row.note
+    assert row.status == "injected" and "the base model's lm_head.weight" in row.note
     assert report.verdict == "compatible" and "lm_head_missing" not in codes(report)
     assert EAGLE3.base_tensors(config) == {"model.embed_tokens.weight", "lm_head.weight"}
     tied = dict(config, tie_word_embeddings=True)

@@ -72,11 +72,13 @@ def canonical_name(name: str) -> str:
 
 
 def naming_convention(names: Iterable[str]) -> Convention | None:
-    """The convention of a checkpoint's decoder-layer names, or None (no layer tensors, or a mix)."""
+    """The convention of a drafter's decoder-layer names, or None (no layer tensors, a mix, or many layers)."""
     found: set[tuple[str, str]] = set()
     for name in names:
         prefix = "model." if name.startswith("model.") else ""
         rest = name[len(prefix) :]
+        if rest.startswith("layers.") and not rest.startswith("layers.0."):
+            return None  # a model with several decoder layers, e.g. a base model
         for layer in ("midlayer.", "layers.0."):
             if rest.startswith(layer):
                 found.add((prefix, layer))
@@ -234,7 +236,7 @@ def expected_shapes(config: Config) -> dict[str, Expected]:
 EMBED = InjectedWeight(
     name="embed_tokens.weight",
     base_name="model.embed_tokens.weight",
-    note="frozen: the engine copies it from the base model's model.embed_tokens.weight",
+    note="frozen: the engine takes it from the base model's model.embed_tokens.weight",
 )
 LM_HEAD = InjectedWeight(
     name="lm_head.weight",
@@ -389,6 +391,8 @@ def _check_injected(
     side: _Side, other: _Side, base: Checkpoint | None, found: _Findings, verified: dict[str, str]
 ) -> None:
     config = side.checkpoint.config
+    if config is not None and side.drafter is None:
+        return  # a config.json, but not an EAGLE-3 drafter's (e.g. a base model under --profile eagle3)
     for weight in injected_for(config):
         if weight.name in side.tensors:
             continue
@@ -424,7 +428,7 @@ def _check_injected(
                       f"drafter's weights are {dtype}", side.label)  # fmt: skip
         found.add("info", "injected_verified",
                   f"{weight.name}: the base's {weight.base_name} {got} fits", side.label)  # fmt: skip
-        verified.setdefault(weight.name, f"verified against the base: {got}")
+        verified.setdefault(weight.name, f"verified: {got}")
 
 
 def _check_against_base(side: _Side, base: Checkpoint, found: _Findings) -> None:

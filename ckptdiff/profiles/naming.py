@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from ..checkpoint import Checkpoint, TensorInfo
@@ -72,6 +72,8 @@ def name_side(
     if profile is None:
         return NamedSide(renamed, None)
     convention = profile.naming_convention(renamed)
+    if convention is None and not (checkpoint.config is not None and profile.detect(checkpoint.config)):
+        return NamedSide(renamed, None)  # neither named nor configured like this architecture: keep its names
     canonical: dict[str, TensorInfo] = {}
     for name, info in renamed.items():
         key = profile.canonical_name(name)
@@ -140,8 +142,3 @@ def _shown(row: TensorRow, side: str) -> str:
 
 def _with_note(row: TensorRow, note: str) -> TensorRow:
     return replace(row, note=f"{row.note}; {note}" if row.note else note)
-
-
-def original_names(tensors: Mapping[str, TensorInfo]) -> dict[str, str]:
-    """Matching name → original name, for the tensors whose names were changed."""
-    return {key: info.name for key, info in tensors.items() if info.name != key}
