@@ -212,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: CkptdiffError → one line on stderr and exit 2; never a traceback unless --debug."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
+    if not debug:  # huggingface_hub logs every retry; ckptdiff reports the outcome in one line instead
+        os.environ.setdefault("HF_HUB_VERBOSITY", "error")
     try:
         command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:

@@ -381,6 +381,10 @@ class _HubReader:
                 f"timed out talking to {self.endpoint}",
                 "check the network or raise HF_HUB_DOWNLOAD_TIMEOUT; --offline reads only the cache",
             )
+        if isinstance(err, httpx2.TooManyRedirects):
+            return SourceError(where, f"too many redirects from {self.endpoint}", "a redirect loop; check HF_ENDPOINT")
+        if isinstance(err, (httpx2.ReadError, httpx2.RemoteProtocolError)):
+            return SourceError(where, f"the connection to {self.endpoint} broke off mid-transfer", "retry later")
         if isinstance(err, (httpx2.TransportError, ConnectionError)):
             return SourceError(
                 where,

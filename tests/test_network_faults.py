@@ -1,0 +1,273 @@
+"""A Hub that misbehaves: the real ``ckptdiff`` against the emulator (tests/hub_emulator.py) with faults injected.
+
+Each fault ends in success after retries, or in exit 2 with one clear line, within a generous subprocess timeout.
+Faults are emulator hooks on the ranged GET of a safetensors header (the request ckptdiff makes itself).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hub_emulator import HubEmulator, Request
+
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import write_safetensors
+
+PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
+SAME_AS_PUBLISHED = str(PUBLISHED)  # the local copy of the repo: a successful run is "compatible", exit 0
+
+
+@pytest.fixture
+def ckptdiff(hub: HubEmulator, run_cli, tmp_path: Path):
+    """The CLI with huggingface_hub pointed at the emulator, a fresh HF cache and short timeouts."""
+    home = tmp_path / "hf-home"
+
+    def run(*args: str, **env: str):
+        return run_cli(*args, env={**hub.client_env(home), "HF_HUB_DOWNLOAD_TIMEOUT": "2", **env}, timeout=120)
+
+    return run
+
+
+@pytest.fixture
+def released() -> Iterator[threading.Event]:
+    """Set at teardown: hooks that stall wait on it, so no server thread outlives the test."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def on_header_get(answer: Callable[[Request], None], times: int | None = None) -> Callable[[Request], bool]:
+    """A hook answering the ranged GETs of ``*.safetensors`` files with ``answer`` (the first ``times`` of them)."""
+    state = {"left": times}
+
+    def hook(request: Request) -> bool:
+        if request.method != "GET" or not request.path.endswith(".safetensors") or "Range" not in request.headers:
+            return False
+        if state["left"] is not None:
+            if state["left"] == 0:
+                return False
+            state["left"] -= 1
+        answer(request)
+        return True
+
+    return hook
+
+
+def statuses(hub: HubEmulator) -> list[int]:
+    return [entry.status for entry in hub.log if entry.route == "resolve" and entry.range]
+
+
+def assert_one_clear_line(result, *fragments: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def send_partial(request: Request, status: int, headers: dict[str, str], body: bytes, *, reset: bool) -> None:
+    """Send a status line, headers and ``body``; with ``reset``, abort the connection (RST) right after."""
+    handler = request.handler
+    request.log.status = status
+    handler.send_response(status)
+    for key, value in headers.items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    handler.wfile.write(body)
+    handler.wfile.flush()
+    handler.close_connection = True
+    if reset:
+        handler.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+
+def reset_mid_body(request: Request) -> None:
+    """Promise 100,000 bytes, send 1,000, then reset the connection."""
+    content_range = "bytes 0-99999/" + str((PUBLISHED / "model.safetensors").stat().st_size)
+    headers = {"Content-Range": content_range, "Content-Length": "100000"}
+    send_partial(request, 206, headers, bytes(1000), reset=True)
+
+
+# --- transient faults: retried, then success --------------------------------------------------------------
+
+
+def test_500_and_503_are_retried_then_the_run_succeeds(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    hub.fail_next(500, route="api-info")
+    hub.hooks.append(on_header_get(lambda request: request.respond(503), times=2))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert result.returncode == 0, result.stderr
+    assert statuses(hub) == [503, 503, 206]
+    assert [entry.status for entry in hub.log if entry.route == "api-info"] == [500, 200]
+
+
+def test_429_with_retry_after_is_waited_out_then_succeeds(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    arrivals: list[float] = []
+    hub.hooks.append(on_header_get(lambda request: arrivals.append(time.monotonic())))  # records, answers nothing
+    hub.hooks.append(on_header_get(lambda request: request.respond(429, headers={"Retry-After": "1"}), times=1))
+    hub.hooks[0] = _passing(hub.hooks[0])
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert result.returncode == 0, result.stderr
+    assert statuses(hub) == [429, 206]
+    assert arrivals[1] - arrivals[0] >= 1.0  # the client slept for Retry-After (a lower bound: never flaky)
+
+
+def _passing(hook: Callable[[Request], bool]) -> Callable[[Request], bool]:
+    """A hook that observes requests and lets them through."""
+    return lambda request: hook(request) and False
+
+
+def test_a_connection_reset_mid_body_is_retried_then_succeeds(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    hub.hooks.append(on_header_get(reset_mid_body, times=1))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert result.returncode == 0, result.stderr
+    assert statuses(hub) == [206, 206]
+
+
+# --- faults that do not pass: one line, exit 2 --------------------------------------------------------------
+
+
+def test_a_server_that_keeps_failing_gives_up_with_one_line(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    hub.hooks.append(on_header_get(lambda request: request.respond(503)))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter@", "HTTP 503")
+    assert 2 <= len(statuses(hub)) <= 8  # a few retries, not a retry storm
+
+
+@pytest.mark.parametrize("route", ["api-info", "header"])
+def test_a_server_that_never_answers_times_out_with_one_line(hub, ckptdiff, released, route):
+    hub.add_repo("org/drafter", PUBLISHED)
+    if route == "api-info":
+        hub.hooks.append(lambda request: request.route == "api-info" and released.wait(60))
+    else:
+        hub.hooks.append(on_header_get(lambda request: released.wait(60) and None))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED, HF_HUB_DOWNLOAD_TIMEOUT="1", HF_HUB_ETAG_TIMEOUT="1")
+
+    assert_one_clear_line(result, "org/drafter", "timed out", "HF_HUB_DOWNLOAD_TIMEOUT")
+
+
+def test_a_connection_reset_every_time_gives_one_line(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    hub.hooks.append(on_header_get(reset_mid_body))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter@", "broke off mid-transfer")
+    assert 2 <= len(statuses(hub)) <= 8
+
+
+def test_a_server_ignoring_range_on_a_4_gib_file_sends_only_a_sliver(hub, ckptdiff, tmp_path):
+    repo = tmp_path / "big"
+    size = write_safetensors(repo / "model.safetensors", [("w", "BF16", [32768, 65536])])  # 4 GiB, sparse
+    hub.add_repo("org/big", repo)
+    hub.ignore_range = True
+
+    result = ckptdiff("org/big", str(repo))
+    hub.stop()  # let the server notice the dropped connection before counting
+
+    assert result.returncode == 0, result.stderr
+    assert size == 4 * 2**30 + 8 + 80
+    sent = hub.bytes_sent["resolve"]
+    assert sent < 64 * 2**20, sent  # a few socket buffers, not 4 GiB
+
+
+def test_a_server_sending_less_than_the_header_gives_one_line(hub, ckptdiff):
+    """Every answer is an honest 206 of at most 100 bytes: the header never arrives whole."""
+    hub.add_repo("org/drafter", PUBLISHED)
+    blob = (PUBLISHED / "model.safetensors").read_bytes()
+
+    def short(request: Request) -> None:
+        start = int(request.headers["Range"].split("=")[1].split("-")[0])
+        body = blob[start : start + 100]
+        headers = {"Content-Range": f"bytes {start}-{start + len(body) - 1}/{len(blob)}"}
+        request.respond(206, body, headers)
+
+    hub.hooks.append(on_header_get(short))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter@", "model.safetensors", "truncated")
+
+
+def test_a_body_cut_short_of_its_content_length_gives_one_line(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    size = (PUBLISHED / "model.safetensors").stat().st_size
+    headers = {"Content-Range": f"bytes 0-99999/{size}", "Content-Length": "100000"}
+    hub.hooks.append(on_header_get(lambda request: send_partial(request, 206, headers, bytes(500), reset=False)))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter@", "broke off mid-transfer")
+
+
+def test_a_content_range_contradicting_the_request_gives_one_line(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    size = (PUBLISHED / "model.safetensors").stat().st_size
+    wrong = {"Content-Range": f"bytes 4096-8191/{size}"}
+    hub.hooks.append(on_header_get(lambda request: request.respond(206, bytes(4096), wrong)))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "model.safetensors", "Content-Range", "bytes 4096-8191")
+
+
+def test_a_redirect_loop_gives_one_line(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    hub.hooks.append(on_header_get(lambda request: request.respond(302, headers={"Location": request.path})))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter@", "redirect")
+    assert len(statuses(hub)) <= 50
+
+
+@pytest.mark.parametrize(
+    ("setup", "token", "fragments"),
+    [
+        ("gated", None, ["org/drafter@", "gated repo", "HF_TOKEN"]),
+        ("gated-no-access", "hf_validButNotGranted000111", ["org/drafter@", "gated repo"]),
+        ("private", None, ["org/drafter", "repo not found", "HF_TOKEN"]),
+        ("forbidden-file", None, ["org/drafter@", "HTTP 403", "HF_TOKEN"]),
+    ],
+)
+def test_401_and_403_give_one_line_with_what_to_do(hub, ckptdiff, setup, token, fragments):
+    hub.add_repo("org/drafter", PUBLISHED, gated=setup.startswith("gated"), private=setup == "private")
+    if token:
+        hub.valid_tokens.add(token)
+        hub.repos["org/drafter"].access = {"hf_someoneElse"}
+    if setup == "forbidden-file":
+        hub.hooks.append(on_header_get(lambda request: request.respond(403)))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED, **({"HF_TOKEN": token} if token else {}))
+
+    assert_one_clear_line(result, *fragments)
+
+
+def test_a_listed_file_that_vanished_gives_one_line(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    headers = {"X-Error-Code": "EntryNotFound", "X-Error-Message": "Entry not found"}
+    hub.hooks.append(on_header_get(lambda request: request.respond(404, b"", headers)))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter@", "entry not found")
