@@ -35,10 +35,9 @@ def compare_specs(
     With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
     receives its announcements (downloads).
     """
-    from .sources import resolve
+    from .sources import resolve, resolve_both
 
-    side_a = resolve(a, source_options)
-    side_b = resolve(b, source_options)
+    side_a, side_b = resolve_both(a, b, source_options)
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
     if base is not None:

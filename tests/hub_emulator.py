@@ -159,8 +159,7 @@ class HubEmulator:
 
     def start(self) -> HubEmulator:
         for origin in ("hub", "cdn"):
-            server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-            server.daemon_threads = True
+            server = _Server(("127.0.0.1", 0), _Handler)
             server.emulator = self  # type: ignore[attr-defined]
             server.origin = origin  # type: ignore[attr-defined]
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -329,6 +328,11 @@ class HubEmulator:
         with self._lock:
             entry.bytes_sent += n
             self.bytes_sent[entry.route] += n
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the default 5 drops SYNs when a client opens many connections at once
 
 
 def _git_blob_sha1(content: bytes) -> str:

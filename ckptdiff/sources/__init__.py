@@ -58,3 +58,24 @@ def resolve(spec: str, options: SourceOptions | None = None, *, wanted: Abstract
     from .hub import read_hub
 
     return read_hub(spec, parsed, options, wanted=wanted)
+
+
+def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
+    """Read both sides of a comparison; Hub sides are fetched at the same time (their waits overlap).
+
+    If both fail, side A's error is the one raised.
+    """
+    if not (_is_hub(a) or _is_hub(b)):
+        return resolve(a, options), resolve(b, options)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as pool:
+        side_a, side_b = pool.submit(resolve, a, options), pool.submit(resolve, b, options)
+        return side_a.result(), side_b.result()
+
+
+def _is_hub(spec: str) -> bool:
+    try:
+        return isinstance(parse_spec(spec), HubSpec)
+    except SourceError:
+        return False  # resolve() raises it in its turn

@@ -45,6 +45,8 @@ CONFIG_NAME = "config.json"
 SINGLE_FILE_NAME = "model.safetensors"
 #: The first ranged GET of a header: 97 % of the Hub's headers fit in 100 kB (huggingface_hub's measurement).
 INITIAL_RANGE = 100_000
+#: The smallest first GET when the index lets us estimate a shard's header (estimates carry their own margin).
+MIN_ESTIMATED_RANGE = 16 * 1024
 #: Retries for one request (status 408/429/5xx honouring Retry-After, read timeouts, dropped connections).
 MAX_RETRIES = 3
 #: Below this many shards the progress bar is not worth drawing.
@@ -93,6 +95,15 @@ class _HubReader:
         self.hf_cache = constants.HF_HUB_CACHE
         self.cache = HeaderCache(self.hf_cache, self.repo_id)
         self.commit: str | None = None
+        self._headers: dict[str, str] | None = None
+
+    def _auth_headers(self) -> dict[str, str]:
+        """huggingface_hub's headers (user agent, token from HF_TOKEN or the stored login), built once a run."""
+        from huggingface_hub.utils import build_hf_headers
+
+        if self._headers is None:
+            self._headers = build_hf_headers()
+        return dict(self._headers)
 
     # --- naming -----------------------------------------------------------------------------------------
 
@@ -113,12 +124,14 @@ class _HubReader:
         files = {f.path: f for f in listing}
         single, index, loose = _weights_plan(files, self.where)
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ckptdiff-hub")
+        small = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-hub-json")  # config, index
         try:
-            config_job = pool.submit(self._fetch_file, CONFIG_NAME) if CONFIG_NAME in files else None
+            config_job = small.submit(self._fetch_file, CONFIG_NAME) if CONFIG_NAME in files else None
             weight_map: dict[str, RelativePath] | None = None
+            jobs: dict[RelativePath, Future[SafetensorsHeader]]
             index_name = self._source(index or "")
             if index is not None:
-                index_job = pool.submit(self._fetch_file, index)
+                index_job = small.submit(self._fetch_file, index)
                 early: dict[RelativePath, Future[SafetensorsHeader]] = {}
                 if wanted is None:
                     # Start on the shards the listing shows while the index downloads; sized from the index's size.
@@ -130,12 +143,15 @@ class _HubReader:
                 if wanted is not None:
                     shards = sorted({weight_map[name] for name in wanted if name in weight_map})
                     weight_map = {name: file for name, file in weight_map.items() if file in shards}
-                estimates = _header_estimates(weight_map)
-                jobs: dict[RelativePath, Future[SafetensorsHeader]] = {}
-                for shard in shards:
-                    if shard not in files:
-                        raise CkptdiffError(index_name, f"shard {shard} listed in the index is not in the repo")
-                    jobs[shard] = early.pop(shard, None) or pool.submit(self._header, files[shard], estimates[shard])
+                missing = [shard for shard in shards if shard not in files]
+                if missing:
+                    raise CkptdiffError(index_name, f"shard {missing[0]} listed in the index is not in the repo")
+                jobs = {shard: early.pop(shard) for shard in shards if shard in early}
+                if len(jobs) < len(shards):
+                    estimates = _header_estimates(weight_map)
+                    for shard in shards:
+                        if shard not in jobs:
+                            jobs[shard] = pool.submit(self._header, files[shard], estimates[shard])
                 for unused in early.values():
                     unused.cancel()
             else:
@@ -147,6 +163,7 @@ class _HubReader:
                 config = parse_config(Path(config_job.result()).read_bytes(), config_name=self._source(CONFIG_NAME))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            small.shutdown(wait=True, cancel_futures=True)
         order = sorted(headers)
         return Checkpoint(
             spec=self.spec,
@@ -199,21 +216,22 @@ class _HubReader:
         listing = [
             ListedFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None) for s in info.siblings or []
         ]
-        self.cache.write_listing(commit, listing)
-        if revision != commit:
+        if self.cache.read_listing(commit) != listing:
+            self.cache.write_listing(commit, listing)
+        if revision != commit and self.cache.read_ref(revision) != commit:
             self.cache.write_ref(revision, commit)
         return commit, listing
 
     def _model_info(self, revision: str | None) -> Any:
         """One call: the commit, and every file with its size and LFS sha256."""
         from huggingface_hub.hf_api import ModelInfo
-        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
+        from huggingface_hub.utils import hf_raise_for_status, http_backoff
 
         url = f"{self.endpoint}/api/models/{self.repo_id}"
         if revision:
             url += f"/revision/{quote(revision, safe='')}"
         response = http_backoff(
-            "GET", url, headers=build_hf_headers(), params={"blobs": True}, timeout=self.timeout, **_retry_policy()
+            "GET", url, headers=self._auth_headers(), params={"blobs": True}, timeout=self.timeout, **_retry_policy()
         )
         hf_raise_for_status(response)
         return ModelInfo(**response.json())
@@ -316,9 +334,9 @@ class _HubReader:
     ) -> bytes:
         """Bytes [start, stop) of a remote file (fewer at its end). A server that ignores Range and sends the
         whole body is read only as far as needed, then the connection is dropped."""
-        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
+        from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
-        headers = build_hf_headers()
+        headers = self._auth_headers()
         headers.update({"Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"})
         for attempt in range(MAX_RETRIES + 1):
             try:
@@ -493,7 +511,7 @@ def _first_range_from_index(index_size: int | None, shards: int) -> int:
     """An index entry is about 2/3 of the header entry for the same tensor: size the first GET from it."""
     if not index_size or not shards:
         return INITIAL_RANGE
-    return max(INITIAL_RANGE, int(1.5 * index_size / shards) + 4096)
+    return max(MIN_ESTIMATED_RANGE, int(1.5 * index_size / shards) + 8192)
 
 
 def _header_estimates(weight_map: dict[str, RelativePath]) -> dict[RelativePath, int]:
@@ -501,7 +519,7 @@ def _header_estimates(weight_map: dict[str, RelativePath]) -> dict[RelativePath,
     estimates: dict[RelativePath, int] = {}
     for name, shard in weight_map.items():
         estimates[shard] = estimates.get(shard, 4096) + len(name.encode()) + 110
-    return {shard: max(INITIAL_RANGE, total) for shard, total in estimates.items()}
+    return {shard: max(MIN_ESTIMATED_RANGE, int(total * 1.2)) for shard, total in estimates.items()}
 
 
 def _redact(text: str) -> str:
