@@ -107,7 +107,8 @@ class _Accumulator:
     summed again in float64 over the elements finite on both sides; the skipped ones are counted in the note.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, scratch: Any) -> None:
+        self.scratch = scratch  # a reused float32 buffer for b − a
         self.equal = True
         self.max_abs = self.sum_abs = 0.0
         self.dot_ab = self.dot_aa = self.dot_bb = self.dot_dd = 0.0
@@ -121,14 +122,14 @@ class _Accumulator:
         if same_bytes is None:
             same_bytes = bool(torch.equal(a, b))
         self.equal = self.equal and same_bytes
-        sums = self._sums(torch, a, b, same_bytes)
+        sums = self._sums(torch, a, b, same_bytes, self.scratch)
         if not all(math.isfinite(value) for value in sums):
             a64, b64 = a.double(), b.double()
             finite = torch.isfinite(a64) & torch.isfinite(b64)
             kept = int(finite.sum())
             self.nonfinite += n - kept
             n = kept
-            sums = self._sums(torch, a64[finite], b64[finite], same_bytes)
+            sums = self._sums(torch, a64[finite], b64[finite], same_bytes, None)
         dd, abs_sum, max_abs, ab, aa, bb = sums
         self.count += n
         self.dot_dd += dd
@@ -139,14 +140,14 @@ class _Accumulator:
         self.dot_bb += bb
 
     @staticmethod
-    def _sums(torch: ModuleType, a: Any, b: Any, same: bool) -> tuple[float, ...]:
+    def _sums(torch: ModuleType, a: Any, b: Any, same: bool, scratch: Any) -> tuple[float, ...]:
         """Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb² of one chunk."""
         if a.numel() == 0:
             return (0.0,) * 6
         if same:  # b is a: one dot product gives every sum
             square = float(torch.dot(a, a))
             return 0.0, 0.0, 0.0, square, square, square
-        delta = b - a
+        delta = torch.sub(b, a, out=scratch[: a.numel()]) if scratch is not None else b - a
         dd = float(torch.dot(delta, delta))
         delta.abs_()
         return (
@@ -223,6 +224,8 @@ class _Side:
         self.readers: dict[RelativePath, _FileReader] = {}
         self.archives: dict[RelativePath, Any] = {}  # torch_pickle.TorchArchive per .bin/.pt file
         self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
+        self.wide: Any = None  # float32 chunk buffer
+        self.delta: Any = None  # float32 scratch buffer
 
     def where(self, file: RelativePath) -> str:
         return str(self.paths.get(file, file))
@@ -232,8 +235,11 @@ class _Side:
             self.readers[file] = _FileReader(self.paths[file], self.where(file))
         return self.readers[file]
 
-    def chunks(self, torch: ModuleType, info: TensorInfo) -> Iterator[tuple[Any, memoryview | None]]:
-        """(float32 chunk, raw bytes or None) pairs covering the tensor in CHUNK_ELEMENTS steps."""
+    def chunks(self, torch: ModuleType, info: TensorInfo) -> Iterator[tuple[Any, Any]]:
+        """(float32 chunk, its raw bytes as a uint8 tensor, or None) covering the tensor in CHUNK_ELEMENTS steps.
+
+        Both are views of reused buffers, valid until the next step.
+        """
         dtype = _torch_dtype(torch, info.dtype)
         if dtype is None:
             raise _NotComparable(f"dtype {info.dtype} has no torch equivalent")
@@ -246,11 +252,25 @@ class _Side:
             return
         reader = self.reader(info.file)
         begin = info.data_offsets[0]
+        wide = self.buffer(torch)
         for start in range(0, info.numel, CHUNK_ELEMENTS):
             count = min(CHUNK_ELEMENTS, info.numel - start)
-            raw = reader.read(begin + start * itemsize, count * itemsize)
-            chunk = torch.frombuffer(raw, dtype=dtype, count=count) if count else torch.empty(0, dtype=dtype)
-            yield chunk.to(torch.float32), raw
+            raw = torch.frombuffer(reader.read(begin + start * itemsize, count * itemsize), dtype=torch.uint8)
+            chunk = wide[:count]
+            chunk.copy_(raw.view(dtype))  # widened into the reused float32 buffer: no allocation per chunk
+            yield chunk, raw
+
+    def scratch(self, torch: ModuleType) -> Any:
+        """A second reusable float32 chunk, for b − a."""
+        if self.delta is None or self.delta.numel() < CHUNK_ELEMENTS:
+            self.delta = torch.empty(CHUNK_ELEMENTS, dtype=torch.float32)
+        return self.delta
+
+    def buffer(self, torch: ModuleType) -> Any:
+        """This side's reusable float32 chunk (allocated once: fresh chunks each step fragment the heap)."""
+        if self.wide is None or self.wide.numel() < CHUNK_ELEMENTS:
+            self.wide = torch.empty(CHUNK_ELEMENTS, dtype=torch.float32)
+        return self.wide
 
     def _strided_tensor(self, torch: ModuleType, info: TensorInfo) -> Any | None:
         """A torch-archive tensor whose bytes are not one contiguous run: loaded through torch.load (mmap)."""
@@ -299,9 +319,11 @@ def tensor_stats(torch: ModuleType, side_a: _Side, a: TensorInfo, side_b: _Side,
     same_dtype = a.dtype == b.dtype
     try:
         chunks = zip(side_a.chunks(torch, a), side_b.chunks(torch, b))
-        total = _Accumulator()
+        total = _Accumulator(side_b.scratch(torch))
         for (chunk_a, raw_a), (chunk_b, raw_b) in chunks:
-            same_bytes = raw_a == raw_b if same_dtype and raw_a is not None and raw_b is not None else None
+            same_bytes = None
+            if same_dtype and raw_a is not None and raw_b is not None:
+                same_bytes = bool(torch.equal(raw_a, raw_b))
             total.add(torch, chunk_a, chunk_b, same_bytes)
     except _NotComparable as reason:
         return _bytes_only(side_a, a, side_b, b, str(reason))
@@ -520,7 +542,7 @@ def compare_values(
 def embed_pairs_for(profile: Profile | None, base: Checkpoint) -> list[tuple[str, str]]:
     """Which of a side's tensors must equal which of the base's: the profile's injected weights, else embeds."""
     if profile is not None and profile.injected:
-        return [(weight.name, weight.base_name) for weight in profile.injected]
+        return [(weight.name, weight.base_name) for weight in profile.injected if "embed" in weight.name]
     base_embeds = [name for name in base.tensors if name.endswith("embed_tokens.weight")]
     if len(base_embeds) != 1:
         return []
