@@ -44,7 +44,8 @@ def render(report: Report, options: RenderOptions) -> str:
     suite = _element(suites, "testsuite", name=f"ckptdiff {report.a.display} vs {report.b.display}")
     properties = _element(suite, "properties")
     facts = [("ckptdiff.version", __version__), ("verdict", report.verdict), ("a", report.a.spec),
-             ("a.revision", report.a.revision or ""), ("b", report.b.spec), ("b.revision", report.b.revision or "")]  # fmt: skip
+             ("a.revision", report.a.revision or ""), ("b", report.b.spec),
+             ("b.revision", report.b.revision or "")]  # fmt: skip
     if report.base is not None:
         facts += [("base", report.base.spec), ("base.revision", report.base.revision or "")]
     facts += [("profile", report.profile or "none"), ("fail_on", report.fail_on)]

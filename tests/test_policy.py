@@ -1,0 +1,209 @@
+"""Policy rules (ignore, allow-missing/extra, allow-dtype-change, fail-on) and the config file that holds them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ckptdiff import compare
+from ckptdiff.checkpoint import Checkpoint, TensorInfo
+from ckptdiff.compare import compare_checkpoints
+from ckptdiff.config_file import ConfigError, find_config, load_config, merge_policy
+from ckptdiff.policy import Policy, PolicyError
+from fixtures.generate import HERE as FIXTURES
+
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
+
+
+def checkpoint(tensors: dict[str, tuple[list[int], str]], spec: str = "x") -> Checkpoint:
+    infos = {n: TensorInfo(n, d, tuple(s), "model.safetensors", (0, 0)) for n, (s, d) in tensors.items()}
+    return Checkpoint(spec=spec, kind="local", location=spec, revision=None, tensors=infos, config=None)
+
+
+# A is the reference, B the candidate: B lost lm_head, gained a value head, upcast one norm, reshaped fc.
+A = checkpoint({"fc.weight": ([8, 24], "BF16"), "lm_head.weight": ([32, 8], "BF16"), "norm.weight": ([8], "BF16"),
+                "rotary_emb.inv_freq": ([4], "F32")}, "a")  # fmt: skip
+B = checkpoint({"fc.weight": ([8, 24], "BF16"), "norm.weight": ([8], "F32"), "value_head.weight": ([1, 8], "BF16"),
+                "rotary_emb.inv_freq": ([4], "F32")}, "b")  # fmt: skip
+
+
+def rows(report):
+    return {row.name: row for row in report.tensors}
+
+
+def test_without_rules_every_difference_fails():
+    report = compare_checkpoints(A, B)
+    assert report.verdict == "incompatible"
+    assert {n: r.status for n, r in rows(report).items() if r.status != "match"} == {
+        "lm_head.weight": "only_in_a",
+        "norm.weight": "dtype_mismatch",
+        "value_head.weight": "only_in_b",
+    }
+    assert report.rules_applied == ()
+
+
+def test_allow_missing_accepts_names_in_a_absent_from_b_and_keeps_their_status():
+    report = compare_checkpoints(A, B, policy=Policy(allow_missing=("lm_head*",)))
+    lm_head = rows(report)["lm_head.weight"]
+    assert lm_head.status == "only_in_a"
+    assert lm_head.allowed_by == "--allow-missing 'lm_head*'"
+    assert lm_head.to_dict()["allowed_by"] == "--allow-missing 'lm_head*'"
+    assert report.rules_applied == ("--allow-missing 'lm_head*': 1 tensor accepted as missing from B",)
+    assert report.verdict == "incompatible"  # the extra value head and the dtype change still fail
+
+
+def test_missing_and_extra_are_not_interchangeable():
+    # "missing" = in A, not in B; "extra" = in B, not in A. A glob under the wrong rule accepts nothing.
+    wrong = compare_checkpoints(A, B, policy=Policy(allow_missing=("value_head.*",), allow_extra=("lm_head.*",)))
+    assert all(row.allowed_by is None for row in wrong.tensors)
+    assert wrong.rules_applied == ()
+
+
+def test_all_three_differences_allowed_make_the_gate_pass():
+    policy = Policy(allow_missing=("lm_head.weight",), allow_extra=("value_head.*",), allow_dtype_change=("BF16:F32",))
+    report = compare_checkpoints(A, B, policy=policy)
+    assert report.verdict == "compatible" and report.exit_code == 0
+    assert report.counts["only_in_a"] == 1 and report.counts["only_in_b"] == 1  # true statuses are kept
+    assert report.rules_applied == (
+        "--allow-missing lm_head.weight: 1 tensor accepted as missing from B",
+        "--allow-extra 'value_head.*': 1 tensor accepted as extra in B",
+        "--allow-dtype-change BF16:F32: 1 tensor accepted with a dtype change",
+    )
+
+
+def test_ignore_leaves_names_out_of_the_report():
+    report = compare_checkpoints(A, B, policy=Policy(ignore=("lm_head.*", "value_head.*", "*.inv_freq")))
+    assert set(rows(report)) == {"fc.weight", "norm.weight"}
+    assert report.rules_applied == (
+        "--ignore 'lm_head.*': 1 tensor left out",
+        "--ignore 'value_head.*': 1 tensor left out",
+        "--ignore '*.inv_freq': 1 tensor left out",
+    )
+
+
+def test_a_glob_that_matches_nothing_is_not_named():
+    report = compare_checkpoints(A, B, policy=Policy(ignore=("optimizer.*",), allow_missing=("embed_tokens.*",)))
+    assert report.rules_applied == ()
+
+
+@pytest.mark.parametrize(
+    ("rule", "accepted"),
+    [("*", True), ("BF16:F32", True), ("bf16:f32", True), ("BF16:*", True), ("*:F32", True),
+     ("F32:BF16", False), ("BF16:F16", False)],
+)  # fmt: skip
+def test_allow_dtype_change_is_directional_from_a_to_b(rule, accepted):
+    report = compare_checkpoints(A, B, policy=Policy(allow_dtype_change=(rule,)))
+    assert (rows(report)["norm.weight"].allowed_by is not None) is accepted
+
+
+def test_bare_allow_dtype_change_is_named_without_a_value():
+    report = compare_checkpoints(A, B, policy=Policy(allow_dtype_change=("*",)))
+    assert rows(report)["norm.weight"].allowed_by == "--allow-dtype-change"
+
+
+def test_a_shape_mismatch_is_never_accepted_by_a_dtype_rule():
+    a = checkpoint({"w": ([2, 3], "BF16")})
+    b = checkpoint({"w": ([3, 3], "F32")})
+    report = compare_checkpoints(a, b, policy=Policy(allow_dtype_change=("*",)))
+    assert report.tensors[0].status == "shape_mismatch" and report.tensors[0].allowed_by is None
+    assert report.verdict == "incompatible"
+
+
+@pytest.mark.parametrize("rule", ["BF16", "BF16:F32:F16", "BF61:F32", ":F32"])
+def test_a_malformed_dtype_rule_is_a_one_line_error(rule):
+    with pytest.raises(PolicyError) as caught:
+        Policy(allow_dtype_change=(rule,))
+    assert caught.value.line().startswith("--allow-dtype-change: ")
+    assert "\n" not in caught.value.line()
+
+
+def test_fail_on_warning_makes_warning_findings_fail_the_gate():
+    # The two-aux drafter differs in fc.weight (left out here) and in its aux layer ids: a warning finding.
+    lenient = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("fc.weight",)))
+    assert [f.code for f in lenient.findings if f.severity == "warning"] == ["aux_layer_ids_differ"]
+    assert lenient.verdict == "compatible"
+
+    strict = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("fc.weight",), fail_on="warning"))
+    assert strict.verdict == "incompatible"
+    assert strict.rules_applied[-1] == "--fail-on warning: 1 warning finding fail the gate"
+    assert strict.to_dict()["fail_on"] == "warning"
+
+
+# --- the config file -------------------------------------------------------------------------------------
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_pyproject_settings_are_found_from_a_subfolder(tmp_path):
+    pyproject = '[project]\nname = "x"\n\n[tool.ckptdiff]\nallow-missing = ["lm_head*"]\nallow-dtype-change = true\n'
+    write(tmp_path / "pyproject.toml", pyproject + 'fail-on = "warning"\nformat = "markdown"\n')
+    start = tmp_path / "runs" / "today"
+    start.mkdir(parents=True)
+    assert find_config(start) == tmp_path / "pyproject.toml"
+    settings = load_config(start=start)
+    assert settings.values == {"allow_missing": ("lm_head*",), "allow_dtype_change": ("*",), "fail_on": "warning",
+                               "format": "markdown"}  # fmt: skip
+
+
+def test_a_pyproject_without_the_table_is_passed_over(tmp_path):
+    write(tmp_path / "ckptdiff.toml", 'ignore = "optimizer.*"\n')
+    write(tmp_path / "inner" / "pyproject.toml", '[project]\nname = "inner"\n')
+    assert find_config(tmp_path / "inner") == tmp_path / "ckptdiff.toml"
+    assert load_config(start=tmp_path / "inner").values == {"ignore": ("optimizer.*",)}
+
+
+def test_ckptdiff_toml_comes_before_pyproject_in_the_same_folder(tmp_path):
+    write(tmp_path / "pyproject.toml", '[tool.ckptdiff]\nfail-on = "warning"\n')
+    write(tmp_path / "ckptdiff.toml", 'fail-on = "error"\n')
+    assert load_config(start=tmp_path).values == {"fail_on": "error"}
+
+
+def test_no_config_file_gives_empty_settings(tmp_path):
+    settings = load_config(start=tmp_path)
+    assert settings.path is None or tmp_path not in settings.path.parents  # (unless a folder above has one)
+    assert merge_policy(settings, {}).is_default or settings.path is not None
+
+
+def test_flags_replace_the_files_setting_and_rules_say_where_they_came_from(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings = load_config(write(tmp_path / "ckptdiff.toml", 'allow-missing = ["lm_head*"]\nfail-on = "warning"\n'
+                                                            'allow-extra = ["value_head.*"]\n'))  # fmt: skip
+    from_file = merge_policy(settings, {})
+    assert from_file.allow_missing == ("lm_head*",) and from_file.fail_on == "warning"
+    report = compare_checkpoints(A, B, policy=from_file)
+    assert rows(report)["lm_head.weight"].allowed_by == "--allow-missing 'lm_head*' (from ckptdiff.toml)"
+
+    overridden = merge_policy(settings, {"allow_missing": ("other*",), "fail_on": "error"})
+    assert overridden.allow_missing == ("other*",) and overridden.fail_on == "error"
+    assert overridden.allow_extra == ("value_head.*",)  # not given on the command line: the file's value stays
+
+
+@pytest.mark.parametrize(
+    ("text", "defect"),
+    [
+        ("fail-on = 'sometimes'\n", "fail-on: must be one of error, warning"),
+        ("allow-missing = [1, 2]\n", "allow-missing: must be a list of non-empty strings"),
+        ("colour = true\n", "colour: is not a ckptdiff setting"),
+        ("[tool.ckptdiff]\nignore = ['x']\n", "has a [tool.ckptdiff] table"),
+        ("ignore = ['x'\n", "is not valid TOML"),
+        ("allow-dtype-change = ['BF16-F32']\n", "is not FROM:TO"),
+    ],
+)
+def test_a_broken_config_file_is_a_one_line_error_naming_the_file(tmp_path, text, defect):
+    path = write(tmp_path / "ckptdiff.toml", text)
+    with pytest.raises((ConfigError, PolicyError)) as caught:
+        merge_policy(load_config(path), {})
+    line = caught.value.line()
+    assert "\n" not in line and defect in line and "ckptdiff.toml" in line
+
+
+def test_an_explicit_pyproject_needs_the_table(tmp_path):
+    path = write(tmp_path / "pyproject.toml", '[project]\nname = "x"\n')
+    with pytest.raises(ConfigError, match=r"has no \[tool.ckptdiff\] table"):
+        load_config(path)
