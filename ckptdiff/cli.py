@@ -201,10 +201,11 @@ def command(
                          only_diffs=bool(settings.get("only_diffs") if only_diffs is None else only_diffs))  # fmt: skip
     text = render(report, fmt, view)
     write_report(text, output)
-    if not no_step_summary and settings.get("step_summary", True):
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary and not no_step_summary and settings.get("step_summary", True):
         plain = replace(view, color=False, expand=False)
         summary = text if fmt == "markdown" and not view.expand else render(report, "markdown", plain)
-        append_step_summary(summary, os.environ.get("GITHUB_STEP_SUMMARY"))
+        append_step_summary(summary, step_summary)
     sys.exit(report.exit_code)
 
 
