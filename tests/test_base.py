@@ -164,6 +164,7 @@ def test_the_drafter_config_is_checked_against_the_base_config(tmp_path):
     assert report.verdict == "incompatible"
     assert codes(report) == {
         "injected_verified": "info",  # the embedding itself is [163840, 7168] in this base's shard
+        "embed_tokens_carried": "info",
         "base_config_mismatch": "error",
         "aux_layer_out_of_range": "error",
         "dtype_differs_from_base": "warning",

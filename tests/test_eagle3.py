@@ -22,6 +22,7 @@ from ckptdiff.profiles.eagle3 import (
     expected_shapes,
     naming_convention,
 )
+from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,
     KIMI_K2_DRAFTER_CONFIG,
@@ -390,6 +391,15 @@ def test_max_position_embeddings_small_and_differing(tmp_path):
     assert finding(report, "max_position_small").startswith("B: max_position_embeddings=2048 is small")
     assert finding(report, "max_position_differs") == (
         "max_position_embeddings differs: A 131072, B 2048; the smaller one clamps RoPE past 2048 tokens")  # fmt: skip
+
+
+def test_a_drafter_carrying_its_own_embedding_is_pointed_out():
+    report = compare(str(FIXTURES / "kimi-k2-eagle3-published"), str(FIXTURES / "kimi-k25-eagle3-ours"))
+
+    assert codes(report)["embed_tokens_carried"] == "info"
+    assert finding(report, "embed_tokens_carried").startswith(
+        "B: carries its own embed_tokens.weight: vLLM uses it instead of the base's model.embed_tokens.weight"
+    )
 
 
 def test_a_warning_fails_the_gate_with_fail_on_warning(tmp_path, run_cli):

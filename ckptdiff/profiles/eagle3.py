@@ -358,6 +358,11 @@ def _check_own_config(side: _Side, found: _Findings) -> None:
                   f"the draft vocabulary ({c.draft_vocab}) differs from the target's ({c.vocab}) but there is no "
                   "d2t: draft token ids cannot be mapped to target ids (a missing d2t dropped accept length "
                   "from 2.99 to 1.12)", side.label)  # fmt: skip
+    if EMBED.name in side.tensors:
+        found.add("info", "embed_tokens_carried",
+                  f"carries its own {EMBED.name}: vLLM uses it instead of the base's {EMBED.base_name} (SGLang "
+                  "takes the base's), so it must equal the base's; a random one collapses acceptance "
+                  "(--values --base compares them)", side.label)  # fmt: skip
     if c.max_positions is not None and c.max_positions.value <= SMALL_MAX_POSITIONS:
         found.add("warning", "max_position_small",
                   f"{c.max_positions} is small: RoPE positions past it are clamped, and acceptance collapses on "
