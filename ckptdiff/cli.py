@@ -30,8 +30,12 @@ _TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
 
 def scrub_secrets(text: str) -> str:
     """Remove Hugging Face tokens from anything we print."""
-    for variable in _TOKEN_VARIABLES:
-        token = os.environ.get(variable)
+    tokens = [os.environ.get(variable) for variable in _TOKEN_VARIABLES]
+    if "huggingface_hub" in sys.modules:  # the token it sends may be a stored login in no hf_ shape
+        from huggingface_hub import get_token
+
+        tokens.append(get_token())
+    for token in tokens:
         if token and len(token) >= 4:
             text = text.replace(token, "***")
     return _TOKEN_PATTERN.sub("hf_***", text)
