@@ -75,7 +75,7 @@ def compare_checkpoints(
     rules = [r if isinstance(r, RenameRule) else parse_rename(r) for r in renames]
     named_a, named_b = name_side(a, "A", profile, rules), name_side(b, "B", profile, rules)
     rows = suggest_counterparts(_tensor_rows(named_a.tensors, named_b.tensors, profile, a.config, b.config))
-    findings = list(_config_findings(a, b)) + convention_findings(named_a, named_b, profile)
+    findings = list(_config_findings(a, b)) + convention_findings(named_a, named_b)
     if profile is not None:
         rows, profile_findings = profile.findings(a, b, rows, base)
         findings += profile_findings

@@ -273,9 +273,12 @@ class _Findings:
         self._items.setdefault((severity, code, message), []).extend([side] if side else [])
 
     def to_list(self) -> list[Finding]:
+        """Errors first, then warnings, then information; otherwise in the order found."""
+        rank = {"error": 0, "warning": 1, "info": 2}
+        items = sorted(self._items.items(), key=lambda item: rank[item[0][0]])
         return [
             Finding(severity, code, f"{' and '.join(sides)}: {message}" if sides else message)
-            for (severity, code, message), sides in self._items.items()
+            for (severity, code, message), sides in items
         ]
 
 

@@ -83,7 +83,7 @@ def name_side(
     return NamedSide(canonical, convention)
 
 
-def convention_findings(a: NamedSide, b: NamedSide, profile: Profile | None) -> list[Finding]:
+def convention_findings(a: NamedSide, b: NamedSide) -> list[Finding]:
     if a.convention is None or b.convention is None or a.convention == b.convention:
         return []
     return [
@@ -91,9 +91,9 @@ def convention_findings(a: NamedSide, b: NamedSide, profile: Profile | None) -> 
             "warning",
             "naming_conventions_differ",
             f"A uses the {a.convention.label} naming, B the {b.convention.label} one; tensors were matched "
-            f"after mapping both to canonical {profile.name if profile else ''} names (rows show each side's own). "
-            "Check that the engine you deploy loads these names: SGLang skips names it does not know silently, "
-            "leaving those weights randomly initialised",
+            "after mapping both to one naming (the JSON report keeps each side's own names). Check that the "
+            "engine you deploy loads these names: SGLang skips names it does not know silently, leaving those "
+            "weights randomly initialised",
         )
     ]
 
