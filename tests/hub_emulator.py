@@ -110,6 +110,7 @@ class LoggedRequest:
     authenticated: bool  # never the token itself
     status: int = 0
     bytes_sent: int = 0
+    started: float = field(default_factory=time.monotonic)  # when the request line arrived
 
 
 @dataclass
@@ -157,9 +158,10 @@ class HubEmulator:
 
     # --- life cycle -------------------------------------------------------------------------------------
 
-    def start(self) -> HubEmulator:
+    def start(self, port: int = 0) -> HubEmulator:
+        """Listen on 127.0.0.1: the Hub origin on ``port`` (0: any free port), the CDN origin on any free port."""
         for origin in ("hub", "cdn"):
-            server = _Server(("127.0.0.1", 0), _Handler)
+            server = _Server(("127.0.0.1", port if origin == "hub" else 0), _Handler)
             server.emulator = self  # type: ignore[attr-defined]
             server.origin = origin  # type: ignore[attr-defined]
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -619,3 +621,30 @@ def _parse_range(header: str, size: int) -> tuple[int, int] | str | None:
     if start >= size:
         return "unsatisfiable"
     return start, min(end, size - 1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve folders as Hub repos until interrupted: ``python tests/hub_emulator.py org/name=FOLDER ...``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve folders as Hugging Face Hub repos on 127.0.0.1.")
+    parser.add_argument("repos", nargs="+", metavar="ORG/NAME=FOLDER")
+    parser.add_argument("--port", type=int, default=0, help="port of the Hub origin (default: any free one)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
+    parser.add_argument("--lfs-redirect", action="store_true", help="answer LFS files with a 302 to a CDN origin")
+    args = parser.parse_args(argv)
+    emulator = HubEmulator(lfs_redirect=args.lfs_redirect, latency=args.latency)
+    emulator.start(port=args.port)
+    for item in args.repos:
+        repo_id, _, folder = item.partition("=")
+        commit = emulator.add_repo(repo_id, Path(folder))
+        print(f"{repo_id} @ {commit}  ←  {folder}", flush=True)
+    print(f"export HF_ENDPOINT={emulator.endpoint}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        emulator.stop()
+
+
+if __name__ == "__main__":
+    main()

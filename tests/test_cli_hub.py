@@ -9,7 +9,7 @@ import pytest
 from test_kimi_k2_full_scale import PUBLISHED_DATA_BYTES, REFERENCE
 
 from fixtures.generate import HERE as FIXTURES
-from fixtures.generate import write_kimi_k2_drafter_pair
+from fixtures.generate import write_kimi_k2_base, write_kimi_k2_drafter_pair
 
 TOKEN = "hf_cliTestTokenNeverPrinted0123456789"
 
@@ -52,6 +52,19 @@ def test_hub_drafter_against_local_reproduces_the_reference_table(hub, ckptdiff,
     repo_bytes = sum(p.stat().st_size for p in published.iterdir())
     assert hub.total_requests <= 1 + 3
     assert hub.total_bytes < repo_bytes * 0.0001, (hub.total_bytes, repo_bytes)
+
+
+def test_a_hub_base_costs_its_config_index_and_one_shard_header(hub, ckptdiff, kimi_pair, tmp_path):
+    published, ours = kimi_pair
+    hub.add_repo("AQ-MedAI/Kimi-K2-Instruct-eagle3", published)
+    hub.add_repo("moonshotai/Kimi-K2-Instruct", write_kimi_k2_base(tmp_path / "base", layers=6, experts=2))
+
+    result = ckptdiff("AQ-MedAI/Kimi-K2-Instruct-eagle3", str(ours), "--base", "moonshotai/Kimi-K2-Instruct")
+
+    assert result.returncode == 0, result.stderr
+    base_requests = [entry.path for entry in hub.log if "moonshotai/" in entry.path]
+    assert len(base_requests) == 1 + 2 + 2 + 1, base_requests  # listing, config, index, the embed's shard
+    assert sum(path.endswith("-of-000006.safetensors") for path in base_requests) == 1
 
 
 def test_the_table_names_the_commit(hub, ckptdiff, kimi_pair):

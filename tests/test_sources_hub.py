@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import socket
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from huggingface_hub import constants, hf_hub_download
+from huggingface_hub import constants, hf_hub_download, snapshot_download
 
 from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
 from ckptdiff.sources import SourceOptions, resolve
@@ -145,6 +147,19 @@ def test_offline_without_a_cached_copy_says_so(hub_client):
     assert hub_client.total_requests == 0
 
 
+def test_offline_works_from_a_snapshot_huggingface_hub_downloaded(hub_client, monkeypatch):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    snapshot_download("org/drafter")  # e.g. by vLLM: no ckptdiff cache, only the HF cache
+    hub_client.reset_counters()
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+    checkpoint = resolve("org/drafter")
+
+    assert checkpoint.revision == commit and "fc.weight" in checkpoint.tensors
+    assert checkpoint.files[0].sha256 == hashlib.sha256((PUBLISHED / "model.safetensors").read_bytes()).hexdigest()
+    assert hub_client.total_requests == 0
+
+
 def test_a_shard_already_in_the_hf_cache_is_read_from_disk(hub_client):
     commit = hub_client.add_repo("org/drafter", PUBLISHED)
     hf_hub_download("org/drafter", "model.safetensors", revision=commit)
@@ -240,6 +255,22 @@ def test_transient_server_errors_are_retried(hub_client):
     assert "fc.weight" in checkpoint.tensors
     assert [entry.status for entry in hub_client.log].count(503) == 1
     assert [entry.status for entry in hub_client.log].count(429) == 1
+
+
+def test_a_progress_bar_is_drawn_only_when_asked_on_a_terminal(hub_client, small_base, monkeypatch):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    hub_client.add_repo("org/base", small_base)
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    resolve("org/base", SourceOptions(progress=False))
+    assert terminal.getvalue() == ""
+
+    hub_client.add_repo("org/base2", small_base)
+    resolve("org/base2", SourceOptions(progress=True))
+    assert "org/base2:" in terminal.getvalue() and "/4 [" in terminal.getvalue()  # tqdm, 4 shards, then erased
 
 
 # --- errors: one line naming the repo and what to do ------------------------------------------------------
