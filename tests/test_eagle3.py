@@ -174,6 +174,27 @@ def test_did_you_mean_picks_the_closest_of_several_same_shaped_names(tmp_path):
         "did you mean B's midlayer.hidden_layernorm.weight? (same shape and dtype)")  # fmt: skip
 
 
+def test_did_you_mean_scales_to_hundreds_of_renamed_layers_and_stays_quiet_beyond_a_thousand():
+    def side(prefix: str, layers: int) -> Checkpoint:
+        names = [f"model.{prefix}.{i}.mlp.weight" for i in range(layers)]
+        return Checkpoint("x", "local", "x", None, {n: TensorInfo(n, "F32", (4,), "m", (0, 0)) for n in names})
+
+    report = compare_checkpoints(side("layers", 600), side("blocks", 600))
+
+    notes = {row.name: row.note for row in report.tensors}
+    for i in (0, 7, 17, 117, 599):
+        assert (
+            notes[f"model.layers.{i}.mlp.weight"]
+            == f"did you mean B's model.blocks.{i}.mlp.weight? (same shape and dtype)"
+        )
+        assert (
+            notes[f"model.blocks.{i}.mlp.weight"]
+            == f"did you mean A's model.layers.{i}.mlp.weight? (same shape and dtype)"
+        )
+    many = compare_checkpoints(side("layers", 1001), side("blocks", 1001))
+    assert {row.note for row in many.tensors} == {None}
+
+
 def test_rename_rules_apply_to_both_sides_before_matching(tmp_path, run_cli):
     published = drafter(tmp_path / "published")
     converted = drafter(tmp_path / "vllm", rename=vllm_name)

@@ -7,6 +7,7 @@ can show what each side calls the tensor.
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 from collections.abc import Iterable, Sequence
@@ -98,41 +99,64 @@ def convention_findings(a: NamedSide, b: NamedSide) -> list[Finding]:
     ]
 
 
+#: Above this many names only on one side, per-row "did you mean" notes would drown the report (and keep the
+#: table from collapsing layer patterns); a whole-model renaming calls for --rename instead.
+MAX_SUGGESTIONS = 1000
+#: Candidates compared by string similarity for one name: its neighbours in name order and reversed-name order.
+_NEIGHBOURS = 3
+
+Key = tuple[tuple[int, ...], str]
+
+
+class _Candidates:
+    """The unmatched tensors of one side with one shape and dtype, searchable by name similarity."""
+
+    def __init__(self, rows: list[TensorRow]) -> None:
+        self.forward = sorted(rows, key=lambda r: r.name)
+        self.backward = sorted(rows, key=lambda r: r.name[::-1])
+        self._forward_keys = [r.name for r in self.forward]
+        self._backward_keys = [r.name[::-1] for r in self.backward]
+
+    def closest(self, name: str) -> TensorRow:
+        """The most similar name; only near neighbours (shared prefix or suffix) are scored, so this scales."""
+        if len(self.forward) <= 2 * _NEIGHBOURS:
+            pool = self.forward
+        else:
+            pool = []
+            for ordered, keys, key in ((self.forward, self._forward_keys, name),
+                                       (self.backward, self._backward_keys, name[::-1])):  # fmt: skip
+                at = bisect.bisect_left(keys, key)
+                pool += ordered[max(0, at - _NEIGHBOURS) : at + _NEIGHBOURS]
+        return max(pool, key=lambda r: (difflib.SequenceMatcher(None, name, r.name).ratio(), r.name))
+
+
 def suggest_counterparts(rows: Iterable[TensorRow]) -> tuple[TensorRow, ...]:
     """A name only on one side gets "did you mean …?" when the other side has an unmatched same-shaped tensor."""
     rows = tuple(rows)
-    only_a = [r for r in rows if r.status == "only_in_a" and r.a is not None]
-    only_b = [r for r in rows if r.status == "only_in_b" and r.b is not None]
-    if not only_a or not only_b:
+    only: dict[str, list[TensorRow]] = {"a": [], "b": []}
+    for row in rows:
+        if row.status == "only_in_a" and row.a is not None:
+            only["a"].append(row)
+        elif row.status == "only_in_b" and row.b is not None:
+            only["b"].append(row)
+    if not only["a"] or not only["b"] or max(len(only["a"]), len(only["b"])) > MAX_SUGGESTIONS:
         return rows
+    groups: dict[str, dict[Key, _Candidates]] = {}
+    for side, side_rows in only.items():
+        keyed: dict[Key, list[TensorRow]] = {}
+        for row in side_rows:
+            stored = getattr(row, side)
+            keyed.setdefault((stored.shape, stored.dtype), []).append(row)
+        groups[side] = {key: _Candidates(members) for key, members in keyed.items()}
     notes: dict[int, str] = {}
-    by_key_b: dict[tuple[tuple[int, ...], str], list[TensorRow]] = {}
-    for row in only_b:
-        assert row.b is not None
-        by_key_b.setdefault((row.b.shape, row.b.dtype), []).append(row)
-    by_key_a: dict[tuple[tuple[int, ...], str], list[TensorRow]] = {}
-    for row in only_a:
-        assert row.a is not None
-        by_key_a.setdefault((row.a.shape, row.a.dtype), []).append(row)
-    for row in only_a:
-        assert row.a is not None
-        candidates = by_key_b.get((row.a.shape, row.a.dtype))
-        if candidates:
-            best = _closest(row.name, candidates)
-            notes[id(row)] = f"did you mean B's {_shown(best, 'b')}? (same shape and dtype)"
-    for row in only_b:
-        assert row.b is not None
-        candidates = by_key_a.get((row.b.shape, row.b.dtype))
-        if candidates:
-            best = _closest(row.name, candidates)
-            notes[id(row)] = f"did you mean A's {_shown(best, 'a')}? (same shape and dtype)"
+    for side, other, label in (("a", "b", "B"), ("b", "a", "A")):
+        for row in only[side]:
+            stored = getattr(row, side)
+            candidates = groups[other].get((stored.shape, stored.dtype))
+            if candidates is not None:
+                best = candidates.closest(row.name)
+                notes[id(row)] = f"did you mean {label}'s {_shown(best, other)}? (same shape and dtype)"
     return tuple(_with_note(row, notes[id(row)]) if id(row) in notes else row for row in rows)
-
-
-def _closest(name: str, candidates: list[TensorRow]) -> TensorRow:
-    if len(candidates) == 1:
-        return candidates[0]
-    return max(candidates, key=lambda r: (difflib.SequenceMatcher(None, name, r.name).ratio(), r.name))
 
 
 def _shown(row: TensorRow, side: str) -> str:
