@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Set as AbstractSet
 from pathlib import Path
+from typing import BinaryIO
 
 from ..checkpoint import (
     INDEX_SUFFIX,
@@ -27,10 +28,10 @@ def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHea
     """Read only the header bytes of one safetensors file (never its tensor data)."""
     name = source or str(path)
     try:
-        with open(path, "rb") as handle:
+        with open(path, "rb", buffering=0) as handle:  # unbuffered: not even a read-ahead of tensor data
             size = os.fstat(handle.fileno()).st_size
-            length = read_header_length(handle.read(LENGTH_PREFIX_BYTES), source=name, file_size=size)
-            raw = handle.read(length)
+            length = read_header_length(_read_exactly(handle, LENGTH_PREFIX_BYTES), source=name, file_size=size)
+            raw = _read_exactly(handle, length)
     except IsADirectoryError:
         raise SourceError(name, "is a folder, expected a .safetensors file") from None
     except OSError as err:
@@ -38,6 +39,17 @@ def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHea
     if len(raw) != length:
         raise HeaderError(name, f"header truncated: {len(raw)} of {length} bytes")
     return parse_header(raw, source=name, file_size=size)
+
+
+def _read_exactly(handle: BinaryIO, count: int) -> bytes:
+    """``count`` bytes, or fewer at the end of the file (an unbuffered read may return less than asked)."""
+    data = handle.read(count)
+    while len(data) < count:
+        more = handle.read(count - len(data))
+        if not more:
+            break
+        data += more
+    return data
 
 
 def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:

@@ -1,0 +1,145 @@
+"""Resource bounds: ckptdiff reads headers and nothing else, and a header's claimed size allocates nothing.
+
+Bytes are counted by the kernel (``rchar`` in /proc/self/io: every byte a read() returned to this process) and
+memory by ``ru_maxrss`` of a child process; both are counts, not timings.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckptdiff.errors import HeaderError
+from ckptdiff.safetensors_header import MAX_HEADER_BYTES, read_header_length
+from ckptdiff.sources import resolve
+from fixtures.generate import write_kimi_k2_base, write_safetensors
+
+REPO = Path(__file__).resolve().parent.parent
+linux_only = pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc/self/io (Linux)")
+
+
+def bytes_read_so_far() -> int:
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("rchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+def bytes_read_by(action) -> int:
+    """Bytes read() returned to this process while ``action`` ran (minus the reads of /proc/self/io itself)."""
+    calibrate_before, calibrate_after = bytes_read_so_far(), bytes_read_so_far()
+    probe = calibrate_after - calibrate_before
+    before = bytes_read_so_far()
+    action()
+    return bytes_read_so_far() - before - probe
+
+
+def header_bytes_of(path: Path) -> int:
+    with open(path, "rb") as handle:
+        return 8 + int.from_bytes(handle.read(8), "little")
+
+
+@linux_only
+def test_reading_a_sparse_6_gb_file_reads_only_its_header(tmp_path: Path) -> None:
+    path = tmp_path / "model.safetensors"
+    size = write_safetensors(path, [("embed", "BF16", [163840, 7168]), ("lm_head", "F32", [32000, 7168 * 4])])
+    resolve(str(path))  # warm up: imports and lazy modules are not part of the count
+
+    read = bytes_read_by(lambda: resolve(str(path)))
+
+    assert size > 6 * 10**9
+    assert read == header_bytes_of(path)  # exactly the 8-byte length and the JSON, no read-ahead into the data
+
+
+@linux_only
+def test_reading_a_sparse_56_gb_sharded_base_reads_headers_index_and_config_only(tmp_path: Path) -> None:
+    """A Kimi-K2-shaped base, 4 layers with all of their 384 experts: 56 GB of sparse shards."""
+    folder = write_kimi_k2_base(tmp_path / "base", layers=4)
+    shards = sorted(folder.glob("*.safetensors"))
+    resolve(str(folder))
+
+    read = bytes_read_by(lambda: resolve(str(folder)))
+
+    apparent = sum(p.stat().st_size for p in shards)
+    expected = sum(header_bytes_of(p) for p in shards)
+    expected += (folder / "model.safetensors.index.json").stat().st_size + (folder / "config.json").stat().st_size
+    assert apparent > 50 * 10**9
+    assert read == expected, (read, expected)
+
+
+def test_the_header_limit_is_the_reference_implementations(tmp_path: Path) -> None:
+    assert read_header_length(MAX_HEADER_BYTES.to_bytes(8, "little"), source="f", file_size=2**40) == MAX_HEADER_BYTES
+    with pytest.raises(HeaderError, match="exceeds the 100000000-byte limit"):
+        read_header_length((MAX_HEADER_BYTES + 1).to_bytes(8, "little"), source="f", file_size=2**40)
+
+
+# --- memory: a child process reports its own peak RSS ---------------------------------------------------------
+
+PEAK_RSS = """
+import resource, sys
+from ckptdiff.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as done:
+    code = done.code
+print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.__stderr__)
+"""
+
+
+def peak_rss_kib(*args: str) -> tuple[int, int]:
+    """Run ``ckptdiff args`` in a fresh interpreter; its exit code and peak resident set size in KiB."""
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_RSS, *args], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    code, rss = done.stderr.splitlines()[-1].split()
+    return int(code), int(rss)
+
+
+@pytest.mark.parametrize("claimed", [99_999_999, 100_000_000, 2**64 - 1])
+def test_a_huge_claimed_header_in_a_tiny_file_allocates_nothing(tmp_path: Path, claimed: int) -> None:
+    good = REPO / "fixtures" / "kimi-k2-eagle3-published" / "model.safetensors"
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(claimed.to_bytes(8, "little") + b'{"w": {}}')
+
+    baseline_code, baseline = peak_rss_kib(str(good), str(good))
+    code, peak = peak_rss_kib(str(bad), str(good))
+
+    assert (baseline_code, code) == (0, 2)
+    assert peak - baseline < 16 * 1024, (peak, baseline)  # KiB: far below the 95 MiB a read of the claim would take
+
+
+def test_a_huge_claimed_header_in_a_huge_sparse_file_costs_at_most_the_limit(tmp_path: Path) -> None:
+    """A 1 GiB sparse file of zeros whose first 8 bytes claim a 64 MiB header: read, refused, memory bounded."""
+    bad = tmp_path / "bad.safetensors"
+    with open(bad, "wb") as out:
+        out.write((64 * 2**20).to_bytes(8, "little") + b"{")
+        out.truncate(2**30)
+    good = REPO / "fixtures" / "kimi-k2-eagle3-published" / "model.safetensors"
+
+    code, peak = peak_rss_kib(str(bad), str(good))
+
+    assert code == 2
+    assert peak < 512 * 1024, peak  # KiB: the 64 MiB header and its decoded text, not the 1 GiB file
+
+
+def test_the_corpus_of_hostile_headers_stays_small_in_one_process(tmp_path: Path) -> None:
+    """Every shape of hostile header in a row (deep nesting, huge ints, u64 lengths): peak RSS stays modest."""
+    cases = {
+        "deep.safetensors": ('{"w":' + "[" * 1_000_000 + "]" * 1_000_000 + "}").encode(),
+        "long-int.safetensors": b'{"w":{"dtype":"U8","shape":[' + b"9" * 4000 + b'],"data_offsets":[0,1]}}',
+        "many-keys.safetensors": json.dumps({f"t{i}": {} for i in range(200_000)}).encode(),
+    }
+    paths = []
+    for name, raw in cases.items():
+        (tmp_path / name).write_bytes(len(raw).to_bytes(8, "little") + raw)
+        paths.append(str(tmp_path / name))
+    good = str(REPO / "fixtures" / "kimi-k2-eagle3-published" / "model.safetensors")
+
+    for path in paths:
+        code, peak = peak_rss_kib(path, good)
+        assert code == 2
+        assert peak < 256 * 1024, (path, peak)
