@@ -198,7 +198,7 @@ def expected_shapes(config: Config) -> dict[str, Expected]:
     else:
         n_aux = DEFAULT_AUX_LAYERS
         aux_why = f"{n_aux} aux layers (the default: no eagle_aux_hidden_state_layer_ids)"
-    put("fc.weight", (h, n_aux * target.value), c.hidden, f"{aux_why} × target hidden {target}")
+    put("fc.weight", (h, n_aux * target.value), c.hidden, f"{aux_why} × target hidden ({target})")
     put("fc.bias", (h,), c.hidden)
     if not c.mla and c.heads is not None:
         head_dim = c.head_dim.value if c.head_dim else h // c.heads.value
