@@ -92,7 +92,7 @@ def _section(path: Path, document: dict[str, Any], *, required: bool) -> dict[st
     if path.name != PYPROJECT_TOML:
         if "tool" in document and isinstance(document["tool"], dict) and "ckptdiff" in document["tool"]:
             raise ConfigError(str(path), "has a [tool.ckptdiff] table",
-                              f"in {CKPTDIFF_TOML} the settings go at the top level, without a table header")  # fmt: skip
+                              f"in {CKPTDIFF_TOML} settings go at the top level, with no table header")  # fmt: skip
         return document
     tool = document.get("tool", {})
     section = tool.get("ckptdiff") if isinstance(tool, dict) else None

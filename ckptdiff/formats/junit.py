@@ -94,8 +94,9 @@ def render(report: Report, options: RenderOptions) -> str:
         case = _element(suite, "testcase", classname="ckptdiff", name="verdict")
         _element(case, "failure", report.verdict, message=report.verdict, type="verdict")
 
-    counts = {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": str(skipped), "time": "0"}
-    for element in (suites, suite):
-        element.attrib.update(counts)
+    # the common schema (Jenkins junit-10.xsd) has no "skipped" on <testsuites>, only on <testsuite>
+    suites.attrib.update({"tests": str(tests), "failures": str(failures), "errors": "0", "time": "0"})
+    suite.attrib.update({"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": str(skipped),
+                         "time": "0"})  # fmt: skip
     ET.indent(suites, space="  ")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
