@@ -143,6 +143,16 @@ def check_shard_path(path: str, *, index_name: str) -> RelativePath:
     return posixpath.normpath(normal)
 
 
+#: The most bytes ckptdiff reads of a config.json or an index: the limit the reference puts on a header.
+MAX_JSON_BYTES = 100_000_000
+
+
+def check_json_size(size: int | None, where: str, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> None:
+    """Refuse a JSON file too big to be a config or an index before reading (or downloading) any of it."""
+    if size is not None and size > MAX_JSON_BYTES:
+        raise error(where, f"{what} is {size:,} bytes, over the {MAX_JSON_BYTES:,}-byte limit for a JSON file")
+
+
 def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
     """Validate a ``*.safetensors.index.json`` and return its weight_map (tensor name → shard path)."""
     document = _load_json(raw, index_name, what="index", error=IndexError_, unique_keys=True)

@@ -108,6 +108,13 @@ def nested(opening: str, closing: str, depth: int) -> bytes:
     return ('{"w":' + opening * depth + closing * depth + "}").encode()
 
 
+def sparse(path: Path, size: int) -> Path:
+    """Grow a file to ``size`` bytes without writing them; returns the checkpoint folder."""
+    with open(path, "r+b") as handle:
+        handle.truncate(size)
+    return path.parent
+
+
 def broken_shard(folder: Path) -> Path:
     raw_file(folder, b"\x01", "a.safetensors")
     (folder / INDEX).write_text(json.dumps(index_of({"w": "a.safetensors"})))
@@ -300,6 +307,20 @@ CASES = [
     Case("config-not-utf8", with_config(b'{"name": "\xff"}'), CkptdiffError, "config.json", "UTF-8"),
     Case("config-list", with_config(b"[7168]"), CkptdiffError, "config.json", "not a JSON object"),
     Case("config-nested", with_config(b"[" * 100_000), CkptdiffError, "config.json", "nests"),
+    Case(
+        "config-1-GB",
+        lambda f: sparse(with_config(b"{")(f) / "config.json", 2**30),
+        CkptdiffError,
+        "config.json",
+        "over the 100,000,000-byte limit",
+    ),  # fmt: skip
+    Case(
+        "index-1-GB",
+        lambda f: sparse(sharded(b"{", SHARDS)(f) / INDEX, 2**30),
+        IndexError_,
+        INDEX,
+        "over the 100,000,000-byte limit",
+    ),  # fmt: skip
     # what the path itself is
     Case("folder-without-weights", lambda f: f, SourceError, "", "no safetensors weights"),
     Case(

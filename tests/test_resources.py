@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptdiff.errors import HeaderError
+from ckptdiff.errors import CkptdiffError, HeaderError
 from ckptdiff.safetensors_header import MAX_HEADER_BYTES, read_header_length
 from ckptdiff.sources import resolve
 from fixtures.generate import write_kimi_k2_base, write_safetensors
@@ -69,6 +69,34 @@ def test_reading_a_sparse_56_gb_sharded_base_reads_headers_index_and_config_only
     expected += (folder / "model.safetensors.index.json").stat().st_size + (folder / "config.json").stat().st_size
     assert apparent > 50 * 10**9
     assert read == expected, (read, expected)
+
+
+@linux_only
+def test_a_1_gb_config_json_is_refused_unread(tmp_path: Path) -> None:
+    write_safetensors(tmp_path / "model.safetensors", [("w", "F32", [4])], fill="zeros")
+    with open(tmp_path / "config.json", "wb") as handle:
+        handle.write(b"{")
+        handle.truncate(2**30)
+    with pytest.raises(CkptdiffError, match="over the 100,000,000-byte limit"):
+        resolve(str(tmp_path))
+
+    def refused() -> None:
+        with pytest.raises(CkptdiffError):
+            resolve(str(tmp_path))
+
+    assert bytes_read_by(refused) == header_bytes_of(tmp_path / "model.safetensors")
+
+
+def test_a_1_gb_config_json_on_the_hub_is_refused_undownloaded(hub_client, tmp_path: Path) -> None:
+    write_safetensors(tmp_path / "model.safetensors", [("w", "F32", [4])], fill="zeros")
+    with open(tmp_path / "config.json", "wb") as handle:
+        handle.write(b"{")
+        handle.truncate(2**30)
+    hub_client.add_repo("org/huge-config", tmp_path)
+
+    with pytest.raises(CkptdiffError, match="config.json: config.json is 1,073,741,824 bytes, over the"):
+        resolve("org/huge-config")
+    assert hub_client.requests == {"api-info": 1}  # refused from the listing: nothing downloaded
 
 
 def test_the_header_limit_is_the_reference_implementations(tmp_path: Path) -> None:

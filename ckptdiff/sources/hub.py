@@ -30,6 +30,7 @@ from ..checkpoint import (
     Checkpoint,
     FileInfo,
     RelativePath,
+    check_json_size,
     parse_config,
     parse_index,
     tensors_from_shards,
@@ -123,6 +124,9 @@ class _HubReader:
         self.commit = commit
         files = {f.path: f for f in listing}
         single, index, loose = _weights_plan(files, self.where)
+        for name, what in ((CONFIG_NAME, "config.json"), (index, "index")):
+            if name in files:  # refused before downloading: no real config or index is this big
+                check_json_size(files[name].size, self._source(name), what=what)
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ckptdiff-hub")
         small = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-hub-json")  # config, index
         try:

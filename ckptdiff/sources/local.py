@@ -9,14 +9,16 @@ from typing import BinaryIO
 
 from ..checkpoint import (
     INDEX_SUFFIX,
+    MAX_JSON_BYTES,
     Checkpoint,
     FileInfo,
     RelativePath,
+    check_json_size,
     parse_config,
     parse_index,
     tensors_from_shards,
 )
-from ..errors import HeaderError, IndexError_, SourceError
+from ..errors import CkptdiffError, HeaderError, IndexError_, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
 from . import torch_pickle
 
@@ -100,11 +102,17 @@ def _read_config(folder: Path) -> dict | None:
     config_path = folder / CONFIG_NAME
     if not config_path.is_file():
         return None
+    return parse_config(_read_json_file(config_path, what="config.json"), config_name=str(config_path))
+
+
+def _read_json_file(path: Path, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
+    """A config.json or index, refused unread when it is bigger than any real one."""
     try:
-        raw = config_path.read_bytes()
+        with open(path, "rb") as handle:
+            check_json_size(os.fstat(handle.fileno()).st_size, str(path), what=what, error=error)
+            return handle.read(MAX_JSON_BYTES + 1)
     except OSError as err:
-        raise SourceError(str(config_path), f"cannot read: {err.strerror or err}") from None
-    return parse_config(raw, config_name=str(config_path))
+        raise SourceError(str(path), f"cannot read: {err.strerror or err}") from None
 
 
 def _read_files(spec: str, folder: Path, names: list[RelativePath], *, config_dir: Path, location: Path) -> Checkpoint:
@@ -123,10 +131,7 @@ def _read_files(spec: str, folder: Path, names: list[RelativePath], *, config_di
 
 def _read_sharded(spec: str, folder: Path, index_path: Path, wanted: AbstractSet[str] | None) -> Checkpoint:
     index_name = str(index_path)
-    try:
-        raw = index_path.read_bytes()
-    except OSError as err:
-        raise SourceError(index_name, f"cannot read: {err.strerror or err}") from None
+    raw = _read_json_file(index_path, what="index", error=IndexError_)
     weight_map = parse_index(raw, index_name=index_name)
     shards = sorted(set(weight_map.values()))
     if wanted is not None:
