@@ -317,6 +317,18 @@ def test_an_mla_drafter_is_compared_generically_without_false_findings(tmp_path)
     assert changed.findings == same.findings  # the difference is a generic row, not a profile finding
 
 
+def test_unknown_attention_tensors_are_not_checked_even_when_the_config_does_not_say_mla(tmp_path):
+    config = small_drafter_config(v_head_dim=32)  # o_proj is [64, 4 × 32], not [64, 4 × head_dim 16]
+    mla = [("midlayer.self_attn.kv_a_proj_with_mqa.weight", "BF16", [40, 128]),
+           ("midlayer.self_attn.o_proj.weight", "BF16", [64, 128])]  # fmt: skip
+    plain = [(n, d, s) for n, d, s in eagle3_tensors(config, with_embed=False) if ".self_attn." not in n]
+    write_drafter(tmp_path / "a", config, with_embed=False, tensors=plain + mla)
+
+    report = compare(str(tmp_path / "a"), str(tmp_path / "a"))
+
+    assert report.verdict == "compatible" and "shape_vs_config" not in codes(report)
+
+
 def test_a_base_model_compared_under_the_eagle3_profile_keeps_its_names(tmp_path):
     base = write_kimi_k2_base(tmp_path / "base", layers=2, experts=1)
 
