@@ -274,6 +274,13 @@ def test_fc_built_for_two_aux_layers_is_flagged_against_its_own_config_even_besi
     assert "eagle_config.eagle_aux_hidden_state_layer_ids=[2, 30, 58]" in message and "hidden_size=7168" in message
 
 
+def test_fc_is_not_checked_when_the_drafter_does_not_use_aux_hidden_states():
+    config = dict(KIMI_K2_DRAFTER_CONFIG, eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 30, 58]})
+    assert expected_shapes(config)["fc.weight"].shape == (7168, 21504)
+    config["eagle_config"]["use_aux_hidden_state"] = False
+    assert "fc.weight" not in expected_shapes(config)
+
+
 def test_a_vllm_named_tensor_is_checked_under_its_canonical_name_and_reported_with_its_own(tmp_path):
     a = drafter(tmp_path / "a", rename=vllm_name, midlayer_self_attn_o_proj_weight=[64, 32])
 

@@ -198,8 +198,10 @@ def expected_shapes(config: Config) -> dict[str, Expected]:
     else:
         n_aux = DEFAULT_AUX_LAYERS
         aux_why = f"{n_aux} aux layers (the default: no eagle_aux_hidden_state_layer_ids)"
-    put("fc.weight", (h, n_aux * target.value), c.hidden, f"{aux_why} × target hidden ({target})")
-    put("fc.bias", (h,), c.hidden)
+    use_aux = setting(config, "use_aux_hidden_state")
+    if use_aux is None or use_aux.value is not False:  # with use_aux_hidden_state false, engines skip fc
+        put("fc.weight", (h, n_aux * target.value), c.hidden, f"{aux_why} × target hidden ({target})")
+        put("fc.bias", (h,), c.hidden)
     if not c.mla and c.heads is not None:
         head_dim = c.head_dim.value if c.head_dim else h // c.heads.value
         head_why: Setting | str = c.head_dim if c.head_dim else f"head_dim = {c.hidden} / {c.heads}"
