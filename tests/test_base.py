@@ -131,6 +131,17 @@ def test_a_hub_base_costs_its_config_index_and_one_shard_header(kimi_pair, tmp_p
     assert hub_client.requests == {"api-info": 1, "resolve": 5}
 
 
+def test_the_cli_with_a_hub_base_and_a_bad_embedding_exits_1(kimi_pair, tmp_path, hub, run_cli):
+    published, ours = kimi_pair
+    hub.add_repo("org/other-base", write_kimi_k2_base(tmp_path / "base", experts=2, embed_shape=[160000, 7168]))
+
+    result = run_cli(str(published), str(ours), "--base", "org/other-base", "-q", env=hub.client_env(tmp_path / "hf"))
+
+    assert result.returncode == 1, result.stderr
+    assert "error [injected_incompatible_with_base] A: embed_tokens.weight would come from the base's" in result.stdout
+    assert hub.requests == {"api-info": 1, "resolve": 5}  # listing; config + index (HEAD + GET); one shard header
+
+
 # --- more base checks, on small bases ---------------------------------------------------------------------
 
 
