@@ -183,4 +183,5 @@ def fail_on_rule(policy: Policy, findings: Sequence[Finding]) -> str | None:
     warnings = sum(1 for f in findings if f.severity == "warning")
     if not warnings:
         return None
-    return f"{policy.describe('fail_on', 'warning')}: {_plural(warnings, 'warning finding')} fail the gate"
+    verb = "fails" if warnings == 1 else "fail"
+    return f"{policy.describe('fail_on', 'warning')}: {_plural(warnings, 'warning finding')} {verb} the gate"

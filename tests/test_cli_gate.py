@@ -70,7 +70,7 @@ def test_fail_on_warning(run_cli):
     assert run_cli(PUBLISHED, TWO_AUX, "--ignore", "fc.weight").returncode == 0
     strict = run_cli(PUBLISHED, TWO_AUX, "--ignore", "fc.weight", "--fail-on", "warning")
     assert strict.returncode == 1
-    assert "--fail-on warning: 1 warning finding fail the gate" in strict.stdout
+    assert "--fail-on warning: 1 warning finding fails the gate" in strict.stdout
 
 
 # --- the config file -------------------------------------------------------------------------------------

@@ -127,7 +127,7 @@ def test_fail_on_warning_makes_warning_findings_fail_the_gate():
 
     strict = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("fc.weight",), fail_on="warning"))
     assert strict.verdict == "incompatible"
-    assert strict.rules_applied[-1] == "--fail-on warning: 1 warning finding fail the gate"
+    assert strict.rules_applied[-1] == "--fail-on warning: 1 warning finding fails the gate"
     assert strict.to_dict()["fail_on"] == "warning"
 
 
