@@ -46,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -356,6 +357,12 @@ def _route_of(origin: str, parts: list[str]) -> str:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "HubEmulator/1"
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes: without this, Nagle + delayed ACK stall each reused
+        # keep-alive connection ~40 ms a response (real Hub front ends send without delay).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr log
         pass

@@ -453,6 +453,7 @@ def _read_body(
     else:
         raise SourceError(source, f"unexpected HTTP {response.status_code} to a ranged GET")
     want = stop - start
+    partial = response.status_code == 206
     data = bytearray()
     try:
         for chunk in response.iter_raw():
@@ -461,9 +462,13 @@ def _read_body(
                 chunk = chunk[dropped:]
                 skip -= dropped
             data += chunk
+            if partial:
+                if len(data) > want:
+                    break  # more than the range: stop reading (the connection is dropped)
+                continue  # read a 206 to its end so the connection goes back to the pool
             if len(data) >= want:
                 break
-            if response.status_code == 200 and needed is not None and start == 0:
+            if needed is not None and start == 0:
                 total = needed(data)
                 if total is not None and len(data) >= total:
                     break
