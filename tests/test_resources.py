@@ -114,7 +114,7 @@ try:
     main(sys.argv[1:])
 except SystemExit as done:
     code = done.code
-print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.__stderr__)
+print("PEAK", code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.__stderr__)
 """
 
 
@@ -123,8 +123,9 @@ def peak_rss_kib(*args: str) -> tuple[int, int]:
     done = subprocess.run(
         [sys.executable, "-c", PEAK_RSS, *args], capture_output=True, text=True, cwd=REPO, timeout=120
     )
-    code, rss = done.stderr.splitlines()[-1].split()
-    return int(code), int(rss)
+    peaks = [line.split()[1:] for line in done.stderr.splitlines() if line.startswith("PEAK ")]
+    assert len(peaks) == 1, done.stderr
+    return int(peaks[0][0]), int(peaks[0][1])
 
 
 @pytest.mark.parametrize("claimed", [99_999_999, 100_000_000, 2**64 - 1])
