@@ -615,7 +615,7 @@ def _describe(stats: ValueStats) -> str:
     if stats.rel_l2 is not None:
         parts.append(f"rel L2 {stats.rel_l2:.3g}")
     if stats.cosine is not None:
-        parts.append(f"cos {stats.cosine:.4f}")
+        parts.append(f"cos {stats.cosine:.6f}")
     if stats.max_abs is not None:
         parts.append(f"max |Δ| {stats.max_abs:.3g}")
     return ", ".join(parts) or (stats.note or "differs")

@@ -54,7 +54,45 @@ def display_rows(report: Report, options: RenderOptions) -> list[DisplayRow]:
     from .collapse import collapse, expanded
 
     rows = visible_rows(report, options.only_diffs)
-    return expanded(rows) if options.expand else collapse(rows)
+    lines = expanded(rows) if options.expand else collapse(rows)
+    return by_value_change(lines) if any(row.values is not None for row in rows) else lines
+
+
+#: Value-statistics columns (``--values``), after the status.
+VALUE_HEADERS = ["max |Δ|", "cos", "rel L2"]
+
+
+def has_values(lines: Sequence[DisplayRow]) -> bool:
+    return any(line.row.values is not None for line in lines)
+
+
+def value_cells(row: TensorRow) -> list[str]:
+    """max |b−a|, cosine and relative L2 of a row, "=" for equal tensors, blanks where not compared."""
+    v = row.values
+    if v is None:
+        return ["", "", ""]
+    if v["equal"]:
+        return ["= (sha256)" if v.get("method") == "sha256" else "=", "", ""]
+
+    def number(key: str, spec: str) -> str:
+        return "—" if v.get(key) is None else format(v[key], spec)
+
+    return [number("max_abs", ".3g"), number("cosine", ".6f"), number("rel_l2", ".3g")]
+
+
+def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
+    """Structural differences first, then tensors whose values changed, largest relative L2 first, then equal."""
+
+    def key(line: DisplayRow) -> tuple[int, float]:
+        v = line.row.values
+        if v is None:
+            return (3, 0.0) if line.row.passes else (0, 0.0)
+        if v["equal"]:
+            return (2, 0.0)
+        change = next((v[k] for k in ("rel_l2", "max_abs") if v.get(k) is not None), float("inf"))
+        return (1, -change)
+
+    return sorted(lines, key=key)
 
 
 def visible_rows(report: Report, only_diffs: bool) -> Sequence[TensorRow]:

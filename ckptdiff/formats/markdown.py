@@ -7,7 +7,17 @@ from tabulate import tabulate
 from .. import __version__
 from ..report import Report, SideSummary
 from . import RenderOptions
-from ._common import config_value, counts_line, display_rows, human_bytes, human_count, shape_dtype
+from ._common import (
+    VALUE_HEADERS,
+    config_value,
+    counts_line,
+    display_rows,
+    has_values,
+    human_bytes,
+    human_count,
+    shape_dtype,
+    value_cells,
+)
 
 _MARK = {"compatible": "✅", "incompatible": "❌"}
 
@@ -56,6 +66,7 @@ def render(report: Report, options: RenderOptions) -> str:
     out += ["### Tensors", ""]
     if shown:
         with_counts = any(line.count > 1 for line in shown)
+        with_values = has_values(shown)
         table = []
         for line in shown:
             row = line.row
@@ -64,8 +75,10 @@ def render(report: Report, options: RenderOptions) -> str:
             note = _cell(row.note or "")
             if row.allowed_by:
                 note = f"{note}; allowed by {_code(row.allowed_by)}" if note else f"allowed by {_code(row.allowed_by)}"
-            table.append(cells + [shape_dtype(row.a), shape_dtype(row.b), status, note])
-        headers = ["tensor"] + (["count"] if with_counts else []) + ["A", "B", "status", "note"]
+            values = value_cells(row) if with_values else []
+            table.append(cells + [shape_dtype(row.a), shape_dtype(row.b), status] + values + [note])
+        headers = ["tensor"] + (["count"] if with_counts else []) + ["A", "B", "status"]
+        headers += ([h.replace("|", "\\|") for h in VALUE_HEADERS] if with_values else []) + ["note"]
         out.append(tabulate(table, headers=headers, tablefmt="github", disable_numparse=True))
     else:
         out.append("_No differing tensors._" if options.only_diffs else "_No tensors._")

@@ -6,7 +6,16 @@ from tabulate import tabulate
 
 from ..report import Report
 from . import RenderOptions
-from ._common import config_value, counts_line, display_rows, row_note, shape_dtype
+from ._common import (
+    VALUE_HEADERS,
+    config_value,
+    counts_line,
+    display_rows,
+    has_values,
+    row_note,
+    shape_dtype,
+    value_cells,
+)
 
 _COLORS = {"match": "32", "injected": "36", "shape_mismatch": "31", "dtype_mismatch": "33",
            "only_in_a": "31", "only_in_b": "31", "compatible": "1;32", "incompatible": "1;31",
@@ -27,15 +36,17 @@ def render(report: Report, options: RenderOptions) -> str:
     notes = [row_note(line.row) for line in shown]
     with_notes = any(notes)
     with_counts = any(line.count > 1 for line in shown)
+    with_values = has_values(shown)
     table = []
     for line, note in zip(shown, notes):
         row = line.row
         cells = [line.name] + ([str(line.count)] if with_counts else [])
         status = paint(row.status, "allowed" if row.allowed_by else row.status)
-        cells += [shape_dtype(row.a), shape_dtype(row.b), status] + ([note] if with_notes else [])
+        cells += [shape_dtype(row.a), shape_dtype(row.b), status] + (value_cells(row) if with_values else [])
+        cells += [note] if with_notes else []
         table.append(cells)
     headers = ["tensor"] + (["count"] if with_counts else []) + ["A shape dtype", "B shape dtype", "status"]
-    headers += ["note"] if with_notes else []
+    headers += (VALUE_HEADERS if with_values else []) + (["note"] if with_notes else [])
     if table:
         lines += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
     else:

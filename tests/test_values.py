@@ -1,0 +1,333 @@
+"""--values: did training change a tensor, and by how much? Statistics, ranking, byte identity, embed checks."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckptdiff import values
+from ckptdiff.compare import compare_specs
+from ckptdiff.errors import CkptdiffError
+from ckptdiff.sources import resolve
+from fixtures.generate import header_bytes, small_drafter_config, write_config
+
+torch = pytest.importorskip("torch")
+safetensors_torch = pytest.importorskip("safetensors.torch")
+
+REPO = Path(__file__).resolve().parent.parent
+HAS_FP8 = hasattr(torch, "float8_e4m3fn")
+
+
+def random_tensors(seed: int = 0) -> dict[str, object]:
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {
+        "bf16.weight": torch.randn(96, 64, generator=generator).to(torch.bfloat16),
+        "f32.weight": torch.randn(40, 30, generator=generator),
+        "f16.weight": torch.randn(33, generator=generator).to(torch.float16),
+        "ids": torch.arange(50, dtype=torch.int64),
+        "mask": torch.arange(20) % 3 == 0,
+    }
+    if HAS_FP8:
+        tensors["fp8.weight"] = (torch.randn(32, 16, generator=generator) * 4).to(torch.float8_e4m3fn)
+    return tensors
+
+
+def perturbed(tensors: dict[str, object], scale: float, seed: int = 1) -> dict[str, object]:
+    generator = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, tensor in tensors.items():
+        if tensor.is_floating_point():
+            noise = torch.randn(tensor.shape, generator=generator) * scale
+            out[name] = (tensor.float() + noise).to(tensor.dtype)
+        else:
+            out[name] = tensor.clone()
+    return out
+
+
+def save(folder: Path, tensors: dict[str, object]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    safetensors_torch.save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def direct_stats(a: object, b: object) -> dict[str, float]:
+    """The same statistics, straight from torch on whole tensors in float64."""
+    x, y = a.double().reshape(-1), b.double().reshape(-1)
+    d = y - x
+    return {
+        "max_abs": float(d.abs().max()),
+        "mean_abs": float(d.abs().mean()),
+        "cosine": float(torch.dot(x, y) / (x.norm() * y.norm())),
+        "rel_l2": float(d.norm() / x.norm()),
+    }
+
+
+@pytest.mark.parametrize("chunk", [values.CHUNK_ELEMENTS, 100], ids=["one-chunk", "many-chunks"])
+def test_stats_match_a_direct_torch_computation(tmp_path: Path, monkeypatch, chunk: int) -> None:
+    monkeypatch.setattr(values, "CHUNK_ELEMENTS", chunk)
+    a_tensors = random_tensors()
+    b_tensors = perturbed(a_tensors, scale=0.05)
+    a, b = resolve(str(save(tmp_path / "a", a_tensors))), resolve(str(save(tmp_path / "b", b_tensors)))
+
+    result = values.compare_values(a, b, sorted(a_tensors))
+
+    for name in ("bf16.weight", "f32.weight", "f16.weight") + (("fp8.weight",) if HAS_FP8 else ()):
+        got, expected = result.stats[name], direct_stats(a_tensors[name], b_tensors[name])
+        assert not got.equal, name
+        for key, value in expected.items():
+            assert getattr(got, key) == pytest.approx(value, rel=1e-4, abs=1e-6), (name, key)
+    for name in ("ids", "mask"):
+        assert result.stats[name].equal and result.stats[name].max_abs == 0.0
+
+
+def test_equal_tensors_and_all_zero_ones(tmp_path: Path) -> None:
+    tensors = {"w": torch.randn(5, 5), "zeros": torch.zeros(7, dtype=torch.bfloat16)}
+    a, b = resolve(str(save(tmp_path / "a", tensors))), resolve(str(save(tmp_path / "b", dict(tensors))))
+
+    stats = values.compare_values(a, b, ["w", "zeros"]).stats
+
+    assert stats["w"].to_dict() == {"equal": True, "max_abs": 0.0, "mean_abs": 0.0, "cosine": 1.0,
+                                    "rel_l2": 0.0, "method": "read"}  # fmt: skip
+    assert stats["zeros"].equal and stats["zeros"].cosine is None  # undefined for a zero vector
+
+
+def test_nan_and_overflow_are_left_out_and_said(tmp_path: Path) -> None:
+    a = torch.tensor([1.0, float("nan"), 3.0, 3e38], dtype=torch.float32)
+    b = torch.tensor([1.5, float("nan"), 3.0, -3e38], dtype=torch.float32)
+    left, right = resolve(str(save(tmp_path / "a", {"w": a}))), resolve(str(save(tmp_path / "b", {"w": b})))
+
+    stats = values.compare_values(left, right, ["w"]).stats["w"]
+
+    assert not stats.equal
+    assert stats.max_abs == pytest.approx(6e38)
+    assert "1 non-finite" in (stats.note or "")
+    json.dumps(stats.to_dict(), allow_nan=False)  # valid JSON whatever the data
+
+
+UP_PROJ = "midlayer.mlp.up_proj.weight"
+
+
+def fine_tuned_pair(tmp_path: Path) -> tuple[Path, Path]:
+    """A drafter-shaped checkpoint and a copy where training changed up_proj a lot and fc.weight a little."""
+    generator = torch.Generator().manual_seed(3)
+    base = {
+        "fc.weight": torch.ones(256, 768, dtype=torch.bfloat16),  # 384 KiB: more than a header read
+        "midlayer.mlp.up_proj.weight": torch.randn(160, 64, generator=generator).to(torch.bfloat16),
+        "norm.weight": torch.ones(64, dtype=torch.bfloat16),
+        "d2t": torch.arange(256, dtype=torch.int64),
+    }
+    tuned = dict(base)
+    tuned["midlayer.mlp.up_proj.weight"] = (base["midlayer.mlp.up_proj.weight"].float() * 1.5).to(torch.bfloat16)
+    tuned["fc.weight"] = base["fc.weight"].clone()
+    tuned["fc.weight"][7, 7] = 1.0078125  # one bf16 step
+    return save(tmp_path / "published", base), save(tmp_path / "tuned", tuned)
+
+
+def test_a_fine_tuned_copy_names_the_changed_tensors_largest_first(tmp_path: Path, run_cli) -> None:
+    published, tuned = fine_tuned_pair(tmp_path)
+
+    done = run_cli(str(published), str(tuned), "--values", "--format", "json")
+
+    assert done.returncode == 0, done.stderr  # values never make a compatible pair incompatible by themselves
+    report = json.loads(done.stdout)
+    by_name = {row["name"]: row["values"] for row in report["tensors"]}
+    assert sorted(name for name, v in by_name.items() if not v["equal"]) == ["fc.weight", UP_PROJ]
+    assert by_name[UP_PROJ]["rel_l2"] == pytest.approx(0.5, rel=0.01)
+    assert by_name[UP_PROJ]["cosine"] == pytest.approx(1.0, abs=1e-4)
+    assert by_name["fc.weight"]["max_abs"] == pytest.approx(0.0078125)
+    summary = next(f for f in report["findings"] if f["code"] == "values_changed")["message"]
+    assert summary.index(UP_PROJ) < summary.index("fc.weight")
+    assert "4 tensors compared by value: 2 equal, 2 changed" in summary
+
+
+def test_the_table_ranks_value_changes(tmp_path: Path) -> None:
+    published, tuned = fine_tuned_pair(tmp_path)
+
+    report = compare_specs(str(published), str(tuned), values=True)
+    table, markdown = report.render("table"), report.render("markdown")
+
+    for text in (table, markdown):
+        assert "rel L2" in text and "cos" in text
+        lines = [line for line in text.splitlines() if "fc.weight" in line or UP_PROJ in line]
+        assert UP_PROJ in lines[0], text  # the largest change comes first, whatever the names' order
+
+
+def test_without_torch_the_flag_fails_with_the_install_line(tmp_path: Path) -> None:
+    published = REPO / "fixtures" / "kimi-k2-eagle3-published"
+    hide_torch = "import sys; sys.modules['torch'] = None; from ckptdiff.cli import main; main(sys.argv[1:])"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", hide_torch, *args], capture_output=True, text=True, cwd=REPO)
+
+    with_values = run(str(published), str(published), "--values")
+    without = run(str(published), str(published))
+
+    assert with_values.returncode == 2
+    assert with_values.stdout == ""
+    assert (
+        with_values.stderr
+        == "ckptdiff: --values: needs torch, which is not installed (pip install 'ckptdiff[torch]')\n"
+    )
+    assert without.returncode == 0, without.stderr
+
+
+def test_require_torch_is_the_library_check_too(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(CkptdiffError, match=r"pip install 'ckptdiff\[torch\]'"):
+        values.require_torch()
+
+
+def test_a_bin_checkpoint_against_its_safetensors_copy_is_equal_value_for_value(tmp_path: Path) -> None:
+    tensors = random_tensors(seed=4)
+    tensors["transposed"] = torch.randn(6, 9).t()  # stored strided in the .bin: read through torch.load(mmap)
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    torch.save(tensors, folder / "pytorch_model.bin")
+    contiguous = {name: t.contiguous() for name, t in tensors.items()}
+    copy = save(tmp_path / "st", contiguous)
+
+    result = values.compare_values(resolve(str(folder)), resolve(str(copy)), sorted(tensors))
+
+    assert all(s.equal for s in result.stats.values()), {n: s for n, s in result.stats.items() if not s.equal}
+    assert set(result.stats) == set(tensors)
+
+
+# --- byte identity and the Hub -----------------------------------------------------------------------------
+
+
+def hf_cache_copy(root: Path, repo_id: str, folder: Path) -> Path:
+    """Lay a folder out like the Hugging Face cache: blobs named by sha256, a snapshot of symlinks."""
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / ("0" * 40)
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for file in folder.iterdir():
+        digest = hashlib.sha256(file.read_bytes()).hexdigest()
+        shutil.copy(file, repo / "blobs" / digest)
+        (snapshot / file.name).symlink_to(Path("../../blobs") / digest)
+    return snapshot
+
+
+def test_files_with_the_same_sha256_are_identical_without_reading(tmp_path: Path, hub_client) -> None:
+    published, tuned = fine_tuned_pair(tmp_path)
+    hub_client.add_repo("org/drafter", published)
+    local = hf_cache_copy(tmp_path / "elsewhere", "org/drafter", published)
+    hub_side, local_side = resolve("org/drafter"), resolve(str(local))
+    hub_client.reset_counters()
+
+    result = values.compare_values(hub_side, local_side, sorted(hub_side.tensors))
+
+    assert hub_client.total_requests == 0  # nothing downloaded, nothing read
+    assert all(s.equal and s.method == "sha256" for s in result.stats.values())
+    assert list(result.identical) == [("model.safetensors", "model.safetensors")]
+    messages = [message for _, code, message in values.value_findings(result) if code == "identical_file"]
+    assert messages and "same sha256" in messages[0]
+
+
+def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path, hub_client) -> None:
+    published, tuned = fine_tuned_pair(tmp_path)
+    hub_client.add_repo("org/tuned", tuned)
+    size = (tuned / "model.safetensors").stat().st_size
+    notes: list[str] = []
+
+    without = compare_specs(str(published), "org/tuned")
+    downloaded_before = hub_client.bytes_sent["resolve"] + hub_client.bytes_sent["cdn"]
+    report = compare_specs(str(published), "org/tuned", values=True, notify=notes.append)
+    downloaded = hub_client.bytes_sent["resolve"] + hub_client.bytes_sent["cdn"] - downloaded_before
+
+    assert all(row.values is None for row in without.tensors)
+    assert downloaded_before < size  # headers only
+    assert downloaded >= size
+    assert len(notes) == 1 and "downloading 1 file(s) of B (org/tuned@" in notes[0]
+    changed = [row.name for row in report.tensors if row.values and not row.values["equal"]]
+    assert changed == ["fc.weight", UP_PROJ]
+
+
+# --- the embedding against the base -------------------------------------------------------------------
+
+
+def drafter_with_embed(folder: Path, embed: object, config: dict[str, object]) -> Path:
+    generator = torch.Generator().manual_seed(9)
+    hidden = config["hidden_size"]
+    save(folder, {
+        "embed_tokens.weight": embed,
+        "fc.weight": torch.randn(hidden, 3 * hidden, generator=generator).to(torch.bfloat16),
+        "norm.weight": torch.ones(hidden, dtype=torch.bfloat16),
+    })  # fmt: skip
+    write_config(folder, config)
+    return folder
+
+
+def test_values_with_a_base_check_each_sides_embedding(tmp_path: Path) -> None:
+    config = small_drafter_config()
+    vocab, hidden = config["vocab_size"], config["hidden_size"]
+    embed = torch.randn(vocab, hidden, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    base = save(tmp_path / "base", {"model.embed_tokens.weight": embed, "lm_head.weight": embed.clone()})
+    copied = drafter_with_embed(tmp_path / "copied", embed, config)
+    random_embed = torch.randn(vocab, hidden, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    fresh = drafter_with_embed(tmp_path / "fresh", random_embed, config)
+
+    report = compare_specs(str(copied), str(fresh), base=str(base), values=True)
+
+    codes = {(f.code, f.severity): f.message for f in report.findings}
+    assert (
+        "A's embed_tokens.weight equals the base's model.embed_tokens.weight" in codes[("embed_matches_base", "info")]
+    )
+    assert "B's embed_tokens.weight differs" in codes[("embed_differs_from_base", "error")]
+    assert report.verdict == "incompatible" and report.exit_code == 1
+
+
+# --- memory -------------------------------------------------------------------------------------------
+
+
+def write_big(path: Path, rows: int, cols: int, seed: int | None) -> None:
+    """A bf16 safetensors file of rows × cols: a 16 MiB random block repeated, or all zeros (sparse) for None."""
+    prefix, length = header_bytes([("w", "BF16", [rows, cols])])
+    with open(path, "wb") as handle:
+        handle.write(prefix)
+        if seed is None:
+            handle.truncate(len(prefix) + length)
+            return
+        generator = torch.Generator().manual_seed(seed)
+        block = torch.randn(8 * 2**20, generator=generator).to(torch.bfloat16).view(torch.uint8).numpy().tobytes()
+        left = length
+        while left:
+            handle.write(block[: min(left, len(block))])
+            left -= min(left, len(block))
+
+
+#: Runs the CLI in a fresh interpreter; prints the peak RSS (KiB) before ckptdiff reads anything, and after.
+MAXRSS = """
+import resource, sys
+import torch, ckptdiff.cli, ckptdiff.values, ckptdiff.compare, ckptdiff.sources.local
+def peak():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = peak()
+try:
+    ckptdiff.cli.main(sys.argv[1:])
+finally:
+    print(before, peak(), file=sys.stderr)
+"""
+
+
+def test_peak_memory_stays_near_a_chunk_not_the_files(tmp_path: Path) -> None:
+    """Two 256 MiB files: the --values pass adds far less than one file to the process's peak RSS."""
+    write_big(tmp_path / "a.safetensors", 8192, 16384, seed=1)
+    write_big(tmp_path / "b.safetensors", 8192, 16384, seed=None)  # differs everywhere: the full statistics path
+
+    done = subprocess.run([sys.executable, "-c", MAXRSS, str(tmp_path / "a.safetensors"),
+                           str(tmp_path / "b.safetensors"), "--values", "--format", "json"],
+                          capture_output=True, text=True, cwd=REPO)  # fmt: skip
+
+    assert done.returncode == 0, done.stderr
+    before, after = (int(kib) // 1024 for kib in done.stderr.split()[-2:])
+    row = json.loads(done.stdout)["tensors"][0]
+    assert row["values"]["rel_l2"] == pytest.approx(1.0)  # b is all zeros: ‖b−a‖ = ‖a‖
+    assert (tmp_path / "a.safetensors").stat().st_size // 2**20 == 256
+    assert after - before < 128, (before, after)  # measured ≈ 65 MiB: 3 float32 chunks + 2 raw ones
