@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import resource
+import struct
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +127,54 @@ def broken_shard(folder: Path) -> Path:
 def duplicate_in_index(folder: Path) -> Path:
     raw = b'{"weight_map": {"w": "a.safetensors", "v": "b.safetensors", "w": "b.safetensors"}}'
     return sharded(raw, SHARDS)(folder)
+
+
+def torch_archive(program: bytes):
+    """A torch zip checkpoint (``pytorch_model.bin``) whose data.pkl is this raw pickle program."""
+
+    def build(folder: Path) -> Path:
+        path = folder / "pytorch_model.bin"
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("archive/data.pkl", program)
+            archive.writestr("archive/data/0", bytes(16))
+            archive.writestr("archive/version", "3\n")
+        return path
+
+    return build
+
+
+def _text(value: str) -> bytes:
+    raw = value.encode()
+    return pickle.BINUNICODE + struct.pack("<I", len(raw)) + raw
+
+
+def _global(module: str, name: str) -> bytes:
+    return pickle.GLOBAL + f"{module}\n{name}\n".encode()
+
+
+def _small_int(value: int) -> bytes:
+    return pickle.BININT1 + bytes([value])
+
+
+_STORAGE = (
+    pickle.MARK + _text("storage") + _global("torch", "FloatStorage") + _text("0") + _text("cpu") + _small_int(4)
+    + pickle.TUPLE + pickle.BINPERSID
+)  # fmt: skip
+_TENSOR = (
+    _global("torch._utils", "_rebuild_tensor_v2") + pickle.MARK + _STORAGE + _small_int(0)
+    + pickle.MARK + _small_int(4) + pickle.TUPLE + pickle.MARK + _small_int(1) + pickle.TUPLE
+    + pickle.TUPLE + pickle.REDUCE
+)  # fmt: skip
+
+
+def state_dict_pickle(value: bytes) -> bytes:
+    """``{"w": <value>}`` as a protocol-2 pickle program."""
+    return pickle.PROTO + b"\x02" + pickle.EMPTY_DICT + _text("w") + value + pickle.SETITEM + pickle.STOP
+
+
+def overwrite(field: str, value: bytes) -> bytes:
+    """BUILD: write ``field`` of the object on the stack straight into its __dict__."""
+    return pickle.EMPTY_DICT + _text(field) + value + pickle.SETITEM + pickle.BUILD
 
 
 # --- the corpus ------------------------------------------------------------------------------------------
@@ -320,6 +371,49 @@ CASES = [
         IndexError_,
         INDEX,
         "over the 100,000,000-byte limit",
+    ),  # fmt: skip
+    # torch pickles: nothing in them runs, nothing in them reaches past the checks
+    Case(
+        "pickle-runs-os-system",
+        torch_archive(state_dict_pickle(_global("os", "system"))),
+        CkptdiffError,
+        "pytorch_model.bin",
+        "refuses to load global os.system",
+    ),  # fmt: skip
+    Case(
+        "pickle-builtins-eval",
+        torch_archive(state_dict_pickle(_global("builtins", "eval"))),
+        CkptdiffError,
+        "pytorch_model.bin",
+        "refuses to load global builtins.eval",
+    ),  # fmt: skip
+    Case(
+        "pickle-overwrites-shape",
+        torch_archive(state_dict_pickle(_TENSOR + overwrite("shape", _text("x")))),
+        CkptdiffError,
+        "pytorch_model.bin",
+        "overwrites the fields of a TensorRecord",
+    ),  # fmt: skip
+    Case(
+        "pickle-overwrites-storage",
+        torch_archive(state_dict_pickle(_TENSOR + overwrite("storage", pickle.NONE))),
+        CkptdiffError,
+        "pytorch_model.bin",
+        "overwrites the fields of a TensorRecord",
+    ),  # fmt: skip
+    Case(
+        "pickle-truncated",
+        torch_archive(state_dict_pickle(_TENSOR)[:-5]),
+        SourceError,
+        "pytorch_model.bin",
+        "not a readable tensor pickle",
+    ),  # fmt: skip
+    Case(
+        "pickle-not-a-zip",
+        lambda f: raw_file(f, b"\x80\x02}q\x00.", "pytorch_model.bin"),
+        SourceError,
+        "pytorch_model.bin",
+        "legacy",
     ),  # fmt: skip
     # what the path itself is
     Case("folder-without-weights", lambda f: f, SourceError, "", "no safetensors weights"),

@@ -150,6 +150,15 @@ class _PickleRefused(Exception):
     """Raised inside the unpickler; turned into a CkptdiffError naming the archive."""
 
 
+def _refuse_state(self: Any, state: Any) -> None:
+    raise _PickleRefused(f"the pickle overwrites the fields of a {type(self).__name__} (BUILD); torch never does")
+
+
+# The BUILD opcode would otherwise write straight into these objects' __dict__, past every check above.
+for _stand_in in (_StorageType, _DTypeGlobal, StorageRef, TensorRecord):
+    _stand_in.__setstate__ = _refuse_state  # type: ignore[attr-defined]
+
+
 def _ints(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise _PickleRefused(f"{what} {value!r} is not a tuple of integers")
