@@ -154,8 +154,9 @@ def command_line(ctx: click.Context) -> str:
               help="Which findings fail the gate: errors only (default) or warnings too.")  # fmt: skip
 @click.option("--config", "config_path", metavar="FILE",
               help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).")  # fmt: skip
-@click.option("--expand", is_flag=True, default=None, help="One row per tensor instead of collapsed layer patterns.")
-@click.option("--only-diffs", is_flag=True, default=None, help="Hide tensors that match.")
+@click.option("--expand/--collapse", default=None,
+              help="One row per tensor, or (default) layer/expert patterns collapsed into one row each.")  # fmt: skip
+@click.option("--only-diffs/--all-rows", default=None, help="Hide tensors that match (default: show all).")
 @click.option("--no-step-summary", is_flag=True, help="Do not append the markdown report to $GITHUB_STEP_SUMMARY.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or diagnostics on stderr.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
