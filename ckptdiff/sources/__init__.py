@@ -11,6 +11,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._gc import collector_paused
 from ..checkpoint import Checkpoint
 from ..errors import SourceError
 
@@ -47,6 +48,7 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec:
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
 
 
+@collector_paused()
 def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
     """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
     options = options or SourceOptions()
@@ -60,6 +62,7 @@ def resolve(spec: str, options: SourceOptions | None = None, *, wanted: Abstract
     return read_hub(spec, parsed, options, wanted=wanted)
 
 
+@collector_paused()
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
     """Read both sides of a comparison; Hub sides are fetched at the same time (their waits overlap).
 
