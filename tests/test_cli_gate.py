@@ -200,6 +200,18 @@ def test_only_diffs_hides_matching_rows(run_cli):
     assert "| `embed_tokens.weight`" in markdown and "| `fc.weight`" not in markdown
 
 
+def test_report_defaults_from_the_config_file_and_the_flags_that_undo_them(run_cli, small_base, tmp_path):
+    (tmp_path / "ckptdiff.toml").write_text("only-diffs = true\nexpand = true\n")
+    hidden = run_cli(PUBLISHED, TWO_AUX, cwd=tmp_path)
+    assert [line.split()[0] for line in hidden.stdout.split("\n\n")[1].splitlines()[2:]] == ["embed_tokens.weight",
+                                                                                          "fc.weight"]  # fmt: skip
+    shown = run_cli(PUBLISHED, TWO_AUX, "--all-rows", cwd=tmp_path)
+    assert len(shown.stdout.split("\n\n")[1].splitlines()[2:]) == 16
+    expanded = run_cli(small_base, small_base, "--all-rows", cwd=tmp_path).stdout.split("\n\n")[1].splitlines()
+    collapsed = run_cli(small_base, small_base, "--all-rows", "--collapse", cwd=tmp_path).stdout.split("\n\n")[1]
+    assert len(expanded) == 2 + 521 and len(collapsed.splitlines()) == 2 + 37
+
+
 def test_markdown_names_the_command_and_version_without_tokens(run_cli):
     token = "hf_" + "Q" * 30
     result = run_cli(PUBLISHED, OURS, "--format", "markdown", "--ignore", token, "--ignore", "x y",
