@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+#: Longer error lines are cut in the middle (the file at the start and the hint at the end are kept).
+MAX_LINE_CHARS = 2000
+
 
 class CkptdiffError(Exception):
     """A problem with an input (a file, a repo, a flag) rather than a bug in ckptdiff.
@@ -21,6 +24,9 @@ class CkptdiffError(Exception):
         if self.hint:
             text += f" ({self.hint})"
         # one line, whatever a hostile file name or server message contains; control characters shown escaped
+        if len(text) > MAX_LINE_CHARS:  # a 50 MB dtype string is not a clear line: keep its start and its end
+            keep = MAX_LINE_CHARS // 2
+            text = f"{text[:keep]} …[{len(text) - 2 * keep} characters]… {text[-keep:]}"
         text = " ".join(text.split())
         return text if text.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 

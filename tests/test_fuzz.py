@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, assume, given, settings
@@ -299,3 +300,62 @@ def test_parse_config_survives_anything(raw: bytes) -> None:
     except CkptdiffError:
         return
     assert isinstance(config, dict)
+
+
+# --- torch pickles: programs assembled from the opcodes a hostile data.pkl would use -----------------------
+
+
+def _pickle_fragments() -> list[bytes]:
+    import pickle
+    import struct
+
+    def text(value: str) -> bytes:
+        return pickle.BINUNICODE + struct.pack("<I", len(value.encode())) + value.encode()
+
+    def global_(module: str, name: str) -> bytes:
+        return pickle.GLOBAL + f"{module}\n{name}\n".encode()
+
+    storage = pickle.MARK + text("storage") + global_("torch", "FloatStorage") + text("0") + text("cpu")
+    small = pickle.BININT1 + b"\x04"
+    shape = pickle.MARK + small + pickle.TUPLE
+    tensor = (
+        global_("torch._utils", "_rebuild_tensor_v2") + pickle.MARK + storage + small + pickle.TUPLE + pickle.BINPERSID
+        + pickle.BININT1 + b"\x00" + shape + pickle.MARK + pickle.BININT1 + b"\x01" + pickle.TUPLE + pickle.TUPLE
+        + pickle.REDUCE
+    )  # fmt: skip
+    return [
+        tensor, pickle.EMPTY_DICT + text("w") + tensor, shape,
+        pickle.MARK, pickle.TUPLE, pickle.EMPTY_DICT, pickle.EMPTY_LIST, pickle.EMPTY_TUPLE, pickle.SETITEM,
+        pickle.SETITEMS, pickle.APPEND, pickle.APPENDS, pickle.BUILD, pickle.REDUCE, pickle.NONE, pickle.NEWTRUE,
+        pickle.BINPERSID, pickle.POP, pickle.DUP, pickle.BINPUT + b"\x00", pickle.BINGET + b"\x00",
+        pickle.BININT1 + b"\x04", pickle.BININT1 + b"\x00", pickle.BININT + b"\xff\xff\xff\xff", text("w"),
+        text("shape"), text("state_dict"), storage, global_("torch._utils", "_rebuild_tensor_v2"),
+        global_("torch._utils", "_rebuild_tensor_v3"), global_("torch._utils", "_rebuild_parameter"),
+        global_("collections", "OrderedDict"), global_("torch", "float8_e4m3fn"), global_("torch", "UntypedStorage"),
+        global_("torch", "FloatStorage"), global_("builtins", "getattr"),
+    ]  # fmt: skip
+
+
+PICKLE_FRAGMENTS = _pickle_fragments()
+
+
+@QUICK
+@given(program=st.lists(st.sampled_from(PICKLE_FRAGMENTS), max_size=40))
+def test_a_torch_archive_with_any_pickle_program_is_read_or_refused(program: list[bytes]) -> None:
+    import pickle
+    import zipfile
+
+    from ckptdiff.sources.torch_pickle import read_archive
+
+    handle, path = tempfile.mkstemp(suffix=".bin")
+    os.close(handle)
+    try:
+        with zipfile.ZipFile(path, "w") as archive:
+            archive.writestr("archive/data.pkl", pickle.PROTO + b"\x02" + b"".join(program) + pickle.STOP)
+            archive.writestr("archive/data/0", bytes(16))
+        try:
+            read_archive(Path(path))
+        except CkptdiffError:
+            pass
+    finally:
+        os.unlink(path)
