@@ -50,16 +50,19 @@ def compact_indices(values: Iterable[int]) -> str:
     return ",".join(parts)
 
 
-def _grids(tuples: Sequence[tuple[int, ...]]) -> list[list[frozenset[int]]]:
-    """Split a set of index tuples into grids (products of index sets) that cover it exactly."""
+def _grids(tuples: Sequence[tuple[str, ...]]) -> list[list[frozenset[str]]]:
+    """Split a set of index tuples into grids (products of index sets) that cover it exactly.
+
+    Indices stay strings (canonical: no leading zeros, so equal strings are equal numbers); parsing 140 k
+    of them into ints would cost more than the rest of the collapse."""
     if not tuples[0]:
         return [[]]
     if len(tuples) == 1:
         return [[frozenset((v,)) for v in tuples[0]]]
-    rest_by_first: dict[int, list[tuple[int, ...]]] = {}
+    rest_by_first: dict[str, list[tuple[str, ...]]] = {}
     for t in tuples:
         rest_by_first.setdefault(t[0], []).append(t[1:])
-    firsts_by_rest: dict[frozenset[tuple[int, ...]], list[int]] = {}
+    firsts_by_rest: dict[frozenset[tuple[str, ...]], list[str]] = {}
     for first, rest in rest_by_first.items():
         firsts_by_rest.setdefault(frozenset(rest), []).append(first)
     grids = []
@@ -70,17 +73,17 @@ def _grids(tuples: Sequence[tuple[int, ...]]) -> list[list[frozenset[int]]]:
     return grids
 
 
-def _spell(template: tuple[str, ...], grid: list[frozenset[int]]) -> str:
+def _spell(template: tuple[str, ...], grid: list[frozenset[str]]) -> str:
     out = [template[0]]
     for values, text in zip(grid, template[1:]):
-        out.append("." + (str(next(iter(values))) if len(values) == 1 else "{" + compact_indices(values) + "}"))
+        out.append("." + (next(iter(values)) if len(values) == 1 else "{" + compact_indices(map(int, values)) + "}"))
         out.append(text)
     return "".join(out)
 
 
 def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
     """Collapse rows into layer/expert patterns, in the order each pattern's first tensor appears."""
-    groups: dict[tuple[Any, ...], tuple[int, TensorRow, tuple[str, ...], list[tuple[int, ...]]]] = {}
+    groups: dict[tuple[Any, ...], tuple[int, TensorRow, tuple[str, ...], list[tuple[str, ...]]]] = {}
     split = _INDEX.split
     for position, row in enumerate(rows):
         parts = split(row.name)
@@ -98,7 +101,7 @@ def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
             row.allowed_by,
             None if row.values is None else json.dumps(row.values, sort_keys=True, default=str),
         )
-        indices = tuple(map(int, parts[1::2]))
+        indices = tuple(parts[1::2])
         group = groups.get(key)
         if group is None:
             groups[key] = (position, row, key[0], [indices])
@@ -110,7 +113,7 @@ def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
             out.append(DisplayRow(first.name, 1, first))
             continue
         grids = _grids(tuples)
-        grids.sort(key=lambda grid: tuple(min(values) for values in grid))
+        grids.sort(key=lambda grid: tuple(min(map(int, values)) for values in grid))
         for grid in grids:
             count = 1
             for values in grid:
