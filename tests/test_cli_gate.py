@@ -224,6 +224,22 @@ def test_markdown_names_the_command_and_version_without_tokens(run_cli):
     assert token not in result.stdout
 
 
+def test_names_from_a_checkpoint_cannot_drive_the_terminal():
+    # The reader refuses such names in files; checkpoints built through the API reach the formats as they are.
+    from ckptdiff.checkpoint import Checkpoint, TensorInfo
+    from ckptdiff.compare import compare_checkpoints
+
+    evil = "x.\x1b[2J\x1b]0;owned\x07.weight\u202e"
+    a = Checkpoint(spec="a", kind="local", location="a", revision=None, config=None,
+                   tensors={evil: TensorInfo(evil, "F32", (1,), "model.safetensors", (0, 4))})  # fmt: skip
+    b = Checkpoint(spec="b", kind="local", location="b", revision=None, config=None, tensors={})
+    report = compare_checkpoints(a, b)
+    for fmt in ("table", "markdown"):
+        text = report.render(fmt)
+        assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+        assert "x.\\x1b[2J\\x1b]0;owned\\x07.weight\\u202e" in text
+
+
 def run_on_a_terminal(*args: str, env: dict[str, str]) -> bytes:
     """Run ckptdiff with its stdout on a pseudo-terminal, as in an interactive shell; returns what it printed."""
     leader, follower = pty.openpty()

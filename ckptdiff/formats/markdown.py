@@ -15,6 +15,7 @@ from ._common import (
     has_values,
     human_bytes,
     human_count,
+    printable,
     shape_dtype,
     value_cells,
 )
@@ -23,11 +24,11 @@ _MARK = {"compatible": "✅", "incompatible": "❌"}
 
 
 def _code(text: str) -> str:
-    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+    return "`" + printable(text).replace("`", "'").replace("|", "\\|") + "`"
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
+    return printable(text).replace("|", "\\|")
 
 
 def _side(label: str, side: SideSummary) -> str:
@@ -94,7 +95,7 @@ def render(report: Report, options: RenderOptions) -> str:
 
     out += ["### Findings", ""]
     if report.findings:
-        out += [f"- **{f.severity}** `{f.code}`: {f.message}" for f in report.findings]
+        out += [f"- **{f.severity}** `{f.code}`: {_cell(f.message)}" for f in report.findings]
     else:
         out.append("_None._")
     out.append("")

@@ -12,6 +12,7 @@ from ._common import (
     counts_line,
     display_rows,
     has_values,
+    printable,
     row_note,
     shape_dtype,
     value_cells,
@@ -27,20 +28,20 @@ def render(report: Report, options: RenderOptions) -> str:
         code = _COLORS.get(key)
         return f"\033[{code}m{text}\033[0m" if options.color and code else text
 
-    lines = [f"A: {report.a.display}", f"B: {report.b.display}"]
+    lines = [f"A: {printable(report.a.display)}", f"B: {printable(report.b.display)}"]
     if report.base is not None:
-        lines.append(f"base: {report.base.display}")
+        lines.append(f"base: {printable(report.base.display)}")
     if report.profile:
         lines.append(f"profile: {report.profile}")
     shown = display_rows(report, options)
-    notes = [row_note(line.row) for line in shown]
+    notes = [printable(row_note(line.row)) for line in shown]
     with_notes = any(notes)
     with_counts = any(line.count > 1 for line in shown)
     with_values = has_values(shown)
     table = []
     for line, note in zip(shown, notes):
         row = line.row
-        cells = [line.name] + ([str(line.count)] if with_counts else [])
+        cells = [printable(line.name)] + ([str(line.count)] if with_counts else [])
         status = paint(row.status, "allowed" if row.allowed_by else row.status)
         cells += [shape_dtype(row.a), shape_dtype(row.b), status] + (value_cells(row) if with_values else [])
         cells += [note] if with_notes else []
@@ -52,13 +53,13 @@ def render(report: Report, options: RenderOptions) -> str:
     else:
         lines += ["", "no differing tensors" if options.only_diffs else "no tensors"]
     if report.config:
-        config_rows = [[d.key, config_value(d.a), config_value(d.b), d.status] for d in report.config]
+        config_rows = [[printable(d.key), config_value(d.a), config_value(d.b), d.status] for d in report.config]
         lines += ["", "config.json differences:", tabulate(config_rows, headers=["key", "A", "B", "status"],
                                                            tablefmt="simple", disable_numparse=True)]  # fmt: skip
     if report.findings:
         lines += ["", "findings:"]
-        lines += [f"  {paint(f.severity, f.severity)} [{f.code}] {f.message}" for f in report.findings]
+        lines += [f"  {paint(f.severity, f.severity)} [{f.code}] {printable(f.message)}" for f in report.findings]
     if report.rules_applied:
-        lines += ["", "policy rules applied:"] + [f"  {rule}" for rule in report.rules_applied]
+        lines += ["", "policy rules applied:"] + [f"  {printable(rule)}" for rule in report.rules_applied]
     lines += ["", f"{paint(report.verdict, report.verdict)}: {counts_line(report)}"]
     return "\n".join(lines) + "\n"
