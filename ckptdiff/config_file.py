@@ -131,6 +131,12 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(where, f"must be one of {', '.join(CHOICE_SETTINGS[key])}, not {value!r}")
         elif not isinstance(value, str) or not value:
             raise ConfigError(where, "must be a non-empty string")
+        if key == "profile":
+            from .profiles import profile_names
+
+            choices = ("auto", "none", *profile_names())
+            if value not in choices:
+                raise ConfigError(where, f"must be one of {', '.join(choices)}, not {value!r}")
         values[key] = value
     return values
 
