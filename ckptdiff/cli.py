@@ -21,9 +21,9 @@ from . import __version__
 from .errors import CkptdiffError, ReportWriteError
 
 EXIT_TROUBLE = 2
-#: GitHub rejects a step summary over 1 MiB; a longer report is replaced by a pointer to the full one.
+#: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
 STEP_SUMMARY_LIMIT = 1024 * 1024
-STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nThe report is over 1 MiB, too long for a step summary (try --only-diffs).\n"
+STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 MiB, too long for a step summary.\n"
 _TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")
 _TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
 
@@ -213,6 +213,8 @@ def command(
     if step_summary and not no_step_summary and settings.get("step_summary", True):
         plain = replace(view, color=False, expand=False)
         summary = text if fmt == "markdown" and not view.expand else render(report, "markdown", plain)
+        if len(summary) > STEP_SUMMARY_LIMIT // 4 and len(summary.encode()) > STEP_SUMMARY_LIMIT:
+            summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
     sys.exit(report.exit_code)
 

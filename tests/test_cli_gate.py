@@ -164,6 +164,18 @@ def test_the_markdown_report_is_appended_to_the_github_step_summary(run_cli, pai
     assert summary.read_bytes() == before
 
 
+def test_a_step_summary_over_githubs_limit_keeps_only_the_differences(run_cli, tmp_path):
+    names = [(f"w{i:05d}", "F32", [1]) for i in range(20_000)]  # no layer indices: nothing collapses
+    write_safetensors(tmp_path / "a" / "model.safetensors", names + [("gone", "F32", [2])])
+    write_safetensors(tmp_path / "b" / "model.safetensors", names)
+    summary = tmp_path / "summary.md"
+    result = run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--format", "markdown",
+                     env={"GITHUB_STEP_SUMMARY": str(summary)})  # fmt: skip
+    assert result.returncode == 1 and len(result.stdout.encode()) > 1024 * 1024  # the report itself is whole
+    text = summary.read_text()
+    assert text.startswith("## ckptdiff: incompatible") and "| `gone`" in text and "`w00000`" not in text
+
+
 def test_an_unwritable_step_summary_is_exit_2_after_the_report(run_cli, pair, tmp_path):
     result = run_cli(*pair, env={"GITHUB_STEP_SUMMARY": str(tmp_path / "missing-folder" / "summary.md")})
     assert "compatible" in result.stdout  # the report itself was written first
