@@ -1,0 +1,140 @@
+"""--values on two full-size drafter files: throughput next to `cat` reading the same bytes, and peak RSS.
+
+    python benchmarks/values_bench.py           # two 2.22 GiB Kimi-K2-drafter-shaped files, 3 rounds
+    python benchmarks/values_bench.py --quick   # two 256 MiB files, 1 round
+
+The files have the published Kimi-K2 EAGLE-3 drafter's tensors (bf16, plus d2t/t2d), filled by repeating a
+16 MiB block of random bf16 values; B differs from A everywhere (the full statistics path) or, in the
+"identical" case, is a byte copy (the equal-bytes fast path). Every measurement is a fresh subprocess: wall
+time around spawn → exit, peak RSS from ``os.wait4``. The page cache is warm (the files were just written),
+so the `cat` anchor is the cost of moving the bytes, and the difference is ckptdiff's arithmetic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fixtures.generate import KIMI_K2_DRAFTER_CONFIG, eagle3_tensors, header_bytes  # noqa: E402
+
+BLOCK_BYTES = 16 * 2**20
+QUICK_SHAPE = [("w", "BF16", [8192, 16384])]  # 256 MiB
+
+
+def write_filled(path: Path, tensors: list[tuple[str, str, list[int]]], seed: int) -> int:
+    """A safetensors file whose data is a 16 MiB block of random bf16 values, repeated."""
+    import numpy as np
+
+    prefix, length = header_bytes(tensors, {"format": "pt"})
+    floats = np.random.default_rng(seed).standard_normal(BLOCK_BYTES // 2, dtype=np.float32)
+    block = (floats.view(np.uint32) >> 16).astype("<u2").tobytes()  # bf16: the top half of each float32
+    with open(path, "wb") as handle:
+        handle.write(prefix)
+        left = length
+        while left:
+            step = min(left, len(block))
+            handle.write(block[:step])
+            left -= step
+    return len(prefix) + length
+
+
+def write_in_child(path: Path, tensors: list[tuple[str, str, list[int]]], seed: int) -> int:
+    script = (
+        "import sys, json; sys.path.insert(0, sys.argv[1]); from values_bench import write_filled; "
+        "print(write_filled(__import__('pathlib').Path(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])))"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(HERE), str(path), json.dumps(tensors), str(seed)],
+                          capture_output=True, text=True, check=True, cwd=ROOT)  # fmt: skip
+    return int(done.stdout)
+
+
+def measure(command: list[str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one subprocess."""
+    start = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code not in (0, 1):
+        raise RuntimeError(f"{' '.join(command)} exited {code}: {process.stderr.read().decode()[-500:]}")
+    process.stderr.close()
+    return seconds, usage.ru_maxrss / 1024
+
+
+def ckptdiff(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ckptdiff", *args, "--format", "json", "-o", os.devnull, "-q"]
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Rows: `cat` anchor, --values on differing files, --values on identical files, headers only, start-up."""
+    tensors = QUICK_SHAPE if quick else eagle3_tensors(KIMI_K2_DRAFTER_CONFIG, with_embed=False)
+    rounds = 1 if quick else 3
+    small = str(ROOT / "fixtures" / "kimi-k2-eagle3-published")
+    with tempfile.TemporaryDirectory(prefix="ckptdiff-values-bench-") as scratch:
+        root = Path(scratch)
+        a, b, same = root / "a.safetensors", root / "b.safetensors", root / "same.safetensors"
+        # Written by a child: on Linux a child's peak RSS from wait4 counts the parent's at fork, so this
+        # process stays small (no numpy block) and the `cat` anchor's figure means something.
+        size = write_in_child(a, tensors, seed=1)
+        write_in_child(b, tensors, seed=2)
+        shutil.copyfile(a, same)
+        cases = {
+            "cat A B > /dev/null (anchor)": (["sh", "-c", f'cat "{a}" "{b}" > /dev/null'], 2 * size),
+            "ckptdiff A B --values (every value differs)": (ckptdiff(str(a), str(b), "--values"), 2 * size),
+            "ckptdiff A A' --values (byte copies)": (ckptdiff(str(a), str(same), "--values"), 2 * size),
+            "ckptdiff A B (headers only)": (ckptdiff(str(a), str(b)), 2 * size),
+            "ckptdiff --values on a 300 KiB pair (torch start-up)": (ckptdiff(small, small, "--values"), 0),
+        }
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        peaks: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(rounds):  # rounds interleave the cases: a noisy neighbour slows all alike
+            for name, (command, _) in cases.items():
+                seconds, peak = measure(command)
+                times[name].append(seconds)
+                peaks[name].append(peak)
+    rows = []
+    for name, (_, nbytes) in cases.items():
+        seconds = statistics.median(times[name])
+        rows.append({
+            "case": name,
+            "file_bytes": size,
+            "bytes_read": nbytes,
+            "seconds": round(seconds, 3),
+            "mib_per_s": round(nbytes / 2**20 / seconds, 1) if nbytes else None,
+            "peak_rss_mib": round(max(peaks[name]), 1),
+            "rounds": rounds,
+        })  # fmt: skip
+    return rows
+
+
+def render(rows: list[dict[str, Any]]) -> str:
+    from tabulate import tabulate
+
+    size = rows[0]["file_bytes"]
+    table = [
+        [row["case"], f"{row['seconds']:.2f}", "" if row["mib_per_s"] is None else f"{row['mib_per_s']:.0f}",
+         f"{row['peak_rss_mib']:.0f}"]
+        for row in rows
+    ]  # fmt: skip
+    head = f"two files of {size / 2**30:.2f} GiB each; median of {rows[0]['rounds']} round(s), warm page cache"
+    return head + "\n" + tabulate(table, headers=["case", "seconds", "MiB/s", "peak RSS MiB"], tablefmt="github")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="two 256 MiB files, one round")
+    print(render(run(parser.parse_args().quick)))
