@@ -73,7 +73,8 @@ class Policy:
             return rule
         parts = rule.split(":")
         if len(parts) != 2:
-            raise PolicyError(self._where("allow_dtype_change"), f"{rule!r} is not FROM:TO (e.g. BF16:F32)")
+            raise PolicyError(self._where("allow_dtype_change"), f"{rule!r} is not FROM:TO (e.g. BF16:F32)",
+                              "a bare --allow-dtype-change goes after A and B")  # fmt: skip
         normalised = []
         for dtype in parts:
             dtype = dtype.strip().upper()
