@@ -68,7 +68,7 @@ def display_rows(report: Report, options: RenderOptions) -> list[DisplayRow]:
 
 
 #: Value-statistics columns (``--values``), after the status.
-VALUE_HEADERS = ["max |Δ|", "cos", "rel L2"]
+VALUE_HEADERS = ["max |Δ|", "mean |Δ|", "cos", "rel L2"]
 
 
 def has_values(lines: Sequence[DisplayRow]) -> bool:
@@ -76,17 +76,17 @@ def has_values(lines: Sequence[DisplayRow]) -> bool:
 
 
 def value_cells(row: TensorRow) -> list[str]:
-    """max |b−a|, cosine and relative L2 of a row, "=" for equal tensors, blanks where not compared."""
+    """max and mean |b−a|, cosine and relative L2 of a row, "=" for equal tensors, blanks where not compared."""
     v = row.values
     if v is None:
-        return ["", "", ""]
+        return ["", "", "", ""]
     if v["equal"]:
-        return ["= (sha256)" if v.get("method") == "sha256" else "=", "", ""]
+        return ["= (sha256)" if v.get("method") == "sha256" else "=", "", "", ""]
 
     def number(key: str, spec: str) -> str:
         return "—" if v.get(key) is None else format(v[key], spec)
 
-    return [number("max_abs", ".3g"), number("cosine", ".6f"), number("rel_l2", ".3g")]
+    return [number("max_abs", ".3g"), number("mean_abs", ".3g"), number("cosine", ".6f"), number("rel_l2", ".3g")]
 
 
 def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
