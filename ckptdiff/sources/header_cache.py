@@ -13,10 +13,12 @@ entry is a miss rather than a wrong answer. Every write goes to a temporary file
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 import re
-import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
@@ -87,16 +89,25 @@ class HeaderCache:
         _atomic_write(self._header_path(commit, path), prefix)
 
 
+_made_dirs: set[Path] = set()
+_counter = itertools.count()
+
+
 def _atomic_write(target: Path, data: bytes) -> None:
+    """Write to a temporary name unique to this process and thread, then rename it into place."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}-{next(_counter)}.part")
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".part")
+        if target.parent not in _made_dirs:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _made_dirs.add(target.parent)
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             with os.fdopen(handle, "wb") as out:
                 out.write(data)
             os.replace(temporary, target)
         except BaseException:
-            os.unlink(temporary)
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
             raise
     except OSError:
-        pass  # a read-only or full cache only costs requests next time
+        _made_dirs.discard(target.parent)  # a cache that fails costs requests next time, nothing else
