@@ -6,6 +6,8 @@ import json
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 from .errors import CkptdiffError, IndexError_
@@ -87,20 +89,26 @@ class Checkpoint:
 
     @property
     def parameters(self) -> int:
-        return sum(t.numel for t in self.tensors.values())
+        return sum(map(attrgetter("numel"), self.tensors.values()))
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in self.tensors.values())
+        spans = list(map(attrgetter("data_offsets"), self.tensors.values()))
+        return sum(map(itemgetter(1), spans)) - sum(map(itemgetter(0), spans))
 
     def dtype_totals(self) -> dict[DType, tuple[int, int]]:
         """Parameters and bytes per dtype, sorted by dtype name."""
-        totals: dict[DType, list[int]] = {}
-        for tensor in self.tensors.values():
-            entry = totals.setdefault(tensor.dtype, [0, 0])
-            entry[0] += tensor.numel
-            entry[1] += tensor.nbytes
-        return {dtype: (p, b) for dtype, (p, b) in sorted(totals.items())}
+        # Column-wise, so that every pass over ~140 k tensors runs in C.
+        infos = self.tensors.values()
+        dtypes = list(map(attrgetter("dtype"), infos))
+        numels = list(map(attrgetter("numel"), infos))
+        spans = list(map(attrgetter("data_offsets"), infos))
+        begins, ends = list(map(itemgetter(0), spans)), list(map(itemgetter(1), spans))
+        totals = {}
+        for dtype in sorted(set(dtypes)):
+            mask = list(map(dtype.__eq__, dtypes))
+            totals[dtype] = (sum(compress(numels, mask)), sum(compress(ends, mask)) - sum(compress(begins, mask)))
+        return totals
 
     @property
     def display(self) -> str:
@@ -171,16 +179,14 @@ def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
     weight_map = document.get("weight_map")
     if not isinstance(weight_map, dict):
         raise IndexError_(index_name, "index has no 'weight_map' object")
-    checked: dict[str, RelativePath] = {}
-    normalised: dict[str, RelativePath] = {}  # ~60 shard paths for ~140 k names: check each path once
-    for name, path in weight_map.items():
-        shard = normalised.get(path) if type(path) is str else None
-        if shard is None:
-            shard = check_shard_path(path, index_name=index_name)
-            if type(path) is str:
-                normalised[path] = shard
-        checked[name] = shard
-    return checked
+    if all(type(path) is str for path in weight_map.values()):
+        # ~60 shard paths for ~140 k names: check each once, in the order the index first names it
+        paths = dict.fromkeys(weight_map.values())
+        normalised = {path: check_shard_path(path, index_name=index_name) for path in paths}
+        if all(path == shard for path, shard in normalised.items()):
+            return dict(weight_map)
+        return {name: normalised[path] for name, path in weight_map.items()}
+    return {name: check_shard_path(path, index_name=index_name) for name, path in weight_map.items()}
 
 
 def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:
@@ -215,9 +221,11 @@ class _DuplicateKey(Exception):
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """An index naming one tensor twice maps it to two shards: json.loads would silently keep the last."""
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise _DuplicateKey(key)
-        result[key] = value
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return result

@@ -111,10 +111,22 @@ def _tensor_rows(
     config_a: Mapping[str, Any] | None = None,
     config_b: Mapping[str, Any] | None = None,
 ) -> Iterator[TensorRow]:
+    sides: dict[tuple[tuple[int, ...], str], TensorSide] = {}  # immutable, so rows share them: ~30 in 140 k rows
+
+    def side_of(info: TensorInfo | None, name: str) -> TensorSide | None:
+        if info is None:
+            return None
+        if info.name != name:
+            return TensorSide(info.shape, info.dtype, info.name)
+        key = (info.shape, info.dtype)
+        found = sides.get(key)
+        if found is None:
+            found = sides[key] = TensorSide(info.shape, info.dtype)
+        return found
+
     for name in sorted(a.keys() | b.keys()):
         ta, tb = a.get(name), b.get(name)
-        side_a = TensorSide(ta.shape, ta.dtype, ta.name if ta.name != name else None) if ta else None
-        side_b = TensorSide(tb.shape, tb.dtype, tb.name if tb.name != name else None) if tb else None
+        side_a, side_b = side_of(ta, name), side_of(tb, name)
         if ta and tb:
             status, note = _pair_status(ta, tb)
             yield TensorRow(name, status, side_a, side_b, note)

@@ -60,7 +60,9 @@ def name_side(
     checkpoint: Checkpoint, label: str, profile: Profile | None, renames: Sequence[RenameRule] = ()
 ) -> NamedSide:
     renamed: dict[str, TensorInfo] = {}
-    for original, info in checkpoint.tensors.items():
+    if not renames and "" not in checkpoint.tensors:  # nothing to rename or refuse: one copy (140 k names)
+        renamed = dict(checkpoint.tensors)
+    for original, info in () if renamed else checkpoint.tensors.items():
         name = original
         for rule in renames:
             name = rule.apply(name)
