@@ -374,6 +374,18 @@ def test_a_bad_header_on_the_hub_names_the_file(hub_client, tmp_path):
     assert error.value.line().startswith(f"org/bad@{commit[:12]}:model.safetensors: ")
 
 
+def test_with_several_bad_shards_the_first_by_name_is_reported(hub_client, small_base):
+    for number in (4, 2):
+        shard = small_base / f"model-0000{number}-of-000004.safetensors"
+        with open(shard, "r+b") as handle:
+            handle.seek(8)
+            handle.write(b"[")  # the header no longer starts with '{'
+    commit = hub_client.add_repo("org/base", small_base)
+    with pytest.raises(HeaderError) as error:
+        resolve("org/base")
+    assert error.value.line().startswith(f"org/base@{commit[:12]}:model-00002-of-000004.safetensors: ")
+
+
 def test_an_index_naming_a_shard_the_repo_lacks(hub_client, small_base):
     index = json.loads((small_base / "model.safetensors.index.json").read_text())
     index["weight_map"]["extra.weight"] = "model-00009-of-000004.safetensors"

@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -127,40 +127,16 @@ class _HubReader:
         for name, what in ((CONFIG_NAME, "config.json"), (index, "index")):
             if name in files:  # refused before downloading: no real config or index is this big
                 check_json_size(files[name].size, self._source(name), what=what)
+        index_name = self._source(index) if index else self.where
+        weight_map: dict[str, RelativePath] | None = None
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="ckptdiff-hub")
         small = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-hub-json")  # config, index
         try:
             config_job = small.submit(self._fetch_file, CONFIG_NAME) if CONFIG_NAME in files else None
-            weight_map: dict[str, RelativePath] | None = None
-            jobs: dict[RelativePath, Future[SafetensorsHeader]]
-            index_name = self._source(index or "")
             if index is not None:
-                index_job = small.submit(self._fetch_file, index)
-                early: dict[RelativePath, Future[SafetensorsHeader]] = {}
-                if wanted is None:
-                    # Start on the shards the listing shows while the index downloads; sized from the index's size.
-                    guesses = _shard_guesses(files, index)
-                    first = _first_range_from_index(files[index].size, len(guesses))
-                    early = {name: pool.submit(self._header, files[name], first) for name in guesses}
-                weight_map = parse_index(Path(index_job.result()).read_bytes(), index_name=index_name)
-                shards = sorted(set(weight_map.values()))
-                if wanted is not None:
-                    shards = sorted({weight_map[name] for name in wanted if name in weight_map})
-                    weight_map = {name: file for name, file in weight_map.items() if file in shards}
-                missing = [shard for shard in shards if shard not in files]
-                if missing:
-                    raise CkptdiffError(index_name, f"shard {missing[0]} listed in the index is not in the repo")
-                jobs = {shard: early.pop(shard) for shard in shards if shard in early}
-                if len(jobs) < len(shards):
-                    estimates = _header_estimates(weight_map)
-                    for shard in shards:
-                        if shard not in jobs:
-                            jobs[shard] = pool.submit(self._header, files[shard], estimates[shard])
-                for unused in early.values():
-                    unused.cancel()
+                jobs, weight_map = self._start_sharded(pool, small, files, index, wanted)
             else:
-                names = [single] if single else loose
-                jobs = {name: pool.submit(self._header, files[name], None) for name in names}
+                jobs = {name: pool.submit(self._header, files[name], None) for name in ([single] if single else loose)}
             headers = self._collect(jobs)
             config = None
             if config_job is not None:
@@ -180,23 +156,70 @@ class _HubReader:
             metadata={name: headers[name].metadata for name in order},
         )
 
+    def _start_sharded(
+        self,
+        pool: ThreadPoolExecutor,
+        small: ThreadPoolExecutor,
+        files: dict[str, ListedFile],
+        index: RelativePath,
+        wanted: AbstractSet[str] | None,
+    ) -> tuple[dict[RelativePath, Future[SafetensorsHeader]], dict[str, RelativePath]]:
+        """Header jobs for the shards the index names (only those holding ``wanted``), and the weight map.
+
+        Reading every shard, the ones the listing shows are started while the index downloads, their first
+        range sized from the index's size; the index then decides which are kept.
+        """
+        index_name = self._source(index)
+        index_job = small.submit(self._fetch_file, index)
+        early: dict[RelativePath, Future[SafetensorsHeader]] = {}
+        if wanted is None:
+            guesses = _shard_guesses(files, index)
+            first = _first_range_from_index(files[index].size, len(guesses))
+            early = {name: pool.submit(self._header, files[name], first) for name in guesses}
+        weight_map = parse_index(Path(index_job.result()).read_bytes(), index_name=index_name)
+        shards = sorted(set(weight_map.values()))
+        if wanted is not None:
+            shards = sorted({weight_map[name] for name in wanted if name in weight_map})
+            weight_map = {name: file for name, file in weight_map.items() if file in shards}
+        missing = [shard for shard in shards if shard not in files]
+        if missing:
+            raise CkptdiffError(index_name, f"shard {missing[0]} listed in the index is not in the repo")
+        jobs = {shard: early.pop(shard) for shard in shards if shard in early}
+        if len(jobs) < len(shards):
+            estimates = _header_estimates(weight_map)
+            for shard in shards:
+                if shard not in jobs:
+                    jobs[shard] = pool.submit(self._header, files[shard], estimates[shard])
+        for unused in early.values():
+            unused.cancel()
+        return jobs, weight_map
+
     def _collect(self, jobs: dict[RelativePath, Future[SafetensorsHeader]]) -> dict[RelativePath, SafetensorsHeader]:
+        """Wait for the header jobs; on failure, stop the rest and raise the first failing file's error by name."""
         bar = None
         if self.progress and len(jobs) >= PROGRESS_MIN_SHARDS and sys.stderr.isatty():
             from tqdm import tqdm
 
             bar = tqdm(total=len(jobs), desc=self.repo_id, unit="shard", file=sys.stderr, leave=False)
+        by_future = {future: name for name, future in jobs.items()}
+        headers: dict[RelativePath, SafetensorsHeader] = {}
         try:
-            by_future = {future: name for name, future in jobs.items()}
-            headers = {}
             for future in as_completed(by_future):
+                if future.exception() is not None:
+                    break
                 headers[by_future[future]] = future.result()
                 if bar is not None:
                     bar.update(1)
-            return headers
         finally:
             if bar is not None:
                 bar.close()
+        if len(headers) < len(jobs):
+            for future in jobs.values():
+                future.cancel()
+            wait(list(jobs.values()))
+            failed = [name for name, future in sorted(jobs.items()) if not future.cancelled() and future.exception()]
+            raise jobs[failed[0]].exception()  # type: ignore[misc]
+        return headers
 
     # --- revision and listing ---------------------------------------------------------------------------
 
