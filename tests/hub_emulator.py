@@ -12,7 +12,12 @@ on disk, served at commits you create; sparse files are fine (only the bytes ask
     emulator.fail_next(503, count=2, retry_after=0)            # the next 2 requests answer 503
     emulator.ignore_range = True                               # answer Range with 200 + the whole body
     emulator.requests["resolve"], emulator.bytes_sent["resolve"] # counters per route (see ROUTES)
+    emulator.log                                               # every request: route, path, Range, status,
+                                                               # bytes sent, arrival time (never the token)
     emulator.stop()
+
+By hand: ``python tests/hub_emulator.py [--port 8765] [--latency 0.05] org/name=FOLDER ...`` serves until
+interrupted and prints the ``HF_ENDPOINT`` to export.
 
 Routes (as the real Hub answers them, per the client's source):
 
