@@ -105,8 +105,8 @@ def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
 
 
 def visible_rows(report: Report, only_diffs: bool) -> Sequence[TensorRow]:
-    if only_diffs:
-        return [row for row in report.tensors if row.status != "match"]
+    if only_diffs:  # a match whose values changed (--values) is a difference too
+        return [row for row in report.tensors if row.status != "match" or (row.values and not row.values["equal"])]
     return report.tensors
 
 
