@@ -12,6 +12,7 @@ on disk, served at commits you create; sparse files are fine (only the bytes ask
     emulator.fail_next(503, count=2, retry_after=0)            # the next 2 requests answer 503
     emulator.ignore_range = True                               # answer Range with 200 + the whole body
     emulator.requests["resolve"], emulator.bytes_sent["resolve"] # counters per route (see ROUTES)
+    emulator.max_in_flight["resolve"]                          # the most requests answered at once
     emulator.log                                               # every request: route, path, Range, status,
                                                                # bytes sent, arrival time (never the token)
     emulator.stop()
@@ -153,6 +154,9 @@ class HubEmulator:
         self.requests: Counter[str] = Counter()
         self.bytes_sent: Counter[str] = Counter()
         self.log: list[LoggedRequest] = []
+        #: the most requests answered at the same time, per route and "all" (how parallel the client was)
+        self.max_in_flight: Counter[str] = Counter()
+        self._in_flight: Counter[str] = Counter()
         self._forced: list[dict[str, Any]] = []
         self._sha_overrides: dict[tuple[str, str], str] = {}
         self._hash_cache: dict[tuple[str, int, int], tuple[str, str | None]] = {}
@@ -234,6 +238,7 @@ class HubEmulator:
         with self._lock:
             self.requests.clear()
             self.bytes_sent.clear()
+            self.max_in_flight.clear()
             self.log.clear()
 
     @property
@@ -332,6 +337,17 @@ class HubEmulator:
             self.requests[entry.route] += 1
             self.log.append(entry)
 
+    def _enter(self, route: str) -> None:
+        with self._lock:
+            for key in (route, "all"):
+                self._in_flight[key] += 1
+                self.max_in_flight[key] = max(self.max_in_flight[key], self._in_flight[key])
+
+    def _leave(self, route: str) -> None:
+        with self._lock:
+            for key in (route, "all"):
+                self._in_flight[key] -= 1
+
     def _count_bytes(self, entry: LoggedRequest, n: int) -> None:
         with self._lock:
             entry.bytes_sent += n
@@ -393,6 +409,13 @@ class _Handler(BaseHTTPRequestHandler):
             origin, self.command, route, split.path, self.headers.get("Range"), "authorization" in self.headers
         )
         self.emulator._record(entry)
+        self.emulator._enter(route)
+        try:
+            self._handle(entry, origin, split, raw_parts, route)
+        finally:
+            self.emulator._leave(route)
+
+    def _handle(self, entry: LoggedRequest, origin: str, split: Any, raw_parts: list[str], route: str) -> None:
         request = Request(self, origin, self.command, route, split.path, parse_qs(split.query), self.headers, entry)
         if self.emulator.latency:
             time.sleep(self.emulator.latency)

@@ -104,6 +104,17 @@ def test_a_branch_that_moves_is_followed_and_a_tag_stays(hub_client, tmp_path):
     assert tagged.revision == first and "fc.weight" in tagged.tensors
 
 
+def test_shards_are_read_in_parallel_on_a_bounded_pool(hub_client, tmp_path):
+    hub_client.add_repo("org/base", write_kimi_k2_base(tmp_path / "base", layers=12, experts=1))
+    hub_client.latency = 0.05  # long enough for the workers' requests to overlap
+
+    resolve("org/base", SourceOptions(jobs=3))
+
+    # 3 header workers, plus config.json and the index downloading beside them
+    assert 2 <= hub_client.max_in_flight["resolve"] <= 3 + 2
+    assert hub_client.requests["resolve"] == 2 + 2 + 12
+
+
 # --- cache and offline ------------------------------------------------------------------------------------
 
 
