@@ -369,10 +369,10 @@ def report(sections: Sequence[Section], header: list[str]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one round, no warm-up, quick remote/values")
-    parser.add_argument("--rounds", type=int, help="rounds per case (default: 5, or 1 with --quick)")
+    parser.add_argument("--rounds", type=int, help="rounds per case (default: 3, or 1 with --quick)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave benchmarks/RESULTS.md alone")
     args = parser.parse_args(argv)
-    rounds = args.rounds or (1 if args.quick else 5)
+    rounds = args.rounds or (1 if args.quick else 3)
     started = time.perf_counter()
     command_line = "python benchmarks/run.py" + (" --quick" if args.quick else "")
     header = [
