@@ -171,6 +171,15 @@ def test_offline_works_from_a_snapshot_huggingface_hub_downloaded(hub_client, mo
     assert hub_client.total_requests == 0
 
 
+def test_offline_with_only_config_json_downloaded_is_not_cached(hub_client, monkeypatch):
+    hub_client.add_repo("org/drafter", PUBLISHED)
+    hf_hub_download("org/drafter", "config.json")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+
+    with pytest.raises(SourceError, match="not in the local cache and offline mode is on"):
+        resolve("org/drafter")
+
+
 def test_a_shard_already_in_the_hf_cache_is_read_from_disk(hub_client):
     commit = hub_client.add_repo("org/drafter", PUBLISHED)
     hf_hub_download("org/drafter", "model.safetensors", revision=commit)

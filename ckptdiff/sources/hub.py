@@ -288,6 +288,9 @@ class _HubReader:
                 blob = os.path.basename(os.path.realpath(path))
                 sha256 = blob if re.fullmatch(r"[0-9a-f]{64}", blob) else None
                 listing.append(ListedFile(path.relative_to(snapshot).as_posix(), path.stat().st_size, sha256))
+        # A snapshot holding only some files (say config.json) says nothing about the repo's weights.
+        if not any(f.path.endswith((".safetensors", INDEX_SUFFIX)) for f in listing):
+            return None
         return listing
 
     # --- files through the HF cache ---------------------------------------------------------------------
