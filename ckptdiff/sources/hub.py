@@ -48,7 +48,8 @@ SINGLE_FILE_NAME = "model.safetensors"
 INITIAL_RANGE = 100_000
 #: The smallest first GET when the index lets us estimate a shard's header (estimates carry their own margin).
 MIN_ESTIMATED_RANGE = 16 * 1024
-#: Retries for one request (status 408/429/5xx honouring Retry-After, read timeouts, dropped connections).
+#: Retries for one request: status 408/429/5xx (honouring Retry-After) and dropped connections. A timeout or a
+#: refused connection is reported at once.
 MAX_RETRIES = 3
 #: Below this many shards the progress bar is not worth drawing.
 PROGRESS_MIN_SHARDS = 4
@@ -81,6 +82,9 @@ class _BodyInterrupted(Exception):
 
 
 class _HubReader:
+    """One Hub checkpoint being read: its repo, the commit once resolved, and how to fetch (from SourceOptions and
+    huggingface_hub's configuration, read when the run starts)."""
+
     def __init__(self, spec: str, parsed: HubSpec, options: SourceOptions) -> None:
         from huggingface_hub import constants
 
