@@ -97,6 +97,18 @@ def test_equal_tensors_and_all_zero_ones(tmp_path: Path) -> None:
     assert stats["zeros"].equal and stats["zeros"].cosine is None  # undefined for a zero vector
 
 
+def test_a_dtype_change_is_compared_in_float32(tmp_path: Path) -> None:
+    """bf16 weights saved again as f32 hold the same numbers: equal by value, though not by bytes."""
+    weights = torch.randn(16, 8, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    a = resolve(str(save(tmp_path / "a", {"w": weights})))
+    b = resolve(str(save(tmp_path / "b", {"w": weights.float()})))
+
+    stats = values.compare_values(a, b, ["w"]).stats["w"]
+
+    assert stats.equal and stats.cosine == pytest.approx(1.0)
+    assert stats.note == "BF16 vs F32, compared as float32"
+
+
 def test_nan_and_overflow_are_left_out_and_said(tmp_path: Path) -> None:
     a = torch.tensor([1.0, float("nan"), 3.0, 3e38], dtype=torch.float32)
     b = torch.tensor([1.5, float("nan"), 3.0, -3e38], dtype=torch.float32)
