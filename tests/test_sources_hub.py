@@ -251,6 +251,17 @@ def test_a_server_that_ignores_range_is_read_only_as_far_as_the_header(hub_clien
     assert sent < (repo / "model.safetensors").stat().st_size // 4, sent
 
 
+def test_a_long_header_from_a_server_that_ignores_range_takes_one_request(hub_client, tmp_path):
+    _write_with_header_length(tmp_path / "repo" / "model.safetensors", 3 * INITIAL_RANGE)
+    hub_client.add_repo("org/long", tmp_path / "repo")
+    hub_client.ignore_range = True
+
+    checkpoint = resolve("org/long")
+
+    assert len(checkpoint.metadata["model.safetensors"]["pad"]) > 0
+    assert [entry.status for entry in hub_client.log if entry.range] == [200]  # read on to the header's end
+
+
 def test_lfs_files_are_read_through_the_redirect_without_the_token(hub_client, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     hub_client.valid_tokens.add(TOKEN)

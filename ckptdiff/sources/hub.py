@@ -36,7 +36,13 @@ from ..checkpoint import (
     tensors_from_shards,
 )
 from ..errors import CkptdiffError, HeaderError, SourceError
-from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
+from ..safetensors_header import (
+    LENGTH_PREFIX_BYTES,
+    MAX_HEADER_BYTES,
+    SafetensorsHeader,
+    parse_header,
+    read_header_length,
+)
 from .header_cache import HeaderCache, ListedFile
 
 if TYPE_CHECKING:
@@ -460,10 +466,12 @@ def _retry_policy() -> dict[str, Any]:
 
 
 def _needed_from_prefix(data: bytes | bytearray) -> int | None:
-    """How many bytes from the start of the file a header needs, once its 8-byte length has arrived."""
+    """How many bytes from the start of the file a header needs, once its 8-byte length has arrived (None for a
+    length the reader would refuse anyway: then the caller stops at its range and the reader says why)."""
     if len(data) < LENGTH_PREFIX_BYTES:
         return None
-    return LENGTH_PREFIX_BYTES + int.from_bytes(data[:LENGTH_PREFIX_BYTES], "little")
+    length = int.from_bytes(data[:LENGTH_PREFIX_BYTES], "little")
+    return LENGTH_PREFIX_BYTES + length if length <= MAX_HEADER_BYTES else None
 
 
 def _read_body(
@@ -484,6 +492,7 @@ def _read_body(
         raise SourceError(source, f"unexpected HTTP {response.status_code} to a ranged GET")
     want = stop - start
     partial = response.status_code == 206
+    limit = want  # a 200 from byte 0 goes on to the end of the header: cheaper than asking again
     data = bytearray()
     try:
         for chunk in response.iter_raw():
@@ -496,15 +505,13 @@ def _read_body(
                 if len(data) > want:
                     break  # more than the range: stop reading (the connection is dropped)
                 continue  # read a 206 to its end so the connection goes back to the pool
-            if len(data) >= want:
+            if needed is not None and start == 0 and limit == want:
+                limit = needed(data) or want
+            if len(data) >= limit:
                 break
-            if needed is not None and start == 0:
-                total = needed(data)
-                if total is not None and len(data) >= total:
-                    break
     except (httpx2.ReadError, httpx2.RemoteProtocolError) as err:
         raise _BodyInterrupted(str(err)) from err
-    return bytes(data[:want])
+    return bytes(data[:limit])
 
 
 def _parse_prefix(prefix: bytes, source: str, size: int | None) -> SafetensorsHeader:
