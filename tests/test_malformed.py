@@ -478,6 +478,11 @@ def test_a_header_length_near_the_limit_is_refused_before_allocating(tmp_path: P
     assert grown_kib < 50_000
 
 
+def test_a_home_folder_of_no_user_is_a_missing_path() -> None:
+    with pytest.raises(SourceError, match="no such file or folder"):
+        resolve("~no-such-user-on-this-machine/model.safetensors")
+
+
 @pytest.mark.skipif(sys.platform != "linux", reason="/dev/zero and /proc are Linux features")
 def test_a_character_device_is_not_read_forever() -> None:
     with pytest.raises(SourceError, match="not a regular file"):

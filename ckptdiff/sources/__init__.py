@@ -39,7 +39,10 @@ class SourceOptions:
 
 
 def parse_spec(spec: str) -> LocalSpec | HubSpec:
-    expanded = Path(spec).expanduser()
+    try:
+        expanded = Path(spec).expanduser()
+    except RuntimeError:  # ~user for a user that does not exist
+        raise SourceError(spec, "no such file or folder (its ~user has no home directory)") from None
     if spec.startswith(("./", "../", "/", "~", ".\\")) or spec in (".", "..") or expanded.exists():
         return LocalSpec(expanded)
     repo, _, revision = spec.partition("@")
