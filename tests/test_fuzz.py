@@ -359,3 +359,17 @@ def test_a_torch_archive_with_any_pickle_program_is_read_or_refused(program: lis
             pass
     finally:
         os.unlink(path)
+
+
+# --- what the user types ---------------------------------------------------------------------------------------
+
+
+@FUZZ
+@given(spec=st.text(max_size=30) | st.from_regex(r"[~./a-z@-]{0,12}", fullmatch=True))
+def test_any_spec_is_a_path_a_repo_or_one_error(spec: str) -> None:
+    from ckptdiff.sources import parse_spec
+
+    try:
+        parse_spec(spec)
+    except CkptdiffError:
+        pass
