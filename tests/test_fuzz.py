@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -201,19 +202,16 @@ def test_every_valid_file_round_trips(specs: list[tuple[str, str, list[int]]], m
 
 
 def reference_loads(blob: bytes) -> bool:
-    from safetensors import safe_open
+    """Whether the ``safetensors`` package loads these bytes (its in-memory reader: no numpy or torch needed)."""
+    import safetensors
 
-    handle, path = tempfile.mkstemp(suffix=".safetensors")
+    if not hasattr(safetensors, "deserialize"):
+        pytest.skip("this safetensors has no deserialize()")
     try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(blob)
-        with safe_open(path, "np") as opened:
-            opened.keys()
+        safetensors.deserialize(blob)
         return True
     except Exception:  # the reference's error types vary by version: any refusal counts
         return False
-    finally:
-        os.unlink(path)
 
 
 def assert_agrees_with_the_reference(blob: bytes) -> None:
