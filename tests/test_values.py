@@ -170,6 +170,18 @@ def test_the_table_ranks_value_changes(tmp_path: Path) -> None:
         assert UP_PROJ in lines[0], text  # the largest change comes first, whatever the names' order
 
 
+def test_values_follow_renamed_tensors(tmp_path: Path) -> None:
+    """B names its tensors the vLLM way (model. prefix); --rename matches them, --values reads each side's own."""
+    published, tuned = fine_tuned_pair(tmp_path)
+    tensors = safetensors_torch.load_file(tuned / "model.safetensors")
+    renamed = save(tmp_path / "renamed", {"model." + name: tensor for name, tensor in tensors.items()})
+
+    report = compare_specs(str(published), str(renamed), values=True, renames=[r"^model\.="])
+
+    changed = sorted(row.name for row in report.tensors if row.values and not row.values["equal"])
+    assert changed == ["fc.weight", UP_PROJ]
+
+
 def test_without_torch_the_flag_fails_with_the_install_line(tmp_path: Path) -> None:
     published = REPO / "fixtures" / "kimi-k2-eagle3-published"
     hide_torch = "import sys; sys.modules['torch'] = None; from ckptdiff.cli import main; main(sys.argv[1:])"
