@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import importlib
+import importlib.metadata
 import json
 import os
 import platform
@@ -135,11 +136,16 @@ class Command:
     argv: list[str]
     ok_codes: tuple[int, ...] = (0,)
     seconds: list[float] = field(default_factory=list)
+    cpu_seconds: list[float] = field(default_factory=list)
     rss_mb: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
         return statistics.median(self.seconds)
+
+    @property
+    def median_cpu(self) -> float:
+        return statistics.median(self.cpu_seconds)
 
     @property
     def peak_rss(self) -> float:
@@ -154,9 +160,10 @@ def _environment() -> dict[str, str]:
     return env
 
 
-#: Forks and execs the measured command, waits for it with wait4 and prints its wall time, peak RSS (KiB) and exit
-#: code. It runs as a bare ``python -S`` (a few MB) because a child's ru_maxrss starts from its parent's RSS at
-#: fork time: forking from this runner, which has built 140 k-tensor indexes, would inflate every figure.
+#: Forks and execs the measured command, waits for it with wait4 and prints its wall time, CPU time (user +
+#: system), peak RSS (KiB) and exit code. It runs as a bare ``python -S`` (a few MB) because a child's ru_maxrss
+#: starts from its parent's RSS at fork time: forking from this runner, which has built 140 k-tensor indexes,
+#: would inflate every figure.
 LAUNCHER = """
 import os, sys, time
 errors_path, argv = sys.argv[1], sys.argv[2:]
@@ -170,7 +177,8 @@ if pid == 0:
     finally:
         os._exit(127)
 _, status, usage = os.wait4(pid, 0)
-print(time.perf_counter() - start, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
+cpu = usage.ru_utime + usage.ru_stime
+print(time.perf_counter() - start, cpu, usage.ru_maxrss, os.waitstatus_to_exitcode(status))
 """
 
 
@@ -179,11 +187,12 @@ def measure_once(command: Command) -> None:
     with tempfile.NamedTemporaryFile(prefix="ckptdiff-bench-", suffix=".err") as errors:
         launcher = [sys.executable, "-S", "-c", LAUNCHER, errors.name, *command.argv]
         done = subprocess.run(launcher, capture_output=True, text=True, env=_environment(), cwd=ROOT, check=True)
-        seconds, rss_kib, code = done.stdout.split()
+        seconds, cpu_seconds, rss_kib, code = done.stdout.split()
         if int(code) not in command.ok_codes:
             detail = Path(errors.name).read_text(errors="replace").strip()[-2000:]
             raise SystemExit(f"benchmark command failed ({code}): {' '.join(command.argv)}\n{detail}")
     command.seconds.append(float(seconds))
+    command.cpu_seconds.append(float(cpu_seconds))
     command.rss_mb.append(int(rss_kib) / 1024)  # ru_maxrss is in KiB on Linux
 
 
@@ -193,6 +202,7 @@ def measure(commands: Sequence[Command], rounds: int, *, warmup: bool) -> None:
         for command in commands:
             measure_once(command)
             command.seconds.clear()
+            command.cpu_seconds.clear()
             command.rss_mb.clear()
     for _ in range(rounds):
         for command in commands:
@@ -241,14 +251,15 @@ def case_local_scale(pair: Pair, rounds: int, warmup: bool) -> tuple[Section, Co
     for command in commands:
         ratio = command.median / ours.median
         rows.append([f"`{command.label}`", f"{command.median:.2f}", f"{min(command.seconds):.2f}",
-                     f"{command.peak_rss:.0f}", f"{ratio:.2f}×"])  # fmt: skip
+                     f"{command.median_cpu:.2f}", f"{command.peak_rss:.0f}", f"{ratio:.2f}×"])  # fmt: skip
     hf = commands[1]
     lines = [
         f"Two Kimi-K2-base-shaped checkpoints, {pair.tensors:,} tensors and 61 shards each (every tensor matches, "
-        "one config key differs). Medians over the rounds; \"× ckptdiff\" is that row's time over ckptdiff's "
+        "one config key differs). Medians over the rounds (wall time; CPU s is user + system time of the process, "
+        "steadier when the machine is shared); \"× ckptdiff\" is that row's wall time over ckptdiff's "
         "end-to-end time (above 1: ckptdiff is faster). Every row starts its own Python process.",
         "",
-        *_table(["command", "median s", "min s", "peak RSS MB", "× ckptdiff"], rows),
+        *_table(["command", "median s", "min s", "CPU s", "peak RSS MB", "× ckptdiff"], rows),
     ]
     checks = [
         (f"end to end ≤ {TARGET_SECONDS:.0f} s (median {ours.median:.2f} s)", ours.median <= TARGET_SECONDS),
@@ -274,13 +285,15 @@ def case_scaling(pairs: dict[str, Pair], full: Command | None, rounds: int) -> S
         tensors = pairs[name].tensors
         per_tensor = command.median / tensors * 1e6
         baseline = baseline or per_tensor
-        rows.append([name, f"{SCALES[name]}", f"{tensors:,}", f"{command.median:.2f}", f"{per_tensor:.1f}",
-                     f"{per_tensor / baseline:.2f}", f"{command.peak_rss:.0f}"])  # fmt: skip
+        rows.append([name, f"{SCALES[name]}", f"{tensors:,}", f"{command.median:.2f}", f"{command.median_cpu:.2f}",
+                     f"{per_tensor:.1f}", f"{per_tensor / baseline:.2f}", f"{command.peak_rss:.0f}"])  # fmt: skip
     lines = [
         "`ckptdiff A B --format json -o /dev/null` on pairs of the same 61-shard layout with fewer routed experts "
         "per layer. Linear cost shows as a flat time per tensor (start-up, a fixed cost, weighs most at 1×).",
         "",
-        *_table(["size", "experts/layer", "tensors/side", "median s", "µs/tensor", "vs 1×", "peak RSS MB"], rows),
+        *_table(
+            ["size", "experts/layer", "tensors/side", "median s", "CPU s", "µs/tensor", "vs 1×", "peak RSS MB"], rows
+        ),
     ]
     return Section("Scaling with the number of tensors", lines)
 
@@ -340,8 +353,8 @@ def machine() -> list[str]:
     versions = []
     for package in ("huggingface_hub", "safetensors", "click"):
         try:
-            versions.append(f"{package} {importlib.import_module(package).__version__}")
-        except ImportError:
+            versions.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
             versions.append(f"{package} absent")
     return [
         f"- CPU: {cpu}, {os.cpu_count()} logical CPUs (`nproc`: {len(os.sched_getaffinity(0))})",

@@ -124,27 +124,35 @@ def tensors_from_shards(
 ) -> dict[str, TensorInfo]:
     """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one."""
     tensors: dict[str, TensorInfo] = {}
+    stored_in: dict[str, RelativePath] = {}  # name → shard, to hold against the index in one C-level comparison
+    stored = 0
     for file in sorted(headers):
         header = headers[file]
         start = header.data_start
         for name, entry in header.tensors.items():
-            if name in tensors:
-                raise IndexError_(
-                    index_name, f"tensor {name!r} is stored in two shards: {tensors[name].file} and {file}"
-                )
             begin, end = entry.data_offsets
             tensors[name] = _make_info(name, entry.dtype, entry.shape, file, (start + begin, start + end), entry.numel)
-    if weight_map is not None:
+        stored += len(header.tensors)
+        if weight_map is not None:
+            stored_in.update(dict.fromkeys(header.tensors, file))
+    if len(tensors) != stored:  # a name in two shards: name the first, in the order the shards are merged
+        first_in: dict[str, RelativePath] = {}
+        for file in sorted(headers):
+            for name in headers[file].tensors:
+                if name in first_in:
+                    both = f"{first_in[name]} and {file}"
+                    raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
+                first_in[name] = file
+    if weight_map is not None and stored_in != weight_map:  # find and name the first disagreement
         for name, file in weight_map.items():
             found = tensors.get(name)
             if found is None:
                 raise IndexError_(index_name, f"tensor {name!r} is listed in the index for {file} but no shard has it")
             if found.file != file:
                 raise IndexError_(index_name, f"tensor {name!r} is listed in {file} but stored in {found.file}")
-        if len(tensors) != len(weight_map):  # every indexed name is stored: only an unindexed one can differ
-            for name, info in tensors.items():
-                if name not in weight_map:
-                    raise IndexError_(index_name, f"tensor {name!r} is in shard {info.file} but not in the index")
+        for name, info in tensors.items():  # every indexed name is stored where listed: one is unindexed
+            if name not in weight_map:
+                raise IndexError_(index_name, f"tensor {name!r} is in shard {info.file} but not in the index")
     return tensors
 
 

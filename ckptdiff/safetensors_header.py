@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from .errors import HeaderError
@@ -103,7 +104,7 @@ class SafetensorsHeader:
 
     @property
     def data_length(self) -> int:
-        return max((t.data_offsets[1] for t in self.tensors.values()), default=0)
+        return max(map(itemgetter(1), map(attrgetter("data_offsets"), self.tensors.values())), default=0)
 
     @property
     def file_size(self) -> int:
