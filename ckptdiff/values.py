@@ -3,11 +3,12 @@
 For every tensor both sides store with the same shape: exactly equal?, max |b−a|, mean |b−a|, cosine
 similarity and relative L2 ‖b−a‖/‖a‖, computed in float32 (bf16, f16 and fp8 are widened first).
 
-Memory: one tensor at a time, read in chunks of ``CHUNK_ELEMENTS`` into two reusable buffers, so the peak is a
-few chunks whatever the checkpoint's size. Bytes come from plain positioned reads at the offsets the headers
-give (safetensors) or the restricted unpickler found (torch zip archives, whose storages are stored
-uncompressed). Not through safetensors' ``safe_open``: it maps the file, and every mapped page read stays in
-the process's resident set until the kernel reclaims it, so a 2 GB file would cost ~2 GB of RSS.
+Memory: one tensor at a time, read in chunks of ``CHUNK_ELEMENTS`` into buffers allocated once (a raw and a
+float32 chunk per side, and one for b − a), so the peak is a few chunks whatever the checkpoint's size. Bytes
+come from plain positioned reads at the offsets the headers give (safetensors) or the restricted unpickler
+found (torch zip archives, whose storages are stored uncompressed). Not through safetensors' ``safe_open``:
+it maps the file, and every mapped page read stays in the process's resident set until the kernel reclaims
+it, so a 2 GB file would cost ~2 GB of RSS.
 
 Byte identity without reading: files whose sha256 is known on both sides (the Hub's LFS listing, or the blob
 name of a file in the Hugging Face cache) and equal are identical; their tensors are reported equal unread.
@@ -291,7 +292,7 @@ class _Side:
             except Exception as err:
                 raise SourceError(self.where(info.file), f"torch.load(weights_only=True) refused it: {err}") from None
         loaded = self.loaded[info.file]
-        for key in (None, *_STATE_DICT_KEYS()):
+        for key in (None, *torch_pickle.STATE_DICT_KEYS):
             holder = loaded if key is None else loaded.get(key) if isinstance(loaded, dict) else None
             if isinstance(holder, dict) and info.name in holder:
                 return holder[info.name]
@@ -302,12 +303,6 @@ class _Side:
             reader.handle.close()
         self.readers.clear()
         self.loaded.clear()
-
-
-def _STATE_DICT_KEYS() -> tuple[str, ...]:  # noqa: N802 - a constant from a lazily imported module
-    from .sources.torch_pickle import STATE_DICT_KEYS
-
-    return STATE_DICT_KEYS
 
 
 class _NotComparable(Exception):
