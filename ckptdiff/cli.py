@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import sys
 import tempfile
+import threading
 import traceback
 from dataclasses import replace
 from pathlib import Path
@@ -219,12 +221,22 @@ def command(
     sys.exit(report.exit_code)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """Ctrl-C: one line and exit 130 at once. Unwinding would wait for threads blocked on the network (their
+    pools join them) until their timeout, and click would turn the KeyboardInterrupt into a bare "Aborted"."""
+    sys.stderr.write("ckptdiff: interrupted\n")
+    sys.stderr.flush()
+    os._exit(130)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: CkptdiffError → one line on stderr and exit 2; never a traceback unless --debug."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     if not debug:  # huggingface_hub logs every retry; ckptdiff reports the outcome in one line instead
         os.environ.setdefault("HF_HUB_VERBOSITY", "error")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _interrupt)
     try:
         command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:

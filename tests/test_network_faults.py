@@ -271,3 +271,27 @@ def test_a_listed_file_that_vanished_gives_one_line(hub, ckptdiff):
     result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
 
     assert_one_clear_line(result, "org/drafter@", "entry not found")
+
+
+def test_ctrl_c_while_the_hub_stalls_is_one_line_and_exit_130(hub, tmp_path, released):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    hub.add_repo("org/drafter", PUBLISHED)
+    arrived = threading.Event()
+    hub.hooks.append(lambda request: request.route == "api-info" and (arrived.set() or released.wait(60)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    env.update(hub.client_env(tmp_path / "hf-home"), HF_HUB_DOWNLOAD_TIMEOUT="30")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "ckptdiff", "org/drafter", SAME_AS_PUBLISHED],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert arrived.wait(60)
+        child.send_signal(signal.SIGINT)
+        stdout, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert (child.returncode, stdout, stderr) == (130, "", "ckptdiff: interrupted\n")
