@@ -6,6 +6,7 @@ Faults are emulator hooks on the ranged GET of a safetensors header (the request
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import threading
@@ -295,3 +296,44 @@ def test_ctrl_c_while_the_hub_stalls_is_one_line_and_exit_130(hub, tmp_path, rel
     finally:
         child.kill()
     assert (child.returncode, stdout, stderr) == (130, "", "ckptdiff: interrupted\n")
+
+
+# --- a server whose answers are well-formed HTTP but nonsense ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("siblings", "fragment"),
+    [
+        ([{"rfilename": "model.safetensors", "size": "big"}], "malformed file entry"),
+        ([{"rfilename": "model.safetensors", "size": -5}], "malformed file entry"),
+        ([{"rfilename": None}], "malformed file entry"),
+        ("model.safetensors", "sent a model info it cannot read"),
+        ([{}], "sent a model info it cannot read"),
+        ([{"rfilename": "model.safetensors", "lfs": "yes"}], "sent a model info it cannot read"),
+    ],
+    ids=["size-not-a-number", "size-negative", "no-file-name", "siblings-a-string", "entry-empty", "lfs-a-string"],
+)
+def test_a_malformed_listing_gives_one_line(hub, ckptdiff, siblings, fragment):
+    hub.add_repo("org/drafter", PUBLISHED)
+    listing = {"id": "org/drafter", "sha": hub.repos["org/drafter"].refs["main"], "siblings": siblings}
+
+    def answer(request: Request) -> bool:
+        if request.route != "api-info":
+            return False
+        request.respond(200, json.dumps(listing).encode(), {"Content-Type": "application/json"})
+        return True
+
+    hub.hooks.append(answer)
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter", fragment)
+
+
+def test_a_listing_that_is_not_json_gives_one_line(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    hub.hooks.append(lambda request: request.route == "api-info" and request.respond(200, b"<html>") is None)
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter", "sent a model info it cannot read")

@@ -250,9 +250,16 @@ class _HubReader:
         commit = info.sha
         if not isinstance(commit, str) or not _COMMIT.match(commit):
             raise SourceError(self.where, f"the Hub at {self.endpoint} did not say which commit {revision!r} is")
-        listing = [
-            ListedFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None) for s in info.siblings or []
-        ]
+        try:
+            listing = [
+                ListedFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None)
+                for s in info.siblings or []
+            ]
+        except (AttributeError, TypeError) as err:
+            raise SourceError(self.where, f"the Hub at {self.endpoint} sent a malformed file listing ({err})") from None
+        malformed = next((f for f in listing if not _well_formed(f)), None)
+        if malformed is not None:
+            raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry {malformed}")
         if self.cache.read_listing(commit) != listing:
             self.cache.write_listing(commit, listing)
         if revision != commit and self.cache.read_ref(revision) != commit:
@@ -271,7 +278,13 @@ class _HubReader:
             "GET", url, headers=self._auth_headers(), params={"blobs": True}, timeout=self.timeout, **_retry_policy()
         )
         hf_raise_for_status(response)
-        return ModelInfo(**response.json())
+        try:
+            return ModelInfo(**response.json())
+        except (AttributeError, KeyError, TypeError, ValueError) as err:  # not JSON, or not a model's info
+            detail = f"{type(err).__name__}: {err}"
+            raise SourceError(
+                self.where, f"the Hub at {self.endpoint} sent a model info it cannot read ({detail})"
+            ) from None
 
     def _hf_cache_ref(self, revision: str | None) -> str | None:
         """The commit a branch pointed at when huggingface_hub last downloaded from it (offline fallback)."""
@@ -450,6 +463,16 @@ class _HubReader:
                 "check the network or HF_ENDPOINT; --offline reads only the cache",
             )
         return None
+
+
+def _well_formed(listed: ListedFile) -> bool:
+    """A listing entry as the Hub sends it: a file path, a byte count (if any), a sha256 string (if any)."""
+    return (
+        isinstance(listed.path, str)
+        and bool(listed.path)
+        and (listed.size is None or (type(listed.size) is int and listed.size >= 0))
+        and (listed.sha256 is None or isinstance(listed.sha256, str))
+    )
 
 
 def _retry_policy() -> dict[str, Any]:
