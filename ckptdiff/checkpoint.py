@@ -160,13 +160,12 @@ def check_shard_path(path: str, *, index_name: str) -> RelativePath:
     """A shard path from an index must stay inside the checkpoint: relative, no '..', no drive."""
     if not isinstance(path, str) or not path or not path.isprintable():
         raise IndexError_(index_name, f"shard path {path!r} is not a file name")
-    normal = path.replace("\\", "/")
-    if normal.startswith("/") or (len(normal) > 1 and normal[1] == ":") or "\x00" in normal:
+    normal = posixpath.normpath(path.replace("\\", "/"))  # normalised first: "./C:/x" is a drive path too
+    if normal.startswith("/") or (len(normal) > 1 and normal[1] == ":"):
         raise IndexError_(index_name, f"shard path {path!r} is absolute; it must be inside the checkpoint")
-    parts = normal.split("/")
-    if ".." in parts:
+    if ".." in normal.split("/"):
         raise IndexError_(index_name, f"shard path {path!r} escapes the checkpoint folder")
-    return posixpath.normpath(normal)
+    return normal
 
 
 #: The most bytes ckptdiff reads of a config.json or an index: the limit the reference puts on a header.

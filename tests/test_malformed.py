@@ -353,6 +353,13 @@ CASES = [
         INDEX,
         "not a file name",
     ),
+    Case(
+        "shard-path-drive-after-dot",
+        sharded(index_of({"w": ".\\C:\\a.safetensors"}), SHARDS),
+        IndexError_,
+        INDEX,
+        "absolute",
+    ),
     Case("shard-path-not-string", sharded(index_of({"w": 7}), SHARDS), IndexError_, INDEX, "not a file name"),
     Case(
         "broken-shard-header",
@@ -372,14 +379,14 @@ CASES = [
         CkptdiffError,
         "config.json",
         "over the 100,000,000-byte limit",
-    ),  # fmt: skip
+    ),
     Case(
         "index-1-GB",
         lambda f: sparse(sharded(b"{", SHARDS)(f) / INDEX, 2**30),
         IndexError_,
         INDEX,
         "over the 100,000,000-byte limit",
-    ),  # fmt: skip
+    ),
     # torch pickles: nothing in them runs, nothing in them reaches past the checks
     Case(
         "pickle-runs-os-system",
@@ -387,42 +394,42 @@ CASES = [
         CkptdiffError,
         "pytorch_model.bin",
         "refuses to load global os.system",
-    ),  # fmt: skip
+    ),
     Case(
         "pickle-builtins-eval",
         torch_archive(state_dict_pickle(_global("builtins", "eval"))),
         CkptdiffError,
         "pytorch_model.bin",
         "refuses to load global builtins.eval",
-    ),  # fmt: skip
+    ),
     Case(
         "pickle-overwrites-shape",
         torch_archive(state_dict_pickle(_TENSOR + overwrite("shape", _text("x")))),
         CkptdiffError,
         "pytorch_model.bin",
         "overwrites the fields of a TensorRecord",
-    ),  # fmt: skip
+    ),
     Case(
         "pickle-overwrites-storage",
         torch_archive(state_dict_pickle(_TENSOR + overwrite("storage", pickle.NONE))),
         CkptdiffError,
         "pytorch_model.bin",
         "overwrites the fields of a TensorRecord",
-    ),  # fmt: skip
+    ),
     Case(
         "pickle-truncated",
         torch_archive(state_dict_pickle(_TENSOR)[:-5]),
         SourceError,
         "pytorch_model.bin",
         "not a readable tensor pickle",
-    ),  # fmt: skip
+    ),
     Case(
         "pickle-not-a-zip",
         lambda f: raw_file(f, b"\x80\x02}q\x00.", "pytorch_model.bin"),
         SourceError,
         "pytorch_model.bin",
         "legacy",
-    ),  # fmt: skip
+    ),
     # what the path itself is
     Case("folder-without-weights", lambda f: f, SourceError, "", "no safetensors weights"),
     Case(
