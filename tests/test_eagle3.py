@@ -465,3 +465,15 @@ def test_a_rename_collision_in_the_library_raises_the_user_error():
 
     with pytest.raises(CkptdiffError, match="turns both 'x.a' and 'x.b' of A into 'x'"):
         compare_checkpoints(side, side, renames=[r"\.[ab]$="])
+
+
+def test_the_table_shows_each_sides_own_name(tmp_path, run_cli):
+    published = drafter(tmp_path / "published")
+    converted = drafter(tmp_path / "vllm", rename=vllm_name)
+
+    result = run_cli(str(published), str(converted), "--format", "table")
+
+    assert result.returncode == 0, result.stderr
+    up = next(line for line in result.stdout.splitlines() if line.startswith("midlayer.mlp.up_proj.weight"))
+    assert "[160, 64] BF16 as model.layers.0.mlp.up_proj.weight" in up
+    assert up.count(" as ") == 1  # A stores it under the canonical name

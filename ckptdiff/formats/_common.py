@@ -24,7 +24,9 @@ def printable(text: str) -> str:
 def shape_dtype(side: TensorSide | None) -> str:
     if side is None:
         return "—"
-    return f"[{', '.join(map(str, side.shape))}] {side.dtype}"
+    text = f"[{', '.join(map(str, side.shape))}] {side.dtype}"
+    # a side matched under another name (naming convention, --rename) shows the name it stores
+    return f"{text} as {printable(side.name)}" if side.name is not None else text
 
 
 def human_count(n: int) -> str:
