@@ -124,7 +124,7 @@ def tensors_from_shards(
 ) -> dict[str, TensorInfo]:
     """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one."""
     tensors: dict[str, TensorInfo] = {}
-    stored_in: dict[str, RelativePath] = {}  # name → shard, to hold against the index in one C-level comparison
+    indexed = weight_map is not None  # so far, every stored (name, shard) pair is the index's
     stored = 0
     for file in sorted(headers):
         header = headers[file]
@@ -133,8 +133,8 @@ def tensors_from_shards(
             begin, end = entry.data_offsets
             tensors[name] = _make_info(name, entry.dtype, entry.shape, file, (start + begin, start + end), entry.numel)
         stored += len(header.tensors)
-        if weight_map is not None:
-            stored_in.update(dict.fromkeys(header.tensors, file))
+        if indexed:  # a C-level subset test: each of this shard's names is indexed to this shard
+            indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()  # type: ignore[union-attr]
     if len(tensors) != stored:  # a name in two shards: name the first, in the order the shards are merged
         first_in: dict[str, RelativePath] = {}
         for file in sorted(headers):
@@ -143,7 +143,7 @@ def tensors_from_shards(
                     both = f"{first_in[name]} and {file}"
                     raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
                 first_in[name] = file
-    if weight_map is not None and stored_in != weight_map:  # find and name the first disagreement
+    if weight_map is not None and not (indexed and stored == len(weight_map)):  # name the first disagreement
         for name, file in weight_map.items():
             found = tensors.get(name)
             if found is None:
@@ -191,7 +191,7 @@ def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
         paths = dict.fromkeys(weight_map.values())
         normalised = {path: check_shard_path(path, index_name=index_name) for path in paths}
         if all(path == shard for path, shard in normalised.items()):
-            return dict(weight_map)
+            return weight_map
         return {name: normalised[path] for name, path in weight_map.items()}
     return {name: check_shard_path(path, index_name=index_name) for name, path in weight_map.items()}
 

@@ -173,7 +173,8 @@ class Report:
 
         return render(self, fmt, **options)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, tensors: bool = True) -> dict[str, Any]:
+        """The JSON document. ``tensors=False`` leaves the rows list empty, for a writer that streams them."""
         out: dict[str, Any] = {
             "schema": SCHEMA,
             "tool": {"name": "ckptdiff", "version": __version__},
@@ -185,7 +186,7 @@ class Report:
         if self.base is not None:
             out["base"] = self.base.to_dict()
         out["counts"] = self.counts
-        out["tensors"] = [row.to_dict() for row in self.tensors]
+        out["tensors"] = [row.to_dict() for row in self.tensors] if tensors else []
         out["config"] = [diff.to_dict() for diff in self.config]
         out["findings"] = [finding.to_dict() for finding in self.findings]
         out["fail_on"] = self.fail_on
