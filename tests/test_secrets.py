@@ -177,3 +177,16 @@ def test_the_emulator_log_never_keeps_the_token(hub, ckptdiff):
     assert ckptdiff("org/drafter", OURS).returncode in (0, 1)
     assert any(entry.authenticated for entry in hub.log)
     assert TOKEN not in repr(hub.log)
+
+
+@pytest.mark.parametrize("logging", [{"HF_DEBUG": "1"}, {"HF_HUB_VERBOSITY": "debug"}], ids=["HF_DEBUG", "verbosity"])
+def test_huggingface_hub_debug_logs_hold_no_token(hub, ckptdiff, logging):
+    """The user may turn the client's own request logging on: it prints requests, never the token."""
+    hub.valid_tokens.add(TOKEN)
+    hub.add_repo("org/drafter", PUBLISHED, private=True)
+
+    result = ckptdiff("org/drafter", OURS, "--debug", **logging)
+
+    assert result.returncode in (0, 1), result.stderr
+    assert result.stderr.strip(), "the client logged its requests"
+    assert_never_shown(result, TOKEN)
