@@ -192,6 +192,22 @@ def test_a_server_ignoring_range_on_a_4_gib_file_sends_only_a_sliver(hub, ckptdi
     assert sent < 64 * 2**20, sent  # a few socket buffers, not 4 GiB
 
 
+def test_a_server_ignoring_range_on_a_file_claiming_a_huge_header_sends_only_a_sliver(hub, ckptdiff, tmp_path):
+    repo = tmp_path / "hostile"
+    repo.mkdir()
+    with open(repo / "model.safetensors", "wb") as out:
+        out.write((2**64 - 1).to_bytes(8, "little") + b"{")
+        out.truncate(2**30)  # 1 GiB, sparse
+    hub.add_repo("org/hostile", repo)
+    hub.ignore_range = True
+
+    result = ckptdiff("org/hostile", SAME_AS_PUBLISHED)
+    hub.stop()
+
+    assert_one_clear_line(result, "org/hostile@", "model.safetensors", "exceeds the 100000000-byte limit")
+    assert hub.bytes_sent["resolve"] < 64 * 2**20, hub.bytes_sent["resolve"]
+
+
 def test_a_server_sending_less_than_the_header_gives_one_line(hub, ckptdiff):
     """Every answer is an honest 206 of at most 100 bytes: the header never arrives whole."""
     hub.add_repo("org/drafter", PUBLISHED)
