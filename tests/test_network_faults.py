@@ -167,6 +167,32 @@ def test_a_server_that_never_answers_times_out_with_one_line(hub, ckptdiff, rele
     assert_one_clear_line(result, "org/drafter", "timed out", "HF_HUB_DOWNLOAD_TIMEOUT")
 
 
+def test_a_server_that_trickles_times_out_with_one_line(hub, ckptdiff, released):
+    """64 bytes every 0.2 s, each well within the read timeout: 100 kB would take five minutes."""
+    hub.add_repo("org/drafter", PUBLISHED)
+    size = (PUBLISHED / "model.safetensors").stat().st_size
+
+    def trickle(request: Request) -> None:
+        handler = request.handler
+        handler.send_response(206)
+        handler.send_header("Content-Range", f"bytes 0-99999/{size}")
+        handler.send_header("Content-Length", "100000")
+        handler.end_headers()
+        handler.close_connection = True
+        try:
+            while not released.wait(0.2):
+                handler.wfile.write(bytes(64))
+                handler.wfile.flush()
+        except OSError:  # the client hung up
+            pass
+
+    hub.hooks.append(on_header_get(trickle))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter@", "timed out")
+
+
 def test_a_connection_reset_every_time_gives_one_line(hub, ckptdiff):
     hub.add_repo("org/drafter", PUBLISHED)
     hub.hooks.append(on_header_get(reset_mid_body))

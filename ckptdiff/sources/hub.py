@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed, wait
@@ -57,6 +58,8 @@ MIN_ESTIMATED_RANGE = 16 * 1024
 #: Retries for one request: status 408/429/5xx (honouring Retry-After) and dropped connections. A timeout or a
 #: refused connection is reported at once.
 MAX_RETRIES = 3
+#: A body slower than this on average, past the timeout's grace, counts as a timeout (a trickling server).
+MIN_BODY_RATE = 16 * 1024
 #: Below this many shards the progress bar is not worth drawing.
 PROGRESS_MIN_SHARDS = 4
 LOGIN_HINT = "set HF_TOKEN or run `hf auth login`"
@@ -397,7 +400,8 @@ class _HubReader:
                     if resp.status_code >= 400:
                         resp.read()
                         hf_raise_for_status(resp)
-                    return _read_body(resp, start, stop, source, needed)
+                    deadline = time.monotonic() + self.timeout + (stop - start) / MIN_BODY_RATE
+                    return _read_body(resp, start, stop, source, needed, deadline=deadline)
             except _BodyInterrupted as interrupted:
                 if attempt == MAX_RETRIES:
                     raise interrupted.__cause__ or interrupted from None
@@ -498,7 +502,13 @@ def _needed_from_prefix(data: bytes | bytearray) -> int | None:
 
 
 def _read_body(
-    response: Any, start: int, stop: int, source: str, needed: Callable[[bytes | bytearray], int | None] | None
+    response: Any,
+    start: int,
+    stop: int,
+    source: str,
+    needed: Callable[[bytes | bytearray], int | None] | None,
+    *,
+    deadline: float | None = None,
 ) -> bytes:
     """The bytes [start, stop) from a 206 (checked against Content-Range) or from a 200 that ignored Range."""
     import httpx2
@@ -524,6 +534,8 @@ def _read_body(
                 chunk = chunk[dropped:]
                 skip -= dropped
             data += chunk
+            if deadline is not None and time.monotonic() > deadline:
+                raise httpx2.ReadTimeout(f"{len(data)} bytes of {want} before the deadline: the server trickles")
             if partial:
                 if len(data) > want:
                     break  # more than the range: stop reading (the connection is dropped)
