@@ -72,7 +72,9 @@ def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[
     If both fail, side A's error is the one raised.
     """
     if not (_is_hub(a) or _is_hub(b)):
-        return resolve(a, options), resolve(b, options)
+        from .local_pair import read_pair  # two large local sides are read on two cores
+
+        return read_pair(a, b, lambda spec: resolve(spec, options))
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as pool:
