@@ -379,3 +379,35 @@ def test_a_listing_that_is_not_json_gives_one_line(hub, ckptdiff):
     result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
 
     assert_one_clear_line(result, "org/drafter", "sent a model info it cannot read")
+
+
+def test_an_endless_listing_stops_at_the_cap_with_one_line(hub, ckptdiff, released):
+    """The listing call answers a JSON body that never ends (chunked): read up to 100 MB, then refused."""
+    hub.add_repo("org/drafter", PUBLISHED)
+    sent = []
+
+    def endless(request: Request) -> bool:
+        if request.route != "api-info":
+            return False
+        handler = request.handler
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        handler.close_connection = True
+        chunk = b" " * (1 << 20)
+        try:
+            handler.wfile.write(b"1\r\n[\r\n")
+            while not released.is_set():
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                sent.append(len(chunk))
+        except OSError:  # the client hung up
+            pass
+        return True
+
+    hub.hooks.append(endless)
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, "org/drafter", "sent a file listing over 100,000,000 bytes")
+    assert sum(sent) < 200 * 2**20  # it stopped reading soon after the cap

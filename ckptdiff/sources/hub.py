@@ -15,6 +15,7 @@ All traffic goes through huggingface_hub: its endpoint, token, HTTP session, ret
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -28,6 +29,7 @@ from urllib.parse import quote
 
 from ..checkpoint import (
     INDEX_SUFFIX,
+    MAX_JSON_BYTES,
     Checkpoint,
     FileInfo,
     RelativePath,
@@ -272,17 +274,26 @@ class _HubReader:
     def _model_info(self, revision: str | None) -> Any:
         """One call: the commit, and every file with its size and LFS sha256."""
         from huggingface_hub.hf_api import ModelInfo
-        from huggingface_hub.utils import hf_raise_for_status, http_backoff
+        from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
         url = f"{self.endpoint}/api/models/{self.repo_id}"
         if revision:
             url += f"/revision/{quote(revision, safe='')}"
-        response = http_backoff(
+        with http_stream_backoff(
             "GET", url, headers=self._auth_headers(), params={"blobs": True}, timeout=self.timeout, **_retry_policy()
-        )
-        hf_raise_for_status(response)
+        ) as response:
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            body = bytearray()
+            for chunk in response.iter_bytes():  # streamed, so an endless or bloated listing stops at the cap
+                body += chunk
+                if len(body) > MAX_JSON_BYTES:
+                    raise SourceError(
+                        self.where, f"the Hub at {self.endpoint} sent a file listing over {MAX_JSON_BYTES:,} bytes"
+                    )
         try:
-            return ModelInfo(**response.json())
+            return ModelInfo(**json.loads(body))
         except (AttributeError, KeyError, TypeError, ValueError) as err:  # not JSON, or not a model's info
             detail = f"{type(err).__name__}: {err}"
             raise SourceError(
