@@ -75,6 +75,14 @@ for folder in map(Path, sys.argv[1:]):
                 piece = handle.get_slice(name)
                 piece.get_shape(), piece.get_dtype()
 """
+#: ckptdiff as of another commit (``--against REV``): that tree's package, not this checkout's installed one.
+OTHER_REVISION = """
+import sys
+sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in repr(finder).lower()]
+sys.path.insert(0, sys.argv.pop(1))
+from ckptdiff.cli import main
+main(sys.argv[1:])
+"""
 READ_ONLY = """
 import sys
 from ckptdiff.sources import resolve_both
@@ -233,7 +241,19 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True).splitlines()
 
 
-def case_local_scale(pair: Pair, rounds: int, warmup: bool) -> tuple[Section, Command]:
+def checkout(revision: str) -> Path:
+    """This repository's tree at ``revision``, extracted once under benchmarks/.work/ (git archive)."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    folder = WORK / f"tree-{commit[:12]}"
+    if not (folder / "ckptdiff" / "cli.py").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", commit, "ckptdiff"], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
+def case_local_scale(pair: Pair, rounds: int, warmup: bool, against: str | None) -> tuple[Section, Command]:
     a, b = str(pair.a), str(pair.b)
     ours = Command("ckptdiff A B --format json -o /dev/null", ckptdiff(a, b, "--format", "json", "-o", "/dev/null"),
                    ok_codes=(0, 1))  # fmt: skip
@@ -246,6 +266,11 @@ def case_local_scale(pair: Pair, rounds: int, warmup: bool) -> tuple[Section, Co
                 ok_codes=(0, 1)),
         Command("ckptdiff.sources.resolve_both(A, B) only (no compare, no report)", python_script(READ_ONLY, a, b)),
     ]  # fmt: skip
+    if against:
+        tree = str(checkout(against))
+        commands.append(Command(f"ckptdiff at {against}: A B --format json -o /dev/null",
+                                python_script(OTHER_REVISION, tree, a, b, "--format", "json", "-o", "/dev/null"),
+                                ok_codes=(0, 1)))  # fmt: skip
     measure(commands, rounds, warmup=warmup)
     rows = []
     for command in commands:
@@ -384,10 +409,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="one round, no warm-up, quick remote/values")
     parser.add_argument("--rounds", type=int, help="rounds per case (default: 3, or 1 with --quick)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave benchmarks/RESULTS.md alone")
+    parser.add_argument("--against", metavar="REV", help="also time the Kimi-K2 case with ckptdiff at git REV")
     args = parser.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
     started = time.perf_counter()
-    command_line = "python benchmarks/run.py" + (" --quick" if args.quick else "")
+    command_line = " ".join(["python benchmarks/run.py", *(argv if argv is not None else sys.argv[1:])])
     header = [
         "# ckptdiff benchmarks",
         "",
@@ -404,7 +430,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     pairs = build_inputs(list(SCALES))
     sections = []
     progress("local Kimi-K2 scale vs huggingface_hub and safetensors")
-    section, full = case_local_scale(pairs["16×"], rounds, warmup=not args.quick)
+    section, full = case_local_scale(pairs["16×"], rounds, warmup=not args.quick, against=args.against)
     sections.append(section)
     progress("scaling 1×, 4×, 16×")
     sections.append(case_scaling(pairs, full, rounds))
