@@ -441,7 +441,8 @@ class _HubReader:
                 f"accept its conditions on the repo's Hub page, then {LOGIN_HINT}",
             )
         if isinstance(err, RevisionNotFoundError):
-            return SourceError(where, f"revision {self.revision!r} not found", "check the branch, tag or commit")
+            asked = repr(self.revision) if self.revision else "the default branch"
+            return SourceError(where, f"revision {asked} not found", "check the branch, tag or commit")
         if isinstance(err, RepositoryNotFoundError):
             return SourceError(
                 where, f"repo not found on {self.endpoint}", f"check the name; if it is private, {LOGIN_HINT}"
