@@ -6,8 +6,10 @@
 The files have the published Kimi-K2 EAGLE-3 drafter's tensors (bf16, plus d2t/t2d), filled by repeating a
 16 MiB block of random bf16 values; B differs from A everywhere (the full statistics path) or, in the
 "identical" case, is a byte copy (the equal-bytes fast path). Every measurement is a fresh subprocess: wall
-time around spawn → exit, peak RSS from ``os.wait4``. The page cache is warm (the files were just written),
-so the `cat` anchor is the cost of moving the bytes, and the difference is ckptdiff's arithmetic.
+time around spawn → exit, peak RSS from ``os.wait4``; the "pass alone" rows time only the value pass inside
+the child (torch imported and headers read before the clock starts), so start-up and throughput show
+apart. The page cache is warm (the files were just written), so the `cat` anchor is the cost of moving the
+bytes, and the difference is ckptdiff's arithmetic. "of cat" is throughput as a share of cat's.
 """
 
 from __future__ import annotations
@@ -75,6 +77,32 @@ def measure(command: list[str]) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
+#: The --values pass alone, timed inside a child that has already imported torch and read the headers.
+PASS_ONLY = """
+import sys, time
+import torch  # noqa: F401 - imported before the clock starts
+from ckptdiff import values
+from ckptdiff.sources import resolve
+a, b = resolve(sys.argv[1]), resolve(sys.argv[2])
+names = [n for n in a.tensors if n in b.tensors and a.tensors[n].shape == b.tensors[n].shape]
+start = time.perf_counter()
+values.compare_values(a, b, names)
+print(time.perf_counter() - start, file=sys.stderr)
+"""
+
+
+def measure_pass(a: Path, b: Path) -> tuple[float, float]:
+    """Seconds of the --values pass itself (the child's own clock) and the child's peak RSS (MiB)."""
+    process = subprocess.Popen([sys.executable, "-c", PASS_ONLY, str(a), str(b)], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
+    _, status, usage = os.wait4(process.pid, 0)
+    err = process.stderr.read().decode()
+    process.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"the --values pass on {a} and {b} failed: {err[-500:]}")
+    return float(err.split()[-1]), usage.ru_maxrss / 1024
+
+
 def ckptdiff(*args: str) -> list[str]:
     return [sys.executable, "-m", "ckptdiff", *args, "--format", "json", "-o", os.devnull, "-q"]
 
@@ -98,15 +126,18 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "ckptdiff A A' --values (byte copies)": (ckptdiff(str(a), str(same), "--values"), 2 * size),
             "ckptdiff A B (headers only)": (ckptdiff(str(a), str(b)), 0),
             "ckptdiff --values on a 300 KiB pair (torch start-up)": (ckptdiff(small, small, "--values"), 0),
+            "the --values pass alone, every value differs (in-process clock)": ((a, b), 2 * size),
+            "the --values pass alone, byte copies (in-process clock)": ((a, same), 2 * size),
         }
         times: dict[str, list[float]] = {name: [] for name in cases}
         peaks: dict[str, list[float]] = {name: [] for name in cases}
         for _ in range(rounds):  # rounds interleave the cases: a noisy neighbour slows all alike
             for name, (command, _) in cases.items():
-                seconds, peak = measure(command)
+                seconds, peak = measure_pass(*command) if isinstance(command, tuple) else measure(command)
                 times[name].append(seconds)
                 peaks[name].append(peak)
     rows = []
+    cat = statistics.median(times[next(iter(cases))])
     for name, (_, nbytes) in cases.items():
         seconds = statistics.median(times[name])
         rows.append({
@@ -115,6 +146,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
             "bytes_read": nbytes,
             "seconds": round(seconds, 3),
             "mib_per_s": round(nbytes / 2**20 / seconds, 1) if nbytes else None,
+            "of_cat": round(cat / seconds, 3) if nbytes else None,  # throughput as a fraction of cat's
             "peak_rss_mib": round(max(peaks[name]), 1),
             "rounds": rounds,
         })  # fmt: skip
@@ -127,11 +159,12 @@ def render(rows: list[dict[str, Any]]) -> str:
     size = rows[0]["file_bytes"]
     table = [
         [row["case"], f"{row['seconds']:.2f}", "" if row["mib_per_s"] is None else f"{row['mib_per_s']:.0f}",
-         f"{row['peak_rss_mib']:.0f}"]
+         "" if row["of_cat"] is None else f"{100 * row['of_cat']:.0f} %", f"{row['peak_rss_mib']:.0f}"]
         for row in rows
     ]  # fmt: skip
     head = f"two files of {size / 2**30:.2f} GiB each; median of {rows[0]['rounds']} round(s), warm page cache"
-    return head + "\n" + tabulate(table, headers=["case", "seconds", "MiB/s", "peak RSS MiB"], tablefmt="github")
+    headers = ["case", "seconds", "MiB/s", "of cat", "peak RSS MiB"]
+    return head + "\n" + tabulate(table, headers=headers, tablefmt="github")
 
 
 if __name__ == "__main__":

@@ -86,6 +86,32 @@ def test_stats_match_a_direct_torch_computation(tmp_path: Path, monkeypatch, chu
         assert result.stats[name].equal and result.stats[name].max_abs == 0.0
 
 
+def test_partly_trained_tensors_on_threads_match_torch_and_one_thread(tmp_path: Path, monkeypatch) -> None:
+    """Only some rows trained (new tokens' embeddings): equal chunks skip the float math, and their Σa² is
+    added afterwards. Threads give the same bits as one thread; a NaN in an equal chunk is counted either way."""
+    generator = torch.Generator().manual_seed(7)
+    embed = torch.randn(64, 50, generator=generator).to(torch.bfloat16)
+    tuned = embed.clone()
+    tuned[40:44] += 0.25  # rows 40–43: elements 2000–2199, two of the 100-element chunks
+    half = torch.randn(1000, generator=generator).to(torch.float16)
+    half[5] = float("nan")  # in an equal chunk, on both sides
+    a_tensors = {"embed": embed, "half": half, "same": embed.clone()}
+    b_tensors = {"embed": tuned, "half": half.clone(), "same": embed.clone()}
+    a, b = resolve(str(save(tmp_path / "a", a_tensors))), resolve(str(save(tmp_path / "b", b_tensors)))
+    monkeypatch.setattr(values, "CHUNK_ELEMENTS", 100)
+
+    monkeypatch.setattr(values, "THREADS_MIN_BYTES", 0)
+    threaded = values.compare_values(a, b, sorted(a_tensors)).stats
+    monkeypatch.setattr(values, "THREADS_MIN_BYTES", 2**62)
+    one_thread = values.compare_values(a, b, sorted(a_tensors)).stats
+
+    assert threaded == one_thread
+    for key, value in direct_stats(embed, tuned).items():
+        assert getattr(threaded["embed"], key) == pytest.approx(value, rel=1e-4, abs=1e-6), key
+    assert threaded["same"].equal and threaded["same"].cosine == 1.0
+    assert threaded["half"].equal and threaded["half"].note == "1 non-finite element(s) left out of the statistics"
+
+
 def test_equal_tensors_and_all_zero_ones(tmp_path: Path) -> None:
     tensors = {"w": torch.randn(5, 5), "zeros": torch.zeros(7, dtype=torch.bfloat16)}
     a, b = resolve(str(save(tmp_path / "a", tensors))), resolve(str(save(tmp_path / "b", dict(tensors))))
