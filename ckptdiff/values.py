@@ -19,11 +19,12 @@ torch is imported inside the functions that need it; without it, :func:`require_
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -436,23 +437,31 @@ class _Worker:
 
 
 def _pair_stats(torch: ModuleType, sides: list[_Side], pairs: list[_Pair]) -> list[ValueStats]:
-    """Statistics for every pair, streamed chunk by chunk; large passes on several threads."""
+    """Statistics for every pair, streamed chunk by chunk (large passes on several threads).
+
+    torch runs single-threaded meanwhile, and our own threads share a large pass instead: torch's kernels
+    split every operation across all cores and wait for the last part, so one core busy with another
+    process stalls every operation (measured on a shared 2-core machine: ~8 ms per 16 MiB operation instead
+    of ~1 ms, and 15 MiB/s for a pass of small chunks). Our threads work on different chunks and never wait
+    for each other.
+    """
     results: dict[int, ValueStats] = {}
-    totals: dict[int, _Accumulator] = {}
-    chunks: list[tuple[int, int, int]] = []  # (pair, start, count)
+    comparable = []
     for index, pair in enumerate(pairs):
         unknown = [info.dtype for info in (pair.a, pair.b) if _torch_dtype(torch, info.dtype) is None]
         if unknown:
             reason = f"dtype {unknown[0]} has no torch equivalent"
             results[index] = _bytes_only(sides[pair.side_a], pair.a, sides[pair.side_b], pair.b, reason)
-            continue
-        totals[index] = _Accumulator()
-        for start in range(0, pair.a.numel, CHUNK_ELEMENTS):
-            chunks.append((index, start, min(CHUNK_ELEMENTS, pair.a.numel - start)))
-    nbytes = sum(pairs[index].a.nbytes + pairs[index].b.nbytes for index in totals)
-    for (index, start, _), result in zip(chunks, _compute(torch, sides, pairs, chunks, nbytes), strict=True):
-        totals[index].fold(start, result)
-    for index, total in totals.items():
+        else:
+            comparable.append(index)
+
+    def chunks() -> Iterator[tuple[int, int, int]]:
+        for index in comparable:
+            numel = pairs[index].a.numel
+            for start in range(0, numel, CHUNK_ELEMENTS):
+                yield index, start, min(CHUNK_ELEMENTS, numel - start)
+
+    def finish(index: int, total: _Accumulator) -> None:
         pair = pairs[index]
         if not total.equal:
             side = sides[pair.side_a]
@@ -460,71 +469,94 @@ def _pair_stats(torch: ModuleType, sides: list[_Side], pairs: list[_Pair]) -> li
                 total.add_squares(torch, side.widen(torch, side.native(torch, pair.a, start, count)[0]))
         note = None if pair.a.dtype == pair.b.dtype else f"{pair.a.dtype} vs {pair.b.dtype}, compared as float32"
         results[index] = total.stats(note)
-    return [results[index] for index in range(len(pairs))]
 
-
-def _compute(
-    torch: ModuleType, sides: list[_Side], pairs: list[_Pair], chunks: list[tuple[int, int, int]], nbytes: int
-) -> list[_ChunkResult]:
-    """Each chunk's result, in order. torch runs single-threaded meanwhile; a pass of THREADS_MIN_BYTES or
-    more is shared by up to MAX_THREADS threads of ours, each taking the next chunk when it is free.
-
-    Why not torch's own threads: its kernels split every operation across all cores and wait for the last
-    part, so one core busy with another process stalls every operation (measured on a shared 2-core machine:
-    ~8 ms per 16 MiB operation instead of ~1 ms, and 15 MiB/s for a pass of small chunks). Our threads work
-    on different chunks and never wait for each other.
-    """
-    out: list[Any] = [None] * len(chunks)
-    threads = min(MAX_THREADS, _cores(), len(chunks)) if nbytes >= THREADS_MIN_BYTES else 1
+    nbytes = sum(pairs[index].a.nbytes + pairs[index].b.nbytes for index in comparable)
+    threads = min(MAX_THREADS, _cores()) if nbytes >= THREADS_MIN_BYTES else 1
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        if threads <= 1:
+        if threads > 1:
+            in_order = _threaded(torch, sides, pairs, chunks(), threads)
+        else:
             worker = _Worker(sides)
-            for i, (index, start, count) in enumerate(chunks):
-                out[i] = worker.chunk(torch, pairs[index], start, count)
-            return out
-        _run_threads(torch, sides, pairs, chunks, out, threads)
-        return out
+            in_order = ((chunk, worker.chunk(torch, pairs[chunk[0]], *chunk[1:])) for chunk in chunks())
+        current, total = -1, _Accumulator()
+        with contextlib.closing(in_order):  # on an error, the threads stop now, not when the traceback goes
+            for (index, start, _), result in in_order:  # one tensor's chunks come one after another
+                if index != current:
+                    if current >= 0:
+                        finish(current, total)
+                    current, total = index, _Accumulator()
+                total.fold(start, result)
+        if current >= 0:
+            finish(current, total)
+        for index in comparable:  # tensors without elements
+            if index not in results:
+                finish(index, _Accumulator())
     finally:
         torch.set_num_threads(before)
+    return [results[index] for index in range(len(pairs))]
 
 
-def _run_threads(
-    torch: ModuleType,
-    sides: list[_Side],
-    pairs: list[_Pair],
-    chunks: list[tuple[int, int, int]],
-    out: list[Any],
-    threads: int,
-) -> None:
-    from concurrent.futures import ThreadPoolExecutor
+def _threaded(
+    torch: ModuleType, sides: list[_Side], pairs: list[_Pair], chunks: Iterator[tuple[int, int, int]], threads: int
+) -> Iterator[tuple[tuple[int, int, int], _ChunkResult]]:
+    """(chunk, result) in chunk order, computed by ``threads`` threads that each take the next chunk when free.
 
-    lock = threading.Lock()
-    stop = threading.Event()  # set on the first error (or Ctrl-C): the others stop after their chunk
-    todo = iter(range(len(chunks)))
+    Results wait only until the ones before them are out, so memory stays a few results whatever the pass's
+    size. The first error stops the other threads after their chunk, and is raised here; so is leaving early
+    (Ctrl-C).
+    """
+    ready = threading.Condition()
+    numbered = enumerate(chunks)
+    done: dict[int, tuple[tuple[int, int, int], _ChunkResult]] = {}
+    errors: list[BaseException] = []
+    state = {"running": threads, "stop": False}
 
     def work() -> None:
         worker = _Worker([side.copy() for side in sides])
         try:
-            while not stop.is_set():
-                with lock:
-                    i = next(todo, None)
-                if i is None:
+            while True:
+                with ready:
+                    item = None if state["stop"] or errors else next(numbered, None)
+                if item is None:
                     return
-                index, start, count = chunks[i]
-                out[i] = worker.chunk(torch, pairs[index], start, count)
+                i, chunk = item
+                result = worker.chunk(torch, pairs[chunk[0]], *chunk[1:])
+                with ready:
+                    done[i] = (chunk, result)
+                    ready.notify()
+        except BaseException as err:  # noqa: BLE001 - handed to the consuming thread, which raises it
+            with ready:
+                errors.append(err)
         finally:
             for side in worker.sides:
                 side.close()
+            with ready:
+                state["running"] -= 1
+                ready.notify()
 
-    with ThreadPoolExecutor(threads, thread_name_prefix="ckptdiff-values") as pool:
-        futures = [pool.submit(work) for _ in range(threads)]
-        try:
-            for future in futures:
-                future.result()
-        finally:
-            stop.set()
+    pool = [threading.Thread(target=work, name=f"ckptdiff-values-{n}", daemon=True) for n in range(threads)]
+    for thread in pool:
+        thread.start()
+    try:
+        i = 0
+        while True:
+            with ready:
+                while i not in done and not errors and state["running"]:
+                    ready.wait()
+                if errors:
+                    raise errors[0]
+                if i not in done:
+                    return
+                item = done.pop(i)
+            yield item
+            i += 1
+    finally:
+        with ready:
+            state["stop"] = True
+        for thread in pool:
+            thread.join()
 
 
 def _cores() -> int:
