@@ -11,7 +11,7 @@ from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 from .errors import CkptdiffError, IndexError_
-from .safetensors_header import DType, SafetensorsHeader, has_lone_surrogate
+from .safetensors_header import DType, DuplicateKeyError, SafetensorsHeader, has_lone_surrogate, reject_duplicate_keys
 
 #: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
 RelativePath = str
@@ -208,10 +208,10 @@ def _load_json(
 ) -> Any:
     try:
         text = raw.decode("utf-8")
-        document = json.loads(text, object_pairs_hook=_unique_keys if unique_keys else None)
+        document = json.loads(text, object_pairs_hook=reject_duplicate_keys if unique_keys else None)
     except UnicodeDecodeError:
         raise error(where, f"{what} is not valid UTF-8") from None
-    except _DuplicateKey as dup:
+    except DuplicateKeyError as dup:
         raise error(where, f"{what} has duplicate key {dup.args[0]!r}") from None
     except RecursionError:
         raise error(where, f"{what} nests too deeply") from None
@@ -220,19 +220,3 @@ def _load_json(
     if has_lone_surrogate(text, document):
         raise error(where, f"{what} has a string with a lone surrogate escape (not valid Unicode)")
     return document
-
-
-class _DuplicateKey(Exception):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """An index naming one tensor twice maps it to two shards: json.loads would silently keep the last."""
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise _DuplicateKey(key)
-            seen.add(key)
-    return result

@@ -177,19 +177,20 @@ def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | Non
     return parse_header(raw, source=source, file_size=file_size)
 
 
-def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+class DuplicateKeyError(Exception):
+    """Raised by :func:`reject_duplicate_keys`; callers turn it into their own CkptdiffError."""
+
+
+def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads`` hook: a JSON object naming a key twice is an error (json would silently keep the last)."""
     result = dict(pairs)
     if len(result) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _DuplicateKey(key)
+                raise DuplicateKeyError(key)
             seen.add(key)
     return result
-
-
-class _DuplicateKey(Exception):
-    pass
 
 
 def _nesting_depth(text: str) -> int:
@@ -226,8 +227,8 @@ def _check_depth(text: str, source: SourceName) -> None:
 def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
     # json's C scanner guards its own recursion (RecursionError); parse_header runs the depth scan on failure.
     try:
-        document = json.loads(text, object_pairs_hook=_reject_duplicates)
-    except _DuplicateKey as dup:
+        document = json.loads(text, object_pairs_hook=reject_duplicate_keys)
+    except DuplicateKeyError as dup:
         raise HeaderError(source, f"header has duplicate key {str(dup)!r}") from None
     except RecursionError:
         raise HeaderError(source, "header JSON nests too deeply") from None
