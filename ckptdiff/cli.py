@@ -194,7 +194,8 @@ def command(
         raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
     from .profiles.naming import parse_rename
 
-    rename_rules = [parse_rename(rule) for rule in renames]  # a bad rule fails before anything is read
+    # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
+    rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
     options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
     if values:
         from .values import require_torch

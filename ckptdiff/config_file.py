@@ -28,7 +28,7 @@ from .policy import FAIL_ON_CHOICES, PATTERN_FIELDS, Policy
 CKPTDIFF_TOML = "ckptdiff.toml"
 PYPROJECT_TOML = "pyproject.toml"
 #: Settings a config file may hold (snake_case; kebab-case spellings are accepted too).
-LIST_SETTINGS: tuple[str, ...] = PATTERN_FIELDS
+LIST_SETTINGS: tuple[str, ...] = (*PATTERN_FIELDS, "rename")
 BOOL_SETTINGS: tuple[str, ...] = ("only_diffs", "expand", "step_summary")
 CHOICE_SETTINGS: dict[str, tuple[str, ...]] = {
     "fail_on": FAIL_ON_CHOICES,
@@ -121,7 +121,8 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
             value = [value]
         if key in LIST_SETTINGS:
             if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-                raise ConfigError(where, "must be a list of non-empty strings (globs)")
+                what = "REGEX=REPLACEMENT rules" if key == "rename" else "globs"
+                raise ConfigError(where, f"must be a list of non-empty strings ({what})")
             value = tuple(value)
         elif key in BOOL_SETTINGS:
             if not isinstance(value, bool):

@@ -477,3 +477,21 @@ def test_the_table_shows_each_sides_own_name(tmp_path, run_cli):
     up = next(line for line in result.stdout.splitlines() if line.startswith("midlayer.mlp.up_proj.weight"))
     assert "[160, 64] BF16 as model.layers.0.mlp.up_proj.weight" in up
     assert up.count(" as ") == 1  # A stores it under the canonical name
+
+
+def test_rename_rules_can_live_in_the_config_file_and_a_flag_replaces_them(tmp_path, run_cli):
+    published = drafter(tmp_path / "published")
+    prefixed = drafter(tmp_path / "prefixed", rename=lambda name: "draft." + name)
+    (tmp_path / "ckptdiff.toml").write_text('rename = ["^draft\\\\.="]\n')
+
+    from_file = run_cli(str(published), str(prefixed), "--format", "json", cwd=tmp_path)
+    assert from_file.returncode == 0, from_file.stderr
+    assert json.loads(from_file.stdout)["counts"]["match"] == 15
+
+    replaced = run_cli(str(published), str(prefixed), "--rename", "^nothing=", "--format", "json", cwd=tmp_path)
+    assert replaced.returncode == 1
+    assert json.loads(replaced.stdout)["counts"]["only_in_b"] == 15
+
+    (tmp_path / "ckptdiff.toml").write_text("rename = [3]\n")
+    broken = run_cli(str(published), str(prefixed), cwd=tmp_path)
+    assert broken.returncode == 2 and "must be a list of non-empty strings (REGEX=REPLACEMENT rules)" in broken.stderr
