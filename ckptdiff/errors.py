@@ -27,8 +27,15 @@ class CkptdiffError(Exception):
         if len(text) > MAX_LINE_CHARS:  # a 50 MB dtype string is not a clear line: keep its start and its end
             keep = MAX_LINE_CHARS // 2
             text = f"{text[:keep]} …[{len(text) - 2 * keep} characters]… {text[-keep:]}"
-        text = " ".join(text.split())
-        return text if text.isprintable() else "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+        return printable(" ".join(text.split()))
+
+
+def printable(text: str) -> str:
+    """Escape what a terminal or markdown viewer would act on (ANSI escapes, newlines, bidi overrides) in text
+    that comes from a checkpoint or a server: a name must not repaint the screen or forge a line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 class HeaderError(CkptdiffError):

@@ -5,20 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..errors import printable
 from ..report import STATUSES, Report, TensorRow, TensorSide
 
 if TYPE_CHECKING:
     from . import RenderOptions
     from .collapse import DisplayRow
-
-
-def printable(text: str) -> str:
-    """Escape what a terminal or markdown viewer would act on (ANSI escapes, newlines, bidi overrides) in text
-    that comes from a checkpoint: a tensor name must not repaint the screen or break the table."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}"
-                   for ch in text)  # fmt: skip
 
 
 def shape_dtype(side: TensorSide | None) -> str:
