@@ -7,7 +7,6 @@ Kept thin and light: heavy modules (huggingface_hub, torch) load only when a com
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import signal
 import sys
@@ -20,27 +19,12 @@ from pathlib import Path
 import click
 
 from . import __version__
-from .errors import CkptdiffError, ReportWriteError
+from .errors import CkptdiffError, ReportWriteError, scrub_secrets
 
 EXIT_TROUBLE = 2
 #: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
 STEP_SUMMARY_LIMIT = 1024 * 1024
 STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 MiB, too long for a step summary.\n"
-_TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")
-_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
-
-
-def scrub_secrets(text: str) -> str:
-    """Remove Hugging Face tokens from anything we print."""
-    tokens = [os.environ.get(variable) for variable in _TOKEN_VARIABLES]
-    if "huggingface_hub" in sys.modules:  # the token it sends may be a stored login in no hf_ shape
-        from huggingface_hub import get_token
-
-        tokens.append(get_token())
-    for token in tokens:
-        if token and len(token) >= 4:
-            text = text.replace(token, "***")
-    return _TOKEN_PATTERN.sub("hf_***", text)
 
 
 def write_report(text: str, destination: str | None) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import re
+import sys
+
 #: Longer error lines are cut in the middle (the file at the start and the hint at the end are kept).
 MAX_LINE_CHARS = 2000
 
@@ -52,3 +56,20 @@ class SourceError(CkptdiffError):
 
 class ReportWriteError(CkptdiffError):
     """The report could not be written where the user asked."""
+
+
+_TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")
+_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
+
+
+def scrub_secrets(text: str) -> str:
+    """Remove Hugging Face tokens from anything we print, even one a server reflected into a message."""
+    tokens = [os.environ.get(variable) for variable in _TOKEN_VARIABLES]
+    if "huggingface_hub" in sys.modules:  # the token it sends may be a stored login in no hf_ shape
+        from huggingface_hub import get_token
+
+        tokens.append(get_token())
+    for token in tokens:
+        if token and len(token) >= 4:
+            text = text.replace(token, "***")
+    return _TOKEN_PATTERN.sub("hf_***", text)

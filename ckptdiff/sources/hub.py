@@ -38,12 +38,12 @@ from ..checkpoint import (
     parse_index,
     tensors_from_shards,
 )
-from ..errors import CkptdiffError, HeaderError, SourceError
+from ..errors import CkptdiffError, HeaderError, SourceError, scrub_secrets
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
     MAX_HEADER_BYTES,
     SafetensorsHeader,
-    parse_header,
+    parse_file_prefix,
     read_header_length,
 )
 from .header_cache import HeaderCache, ListedFile
@@ -67,7 +67,6 @@ PROGRESS_MIN_SHARDS = 4
 LOGIN_HINT = "set HF_TOKEN or run `hf auth login`"
 OFFLINE_HINT = "run once without --offline/HF_HUB_OFFLINE=1 to fill the cache"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_TOKEN_LIKE = re.compile(r"hf_[A-Za-z0-9]{8,}")
 #: Weight files a repo may hold instead of safetensors, for the "not a safetensors repo" message.
 _OTHER_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".npz", ".pkl")
 
@@ -358,7 +357,7 @@ class _HubReader:
         raw = self.cache.read_header(self.commit, listed.path)
         if raw is not None:
             try:
-                return _parse_prefix(raw, source, listed.size)
+                return parse_file_prefix(raw, source=source, file_size=listed.size)
             except HeaderError:
                 pass  # a damaged cache entry is a miss
         local = try_to_load_from_cache(self.repo_id, listed.path, revision=self.commit)
@@ -369,7 +368,7 @@ class _HubReader:
         if self.offline:
             raise SourceError(source, "header not in the local cache and offline mode is on", OFFLINE_HINT)
         prefix = self._fetch_prefix(listed, first_range or INITIAL_RANGE, source)
-        header = _parse_prefix(prefix, source, listed.size)
+        header = parse_file_prefix(prefix, source=source, file_size=listed.size)
         self.cache.write_header(self.commit, listed.path, prefix)
         return header
 
@@ -461,7 +460,7 @@ class _HubReader:
                 return SourceError(where, "rate limited by the Hub (HTTP 429)", f"wait and retry, or {LOGIN_HINT}")
             if status is not None and status >= 500:
                 return SourceError(where, f"the Hub answered HTTP {status}", "retry later")
-            return SourceError(where, f"the Hub answered HTTP {status}", _redact(str(err).splitlines()[0]))
+            return SourceError(where, f"the Hub answered HTTP {status}", scrub_secrets(str(err).splitlines()[0]))
         if isinstance(err, httpx2.TimeoutException):
             return SourceError(
                 where,
@@ -561,14 +560,6 @@ def _read_body(
     return bytes(data[:limit])
 
 
-def _parse_prefix(prefix: bytes, source: str, size: int | None) -> SafetensorsHeader:
-    length = read_header_length(prefix[:LENGTH_PREFIX_BYTES], source=source, file_size=size)
-    raw = prefix[LENGTH_PREFIX_BYTES : LENGTH_PREFIX_BYTES + length]
-    if len(raw) != length:
-        raise HeaderError(source, f"header truncated: {len(raw)} of {length} bytes")
-    return parse_header(raw, source=source, file_size=size)
-
-
 def _weights_plan(
     files: dict[str, ListedFile], where: str
 ) -> tuple[RelativePath | None, RelativePath | None, list[RelativePath]]:
@@ -613,13 +604,3 @@ def _header_estimates(weight_map: dict[str, RelativePath]) -> dict[RelativePath,
     for name, shard in weight_map.items():
         estimates[shard] = estimates.get(shard, 4096) + len(name.encode()) + 110
     return {shard: max(MIN_ESTIMATED_RANGE, int(total * 1.2)) for shard, total in estimates.items()}
-
-
-def _redact(text: str) -> str:
-    """Never echo a token, even one a server reflected into a message."""
-    from huggingface_hub import get_token
-
-    token = os.environ.get("HF_TOKEN") or get_token()
-    if token:
-        text = text.replace(token, "***")
-    return _TOKEN_LIKE.sub("hf_***", text)
