@@ -114,8 +114,8 @@ class HubSource(Source):
             prefix = self.subfolder + "/" if self.subfolder else ""
         else:
             named, prefix = None, self.subfolder + "/"
-        files = {f.path[len(prefix) :]: ListedFile(f.path[len(prefix) :], f.size, f.sha256)
-                 for f in listing if f.path.startswith(prefix)}  # fmt: skip
+        inside = [ListedFile(f.path[len(prefix) :], f.size, f.sha256) for f in listing if f.path.startswith(prefix)]
+        files = {f.path: f for f in inside}
         if not files:
             raise SourceError(self.name_of(), "no such folder in the repo")
         return Listing(files, named)
@@ -129,8 +129,8 @@ class HubSource(Source):
 
         url = hf_hub_url(self.repo_id, self._repo_path(file), revision=self.commit)
         needed = needed_from_prefix if start == 0 and file.endswith(".safetensors") else None
-        return get_range(url, start, stop, self.name_of(file), headers=self._auth_headers(), timeout=self.timeout,
-                         needed=needed)  # fmt: skip
+        headers = self._auth_headers()
+        return get_range(url, start, stop, self.name_of(file), headers=headers, timeout=self.timeout, needed=needed)
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached)."""
@@ -172,8 +172,8 @@ class HubSource(Source):
 
         paths = {}
         for file in files:
-            paths[file] = Path(hf_hub_download(self.repo_id, self._repo_path(file), revision=self.commit,
-                                               local_files_only=self.offline))  # fmt: skip
+            name = self._repo_path(file)
+            paths[file] = Path(hf_hub_download(self.repo_id, name, revision=self.commit, local_files_only=self.offline))
             if progress is not None:
                 progress(1)
         return paths

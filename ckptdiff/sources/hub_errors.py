@@ -31,9 +31,7 @@ def explain_hub_error(err: BaseException, *, where: str, endpoint: str, revision
         asked = repr(revision) if revision else "the default branch"
         return SourceError(where, f"revision {asked} not found", "check the branch, tag or commit")
     if isinstance(err, RepositoryNotFoundError):
-        return SourceError(
-            where, f"repo not found on {endpoint}", f"check the name; if it is private, {LOGIN_HINT}"
-        )
+        return SourceError(where, f"repo not found on {endpoint}", f"check the name; if it is private, {LOGIN_HINT}")
     if isinstance(err, RemoteEntryNotFoundError):
         return SourceError(where, "a file the Hub listed could not be downloaded (entry not found)", "retry")
     if isinstance(err, (OfflineModeIsEnabled, LocalEntryNotFoundError)):
@@ -41,9 +39,7 @@ def explain_hub_error(err: BaseException, *, where: str, endpoint: str, revision
     if isinstance(err, HfHubHTTPError):
         status = err.response.status_code if getattr(err, "response", None) is not None else None
         if status in (401, 403):
-            return SourceError(
-                where, f"access denied (HTTP {status})", f"{LOGIN_HINT} with a token that can read it"
-            )
+            return SourceError(where, f"access denied (HTTP {status})", f"{LOGIN_HINT} with a token that can read it")
         if status == 429:
             return SourceError(where, "rate limited by the Hub (HTTP 429)", f"wait and retry, or {LOGIN_HINT}")
         if status is not None and status >= 500:

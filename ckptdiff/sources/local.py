@@ -59,8 +59,8 @@ class LocalSource(Source):
             raise SourceError(self.spec, "no such file or folder")
         if path.is_file():
             self._named = path.name
-            return Listing({path.name: ListedFile(path.name, path.stat().st_size, None), **self._folder_files()},
-                           named=path.name)  # fmt: skip
+            named = ListedFile(path.name, path.stat().st_size, None)
+            return Listing({path.name: named, **self._folder_files()}, named=path.name)
         if not path.is_dir():
             raise SourceError(str(path), "not a regular file or folder (a device, pipe or socket?)")
         return Listing(self._folder_files())
