@@ -73,7 +73,6 @@ _STORE_SECRET_VARIABLES = (
     "AZURE_CLIENT_SECRET",
     "GOOGLE_OAUTH_ACCESS_TOKEN",
 )
-_TOKEN_VARIABLES = _HF_TOKEN_VARIABLES + _STORE_SECRET_VARIABLES
 #: Signatures and keys that travel inside URLs (presigned S3, Azure SAS, GCS signed URLs) and user:password@.
 _URL_SECRETS = re.compile(
     r"(?i)([?&](?:x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature|x-goog-credential|sig|"
@@ -84,7 +83,7 @@ _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@")
 
 def scrub_secrets(text: str) -> str:
     """Remove tokens and keys from anything we print, even one a server reflected into a message."""
-    tokens = [os.environ.get(variable) for variable in _TOKEN_VARIABLES]
+    tokens = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
     if "huggingface_hub" in sys.modules:  # the token it sends may be a stored login in no hf_ shape
         from huggingface_hub import get_token
 
@@ -92,5 +91,9 @@ def scrub_secrets(text: str) -> str:
     for token in tokens:
         if token and len(token) >= 4:
             text = text.replace(token, "***")
+    for variable in _STORE_SECRET_VARIABLES:  # real keys are long; a short one ("test", LocalStack's) is no secret
+        value = os.environ.get(variable)
+        if value and len(value) >= 8:
+            text = text.replace(value, "***")
     text = _URL_USERINFO.sub(r"\1***@", _URL_SECRETS.sub(r"\1***", text))
     return _TOKEN_PATTERN.sub("hf_***", text)

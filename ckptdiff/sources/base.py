@@ -79,8 +79,9 @@ class Source(ABC):
         """How error lines name a file of this source (or the source itself)."""
 
     @abstractmethod
-    def describe(self) -> Described:
-        """The kind, location and pinned revision for reports (call after list_files)."""
+    def describe(self, weights: RelativePath | None = None) -> Described:
+        """The kind, location and pinned revision for reports (after list_files); ``weights`` is the file that
+        defines the checkpoint (its index, or its first weight file), whose version a store shows."""
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
         """A store library's exception as one line naming this source, or None for a bug (shown as one)."""

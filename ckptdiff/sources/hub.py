@@ -89,7 +89,7 @@ class HubSource(Source):
             return f"{self.where}:{self.subfolder}" if self.subfolder else self.where
         return f"{self.where}:{self._repo_path(file)}"
 
-    def describe(self) -> Described:
+    def describe(self, weights: RelativePath | None = None) -> Described:
         return Described("hub", self.repo_id, self.commit)
 
     def explain(self, err: BaseException) -> CkptdiffError | None:

@@ -101,6 +101,6 @@ class LocalSource(Source):
     def name_of(self, file: RelativePath | None = None) -> str:
         return str(self.folder / file) if file else str(self.path)
 
-    def describe(self) -> Described:
+    def describe(self, weights: RelativePath | None = None) -> Described:
         location = self.path if self._named and not self._named.endswith(INDEX_SUFFIX) else self.folder
         return Described("local", str(location), None)

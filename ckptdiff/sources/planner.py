@@ -139,7 +139,7 @@ def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, p
         tensors = tensors_from_shards(per_file, weight_map=weight_map, index_name=index_name)
         metadata = {name: per_file[name].metadata for name in order}
         sizes = {name: per_file[name].file_size for name in order}
-    described = source.describe()
+    described = source.describe(plan.index or plan.files[0])
     return Checkpoint(
         spec=source.spec,
         kind=described.kind,  # type: ignore[arg-type]

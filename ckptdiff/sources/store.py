@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 #: The extra that installs each scheme's fsspec implementation.
 EXTRA_FOR_SCHEME = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
+#: The package each extra brings (for the "needs ..." line).
+PACKAGE_FOR_EXTRA = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "http": "aiohttp"}
 #: A spec path ending like this names one file; anything else is a folder-like prefix.
 _FILE_SUFFIXES = (".safetensors", INDEX_SUFFIX, ".bin", ".pt", ".pth", ".bin.index.json")
 #: Probed one by one on a web server that cannot list a folder (no HTML index): the names the planner takes.
@@ -54,9 +56,8 @@ class StoreSource(Source):
             base = base.rsplit("/", 1)[0]
         return f"{base.rstrip('/')}/{file}"
 
-    def describe(self) -> Described:
-        defining = self._named or next(iter(sorted(self.versions)), None)
-        revision = self.versions.get(defining) if defining else None
+    def describe(self, weights: RelativePath | None = None) -> Described:
+        revision = self.versions.get(weights) if weights else None
         return Described("store", self.name_of(), revision, dict(self.versions))
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
@@ -74,10 +75,9 @@ class StoreSource(Source):
 
                 self._fs, root = url_to_fs(self.spec, skip_instance_cache=True)  # credentials read now, per run
             except ImportError as err:
-                missing = getattr(err, "name", None) or "its fsspec package"
-                raise SourceError(
-                    self.name_of(), f"reading {self.scheme}:// needs {missing}", f"pip install 'ckptdiff[{extra}]'"
-                ) from None
+                missing = "fsspec" if getattr(err, "name", None) == "fsspec" else PACKAGE_FOR_EXTRA[extra]
+                hint = f"pip install 'ckptdiff[{extra}]'"
+                raise SourceError(self.name_of(), f"reading {self.scheme}:// needs {missing}", hint) from None
             self.folder = root.rstrip("/")
         return self._fs
 
