@@ -9,8 +9,12 @@ with S3Server() as s3:                  # ThreadedMotoServer on 127.0.0.1, a fre
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
+import uuid
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -96,18 +100,22 @@ class S3Server:
             self.requests.clear()
             self.bytes_sent.clear()
 
-    def require_auth(self) -> None:
-        """Make moto check signatures: the first requests create an IAM user whose keys it then accepts."""
-        import json
-
+    @contextlib.contextmanager
+    def require_auth(self) -> Iterator[tuple[str, str]]:
+        """``with s3.require_auth() as (key_id, secret):`` moto checks signatures, accepting only a fresh IAM
+        user's keys (yielded). Moto's auth switch is process-wide, so it is switched off again on exit."""
         import boto3
         import requests
 
-        requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=10)
-        iam = boto3.client("iam", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
-                           aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
-        iam.create_user(UserName="reader")
-        policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
-        iam.put_user_policy(UserName="reader", PolicyName="read", PolicyDocument=json.dumps(policy))
-        key = iam.create_access_key(UserName="reader")["AccessKey"]
-        self.valid_key = (key["AccessKeyId"], key["SecretAccessKey"])
+        requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=10)  # 3 IAM calls go unsigned
+        try:
+            iam = boto3.client("iam", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                               aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
+            user = f"reader-{uuid.uuid4().hex[:8]}"
+            iam.create_user(UserName=user)
+            policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+            iam.put_user_policy(UserName=user, PolicyName="read", PolicyDocument=json.dumps(policy))
+            key = iam.create_access_key(UserName=user)["AccessKey"]
+            yield key["AccessKeyId"], key["SecretAccessKey"]
+        finally:
+            requests.post(f"{self.endpoint}/moto-api/reset-auth", data=str(2**62).encode(), timeout=10)

@@ -150,18 +150,16 @@ def test_a_missing_bucket_or_key_is_one_line(s3, run_cli, spec, expected):
     assert_one_line(result, expected)
 
 
-def test_denied_credentials_are_one_line_and_the_secret_is_never_shown(s3_server, run_cli):
-    with S3Server() as s3:  # its own server: checking signatures cannot be switched off again
-        s3.upload(PUBLISHED, "private/drafter")
-        s3.require_auth()
+def test_denied_credentials_are_one_line_and_the_secret_is_never_shown(s3, run_cli):
+    s3.upload(PUBLISHED, "private/drafter")
+    with s3.require_auth() as (key_id, secret):
         for debug in ((), ("--debug",)):
             result = run_cli("s3://private/drafter", str(OURS), *debug, env=s3.env)
             assert_one_line(result, "s3://private/drafter: access denied (check the credentials")
-        key_id, secret = s3.valid_key
-        allowed = run_cli("s3://private/drafter", str(OURS), env={**s3.env, "AWS_ACCESS_KEY_ID": key_id,
-                                                                  "AWS_SECRET_ACCESS_KEY": secret})  # fmt: skip
-        assert allowed.returncode == 0, allowed.stderr
-        assert secret not in allowed.stdout + allowed.stderr
+        allowed_env = {**s3.env, "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
+        allowed = run_cli("s3://private/drafter", str(OURS), env=allowed_env)
+    assert allowed.returncode == 0, allowed.stderr
+    assert secret not in allowed.stdout + allowed.stderr
 
 
 def test_an_unreachable_endpoint_is_one_line(s3, run_cli):
