@@ -200,3 +200,22 @@ def _header_of(path: Path) -> bytes:
     with open(path, "rb") as handle:
         prefix = handle.read(8)
         return prefix + handle.read(int.from_bytes(prefix, "little"))
+
+
+def test_values_download_a_stores_weight_files_and_compare_like_local_ones(s3, run_cli, tmp_path):
+    """--values reads through the same Source: a store's files go to a temporary folder, removed afterwards."""
+    pytest.importorskip("torch")
+    s3.upload(PUBLISHED, "values/published")
+    s3.upload(OURS, "values/ours")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**s3.env, "TMPDIR": str(scratch)}
+
+    remote = run_cli("s3://values/published", "s3://values/ours", "--values", "--format", "json", env=env)
+    local = run_cli(str(PUBLISHED), str(OURS), "--values", "--format", "json", env=env)
+
+    assert remote.returncode == local.returncode, remote.stderr
+    assert json.loads(remote.stdout)["tensors"] == json.loads(local.stdout)["tensors"]
+    assert "--values: downloading 1 file(s) of A (s3://values/published)" in remote.stderr
+    assert s3.bytes_sent["values/ours/model.safetensors"] >= (OURS / "model.safetensors").stat().st_size
+    assert list(scratch.iterdir()) == []  # the temporary folder is gone

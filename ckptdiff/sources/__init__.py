@@ -8,13 +8,14 @@ always means its store; a spec that exists on disk is a path; ``./x``, ``/x`` an
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 from .._gc import collector_paused
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError
 from .base import Source
 
@@ -113,6 +114,28 @@ def read_source(source: Source, *, wanted: AbstractSet[str] | None = None, progr
 
     try:
         return read_checkpoint(source, wanted=wanted, progress=progress)
+    except CkptdiffError:
+        raise
+    except Exception as err:
+        explained = source.explain(err)
+        if explained is None:
+            raise
+        raise explained from None
+
+
+def source_of(checkpoint: Checkpoint, options: SourceOptions | None = None) -> Source:
+    """The Source a checkpoint was read from, reopened at the revision it was read at (for --values)."""
+    source = open_source(checkpoint.spec, options)
+    source.pin(checkpoint.revision)
+    return source
+
+
+def fetch_files(
+    source: Source, folder: Path, files: Iterable[RelativePath], progress: Callable[[int], None] | None = None
+) -> dict[RelativePath, Path]:
+    """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
+    try:
+        return source.fetch_to(folder, sorted(set(files)), progress)
     except CkptdiffError:
         raise
     except Exception as err:

@@ -65,6 +65,8 @@ class Source(ABC):
     jobs: int = 8
     #: How to say a shard the index names is absent ("missing", "not in the repo").
     absent: str = "missing"
+    #: Where fetch_to puts files that are not on disk yet (for the --values download note).
+    downloads_into: str = "a temporary folder"
 
     @abstractmethod
     def list_files(self) -> Listing:
@@ -82,6 +84,10 @@ class Source(ABC):
     def describe(self, weights: RelativePath | None = None) -> Described:
         """The kind, location and pinned revision for reports (after list_files); ``weights`` is the file that
         defines the checkpoint (its index, or its first weight file), whose version a store shows."""
+
+    def pin(self, revision: str | None) -> None:
+        """Reopened after a read (for --values): take up the revision that read saw, without listing again."""
+        return None  # a local folder has no revision
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
         """A store library's exception as one line naming this source, or None for a bug (shown as one)."""

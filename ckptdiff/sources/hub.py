@@ -46,6 +46,7 @@ class HubSource(Source):
     SourceOptions and huggingface_hub's configuration, read when the run starts)."""
 
     absent = "not in the repo"
+    downloads_into = "the Hugging Face cache"
 
     def __init__(self, spec: str, parsed: HubSpec, options: SourceOptions) -> None:
         from huggingface_hub import constants
@@ -91,6 +92,11 @@ class HubSource(Source):
 
     def describe(self, weights: RelativePath | None = None) -> Described:
         return Described("hub", self.repo_id, self.commit)
+
+    def pin(self, revision: str | None) -> None:
+        self.commit = revision
+        if self.subfolder.endswith(_WEIGHT_SUFFIXES):  # hf://org/name/sub/model.safetensors: files are in sub/
+            self.subfolder = self.subfolder.rpartition("/")[0]
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
         explained = explain_hub_error(err, where=self.where, endpoint=self.endpoint, revision=self.revision)
@@ -170,6 +176,8 @@ class HubSource(Source):
         """The files through huggingface_hub's download cache (``folder`` is not used: the HF cache is shared)."""
         from huggingface_hub import hf_hub_download
 
+        if self.commit is None:
+            self.list_files()
         paths = {}
         for file in files:
             name = self._repo_path(file)

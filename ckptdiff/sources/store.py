@@ -60,6 +60,11 @@ class StoreSource(Source):
         revision = self.versions.get(weights) if weights else None
         return Described("store", self.name_of(), revision, dict(self.versions))
 
+    def pin(self, revision: str | None) -> None:
+        self._filesystem()
+        if self.folder.endswith(_FILE_SUFFIXES):  # the spec named a file: its siblings live in its folder
+            self.folder, _, self._named = self.folder.rpartition("/")
+
     def explain(self, err: BaseException) -> CkptdiffError | None:
         return explain_store_error(err, where=self.name_of(), scheme=self.scheme)
 
