@@ -13,6 +13,7 @@ pytest.importorskip("moto.server")
 
 from store_servers import ACCESS_KEY, SECRET_KEY, S3Server  # noqa: E402
 
+from ckptdiff.errors import SourceError  # noqa: E402
 from ckptdiff.sources import SourceOptions, resolve  # noqa: E402
 from ckptdiff.sources.base import INITIAL_RANGE  # noqa: E402
 from fixtures.generate import HERE as FIXTURES  # noqa: E402
@@ -219,3 +220,9 @@ def test_values_download_a_stores_weight_files_and_compare_like_local_ones(s3, r
     assert "--values: downloading 1 file(s) of A (s3://values/published)" in remote.stderr
     assert s3.bytes_sent["values/ours/model.safetensors"] >= (OURS / "model.safetensors").stat().st_size
     assert list(scratch.iterdir()) == []  # the temporary folder is gone
+
+
+def test_offline_refuses_an_object_store_before_any_request(s3):
+    with pytest.raises(SourceError, match="an object store cannot be read with --offline"):
+        resolve("s3://drafters/published", SourceOptions(offline=True))
+    assert sum(s3.requests.values()) == 0
