@@ -7,7 +7,7 @@ import shutil
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
@@ -49,7 +49,6 @@ class Described:
     kind: str
     location: str
     revision: str | None
-    versions: dict[RelativePath, str] = field(default_factory=dict)  # per-file ETag / VersionId, where known
 
 
 class Source(ABC):

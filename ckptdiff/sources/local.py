@@ -86,8 +86,9 @@ class LocalSource(Source):
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
         try:
             with open(self.folder / file, "rb") as handle:
+                stop = min(stop, os.fstat(handle.fileno()).st_size)  # no buffer sized for a 100 MB cap
                 handle.seek(start)
-                return handle.read(stop - start)
+                return handle.read(max(0, stop - start))
         except OSError as err:
             raise SourceError(self.name_of(file), f"cannot read: {err.strerror or err}") from None
 

@@ -116,7 +116,7 @@ def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, p
             check_json_size(entry.size, source.name_of(entry.path), what=what, error=error)
     pool: Executor = ThreadPoolExecutor(source.jobs, "ckptdiff-read") if source.remote else _Inline()
     small: Executor = ThreadPoolExecutor(2, "ckptdiff-read-json") if source.remote else _Inline()
-    read_one = _torch_reader(source) if plan.torch else _header_reader(source)
+    read_one = _torch_reader(source) if plan.torch else source.read_header
     try:
         config_job = small.submit(_read_config, source, config_entry) if config_entry is not None else None
         weight_map: Mapping[str, RelativePath] | None = None
@@ -134,11 +134,10 @@ def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, p
     if plan.torch:
         tensors = merge_tensor_maps({name: per_file[name].tensors for name in order}, weight_map, index_name)
         metadata: dict[RelativePath, Mapping[str, str]] = {}
-        sizes = {name: per_file[name].file_size for name in order}
     else:
         tensors = tensors_from_shards(per_file, weight_map=weight_map, index_name=index_name)
         metadata = {name: per_file[name].metadata for name in order}
-        sizes = {name: per_file[name].file_size for name in order}
+    sizes = {name: per_file[name].file_size for name in order}
     described = source.describe(plan.index or plan.files[0])
     return Checkpoint(
         spec=source.spec,
@@ -218,10 +217,6 @@ def _collect(source: Source, jobs: Mapping[RelativePath, Future[T]], progress: b
         failed = [name for name, future in sorted(jobs.items()) if not future.cancelled() and future.exception()]
         raise jobs[failed[0]].exception()  # type: ignore[misc]
     return results
-
-
-def _header_reader(source: Source) -> Callable[[ListedFile, int | None], Any]:
-    return source.read_header
 
 
 def _torch_reader(source: Source) -> Callable[[ListedFile, int | None], Any]:

@@ -58,7 +58,7 @@ class StoreSource(Source):
 
     def describe(self, weights: RelativePath | None = None) -> Described:
         revision = self.versions.get(weights) if weights else None
-        return Described("store", self.name_of(), revision, dict(self.versions))
+        return Described("store", self.name_of(), revision)
 
     def pin(self, revision: str | None) -> None:
         self._filesystem()
