@@ -181,10 +181,6 @@ def command(
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
     options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
-    if values:
-        from .values import require_torch
-
-        require_torch()  # fail before any download
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
     report = compare_specs(a, b, profile=profile, base=base, policy=policy,
                            source_options=options, values=values, notify=notify,
