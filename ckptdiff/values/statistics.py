@@ -137,8 +137,8 @@ class Accumulator:
 def chunk_sums(a: np.ndarray, b: np.ndarray, same: bool) -> Sums | None:
     """The sums of two float32 chunks, or None if one is not finite (then see :func:`float64_sums`).
 
-    ``b`` is overwritten. A differing chunk costs three dot products (Σa², Σb², then Σ(b−a)² once b holds
-    b − a), an in-place subtraction and abs, a sum and a max: no temporaries. Σab follows from them:
+    ``b`` is overwritten. A differing chunk costs four dot products (Σa², Σb², then Σ(b−a)² once b holds
+    b − a, and Σ|b−a| against ones), an in-place subtraction and abs, and a max: no temporaries. Σab follows from them:
     ‖b−a‖² = ‖a‖² + ‖b‖² − 2ab. That is also the more accurate way where it matters: for a fine-tuned
     tensor (cosine near 1) it came within 1e-9 of a float64 computation where a float32 Σab was 2e-5 off;
     for unrelated tensors (cosine near 0) it is ~1e-5 off, against ~1e-7 (3 M elements, bf16).
@@ -151,10 +151,21 @@ def chunk_sums(a: np.ndarray, b: np.ndarray, same: bool) -> Sums | None:
         delta = np.subtract(b, a, out=b)
         dd = float(np.dot(delta, delta))
         np.abs(delta, out=delta)
-        sums = (dd, float(delta.sum()), float(delta.max()), (aa + bb - dd) / 2, aa, bb)
+        abs_sum = float(np.dot(delta, _ones(delta.size)))  # BLAS: ~2x faster than numpy's pairwise sum here
+        sums = (dd, abs_sum, float(delta.max()), (aa + bb - dd) / 2, aa, bb)
     if not all(math.isfinite(value) for value in sums):
         return None
     return Sums(same, a.size, 0, sums)
+
+
+_ONES = np.ones(0, np.float32)
+
+
+def _ones(count: int) -> np.ndarray:
+    global _ONES
+    if _ONES.size < count:
+        _ONES = np.ones(count, np.float32)
+    return _ONES[:count]
 
 
 def float64_sums(a: np.ndarray, b: np.ndarray, same: bool) -> Sums:
