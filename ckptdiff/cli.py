@@ -124,8 +124,8 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--rename", "renames", multiple=True, metavar="REGEX=REPLACEMENT",
               help="Rename tensors of both sides before matching (re.sub, in order; repeatable).")  # fmt: skip
 @click.option("--values", "values", is_flag=True,
-              help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); needs ckptdiff[torch] "
-                   "and downloads Hub weights into the HF cache.")  # fmt: skip
+              help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
+                   "into the HF cache; .bin/.pt files need ckptdiff[torch].")  # fmt: skip
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=8, show_default=True,
               help="Shard headers fetched in parallel from the Hub.")  # fmt: skip

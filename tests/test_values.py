@@ -115,6 +115,21 @@ def test_every_bit_pattern_widens_to_the_float32_torch_gives(dtype: str) -> None
     assert np.array_equal(widened, expected, equal_nan=True)
 
 
+@pytest.mark.parametrize("noise", [1e-3, 10.0], ids=["fine-tuned", "unrelated"])
+def test_cosine_is_accurate_near_one_and_near_zero(tmp_path: Path, noise: float) -> None:
+    """1 − cos of a fine-tuned tensor and the cosine of unrelated ones, both where float32 loses digits."""
+    generator = torch.Generator().manual_seed(11)
+    a = torch.randn(1200, 1000, generator=generator).to(torch.bfloat16)  # 1.2 M elements: several chunks
+    b = (a.float() + noise * torch.randn(a.shape, generator=generator)).to(torch.bfloat16)
+    left, right = resolve(str(save(tmp_path / "a", {"w": a}))), resolve(str(save(tmp_path / "b", {"w": b})))
+
+    stats = values.compare_values(left, right, ["w"]).stats["w"]
+
+    expected = direct_stats(a, b)["cosine"]
+    assert 1 - stats.cosine == pytest.approx(1 - expected, rel=1e-3)
+    assert stats.cosine == pytest.approx(expected, abs=1e-6)
+
+
 def test_partly_trained_tensors_on_threads_match_torch_and_one_thread(tmp_path: Path, monkeypatch) -> None:
     """Only some rows trained (new tokens' embeddings): equal chunks skip the float math, and their Σa² is
     added afterwards. Threads give the same bits as one thread; a NaN in an equal chunk is counted either way."""
