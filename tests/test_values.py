@@ -156,6 +156,18 @@ def test_partly_trained_tensors_on_threads_match_torch_and_one_thread(tmp_path: 
     assert threaded["half"].equal and threaded["half"].note == "1 non-finite element(s) left out of the statistics"
 
 
+def test_a_file_cut_short_during_a_threaded_pass_fails_with_one_line(tmp_path: Path, monkeypatch) -> None:
+    a_tensors = random_tensors()
+    a, b = resolve(str(save(tmp_path / "a", a_tensors))), resolve(str(save(tmp_path / "b", perturbed(a_tensors, 0.1))))
+    with open(tmp_path / "b" / "model.safetensors", "r+b") as handle:  # shrinks after its header was read
+        handle.truncate(handle.seek(0, 2) - 100)
+    monkeypatch.setattr(scheduling, "CHUNK_ELEMENTS", 100)
+    monkeypatch.setattr(scheduling, "THREADS_MIN_BYTES", 0)
+
+    with pytest.raises(CkptdiffError, match=r"model\.safetensors: file ends at byte \d+, a tensor needs \d+"):
+        values.compare_values(a, b, sorted(a_tensors))
+
+
 def test_equal_tensors_and_all_zero_ones(tmp_path: Path) -> None:
     tensors = {"w": torch.randn(5, 5), "zeros": torch.zeros(7, dtype=torch.bfloat16)}
     a, b = resolve(str(save(tmp_path / "a", tensors))), resolve(str(save(tmp_path / "b", dict(tensors))))

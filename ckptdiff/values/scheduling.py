@@ -114,9 +114,10 @@ def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:
         note = None if pair.a.dtype == pair.b.dtype else f"{pair.a.dtype} vs {pair.b.dtype}, compared as float32"
         results[index] = total.stats(note)
 
+    in_order = ordered_map(compute, chunks, threads)
     try:
         current, total = -1, Accumulator()
-        for index, start, result in ordered_map(compute, chunks, threads):
+        for index, start, result in in_order:
             if index != current:  # one tensor's chunks come one after another
                 if current >= 0:
                     finish(current, total)
@@ -128,6 +129,7 @@ def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:
             if index not in results:
                 finish(index, Accumulator())
     finally:
+        in_order.close()  # on an error here, the threads stop now (before their files are closed)
         for worker in workers:
             for side in worker.sides:
                 side.close()
