@@ -91,7 +91,7 @@ def _table(stored: str) -> np.ndarray:
 def widen(kind: ValueType, raw: bytearray, out: np.ndarray) -> np.ndarray:
     """The chunk ``raw`` as float32: a view of ``raw`` itself for F32, else written into ``out``."""
     if kind.widening == "view":
-        return np.frombuffer(raw, np.float32)
+        return np.frombuffer(raw, kind.numpy)
     out = out[: len(raw) // kind.itemsize]
     if kind.widening == "shift":
         np.left_shift(np.frombuffer(raw, kind.bits), 16, out=out.view(np.uint32), dtype=np.uint32)

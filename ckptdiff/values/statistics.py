@@ -110,7 +110,8 @@ class Accumulator:
 
     def add_squares(self, a: np.ndarray) -> None:
         """Σa² of an equal chunk taken as a SameChunk, once the tensor turned out to differ elsewhere."""
-        square = float(np.dot(a, a))
+        with np.errstate(over="ignore"):
+            square = float(np.dot(a, a))
         if not math.isfinite(square):  # overflows float32 (a SameChunk holds only finite values)
             wide = a.astype(np.float64)
             square = float(np.dot(wide, wide))
