@@ -7,11 +7,11 @@
 The files (under benchmarks/.work/values/, kept between runs) have the published Kimi-K2 EAGLE-3 drafter's
 tensors (bf16, plus d2t/t2d), filled by repeating a 16 MiB block of random bf16 values; B differs from A
 everywhere (the full statistics path) or, in the "byte copies" case, is a copy (the equal-bytes path). Every
-measurement is a fresh subprocess: wall time around spawn → exit, peak RSS from ``os.wait4``; the "pass alone"
-rows time only the value pass inside the child (imports and headers done before the clock starts), so start-up
-and throughput show apart. Rounds interleave the cases. The page cache is warm (the files were just read), so
-the `cat` anchor is the cost of moving the bytes, and the difference is ckptdiff's arithmetic. "of cat" is
-throughput as a share of cat's.
+measurement is a fresh subprocess (through run.py's launcher): wall time spawn → exit, CPU time and peak RSS
+from ``os.wait4``; the "pass alone" rows time only the value pass inside the child (imports and headers done
+before the clock starts), so start-up and throughput show apart. Rounds interleave the cases. The page cache
+is warm (the files were just read), so the `cat` anchor is the cost of moving the bytes, and the difference is
+ckptdiff's arithmetic. "of cat" is throughput as a share of cat's.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -69,61 +68,40 @@ def write_in_child(path: Path, tensors: list[tuple[str, str, list[int]]], seed: 
     return int(done.stdout)
 
 
-def measure(command: list[str]) -> tuple[float, float, float]:
-    """Wall seconds, CPU seconds (user + system) and peak RSS (MiB) of one subprocess."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code not in (0, 1):
-        raise RuntimeError(f"{' '.join(command)} exited {code}: {process.stderr.read().decode()[-500:]}")
-    process.stderr.close()
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
-
-
-#: The --values pass alone, timed inside a child that has already imported what it needs and read the headers.
+#: The --values pass alone, timed inside a child that has already imported what it needs and read the headers;
+#: it writes its seconds to the file named first.
 PASS_ONLY = """
 import sys, time
 from ckptdiff import values
 from ckptdiff.sources import resolve
-a, b = resolve(sys.argv[1]), resolve(sys.argv[2])
+a, b = resolve(sys.argv[2]), resolve(sys.argv[3])
 values.compare_values(a, b, [])  # imports numpy (or torch, in older revisions)
 names = [n for n in a.tensors if n in b.tensors and a.tensors[n].shape == b.tensors[n].shape]
 start = time.perf_counter()
 values.compare_values(a, b, names)
-print(time.perf_counter() - start, file=sys.stderr)
+open(sys.argv[1], "w").write(str(time.perf_counter() - start))
 """
 
 
-def measure_pass(a: Path, b: Path) -> tuple[float, float, float]:
-    """Seconds of the --values pass itself (the child's own clock), the child's CPU seconds and peak RSS (MiB)."""
-    process = subprocess.Popen([sys.executable, "-c", PASS_ONLY, str(a), str(b)], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE, cwd=ROOT)  # fmt: skip
-    _, status, usage = os.wait4(process.pid, 0)
-    err = process.stderr.read().decode()
-    process.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"the --values pass on {a} and {b} failed: {err[-500:]}")
-    return float(err.split()[-1]), usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+def measure(command: list[str], clock: Path | None = None) -> tuple[float, float, float]:
+    """Wall seconds (or, with ``clock``, the seconds the child wrote there), CPU seconds (user + system) and peak
+    RSS (MiB) of one subprocess, through run.py's launcher (a tiny process, so the RSS is the child's own)."""
+    from run import Command, measure_once
+
+    measured = Command(" ".join(command), command, ok_codes=(0, 1))
+    measure_once(measured)
+    seconds = float(clock.read_text()) if clock is not None else measured.seconds[0]
+    return seconds, measured.cpu_seconds[0], measured.rss_mb[0]
 
 
 def ckptdiff(*args: str, tree: Path | None = None) -> list[str]:
-    """The CLI, from this checkout or from another revision's tree (see run.py's checkout)."""
+    """The CLI, from this checkout or from another revision's tree (run.py's checkout)."""
+    from run import OTHER_REVISION
+
     options = [*args, "--format", "json", "-o", os.devnull, "-q"]
     if tree is None:
         return [sys.executable, "-m", "ckptdiff", *options]
     return [sys.executable, "-c", OTHER_REVISION, str(tree), *options]
-
-
-#: Runs the CLI from another revision's tree rather than this editable install.
-OTHER_REVISION = """
-import sys
-sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in repr(finder).lower()]
-sys.path.insert(0, sys.argv.pop(1))
-from ckptdiff.cli import main
-main(sys.argv[1:])
-"""
 
 
 def inputs(quick: bool) -> tuple[Path, Path, Path, int]:
@@ -152,7 +130,10 @@ def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]
     a, b, same, size = inputs(quick)
     subprocess.run(["cat", str(a), str(b), str(same)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
     cases: dict[str, tuple[Any, int]] = {
-        "cat A B > /dev/null (anchor)": (["sh", "-c", f'cat "{a}" "{b}" > /dev/null'], 2 * size),
+        "cat A B > /dev/null (anchor)": (
+            [shutil.which("sh") or "/bin/sh", "-c", f'cat "{a}" "{b}" > /dev/null'],
+            2 * size,
+        ),
         "ckptdiff A B --values (every value differs)": (ckptdiff(str(a), str(b), "--values"), 2 * size),
         "ckptdiff A A' --values (byte copies)": (ckptdiff(str(a), str(same), "--values"), 2 * size),
         "ckptdiff A B (headers only)": (ckptdiff(str(a), str(b)), 0),
@@ -181,7 +162,12 @@ def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]
     peaks: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(rounds):  # rounds interleave the cases: a noisy neighbour slows all alike
         for name, (command, _) in cases.items():
-            seconds, cpu_seconds, peak = measure_pass(*command) if isinstance(command, tuple) else measure(command)
+            if isinstance(command, tuple):  # the pass alone
+                clock = WORK / "pass-seconds"
+                command = [sys.executable, "-c", PASS_ONLY, str(clock), *map(str, command)]
+                seconds, cpu_seconds, peak = measure(command, clock)
+            else:
+                seconds, cpu_seconds, peak = measure(command)
             times[name].append(seconds)
             cpu[name].append(cpu_seconds)
             peaks[name].append(peak)
