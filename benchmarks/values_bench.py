@@ -1,6 +1,6 @@
 """--values on two full-size drafter files: throughput next to `cat` reading the same bytes, and peak RSS.
 
-    python benchmarks/values_bench.py                  # two 2.22 GiB Kimi-K2-drafter-shaped files, 3 rounds
+    python benchmarks/values_bench.py                  # two 2.22 GiB Kimi-K2-drafter-shaped files, 5 rounds
     python benchmarks/values_bench.py --quick          # two 256 MiB files, 1 round
     python benchmarks/values_bench.py --against main   # also ckptdiff at that git revision, same files, same rounds
 
@@ -39,6 +39,8 @@ WORK = HERE / ".work" / "values"
 #: The issue's targets: end to end at least this share of cat's throughput, and a small pair in this many seconds.
 TARGET_OF_CAT = 0.5
 TARGET_SMALL_SECONDS = 0.5
+#: Rounds of the full run (medians over them).
+ROUNDS = 5
 
 
 def write_filled(path: Path, tensors: list[tuple[str, str, list[int]]], seed: int) -> int:
@@ -125,7 +127,7 @@ def inputs(quick: bool) -> tuple[Path, Path, Path, int]:
 def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]:
     """Rows: `cat` anchor, --values on differing files, on byte copies, headers only, a small pair, the pass alone;
     with ``against``, the --values rows again with ckptdiff at that git revision."""
-    rounds = 1 if quick else 3
+    rounds = 1 if quick else ROUNDS
     small = str(ROOT / "fixtures" / "kimi-k2-eagle3-published")
     a, b, same, size = inputs(quick)
     subprocess.run(["cat", str(a), str(b), str(same)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
