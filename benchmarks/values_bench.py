@@ -65,8 +65,8 @@ def write_in_child(path: Path, tensors: list[tuple[str, str, list[int]]], seed: 
         "import sys, json; sys.path.insert(0, sys.argv[1]); from values_bench import write_filled; "
         "print(write_filled(__import__('pathlib').Path(sys.argv[2]), json.loads(sys.argv[3]), int(sys.argv[4])))"
     )
-    done = subprocess.run([sys.executable, "-c", script, str(HERE), str(path), json.dumps(tensors), str(seed)],
-                          capture_output=True, text=True, check=True, cwd=ROOT)  # fmt: skip
+    command = [sys.executable, "-c", script, str(HERE), str(path), json.dumps(tensors), str(seed)]
+    done = subprocess.run(command, capture_output=True, text=True, check=True, cwd=ROOT)
     return int(done.stdout)
 
 

@@ -174,8 +174,8 @@ def test_equal_tensors_and_all_zero_ones(tmp_path: Path) -> None:
 
     stats = values.compare_values(a, b, ["w", "zeros"]).stats
 
-    assert stats["w"].to_dict() == {"equal": True, "max_abs": 0.0, "mean_abs": 0.0, "cosine": 1.0,
-                                    "rel_l2": 0.0, "method": "read"}  # fmt: skip
+    equal = {"equal": True, "max_abs": 0.0, "mean_abs": 0.0, "cosine": 1.0, "rel_l2": 0.0, "method": "read"}
+    assert stats["w"].to_dict() == equal
     assert stats["zeros"].equal and stats["zeros"].cosine is None  # undefined for a zero vector
 
 
@@ -391,11 +391,9 @@ def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path
 def drafter_with_embed(folder: Path, embed: object, config: dict[str, object]) -> Path:
     generator = torch.Generator().manual_seed(9)
     hidden = config["hidden_size"]
-    save(folder, {
-        "embed_tokens.weight": embed,
-        "fc.weight": torch.randn(hidden, 3 * hidden, generator=generator).to(torch.bfloat16),
-        "norm.weight": torch.ones(hidden, dtype=torch.bfloat16),
-    })  # fmt: skip
+    fc = torch.randn(hidden, 3 * hidden, generator=generator).to(torch.bfloat16)
+    norm = torch.ones(hidden, dtype=torch.bfloat16)
+    save(folder, {"embed_tokens.weight": embed, "fc.weight": fc, "norm.weight": norm})
     write_config(folder, config)
     return folder
 
@@ -461,8 +459,8 @@ def test_peak_memory_stays_near_a_chunk_not_the_files(tmp_path: Path) -> None:
     write_big(tmp_path / "b.safetensors", 8192, 16384, seed=None)  # differs everywhere: the full statistics path
     files = [str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors")]
 
-    done = subprocess.run([sys.executable, "-c", PEAK_RSS, *files, "--values", "--format", "json"],
-                          capture_output=True, text=True, cwd=REPO)  # fmt: skip
+    command = [sys.executable, "-c", PEAK_RSS, *files, "--values", "--format", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
 
     assert done.returncode == 0, done.stderr
     before, after = (int(kib) // 1024 for kib in done.stderr.split()[-2:])
