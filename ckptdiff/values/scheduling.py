@@ -40,10 +40,11 @@ class Pair:
 
 
 class Worker:
-    """What one thread computes chunks with: the sides (its own copies when threads share the pass)."""
+    """What one thread computes chunks with: the sides (its own copies when threads share the pass) and a buffer."""
 
     def __init__(self, sides: list[Side]) -> None:
         self.sides = sides
+        self.delta = np.empty(0, np.float32)  # b − a of a chunk
 
     def chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         with np.errstate(all="ignore"):  # overflow and NaN are expected in data: float64_sums handles them
@@ -62,12 +63,10 @@ class Worker:
         a, b = side_a.widen(kind_a, raw_a), side_b.widen(kind_b, raw_b)
         if kind_a is not kind_b:
             same = bool(np.array_equal(a, b))
-        sums = chunk_sums(a, b, same)
-        if sums is not None:
-            return sums
-        a = side_a.widen(kind_a, side_a.read(pair.a, kind_a, start, count))  # b was overwritten: read both again
-        b = side_b.widen(kind_b, side_b.read(pair.b, kind_b, start, count))
-        return float64_sums(a, b, same)
+        if self.delta.size < count:
+            self.delta = np.empty(count, np.float32)
+        sums = chunk_sums(a, b, same, self.delta)
+        return sums if sums is not None else float64_sums(a, b, same)
 
 
 def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:

@@ -135,25 +135,24 @@ class Accumulator:
         return ValueStats(False, self.max_abs, mean_abs, cosine, rel_l2, note=note)
 
 
-def chunk_sums(a: np.ndarray, b: np.ndarray, same: bool) -> Sums | None:
+def chunk_sums(a: np.ndarray, b: np.ndarray, same: bool, scratch: np.ndarray) -> Sums | None:
     """The sums of two float32 chunks, or None if one is not finite (then see :func:`float64_sums`).
 
-    ``b`` is overwritten: Σa², Σb² and Σab, then b − a in place for Σ(b−a)², Σ|b−a| (a dot product against
-    ones) and max |b−a|: no temporaries. Σab is taken from ‖b−a‖² = ‖a‖² + ‖b‖² − 2ab where the chunks are
-    close (cosine above ~0.5): for a fine-tuned tensor that came within 1e-9 of a float64 computation where
-    the direct float32 Σab was 2e-5 off. For unrelated values the direct one is the accurate one (~1e-7).
+    b − a goes into ``scratch`` (at least a chunk long), so nothing is allocated and a and b stay as they are.
+    Σab is taken from ‖b−a‖² = ‖a‖² + ‖b‖² − 2ab where the chunks are close (cosine above ~0.5): for a fine-tuned
+    tensor that came within 1e-9 of a float64 computation where the direct float32 Σab was 2e-5 off. For
+    unrelated values the direct dot product is the accurate one (~1e-7).
     """
     if same:  # b is a: one dot product gives every sum
         square = float(np.dot(a, a))
         sums = (0.0, 0.0, 0.0, square, square, square)
     else:
-        aa, bb, ab = float(np.dot(a, a)), float(np.dot(b, b)), float(np.dot(a, b))
-        delta = np.subtract(b, a, out=b)
+        aa, bb = float(np.dot(a, a)), float(np.dot(b, b))
+        delta = np.subtract(b, a, out=scratch[: a.size])
         dd = float(np.dot(delta, delta))
+        ab = (aa + bb - dd) / 2 if dd < (aa + bb) / 2 else float(np.dot(a, b))
         np.abs(delta, out=delta)
         abs_sum = float(np.dot(delta, _ones(delta.size)))  # BLAS: ~2x faster than numpy's pairwise sum here
-        if dd < (aa + bb) / 2:
-            ab = (aa + bb - dd) / 2
         sums = (dd, abs_sum, float(delta.max()), ab, aa, bb)
     if not all(math.isfinite(value) for value in sums):
         return None
