@@ -191,6 +191,40 @@ def test_a_dtype_change_is_compared_in_float32(tmp_path: Path) -> None:
     assert stats.note == "BF16 vs F32, compared as float32"
 
 
+@pytest.mark.parametrize("dtype", sorted(VALUE_TYPES))
+def test_every_widened_dtype_tells_a_copy_from_a_change(tmp_path: Path, dtype: str) -> None:
+    """Random bytes (NaN and infinity patterns included) in every dtype: a copy is equal, one changed byte is not."""
+    prefix, length = header_bytes([("w", dtype, [3000])])
+    data = bytes(np.random.default_rng(3).integers(0, 256, length, dtype=np.uint8))
+    if dtype == "BOOL":
+        data = bytes(byte & 1 for byte in data)
+    changed = bytearray(data)
+    changed[length // 2] ^= 1
+    for name, payload in (("a", data), ("copy", data), ("b", bytes(changed))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(prefix + payload)
+    a, copy, b = (resolve(str(tmp_path / name)) for name in ("a", "copy", "b"))
+
+    assert values.compare_values(a, copy, ["w"]).stats["w"].equal
+    assert not values.compare_values(a, b, ["w"]).stats["w"].equal
+
+
+def test_packed_fp4_is_compared_byte_for_byte(tmp_path: Path) -> None:
+    """F4 (two values a byte) is not widened: equal or not, from the bytes, and the note says so."""
+    prefix, length = header_bytes([("w", "F4", [4096])])
+    data = bytes(range(256)) * (length // 256)
+    for name, payload in (("a", data), ("same", data), ("b", data[:-1] + b"\x00")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model.safetensors").write_bytes(prefix + payload)
+    a, same, b = (resolve(str(tmp_path / name)) for name in ("a", "same", "b"))
+
+    equal, changed = values.compare_values(a, same, ["w"]).stats["w"], values.compare_values(a, b, ["w"]).stats["w"]
+
+    assert equal.equal and not changed.equal
+    assert equal.note == changed.note == "dtype F4 is not widened to float32; bytes compared"
+    assert changed.max_abs is None and changed.cosine is None
+
+
 def test_nan_and_overflow_are_left_out_and_said(tmp_path: Path) -> None:
     a = torch.tensor([1.0, float("nan"), 3.0, 3e38], dtype=torch.float32)
     b = torch.tensor([1.5, float("nan"), 3.0, -3e38], dtype=torch.float32)
