@@ -501,4 +501,4 @@ def test_peak_memory_stays_near_a_chunk_not_the_files(tmp_path: Path) -> None:
     row = json.loads(done.stdout)["tensors"][0]
     assert row["values"]["rel_l2"] == pytest.approx(1.0)  # b is all zeros: ‖b−a‖ = ‖a‖
     assert (tmp_path / "a.safetensors").stat().st_size // 2**20 == 256
-    assert after - before < 48, (before, after)  # measured ≈ 8 MiB: raw and float32 chunks per thread and side
+    assert after - before < 48, (before, after)  # measured ≈ 10 MiB: raw and float32 chunks per thread and side
