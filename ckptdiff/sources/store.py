@@ -27,8 +27,9 @@ PACKAGE_FOR_EXTRA = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "http": "ai
 _FILE_SUFFIXES = (".safetensors", INDEX_SUFFIX, ".bin", ".pt", ".pth", ".bin.index.json")
 #: Probed one by one on a web server that cannot list a folder (no HTML index): the names the planner takes.
 _WELL_KNOWN = ("model.safetensors", "model" + INDEX_SUFFIX, "pytorch_model.bin.index.json", "pytorch_model.bin")
-#: Where a listing keeps an object's version, by store: S3, GCS, Azure, HTTP.
-_VERSION_KEYS = ("VersionId", "generation", "version_id", "ETag", "etag")
+#: Where a listing keeps an object's version: the ETag first (S3, GCS, Azure and HTTP servers all give it, in a
+#: listing and a HEAD alike, so one checkpoint shows one version however it is spelled), else a generation.
+_VERSION_KEYS = ("ETag", "etag", "generation", "VersionId", "version_id")
 
 
 class StoreSource(Source):
