@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -32,12 +33,20 @@ class _Counting:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         path = unquote(environ.get("PATH_INFO", "")).lstrip("/")
-        with self.server.lock:
-            self.server.requests[path] += 1
-        for chunk in self.app(environ, start_response):
-            with self.server.lock:
-                self.server.bytes_sent[path] += len(chunk)
-            yield chunk
+        server = self.server
+        with server.lock:
+            server.requests[path] += 1
+            server.in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server.in_flight)
+        try:
+            time.sleep(server.latency)
+            for chunk in self.app(environ, start_response):
+                with server.lock:
+                    server.bytes_sent[path] += len(chunk)
+                yield chunk
+        finally:
+            with server.lock:
+                server.in_flight -= 1
 
 
 class S3Server:
@@ -45,6 +54,8 @@ class S3Server:
         self.requests: Counter[str] = Counter()
         self.bytes_sent: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.latency = 0.0  # seconds added to every request (to see requests overlap)
+        self.in_flight = self.max_in_flight = 0
 
     def __enter__(self) -> S3Server:
         from moto.server import ThreadedMotoServer
@@ -99,6 +110,7 @@ class S3Server:
         with self.lock:
             self.requests.clear()
             self.bytes_sent.clear()
+            self.max_in_flight = 0
 
     @contextlib.contextmanager
     def require_auth(self) -> Iterator[tuple[str, str]]:

@@ -107,6 +107,19 @@ def test_a_sharded_checkpoint_reads_its_index_and_each_shards_header(s3, tmp_pat
         assert len(_header_of(shard)) <= sent <= INITIAL_RANGE < shard.stat().st_size, shard.name
 
 
+def test_shards_are_read_in_parallel_on_a_pool_of_jobs(s3, tmp_path):
+    base = write_sharded(tmp_path / "base", shards=8)
+    s3.upload(base, "models/eight")
+    s3.latency = 0.05
+    try:
+        resolve("s3://models/eight", SourceOptions(jobs=3))
+    finally:
+        s3.latency = 0.0
+    # 3 header reads, plus config.json and the index beside them
+    assert 3 <= s3.max_in_flight <= 3 + 2
+    assert sum(n for key, n in s3.requests.items() if key.endswith(".safetensors")) == 8
+
+
 def test_wanted_tensors_read_only_the_shard_that_holds_them(s3, tmp_path):
     base = write_sharded(tmp_path / "base")
     s3.upload(base, "models/base")
