@@ -46,6 +46,14 @@ def test_a_malformed_url_is_refused_before_any_request(spec):
         parse_spec(spec)
 
 
+def test_a_signed_url_is_refused_and_its_signature_never_shown():
+    with pytest.raises(SourceError) as error:
+        parse_spec("https://host/m/model.safetensors?X-Amz-Signature=0123456789abcdef&X-Amz-Expires=60")
+    line = error.value.line()
+    assert line.startswith("https://host/m/model.safetensors: a URL with a query string (a signed link)")
+    assert "0123456789abcdef" not in line
+
+
 def test_hf_url_reads_like_the_plain_hub_spec(hub_client):
     commit = hub_client.add_repo("org/drafter", PUBLISHED)
 

@@ -16,7 +16,7 @@ from urllib.parse import unquote
 
 from .._gc import collector_paused
 from ..checkpoint import Checkpoint, RelativePath
-from ..errors import CkptdiffError, SourceError
+from ..errors import CkptdiffError, SourceError, scrub_secrets
 from .base import Source
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -59,6 +59,12 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
     if separator and scheme.lower() in STORE_SCHEMES:
         if not rest.strip("/"):
             raise SourceError(spec, "names no bucket, container or host")
+        if "?" in rest or "#" in rest:
+            raise SourceError(
+                scrub_secrets(spec.split("?", 1)[0]),
+                "a URL with a query string (a signed link) is not supported",
+                "name the object through its store (s3://, gs://, az://) and let its credentials sign the requests",
+            )
         return StoreSpec(spec, scheme.lower())
     try:
         expanded = Path(spec).expanduser()

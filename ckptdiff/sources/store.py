@@ -25,7 +25,7 @@ EXTRA_FOR_SCHEME = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs"
 PACKAGE_FOR_EXTRA = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "http": "aiohttp"}
 #: A spec path ending like this names one file; anything else is a folder-like prefix.
 _FILE_SUFFIXES = (".safetensors", INDEX_SUFFIX, ".bin", ".pt", ".pth", ".bin.index.json")
-#: Probed one by one on a web server that cannot list a folder (no HTML index): the names the planner takes.
+#: Probed one by one on a web server (which has no folder listing to trust): the names the planner takes.
 _WELL_KNOWN = ("model.safetensors", "model" + INDEX_SUFFIX, "pytorch_model.bin.index.json", "pytorch_model.bin")
 #: Where a listing keeps an object's version: the ETag first (S3, GCS, Azure and HTTP servers all give it, in a
 #: listing and a HEAD alike, so one checkpoint shows one version however it is spelled), else a generation.
@@ -103,12 +103,14 @@ class StoreSource(Source):
         return self._list_folder(fs)
 
     def _list_folder(self, fs: Any) -> Listing:
-        try:
-            entries = fs.ls(self.folder, detail=True)
-        except FileNotFoundError:
-            if self.scheme not in ("http", "https"):
-                raise
-            entries = []  # a web server without folder pages: probe the usual names
+        if self.scheme in ("http", "https"):
+            # A web server has no folder listing to trust (an HTML page, or a big file misnamed): ask for the names
+            # the planner takes, one HEAD each, and never GET a body that is not a header.
+            files = {name: found for name in (*_WELL_KNOWN, "config.json") if (found := self.stat(name)) is not None}
+            if not files:
+                raise FileNotFoundError(self.folder)
+            return Listing(files)
+        entries = fs.ls(self.folder, detail=True)
         files: dict[RelativePath, ListedFile] = {}
         for info in entries:
             if info.get("type") != "file":
@@ -116,12 +118,7 @@ class StoreSource(Source):
             name = posixpath.relpath(info["name"].rstrip("/"), self.folder) if self.folder else info["name"]
             if "/" not in name and name not in (".", ".."):
                 files[name] = self._entry(name, info)
-        if self.scheme in ("http", "https") and not any(n.endswith(_FILE_SUFFIXES) for n in files):
-            for name in (*_WELL_KNOWN, "config.json"):
-                found = self.stat(name)
-                if found is not None:
-                    files[name] = found
-        if not files and not entries:
+        if not entries:
             raise FileNotFoundError(self.folder)
         return Listing(files)
 
