@@ -8,7 +8,7 @@ always means its store; a spec that exists on disk is a path; ``./x``, ``/x`` an
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,7 +137,7 @@ def source_of(checkpoint: Checkpoint, options: SourceOptions | None = None) -> S
 
 
 def fetch_files(
-    source: Source, folder: Path, files: Iterable[RelativePath], progress: Callable[[int], None] | None = None
+    source: Source, folder: Path, files: Iterable[RelativePath], progress: bool = False
 ) -> dict[RelativePath, Path]:
     """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
     try:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import io
-import shutil
+import sys
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -136,24 +136,36 @@ class Source(ABC):
             raise SourceError(self.name_of(file.path), "the store did not say how big this file is")
         return RangeFile(self, file.path, file.size)
 
-    def fetch_to(
-        self, folder: Path, files: Iterable[RelativePath], progress: Callable[[int], None] | None = None
-    ) -> dict[RelativePath, Path]:
-        """Local paths of these files: ones on disk as they are, others copied into ``folder`` (for --values)."""
+    def fetch_to(self, folder: Path, files: Iterable[RelativePath], progress: bool = False) -> dict[RelativePath, Path]:
+        """Local paths of these files: ones on disk as they are, others copied into ``folder`` (for --values),
+        with a progress bar of the bytes copied when ``progress`` and stderr is a terminal."""
         paths: dict[RelativePath, Path] = {}
+        remote: list[ListedFile] = []
         for file in files:
             local = self.local_path(file)
             if local is not None:
                 paths[file] = local
-                continue
-            target = folder / file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            entry = self.stat(file) or ListedFile(file, None, None)
-            with self.open_file(entry) as source, open(target, "wb") as out:
-                shutil.copyfileobj(source, out, COPY_CHUNK)
-            if progress is not None:
-                progress(1)
-            paths[file] = target
+            else:
+                remote.append(self.stat(file) or ListedFile(file, None, None))
+        bar = None
+        if progress and remote and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            total = sum(entry.size or 0 for entry in remote)
+            bar = tqdm(total=total, desc=self.spec, unit="B", unit_scale=True, file=sys.stderr, leave=False)
+        try:
+            for entry in remote:
+                target = folder / entry.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with self.open_file(entry) as source, open(target, "wb") as out:
+                    while chunk := source.read(COPY_CHUNK):
+                        out.write(chunk)
+                        if bar is not None:
+                            bar.update(len(chunk))
+                paths[entry.path] = target
+        finally:
+            if bar is not None:
+                bar.close()
         return paths
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -170,20 +170,22 @@ class HubSource(Source):
     def stat(self, file: RelativePath) -> ListedFile | None:
         return None  # the listing is the whole repo: a file it lacks is not there
 
-    def fetch_to(
-        self, folder: Path, files: Iterable[RelativePath], progress: Callable[[int], None] | None = None
-    ) -> dict[RelativePath, Path]:
-        """The files through huggingface_hub's download cache (``folder`` is not used: the HF cache is shared)."""
+    def fetch_to(self, folder: Path, files: Iterable[RelativePath], progress: bool = False) -> dict[RelativePath, Path]:
+        """The files through huggingface_hub's download cache (``folder`` is not used: the HF cache is shared),
+        with its own progress bars when ``progress``."""
         from huggingface_hub import hf_hub_download
+        from huggingface_hub.utils.tqdm import silent_tqdm
 
         if self.commit is None:
             self.list_files()
+        bars = None if progress else silent_tqdm
         paths = {}
         for file in files:
             name = self._repo_path(file)
-            paths[file] = Path(hf_hub_download(self.repo_id, name, revision=self.commit, local_files_only=self.offline))
-            if progress is not None:
-                progress(1)
+            downloaded = hf_hub_download(
+                self.repo_id, name, revision=self.commit, local_files_only=self.offline, tqdm_class=bars
+            )
+            paths[file] = Path(downloaded)
         return paths
 
     # --- revision and listing ---------------------------------------------------------------------------

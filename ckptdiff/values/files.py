@@ -5,7 +5,6 @@ from __future__ import annotations
 import atexit
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -91,17 +90,8 @@ def fetch_files(
         also = f" ({len(paths)} already cached)" if paths else ""
         where, into = source.name_of(), source.downloads_into
         notify(f"--values: downloading {len(remote)} file(s) of {label} ({where}), {total}, into {into}{also}")
-    bar = None
-    if progress and len(remote) > 1 and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(remote), desc=f"--values {label}", unit="file", file=sys.stderr, leave=False)
-    try:
-        folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-", dir=_scratch_folder()))  # one per side
-        paths.update(fetch(source, folder, remote, bar.update if bar is not None else None))
-    finally:
-        if bar is not None:
-            bar.close()
+    folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-", dir=_scratch_folder()))  # one per side
+    paths.update(fetch(source, folder, remote, progress))
     return paths
 
 
