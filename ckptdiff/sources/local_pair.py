@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import INDEX_SUFFIX, Checkpoint, FileInfo, TensorInfo
-from ..checkpoint import _make_info as make_tensor_info  # the reader's own fast constructor
 
 #: Index bytes from which a fork pays for itself (~1 MB is ~15 k tensors; Kimi-K2's index is ~10 MB).
 MIN_INDEX_BYTES = 1 << 20
@@ -85,13 +84,10 @@ def to_columns(checkpoint: Checkpoint) -> dict[str, Any]:
 
 def from_columns(columns: dict[str, Any]) -> Checkpoint:
     keys, *fields = columns.pop("tensors")
-    infos: dict[str, TensorInfo] = {}
-    for key, name, dtype, shape, file, data_offsets, numel in zip(keys, *fields):
-        infos[key] = make_tensor_info(name, dtype, shape, file, data_offsets, numel)
+    infos = dict(zip(keys, map(TensorInfo, *fields)))
     files = tuple(FileInfo(*file) for file in columns.pop("files"))
     return Checkpoint(**columns, tensors=infos, files=files)
 
 
-#: TensorInfo's fields, in the order of its fast constructor's arguments (if TensorInfo changes, no fork).
-_INFO_FIELDS = ("name", "dtype", "shape", "file", "data_offsets", "numel")
-_COLUMNS_FIT = {f.name for f in dataclasses.fields(TensorInfo)} == set(_INFO_FIELDS)
+_INFO_FIELDS = TensorInfo.__struct_fields__
+_COLUMNS_FIT = True
