@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
+from operator import and_, attrgetter, eq
 from typing import Any
 
 from ._gc import collector_paused
@@ -11,7 +13,17 @@ from .checkpoint import Checkpoint, TensorInfo
 from .policy import Policy, apply_policy, fail_on_rule
 from .profiles import Profile, detect_profile, get_profile
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
-from .report import ConfigDiff, Finding, Report, SideSummary, Status, TensorRow, TensorSide
+from .report import (
+    OK_STATUSES,
+    ConfigDiff,
+    Finding,
+    Report,
+    SideSummary,
+    Status,
+    TensorRow,
+    TensorSide,
+    make_rows,
+)
 
 #: config.json keys that record who wrote the file, not what the model is.
 PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
@@ -99,7 +111,8 @@ def compare_checkpoints(
 
 def _verdict(rows: tuple[TensorRow, ...], findings: list[Finding], policy: Policy) -> str:
     failing = {"error", "warning"} if policy.fail_on == "warning" else {"error"}
-    if all(row.passes for row in rows) and not any(f.severity in failing for f in findings):
+    passes = set(map(_STATUS, rows)) <= OK_STATUSES or all(row.passes for row in rows)
+    if passes and not any(f.severity in failing for f in findings):
         return "compatible"
     return "incompatible"
 
@@ -110,35 +123,52 @@ def _tensor_rows(
     profile: Profile | None,
     config_a: Mapping[str, Any] | None = None,
     config_b: Mapping[str, Any] | None = None,
-) -> Iterator[TensorRow]:
-    sides: dict[tuple[tuple[int, ...], str], TensorSide] = {}  # immutable, so rows share them: ~30 in 140 k rows
-
-    def side_of(info: TensorInfo | None, name: str) -> TensorSide | None:
-        if info is None:
-            return None
-        if info.name != name:
-            return TensorSide(info.shape, info.dtype, info.name)
-        key = (info.shape, info.dtype)
-        found = sides.get(key)
-        if found is None:
-            found = sides[key] = TensorSide(info.shape, info.dtype)
-        return found
-
-    for name in sorted(a.keys() | b.keys()):
-        ta, tb = a.get(name), b.get(name)
-        side_a, side_b = side_of(ta, name), side_of(tb, name)
-        if ta and tb:
-            if ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case, without a call
-                yield TensorRow(name, "match", side_a, side_b)
-            else:
-                status, note = _pair_status(ta, tb)
-                yield TensorRow(name, status, side_a, side_b, note)
+) -> list[TensorRow]:
+    """One row per name of either side, sorted by name. Column-wise: a Kimi-K2 pair has 140 k rows, and every
+    pass over them here runs in C; only rows that differ take a Python-level step each."""
+    names = sorted(a) if a.keys() == b.keys() else sorted(a.keys() | b.keys())  # the sort is cheaper on dict order
+    infos_a, infos_b = list(map(a.get, names, repeat(_ABSENT))), list(map(b.get, names, repeat(_ABSENT)))
+    sides_a, sides_b = _sides(infos_a, names), _sides(infos_b, names)
+    # same shape and dtype on both sides (the common case: absent ones have neither) is a match
+    same_shape = map(eq, map(_SHAPE, infos_a), map(_SHAPE, infos_b))
+    same = list(map(and_, same_shape, map(eq, map(_DTYPE, infos_a), map(_DTYPE, infos_b))))
+    statuses: list[Status] = ["match"] * len(names)
+    notes: list[str | None] = [None] * len(names)
+    for i in [] if all(same) else [i for i, equal in enumerate(same) if not equal]:
+        ta, tb = infos_a[i], infos_b[i]
+        if ta is not _ABSENT and tb is not _ABSENT:
+            statuses[i], notes[i] = _pair_status(ta, tb)
             continue
-        injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
+        injected = profile.injected_weight(names[i], config_b if tb is _ABSENT else config_a) if profile else None
         if injected is not None:
-            yield TensorRow(name, "injected", side_a, side_b, injected.note)
+            statuses[i], notes[i] = "injected", injected.note
         else:
-            yield TensorRow(name, "only_in_a" if ta else "only_in_b", side_a, side_b, None)
+            statuses[i] = "only_in_a" if tb is _ABSENT else "only_in_b"
+    return make_rows(names, statuses, sides_a, sides_b, notes)
+
+
+class _Absent:
+    """Stands for a tensor a side does not have, so that column-wise passes need no test for None."""
+
+    shape = dtype = name = None
+
+
+_ABSENT: Any = _Absent()
+_SHAPE, _DTYPE, _NAME, _STATUS = attrgetter("shape"), attrgetter("dtype"), attrgetter("name"), attrgetter("status")
+
+
+def _sides(infos: list[TensorInfo], names: list[str]) -> list[TensorSide | None]:
+    """Each tensor as a row shows it. Sides are immutable, so rows share them: ~30 distinct in 140 k rows."""
+    kinds = list(zip(map(_SHAPE, infos), map(_DTYPE, infos)))
+    shared: dict[tuple[Any, Any], TensorSide | None] = {kind: TensorSide(*kind) for kind in set(kinds)}
+    shared[(None, None)] = None  # absent
+    sides = list(map(shared.__getitem__, kinds))
+    own_names = list(map(eq, map(_NAME, infos), names))
+    if own_names.count(False) != infos.count(_ABSENT):  # renamed ones: their side keeps their own name
+        for i, (info, name) in enumerate(zip(infos, names)):
+            if info is not _ABSENT and info.name != name:
+                sides[i] = TensorSide(info.shape, info.dtype, info.name)
+    return sides
 
 
 def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, str | None]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, Literal
 
 from . import __version__
@@ -67,6 +71,27 @@ class TensorRow:
         return out
 
 
+_ROW_FIELDS = tuple(TensorRow.__dataclass_fields__)
+_new_object, _set_attribute = object.__new__, object.__setattr__
+
+
+def make_rows(
+    names: Sequence[str],
+    statuses: Sequence[Status],
+    sides_a: Sequence[TensorSide | None],
+    sides_b: Sequence[TensorSide | None],
+    notes: Sequence[str | None],
+) -> list[TensorRow]:
+    """``[TensorRow(name, status, a, b, note), ...]`` at a third of the cost: the frozen dataclass's ``__init__``
+    sets each field through ``object.__setattr__``, and a Kimi-K2 pair has 140 k rows."""
+    rows = []
+    for fields in zip(names, statuses, sides_a, sides_b, notes, repeat(None), repeat(None)):
+        row = _new_object(TensorRow)
+        _set_attribute(row, "__dict__", dict(zip(_ROW_FIELDS, fields)))
+        rows.append(row)
+    return rows
+
+
 @dataclass(frozen=True)
 class ConfigDiff:
     key: str  # nested keys dotted: "eagle_config.eagle_aux_hidden_state_layer_ids"
@@ -104,6 +129,7 @@ class SideSummary:
 
     @classmethod
     def of(cls, checkpoint: Checkpoint) -> SideSummary:
+        dtypes = checkpoint.dtype_totals()  # one pass over the tensors; the totals add up from it
         return cls(
             spec=checkpoint.spec,
             kind=checkpoint.kind,
@@ -111,9 +137,9 @@ class SideSummary:
             revision=checkpoint.revision,
             files=len(checkpoint.files),
             tensors=len(checkpoint.tensors),
-            parameters=checkpoint.parameters,
-            bytes=checkpoint.nbytes,
-            dtypes=checkpoint.dtype_totals(),
+            parameters=sum(parameters for parameters, _ in dtypes.values()),
+            bytes=sum(nbytes for _, nbytes in dtypes.values()),
+            dtypes=dtypes,
         )
 
     @property
@@ -151,10 +177,8 @@ class Report:
     counts: dict[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        counts = dict.fromkeys(STATUSES, 0)
-        for row in self.tensors:
-            counts[row.status] += 1
-        object.__setattr__(self, "counts", counts)
+        found = Counter(map(attrgetter("status"), self.tensors))
+        object.__setattr__(self, "counts", {status: found[status] for status in STATUSES})
 
     @property
     def compatible(self) -> bool:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_fuzz import headerish, valid_specs
 
 from ckptdiff import checkpoint
 from ckptdiff.errors import CkptdiffError
@@ -20,7 +21,6 @@ from ckptdiff.safetensors_header import (
     reject_duplicate_keys,
 )
 from fixtures.generate import header_bytes
-from test_fuzz import headerish, valid_specs
 
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
