@@ -8,7 +8,6 @@ from itertools import repeat
 from operator import and_, attrgetter, eq
 from typing import Any
 
-from ._gc import collector_paused
 from .checkpoint import Checkpoint, TensorInfo
 from .policy import Policy, apply_policy, fail_on_rule
 from .profiles import Profile, detect_profile, get_profile
@@ -31,7 +30,6 @@ PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_h
 AUTO = "auto"
 
 
-@collector_paused()
 def compare_specs(
     a: str,
     b: str,
