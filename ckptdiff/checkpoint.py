@@ -174,7 +174,7 @@ def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
     weight_map = document.get("weight_map")
     if not isinstance(weight_map, dict):
         raise IndexError_(index_name, "index has no 'weight_map' object")
-    if all(type(path) is str for path in weight_map.values()):
+    if set(map(type, weight_map.values())) == {str}:
         # ~60 shard paths for ~140 k names: check each once, in the order the index first names it
         paths = dict.fromkeys(weight_map.values())
         normalised = {path: check_shard_path(path, index_name=index_name) for path in paths}

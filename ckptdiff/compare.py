@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from itertools import repeat
-from operator import and_, attrgetter, eq
+from operator import attrgetter
 from typing import Any
 
 from .checkpoint import Checkpoint, TensorInfo
@@ -109,7 +108,7 @@ def compare_checkpoints(
 
 def _verdict(rows: tuple[TensorRow, ...], findings: list[Finding], policy: Policy) -> str:
     failing = {"error", "warning"} if policy.fail_on == "warning" else {"error"}
-    passes = set(map(_STATUS, rows)) <= OK_STATUSES or all(row.passes for row in rows)
+    passes = set(map(attrgetter("status"), rows)) <= OK_STATUSES or all(row.passes for row in rows)
     if passes and not any(f.severity in failing for f in findings):
         return "compatible"
     return "incompatible"
@@ -122,51 +121,51 @@ def _tensor_rows(
     config_a: Mapping[str, Any] | None = None,
     config_b: Mapping[str, Any] | None = None,
 ) -> list[TensorRow]:
-    """One row per name of either side, sorted by name. Column-wise: a Kimi-K2 pair has 140 k rows, and every
-    pass over them here runs in C; only rows that differ take a Python-level step each."""
+    """One row per name of either side, sorted by name. One pass that touches each tensor once (a Kimi-K2 pair
+    has 140 k rows: several C-level passes over them cost twice this loop, in memory traffic), the rows then
+    built column-wise."""
     names = sorted(a) if a.keys() == b.keys() else sorted(a.keys() | b.keys())  # the sort is cheaper on dict order
-    infos_a, infos_b = list(map(a.get, names, repeat(_ABSENT))), list(map(b.get, names, repeat(_ABSENT)))
-    sides_a, sides_b = _sides(infos_a, names), _sides(infos_b, names)
-    # same shape and dtype on both sides (the common case: absent ones have neither) is a match
-    same_shape = map(eq, map(_SHAPE, infos_a), map(_SHAPE, infos_b))
-    same = list(map(and_, same_shape, map(eq, map(_DTYPE, infos_a), map(_DTYPE, infos_b))))
-    statuses: list[Status] = ["match"] * len(names)
-    notes: list[str | None] = [None] * len(names)
-    for i in [] if all(same) else [i for i, equal in enumerate(same) if not equal]:
-        ta, tb = infos_a[i], infos_b[i]
-        if ta is not _ABSENT and tb is not _ABSENT:
-            statuses[i], notes[i] = _pair_status(ta, tb)
-            continue
-        injected = profile.injected_weight(names[i], config_b if tb is _ABSENT else config_a) if profile else None
-        if injected is not None:
-            statuses[i], notes[i] = "injected", injected.note
+    shared: dict[tuple[tuple[int, ...], str], TensorSide] = {}  # immutable, so rows share them: ~30 in 140 k rows
+
+    def side_of(info: TensorInfo | None, name: str) -> TensorSide | None:
+        if info is None:
+            return None
+        if info.name != name:  # matched under another name: the side shows its own
+            return TensorSide(info.shape, info.dtype, info.name)
+        key = (info.shape, info.dtype)
+        found = shared.get(key)
+        if found is None:
+            found = shared[key] = TensorSide(*key)
+        return found
+
+    sides_a: list[TensorSide | None] = []
+    sides_b: list[TensorSide | None] = []
+    statuses: list[Status] = []
+    notes: list[str | None] = []
+    for name in names:
+        ta, tb = a.get(name), b.get(name)
+        status: Status = "match"
+        note = None
+        if ta is not None and tb is not None and ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case
+            if ta.name == name == tb.name:
+                side_a = side_b = shared.get((ta.shape, ta.dtype)) or side_of(ta, name)
+            else:
+                side_a, side_b = side_of(ta, name), side_of(tb, name)
         else:
-            statuses[i] = "only_in_a" if tb is _ABSENT else "only_in_b"
+            side_a, side_b = side_of(ta, name), side_of(tb, name)
+            if ta is not None and tb is not None:
+                status, note = _pair_status(ta, tb)
+            else:
+                injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
+                if injected is not None:
+                    status, note = "injected", injected.note
+                else:
+                    status = "only_in_a" if ta else "only_in_b"
+        sides_a.append(side_a)
+        sides_b.append(side_b)
+        statuses.append(status)
+        notes.append(note)
     return make_rows(names, statuses, sides_a, sides_b, notes)
-
-
-class _Absent:
-    """Stands for a tensor a side does not have, so that column-wise passes need no test for None."""
-
-    shape = dtype = name = None
-
-
-_ABSENT: Any = _Absent()
-_SHAPE, _DTYPE, _NAME, _STATUS = attrgetter("shape"), attrgetter("dtype"), attrgetter("name"), attrgetter("status")
-
-
-def _sides(infos: list[TensorInfo], names: list[str]) -> list[TensorSide | None]:
-    """Each tensor as a row shows it. Sides are immutable, so rows share them: ~30 distinct in 140 k rows."""
-    kinds = list(zip(map(_SHAPE, infos), map(_DTYPE, infos)))
-    shared: dict[tuple[Any, Any], TensorSide | None] = {kind: TensorSide(*kind) for kind in set(kinds)}
-    shared[(None, None)] = None  # absent
-    sides = list(map(shared.__getitem__, kinds))
-    own_names = list(map(eq, map(_NAME, infos), names))
-    if own_names.count(False) != infos.count(_ABSENT):  # renamed ones: their side keeps their own name
-        for i, (info, name) in enumerate(zip(infos, names)):
-            if info is not _ABSENT and info.name != name:
-                sides[i] = TensorSide(info.shape, info.dtype, info.name)
-    return sides
 
 
 def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, str | None]:
