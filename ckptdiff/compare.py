@@ -142,8 +142,7 @@ def _tensor_rows(
     sides_b: list[TensorSide | None] = []
     statuses: list[Status] = []
     notes: list[str | None] = []
-    for name in names:
-        ta, tb = a.get(name), b.get(name)
+    for name, ta, tb in zip(names, map(a.get, names), map(b.get, names)):
         status: Status = "match"
         note = None
         if ta is not None and tb is not None and ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case
