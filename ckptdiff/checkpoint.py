@@ -7,7 +7,6 @@ import math
 import posixpath
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import compress, repeat
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
@@ -23,9 +22,6 @@ Revision = str | None
 SourceKind = Literal["local", "hub", "cache"]
 
 INDEX_SUFFIX = ".safetensors.index.json"
-
-_DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
-_BEGIN, _END = itemgetter(0), itemgetter(1)
 
 
 class TensorInfo(msgspec.Struct, frozen=True, gc=False):
@@ -74,7 +70,7 @@ class Checkpoint:
 
     @property
     def parameters(self) -> int:
-        return sum(map(math.prod, map(_SHAPE, self.tensors.values())))
+        return sum(map(math.prod, map(attrgetter("shape"), self.tensors.values())))
 
     @property
     def nbytes(self) -> int:
@@ -83,17 +79,16 @@ class Checkpoint:
 
     def dtype_totals(self) -> dict[DType, tuple[int, int]]:
         """Parameters and bytes per dtype, sorted by dtype name."""
-        # Column-wise, so that every pass over ~140 k tensors runs in C.
-        infos = self.tensors.values()
-        dtypes = list(map(attrgetter("dtype"), infos))
-        numels = list(map(math.prod, map(_SHAPE, infos)))
-        spans = list(map(attrgetter("data_offsets"), infos))
-        begins, ends = list(map(itemgetter(0), spans)), list(map(itemgetter(1), spans))
-        totals = {}
-        for dtype in sorted(set(dtypes)):
-            mask = list(map(dtype.__eq__, dtypes))
-            totals[dtype] = (sum(compress(numels, mask)), sum(compress(ends, mask)) - sum(compress(begins, mask)))
-        return totals
+        # One pass in the order the tensors were read (their memory order): faster than column passes here.
+        totals: dict[DType, list[int]] = {}
+        for info in self.tensors.values():
+            begin, end = info.data_offsets
+            found = totals.get(info.dtype)
+            if found is None:
+                found = totals[info.dtype] = [0, 0]
+            found[0] += math.prod(info.shape)
+            found[1] += end - begin
+        return {dtype: (totals[dtype][0], totals[dtype][1]) for dtype in sorted(totals)}
 
     @property
     def display(self) -> str:
@@ -113,16 +108,13 @@ def tensors_from_shards(
     stored = 0
     for file in sorted(headers):
         header = headers[file]
-        names, entries = header.tensors.keys(), header.tensors.values()
-        # column-wise, so that the ~140 k tensors of a large checkpoint are built in C loops
-        spans = list(map(_OFFSETS, entries))
         start = header.data_start
-        absolute = zip(map(start.__add__, map(_BEGIN, spans)), map(start.__add__, map(_END, spans)))
-        infos = map(TensorInfo, names, map(_DTYPE, entries), map(_SHAPE, entries), repeat(file), absolute)
-        tensors.update(zip(names, infos))
+        for name, entry in header.tensors.items():
+            begin, end = entry.data_offsets
+            tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
         stored += len(header.tensors)
         if indexed:  # a C-level subset test: each of this shard's names is indexed to this shard
-            indexed = dict.fromkeys(names, file).items() <= weight_map.items()  # type: ignore[union-attr]
+            indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()  # type: ignore[union-attr]
     if len(tensors) != stored:  # a name in two shards: name the first, in the order the shards are merged
         first_in: dict[str, RelativePath] = {}
         for file in sorted(headers):
