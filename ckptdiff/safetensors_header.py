@@ -12,8 +12,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import repeat
-from operator import attrgetter, itemgetter, mul, sub
+from operator import attrgetter, itemgetter
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -100,7 +99,7 @@ class SafetensorsHeader:
 
     @property
     def data_length(self) -> int:
-        return max(map(itemgetter(1), map(_OFFSETS, self.tensors.values())), default=0)
+        return max(map(itemgetter(1), map(attrgetter("data_offsets"), self.tensors.values())), default=0)
 
     @property
     def file_size(self) -> int:
@@ -182,13 +181,11 @@ _METADATA_DECODER = msgspec.json.Decoder(dict[str, str])
 _STRING_PAIR = rb'\s*"[^"]*"\s*:\s*"[^"]*"\s*'
 #: ``"__metadata__": {"k": "v", ...}``, a flat object of strings, in a text without backslashes.
 _PLAIN_METADATA = re.compile(rb'"__metadata__"\s*:\s*(\{(?:' + _STRING_PAIR + rb"(?:," + _STRING_PAIR + rb")*|\s*)\})")
-_DTYPE, _SHAPE, _OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
-_BEGIN, _END = itemgetter(0), itemgetter(1)
 
 
 def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], int] | None:
-    """The tensors, metadata and data length of a plain valid header, checked in C-level passes; None when the
-    header is anything else (invalid, or valid but unusual), for the precise checks to decide.
+    """The tensors, metadata and data length of a plain valid header, typed by the decoder and checked in one
+    pass; None when the header is anything else (invalid, or valid but unusual), for the precise checks to decide.
 
     "Plain": no backslash anywhere (so no escapes: every quote delimits a string, and no surrogates), every entry
     exactly dtype, shape and data_offsets, ``__metadata__`` absent or a flat object of strings, no empty tensor.
@@ -212,30 +209,31 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
     strings -= 2 + 4 * len(metadata) if replaced else 0
     if replaced and document.pop("__metadata__", 0) is not None:  # the metadata was not the top level's
         return None
-    entries = list(document.values())
     # A key named twice leaves the document with fewer entries than the text has strings for; each entry has
     # exactly five strings (its name, three keys, its dtype), so the counts agree only without repeats.
-    if strings != 10 * len(entries) or None in entries:
+    if strings != 10 * len(document):
         return None
     # ASCII without DEL has no unprintable character the decoder lets into a string (it refuses raw controls)
     if not (raw.isascii() and b"\x7f" not in raw) and not all(map(str.isprintable, document)):
         return None
-    numels = list(map(math.prod, map(_SHAPE, entries)))
-    if 0 in numels or max(numels, default=0) > _MAX_NUMEL:  # empty tensors: the precise checks see overflows
-        return None
-    spans = list(map(_OFFSETS, entries))
-    begins, ends = list(map(_BEGIN, spans)), list(map(_END, spans))
-    # bits = numel × dtype width must be whole bytes and exactly the span (hence each end > its begin)
-    if list(map(mul, numels, map(DTYPE_BITS.__getitem__, map(_DTYPE, entries)))) != list(
-        map(mul, map(sub, ends, begins), repeat(8))
-    ):
-        return None
-    # Non-empty spans tile [0, end) exactly when the sorted begins are 0 followed by the sorted ends but the last.
-    begins.sort()
-    ends.sort()
-    if begins and (begins[0] != 0 or begins[1:] != ends[:-1]):
-        return None
-    return document, metadata, ends[-1] if ends else 0
+    spans = []
+    for entry in document.values():  # one pass: faster here than C-level passes over the columns
+        if entry is None:
+            return None
+        numel = math.prod(entry.shape)
+        begin, end = span = entry.data_offsets
+        # an empty tensor may hide an overflowing prefix: the precise checks see it; the bits must be whole bytes
+        # and exactly the span (so each end is past its begin)
+        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[entry.dtype] != (end - begin) * 8:
+            return None
+        spans.append(span)
+    spans.sort()
+    data_length = 0
+    for begin, end in spans:  # the spans tile the data region from 0
+        if begin != data_length:
+            return None
+        data_length = end
+    return document, metadata, data_length
 
 
 def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
