@@ -28,28 +28,25 @@ def render(report: Report, options: RenderOptions) -> str:
 
 
 _ENCODE_ROW = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode  # to_dict() is a tree
-#: A row without value statistics or policy marker, as json.dumps writes its to_dict(): the fields in order.
-_PLAIN_ROW = '{{"name": {}, "status": "{}", "a": {}, "b": {}, "note": {}}}'.format
 _NAME, _STATUS, _A, _B = attrgetter("name"), attrgetter("status"), attrgetter("a"), attrgetter("b")
 _NOTE, _VALUES, _ALLOWED_BY = attrgetter("note"), attrgetter("values"), attrgetter("allowed_by")
 
 
 def _row_lines(rows: Sequence[TensorRow]) -> Iterator[str]:
-    """Each row as json.dumps writes its ``to_dict()``, in C-level passes: rows share their sides (~30 distinct
+    """Each row as json.dumps writes its ``to_dict()``, from a template: rows share their sides (~30 distinct
     in 140 k rows), so each side is encoded once; a row with values or a policy marker is encoded whole."""
     sides = list(map(_A, rows)) + list(map(_B, rows))
     encoded = {id(side): _ENCODE_ROW(side.to_dict()) for side in {id(side): side for side in sides}.values() if side}
     encoded[id(None)] = "null"
     notes = [encode_basestring(note) if note is not None else "null" for note in map(_NOTE, rows)]
     side_texts = list(map(encoded.__getitem__, map(id, sides)))
-    lines = map(
-        _PLAIN_ROW,
-        map(encode_basestring, map(_NAME, rows)),
-        map(_STATUS, rows),
-        side_texts[: len(rows)],
-        side_texts[len(rows) :],
-        notes,
-    )
+    a_texts, b_texts = side_texts[: len(rows)], side_texts[len(rows) :]
+    columns = zip(map(encode_basestring, map(_NAME, rows)), map(_STATUS, rows), a_texts, b_texts)
+    # a row without value statistics or policy marker, as json.dumps writes its to_dict(): the fields in order
+    lines = [
+        f'{{"name": {n}, "status": "{s}", "a": {a}, "b": {b}, "note": {note}}}'
+        for (n, s, a, b), note in zip(columns, notes)
+    ]
     plain = list(map(_VALUES, rows)).count(None) == len(rows) == list(map(_ALLOWED_BY, rows)).count(None)
     if plain:
         return lines
