@@ -177,38 +177,48 @@ def _check_file_size(header: SafetensorsHeader, data_length: int, file_size: int
 
 #: Decodes a header whose ``__metadata__`` value was replaced by ``null``, into entries checked as they parse.
 _DECODER = msgspec.json.Decoder(dict[str, TensorEntry | None])
-_METADATA_DECODER = msgspec.json.Decoder(dict[str, str])
-_STRING_PAIR = rb'\s*"[^"]*"\s*:\s*"[^"]*"\s*'
-#: ``"__metadata__": {"k": "v", ...}``, a flat object of strings, in a text without backslashes.
-_PLAIN_METADATA = re.compile(rb'"__metadata__"\s*:\s*(\{(?:' + _STRING_PAIR + rb"(?:," + _STRING_PAIR + rb")*|\s*)\})")
+_JSON_STRING = rb'"(?:[^"\\]|\\.)*"'
+_STRING_PAIR = rb"\s*" + _JSON_STRING + rb"\s*:\s*" + _JSON_STRING + rb"\s*"
+#: ``"__metadata__": {"k": "v", ...}``, a flat object of strings (escapes allowed: writers put JSON in values).
+_FLAT_METADATA = re.compile(rb'"__metadata__"\s*:\s*(\{(?:' + _STRING_PAIR + rb"(?:," + _STRING_PAIR + rb")*|\s*)\})")
+
+
+def _decode_metadata(raw: bytes) -> dict[str, str] | None:
+    """A flat ``__metadata__`` object's text decoded as the precise path decodes it; None if it refuses."""
+    try:
+        text = raw.decode("utf-8")
+        metadata = json.loads(text, object_pairs_hook=reject_duplicate_keys)
+    except (UnicodeDecodeError, ValueError, DuplicateKeyError):
+        return None
+    return None if has_lone_surrogate(text, metadata) else metadata
 
 
 def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], int] | None:
     """The tensors, metadata and data length of a plain valid header, typed by the decoder and checked in one
     pass; None when the header is anything else (invalid, or valid but unusual), for the precise checks to decide.
 
-    "Plain": no backslash anywhere (so no escapes: every quote delimits a string, and no surrogates), every entry
-    exactly dtype, shape and data_offsets, ``__metadata__`` absent or a flat object of strings, no empty tensor.
+    "Plain": ``__metadata__`` absent or a flat object of strings; no backslash anywhere else (so no escapes: every
+    quote delimits a string, and no surrogates); every entry exactly dtype, shape and data_offsets; no empty
+    tensor.
     It accepts only what the precise path accepts, with the same result (tests/test_header_fast_path.py).
     """
+    at = raw.find(b'"__metadata__"')
+    metadata: dict[str, str] = {}
+    if at >= 0:  # decoded on its own, by the precise path's decoder (it is small): the rest must be plain
+        found = _FLAT_METADATA.match(raw, at)
+        metadata_or_none = _decode_metadata(found[1]) if found is not None else None
+        if metadata_or_none is None:
+            return None
+        metadata, raw = metadata_or_none, raw[: found.start(1)] + b"null" + raw[found.end(1) :]
     if b"\\" in raw:
         return None
-    strings = raw.count(b'"')  # twice the number of JSON strings: keys and string values
-    at = raw.find(b'"__metadata__"')
-    replaced = at >= 0
-    if replaced:
-        found = _PLAIN_METADATA.match(raw, at)
-        if found is None or raw.find(b'"__metadata__"', at + 1) >= 0:
-            return None
-        raw, metadata_raw = raw[: found.start(1)] + b"null" + raw[found.end(1) :], found[1]
     try:
-        metadata = _METADATA_DECODER.decode(metadata_raw) if replaced else {}
         document = _DECODER.decode(raw)
     except msgspec.DecodeError:
         return None
-    strings -= 2 + 4 * len(metadata) if replaced else 0
-    if replaced and document.pop("__metadata__", 0) is not None:  # the metadata was not the top level's
+    if at >= 0 and document.pop("__metadata__", 0) is not None:  # the metadata was not the top level's
         return None
+    strings = raw.count(b'"') - (2 if at >= 0 else 0)  # twice the number of JSON strings outside the metadata
     # A key named twice leaves the document with fewer entries than the text has strings for; each entry has
     # exactly five strings (its name, three keys, its dtype), so the counts agree only without repeats.
     if strings != 10 * len(document):

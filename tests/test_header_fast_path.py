@@ -56,6 +56,14 @@ SECOND = '{"dtype":"U8","shape":[1],"data_offsets":[1,2]}'
         '{"w":{"dtype":"U8","dtype":"U8","shape":[1],"shape":[1],"data_offsets":[0,1]},"v":null}',
         '{"w":' + ENTRY + ',"v":null}',
         '{"__metadata__":{"a":"b","a":"c"},"w":' + ENTRY + "}",
+        '{"__metadata__":{"a":"b","a\\u0000":"c"},"w":' + ENTRY + "}",
+        '{"__metadata__":{"a":"\\ud800"},"w":' + ENTRY + "}",  # a lone surrogate
+        '{"__metadata__":{"a":"\\"__metadata__\\":{}"},"w":' + ENTRY + "}",
+        '{"__metadata__":{"a":"\\"},"w":' + ENTRY + "}",  # the escape eats the closing quote
+        '{"w":' + ENTRY + ',"__metadata__":{"a":"b"},"__metadata__":{"c":"d"}}',
+        '{"w":' + ENTRY + ',"__metadata__":{"a":"b"},"__metadata__":null}',
+        '{"w\\"__metadata__":{"a":"b"}}',
+        '{"__metadata__":{"a":"b"},"w\\"":' + ENTRY + "}",
         '{"__metadata__":null,"w":' + ENTRY + "}",
         '{"__metadata__":{"a":{"b":"c"}},"w":' + ENTRY + "}",
         '{"__metadata__":{"a":1},"w":' + ENTRY + "}",
@@ -110,7 +118,9 @@ def test_a_cut_or_spliced_header_agrees(specs: list[tuple[str, str, list[int]]],
     assert_fast_agrees(raw[:1] + insert.encode() + raw[1:])
 
 
-@pytest.mark.parametrize("metadata", [None, {"format": "pt"}, {}, {"a": "", "b": "{}[],:"}])
+@pytest.mark.parametrize(
+    "metadata", [None, {"format": "pt"}, {}, {"a": "", "b": "{}[],:"}, {"config": '{"layers": 2, "name": "é\\n"}'}]
+)
 def test_headers_as_writers_write_them_take_the_fast_path(metadata: dict[str, str] | None) -> None:
     specs = [(f"model.layers.{i}.w", dtype, [4, 2]) for i, dtype in enumerate(sorted(DTYPE_BITS))]
     raw = header_bytes(specs, metadata)[0][8:]  # padded with spaces, as safetensors pads
