@@ -27,8 +27,8 @@ INDEX_SUFFIX = ".safetensors.index.json"
 class TensorInfo(msgspec.Struct, frozen=True, gc=False):
     """One tensor of a checkpoint: where it lives and what it is. Offsets are absolute in its file.
 
-    A msgspec Struct: built in C (``map(TensorInfo, ...)`` over a shard's columns costs ~0.1 µs a tensor, a
-    dataclass's ``__init__`` ~1 µs), and kept out of the cyclic collector (no reference cycles: ``gc=False``).
+    A msgspec Struct: its constructor runs in C (about a tenth of a frozen dataclass's ``__init__``; a
+    Kimi-K2 checkpoint has ~140 k tensors), and it stays out of the cyclic collector (no cycles: ``gc=False``).
     """
 
     name: str
