@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
-from .._gc import collector_paused
 from ..checkpoint import Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError, scrub_secrets
 from .base import Source
@@ -107,7 +106,6 @@ def open_source(spec: str, options: SourceOptions | None = None) -> Source:
     return HubSource(spec, parsed, options)
 
 
-@collector_paused()
 def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
     """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
     options = options or SourceOptions()
@@ -151,16 +149,13 @@ def fetch_files(
         raise explained from None
 
 
-@collector_paused()
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
     """Read both sides of a comparison; remote sides are fetched at the same time (their waits overlap).
 
     If both fail, side A's error is the one raised.
     """
     if not (_is_remote(a) or _is_remote(b)):
-        from .local_pair import read_pair  # two large local sides are read on two cores
-
-        return read_pair(a, b, lambda spec: resolve(spec, options))
+        return resolve(a, options), resolve(b, options)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as pool:
