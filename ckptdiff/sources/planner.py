@@ -182,10 +182,11 @@ def _start_indexed(
         entries[shard] = entry
     jobs = {shard: early.pop(shard) for shard in shards if shard in early}
     if len(jobs) < len(shards):
-        estimates = _header_estimates(weight_map)
+        # a local read needs no estimate (it reads the length first); 140 k names cost ~20 ms to estimate
+        estimates = _header_estimates(weight_map) if source.remote else {}
         for shard in shards:
             if shard not in jobs:
-                jobs[shard] = pool.submit(read_one, entries[shard], estimates[shard])
+                jobs[shard] = pool.submit(read_one, entries[shard], estimates.get(shard))
     for unused in early.values():
         unused.cancel()
     return jobs, weight_map
