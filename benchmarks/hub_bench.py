@@ -226,8 +226,14 @@ def run_setting(emulator: EmulatorProcess, scratch: Path, latency_ms: int, redir
         "lfs_redirect": redirect,
         "rounds": rounds,
         "commands": [
-            {"label": c.label, "median": c.median, "min": min(c.seconds), "ratio": c.median / anchor,
-             "requests": c.requests, "bytes": c.sent}  # fmt: skip
+            dict(
+                label=c.label,
+                median=c.median,
+                min=min(c.seconds),
+                ratio=c.median / anchor,
+                requests=c.requests,
+                bytes=c.sent,
+            )
             for c in listed
         ],
     }

@@ -12,11 +12,15 @@ from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from ..checkpoint import Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError, scrub_secrets
 from .base import Source
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 #: URL schemes read through fsspec, and the extra that installs each one's package.
@@ -112,12 +116,14 @@ def resolve(spec: str, options: SourceOptions | None = None, *, wanted: Abstract
     return read_source(open_source(spec, options), wanted=wanted, progress=options.progress)
 
 
-def read_source(source: Source, *, wanted: AbstractSet[str] | None = None, progress: bool = False) -> Checkpoint:
+def read_source(
+    source: Source, *, wanted: AbstractSet[str] | None = None, progress: bool = False, pool: Executor | None = None
+) -> Checkpoint:
     """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
     from .planner import read_checkpoint
 
     try:
-        return read_checkpoint(source, wanted=wanted, progress=progress)
+        return read_checkpoint(source, wanted=wanted, progress=progress, pool=pool)
     except CkptdiffError:
         raise
     except Exception as err:
@@ -150,17 +156,26 @@ def fetch_files(
 
 
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
-    """Read both sides of a comparison; remote sides are fetched at the same time (their waits overlap).
+    """Read both sides of a comparison; remote sides are fetched at the same time (their waits overlap), their
+    header reads on one pool of ``options.jobs`` threads, so every shard of both sides can be in flight at once.
 
     If both fail, side A's error is the one raised.
     """
+    options = options or SourceOptions()
     if not (_is_remote(a) or _is_remote(b)):
         return resolve(a, options), resolve(b, options)
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as pool:
-        side_a, side_b = pool.submit(resolve, a, options), pool.submit(resolve, b, options)
-        return side_a.result(), side_b.result()
+    def read(spec: str) -> Checkpoint:
+        return read_source(open_source(spec, options), progress=options.progress, pool=headers)
+
+    headers = ThreadPoolExecutor(options.jobs, "ckptdiff-read")
+    try:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as sides:
+            side_a, side_b = sides.submit(read, a), sides.submit(read, b)
+            return side_a.result(), side_b.result()
+    finally:
+        headers.shutdown(wait=True, cancel_futures=True)
 
 
 def _is_remote(spec: str) -> bool:

@@ -104,8 +104,18 @@ def narrow_to_wanted(
     return shards, {name: file for name, file in weight_map.items() if file in keep}
 
 
-def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, progress: bool = False) -> Checkpoint:
-    """Read a checkpoint's metadata from any store. With ``wanted``, read only the shards holding those tensors."""
+def read_checkpoint(
+    source: Source,
+    *,
+    wanted: AbstractSet[str] | None = None,
+    progress: bool = False,
+    pool: Executor | None = None,
+) -> Checkpoint:
+    """Read a checkpoint's metadata from any store. With ``wanted``, read only the shards holding those tensors.
+
+    ``pool``: where a remote source's header reads run, shared with other reads of the same run (both sides of a
+    comparison: one bound on the requests in flight); by default a pool of ``source.jobs`` threads of its own.
+    """
     listing = source.list_files()
     plan = choose_weights(listing, source)
     files = listing.files
@@ -114,7 +124,11 @@ def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, p
     for entry, what, error in checks:
         if entry is not None:  # refused before downloading anything: no real config or index is this big
             check_json_size(entry.size, source.name_of(entry.path), what=what, error=error)
-    pool: Executor = ThreadPoolExecutor(source.jobs, "ckptdiff-read") if source.remote else _Inline()
+    own_pool = source.remote and pool is None
+    if not source.remote:
+        pool = _Inline()
+    elif pool is None:
+        pool = ThreadPoolExecutor(source.jobs, "ckptdiff-read")
     small: Executor = ThreadPoolExecutor(2, "ckptdiff-read-json") if source.remote else _Inline()
     read_one = _torch_reader(source) if plan.torch else source.read_header
     try:
@@ -127,7 +141,8 @@ def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, p
         per_file = _collect(source, jobs, progress)
         config = config_job.result() if config_job is not None else None
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if own_pool:
+            pool.shutdown(wait=True, cancel_futures=True)
         small.shutdown(wait=True, cancel_futures=True)
     index_name = source.name_of(plan.index) if plan.index else source.name_of()
     order = sorted(per_file)
