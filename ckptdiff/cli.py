@@ -127,8 +127,8 @@ def command_line(ctx: click.Context) -> str:
               help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
                    "into the HF cache; .bin/.pt files need ckptdiff[torch].")  # fmt: skip
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
-@click.option("--jobs", type=click.IntRange(1, 256), default=8, show_default=True,
-              help="Shard headers fetched in parallel from the Hub or an object store.")  # fmt: skip
+@click.option("--jobs", type=click.IntRange(1, 256), default=128, show_default=True,
+              help="Most shard-header reads in flight at once, both sides together (Hub, object stores).")  # fmt: skip
 @click.option("--ignore", multiple=True, metavar="GLOB", help="Leave tensors matching GLOB out (repeatable).")
 @click.option("--allow-missing", multiple=True, metavar="GLOB",
               help="Accept tensors matching GLOB that are in A but not in B (repeatable).")  # fmt: skip

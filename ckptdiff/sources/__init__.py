@@ -51,7 +51,9 @@ class SourceOptions:
     """How sources may fetch: shared by both sides and the base model."""
 
     offline: bool = False
-    jobs: int = 8
+    #: Most header reads in flight at once for a whole run: both sides share one pool (two 61-shard Kimi-K2
+    #: repos fit in one round trip; huggingface_hub's HTTP session keeps up to 100 connections).
+    jobs: int = 128
     progress: bool = False
 
 
