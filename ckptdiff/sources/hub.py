@@ -241,14 +241,16 @@ class HubSource(Source):
 
     def _model_info(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
         """One call: the commit, and every file with its size and LFS sha256."""
-        from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
+        from huggingface_hub.utils import get_session, hf_raise_for_status, http_stream_backoff
 
         url = f"{self.endpoint}/api/models/{self.repo_id}"
         if revision:
             url += f"/revision/{quote(revision, safe='')}"
+        headers = self._auth_headers()
+        get_session()  # made before the import below starts, so the two do not slow each other down
         _import_in_background("huggingface_hub.file_download")  # the reads after the listing need it
         with http_stream_backoff(
-            "GET", url, headers=self._auth_headers(), params={"blobs": True}, timeout=self.timeout, **retry_policy()
+            "GET", url, headers=headers, params={"blobs": True}, timeout=self.timeout, **retry_policy()
         ) as response:
             if response.status_code >= 400:
                 response.read()
