@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import constants, hf_hub_download, snapshot_download
 
 from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
-from ckptdiff.sources import SourceOptions, resolve
+from ckptdiff.sources import SourceOptions, resolve, resolve_both
 from ckptdiff.sources.header_cache import HeaderCache
 from ckptdiff.sources.hub import INITIAL_RANGE
 from fixtures.generate import HERE as FIXTURES
@@ -115,6 +115,30 @@ def test_shards_are_read_in_parallel_on_a_bounded_pool(hub_client, tmp_path):
     assert hub_client.requests["resolve"] == 1 + 1 + 12
 
 
+def test_both_sides_share_one_bound_on_header_reads(hub_client, tmp_path):
+    for repo in ("org/a", "org/b"):
+        hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=12, experts=1))
+    hub_client.latency = 0.05
+
+    resolve_both("org/a", "org/b", SourceOptions(jobs=5))
+
+    # 5 header reads for the two sides together, plus config.json and the index of each side beside them
+    assert 2 <= hub_client.max_in_flight["resolve"] <= 5 + 4
+    assert hub_client.requests["resolve"] == 2 * (1 + 1 + 12)
+
+
+def test_by_default_every_shard_of_both_sides_is_in_flight_at_once(hub_client, tmp_path):
+    for repo in ("org/a", "org/b"):
+        hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=12, experts=1))
+    hub_client.latency = 0.3  # long enough for all 24 shard reads to be sent before the first is answered
+
+    resolve_both("org/a", "org/b")
+
+    shard_reads = [entry for entry in hub_client.log if entry.path.endswith(".safetensors")]
+    assert len(shard_reads) == 24
+    assert max(entry.started for entry in shard_reads) - min(entry.started for entry in shard_reads) < 0.3
+
+
 # --- cache and offline ------------------------------------------------------------------------------------
 
 
@@ -202,6 +226,20 @@ def test_a_damaged_cache_entry_is_fetched_again(hub_client):
 
     assert "fc.weight" in again.tensors
     assert hub_client.requests == {"resolve": 1}
+
+
+def test_a_damaged_cached_config_is_fetched_again(hub_client):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    first = resolve("org/drafter")
+    cache = HeaderCache(constants.HF_HUB_CACHE, "org/drafter")
+    assert cache.read_file(commit, "config.json") == (PUBLISHED / "config.json").read_bytes()
+    cache.write_file(commit, "config.json", b'{"model_type": "trunc')
+    hub_client.reset_counters()
+
+    again = resolve(f"org/drafter@{commit}")
+
+    assert again.config == first.config
+    assert hub_client.requests == {"resolve": 1}  # config.json, one GET
 
 
 # --- ranged reads -----------------------------------------------------------------------------------------
