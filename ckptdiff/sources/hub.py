@@ -7,9 +7,10 @@ One run against ``org/name@rev``:
 2. read ``config.json`` and the index whole with one GET each (the listing gave their commit and size, so no HEAD
    first), or from the HF cache when a download put them there;
 3. read each shard's header with one ranged GET sized for typical headers (or, with an index, for the tensors
-   it lists), then only the missing remainder (the planner runs shards in parallel on ``options.jobs`` threads).
+   it lists), then only the missing remainder (the planner runs shards in parallel: both sides of a comparison
+   share one pool of ``options.jobs`` threads, so every shard of both can be in flight at once).
 
-Listings and headers are kept in :mod:`.header_cache` by repo + commit + file, so a second run pinned to a
+Listings, headers, config.json and the index are kept in :mod:`.header_cache` by repo + commit + file, so a second run pinned to a
 commit makes no request and one on a branch makes one. ``--offline`` / ``HF_HUB_OFFLINE=1`` reads only caches.
 All traffic goes through huggingface_hub: its endpoint, token, HTTP session, retry policy and error classes.
 """

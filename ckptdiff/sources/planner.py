@@ -3,8 +3,9 @@
 One run: list the files; choose the weights (``model.safetensors``, an index and its shards, loose
 ``.safetensors`` files, then torch ``.bin``/``.pt``); read config.json and the index whole (size-capped); read
 every needed shard's header, narrowed to the shards holding ``wanted`` tensors, sized from the index. A remote
-source's reads overlap on a pool of ``source.jobs`` threads: config.json and the index download beside the shard
-headers, and with an index the shards the listing already shows start before the index has arrived.
+source's reads overlap on a pool of ``source.jobs`` threads (or one pool shared by both sides of a comparison):
+config.json and the index download beside the shard headers, and with an index the shards the listing already
+shows start before the index has arrived.
 """
 
 from __future__ import annotations
