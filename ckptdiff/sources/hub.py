@@ -10,8 +10,8 @@ One run against ``org/name@rev``:
    it lists), then only the missing remainder (the planner runs shards in parallel: both sides of a comparison
    share one pool of ``options.jobs`` threads, so every shard of both can be in flight at once).
 
-Listings, headers, config.json and the index are kept in :mod:`.header_cache` by repo + commit + file, so a second run pinned to a
-commit makes no request and one on a branch makes one. ``--offline`` / ``HF_HUB_OFFLINE=1`` reads only caches.
+Listings, headers, config.json and the index are kept in :mod:`.header_cache` by repo + commit + file, so a
+second run pinned to a commit makes no request and one on a branch makes one. ``--offline`` / ``HF_HUB_OFFLINE=1`` reads only caches.
 All traffic goes through huggingface_hub: its endpoint, token, HTTP session, retry policy and error classes.
 """
 
