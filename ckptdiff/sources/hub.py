@@ -12,7 +12,8 @@ One run against ``org/name@rev``:
 
 Listings, headers, config.json and the index are kept in :mod:`.header_cache` by repo + commit + file, so a
 second run pinned to a commit makes no request and one on a branch makes one. ``--offline`` /
-``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint, token, HTTP session, retry policy and error classes.
+``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint, token, HTTP
+session, retry policy and error classes.
 """
 
 from __future__ import annotations
