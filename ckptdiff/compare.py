@@ -10,6 +10,7 @@ from ._gc import collector_paused
 from .checkpoint import Checkpoint, TensorInfo
 from .policy import Policy, apply_policy, fail_on_rule
 from .profiles import Profile, detect_profile, get_profile
+from .profiles.base_layouts import recognise, wanted_groups
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import ConfigDiff, Finding, Report, SideSummary, Status, TensorRow, TensorSide
 
@@ -38,12 +39,14 @@ def compare_specs(
     receives its announcements (downloads).
     """
     from .sources import resolve, resolve_both
+    from .sources.wanted import Wanted
 
     side_a, side_b = resolve_both(a, b, source_options)
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
     if base is not None:
-        wanted = chosen.base_tensors(side_a.config, side_b.config) if chosen else None
+        roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
+        wanted = Wanted(wanted_groups(roles)) if roles else None  # type: ignore[arg-type]
         base_checkpoint = resolve(base, source_options, wanted=wanted)
     report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames)
     if values:
@@ -91,7 +94,7 @@ def compare_checkpoints(
         config=config_diffs,
         findings=tuple(findings),
         profile=profile.name if profile else None,
-        base=SideSummary.of(base) if base is not None else None,
+        base=SideSummary.of(base, layout=recognise(base.config, base.tensors.keys())) if base is not None else None,
         rules_applied=rules_applied + tuple(filter(None, [fail_on_rule(policy, findings)])),
         fail_on=policy.fail_on,
     )

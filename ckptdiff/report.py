@@ -101,10 +101,13 @@ class SideSummary:
     parameters: int
     bytes: int
     dtypes: dict[str, tuple[int, int]]  # dtype → (parameters, bytes)
+    #: For a base model: where it keeps its text model (:class:`ckptdiff.profiles.base_layouts.Resolved`).
+    layout: Any = None
 
     @classmethod
-    def of(cls, checkpoint: Checkpoint) -> SideSummary:
+    def of(cls, checkpoint: Checkpoint, *, layout: Any = None) -> SideSummary:
         return cls(
+            layout=layout,
             spec=checkpoint.spec,
             kind=checkpoint.kind,
             location=checkpoint.location,
@@ -120,6 +123,11 @@ class SideSummary:
     def display(self) -> str:
         return f"{self.spec} @ {self.revision[:12]}" if self.revision else self.spec
 
+    @property
+    def display_with_layout(self) -> str:
+        """The display name, and for a base the layout recognised: ``org/x (multimodal; text model under …)``."""
+        return f"{self.display} ({self.layout.description})" if self.layout is not None else self.display
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "spec": self.spec,
@@ -129,6 +137,7 @@ class SideSummary:
             "parameters": self.parameters,
             "bytes": self.bytes,
             "dtypes": {d: {"parameters": p, "bytes": b} for d, (p, b) in self.dtypes.items()},
+            **({"layout": self.layout.to_dict()} if self.layout is not None else {}),
         }
 
 

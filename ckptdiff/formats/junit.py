@@ -48,6 +48,8 @@ def render(report: Report, options: RenderOptions) -> str:
              ("b.revision", report.b.revision or "")]  # fmt: skip
     if report.base is not None:
         facts += [("base", report.base.spec), ("base.revision", report.base.revision or "")]
+        if report.base.layout is not None:
+            facts.append(("base.layout", report.base.layout.description))
     facts += [("profile", report.profile or "none"), ("fail_on", report.fail_on)]
     facts += [(f"rule.{i}", rule) for i, rule in enumerate(report.rules_applied, 1)]
     if report.command:

@@ -33,8 +33,9 @@ def _cell(text: str) -> str:
 
 def _side(label: str, side: SideSummary) -> str:
     revision = f" at commit `{side.revision}`" if side.revision else ""
+    layout = f" ({_cell(side.layout.description)})" if side.layout is not None else ""
     return (
-        f"- **{label}**: {_code(side.spec)}{revision} — {side.files} file(s), {side.tensors} tensors, "
+        f"- **{label}**: {_code(side.spec)}{revision}{layout} — {side.files} file(s), {side.tensors} tensors, "
         f"{human_count(side.parameters)} parameters, {human_bytes(side.bytes)}"
     )
 

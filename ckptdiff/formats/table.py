@@ -30,7 +30,7 @@ def render(report: Report, options: RenderOptions) -> str:
 
     lines = [f"A: {printable(report.a.display)}", f"B: {printable(report.b.display)}"]
     if report.base is not None:
-        lines.append(f"base: {printable(report.base.display)}")
+        lines.append(f"base: {printable(report.base.display_with_layout)}")
     if report.profile:
         lines.append(f"profile: {report.profile}")
     shown = display_rows(report, options)

@@ -14,6 +14,7 @@ from pathlib import Path
 from .._gc import collector_paused
 from ..checkpoint import Checkpoint
 from ..errors import SourceError
+from .wanted import Wanted
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
@@ -52,8 +53,12 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec:
 
 
 @collector_paused()
-def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
-    """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
+def resolve(
+    spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | Wanted | None = None
+) -> Checkpoint:
+    """Read a checkpoint's metadata. With ``wanted`` (names, or a :class:`.wanted.Wanted` of alternatives), a
+    sharded checkpoint reads its first shard, and the index and the shards it names only when that first shard
+    does not hold them all (:mod:`.wanted`)."""
     options = options or SourceOptions()
     parsed = parse_spec(spec)
     if isinstance(parsed, LocalSpec):

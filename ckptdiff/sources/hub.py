@@ -47,6 +47,7 @@ from ..safetensors_header import (
     read_header_length,
 )
 from .header_cache import HeaderCache, ListedFile
+from .wanted import Wanted, first_shard, shards_after_index
 
 if TYPE_CHECKING:
     from . import HubSpec, SourceOptions
@@ -72,7 +73,7 @@ _OTHER_WEIGHTS = (".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".
 
 
 def read_hub(
-    spec: str, parsed: HubSpec, options: SourceOptions, *, wanted: AbstractSet[str] | None = None
+    spec: str, parsed: HubSpec, options: SourceOptions, *, wanted: AbstractSet[str] | Wanted | None = None
 ) -> Checkpoint:
     """Read a Hub checkpoint's metadata. With ``wanted``, a sharded repo reads only the shards holding them."""
     reader = _HubReader(spec, parsed, options)
@@ -133,7 +134,7 @@ class _HubReader:
 
     # --- the plan ---------------------------------------------------------------------------------------
 
-    def read(self, wanted: AbstractSet[str] | None) -> Checkpoint:
+    def read(self, wanted: AbstractSet[str] | Wanted | None) -> Checkpoint:
         commit, listing = self._resolve()
         self.commit = commit
         files = {f.path: f for f in listing}
@@ -176,25 +177,23 @@ class _HubReader:
         small: ThreadPoolExecutor,
         files: dict[str, ListedFile],
         index: RelativePath,
-        wanted: AbstractSet[str] | None,
-    ) -> tuple[dict[RelativePath, Future[SafetensorsHeader]], dict[str, RelativePath]]:
-        """Header jobs for the shards the index names (only those holding ``wanted``), and the weight map.
+        wanted: AbstractSet[str] | Wanted | None,
+    ) -> tuple[dict[RelativePath, Future[SafetensorsHeader]], dict[str, RelativePath] | None]:
+        """Header jobs for the shards the index names (with ``wanted``, see :meth:`_start_wanted`), and the weight
+        map.
 
-        Reading every shard, the ones the listing shows are started while the index downloads, their first
-        range sized from the index's size; the index then decides which are kept.
+        The shards the listing shows are started while the index downloads, their first range sized from the
+        index's size; the index then decides which are kept.
         """
+        if wanted is not None:
+            return self._start_wanted(pool, small, files, index, Wanted.of(wanted))
         index_name = self._source(index)
         index_job = small.submit(self._fetch_file, index)
-        early: dict[RelativePath, Future[SafetensorsHeader]] = {}
-        if wanted is None:
-            guesses = _shard_guesses(files, index)
-            first = _first_range_from_index(files[index].size, len(guesses))
-            early = {name: pool.submit(self._header, files[name], first) for name in guesses}
+        guesses = _shard_guesses(files, index)
+        first = _first_range_from_index(files[index].size, len(guesses))
+        early = {name: pool.submit(self._header, files[name], first) for name in guesses}
         weight_map = parse_index(Path(index_job.result()).read_bytes(), index_name=index_name)
         shards = sorted(set(weight_map.values()))
-        if wanted is not None:
-            shards = sorted({weight_map[name] for name in wanted if name in weight_map})
-            weight_map = {name: file for name, file in weight_map.items() if file in shards}
         missing = [shard for shard in shards if shard not in files]
         if missing:
             raise CkptdiffError(index_name, f"shard {missing[0]} listed in the index is not in the repo")
@@ -207,6 +206,36 @@ class _HubReader:
         for unused in early.values():
             unused.cancel()
         return jobs, weight_map
+
+    def _start_wanted(
+        self,
+        pool: ThreadPoolExecutor,
+        small: ThreadPoolExecutor,
+        files: dict[str, ListedFile],
+        index: RelativePath,
+        wanted: Wanted,
+    ) -> tuple[dict[RelativePath, Future[SafetensorsHeader]], dict[str, RelativePath] | None]:
+        """The first shard's header; the index (and the shards it names) only when that header lacks a wanted
+        tensor (:mod:`.wanted`). Without the index there is no weight map to check against."""
+        first = first_shard(files, index)
+        jobs: dict[RelativePath, Future[SafetensorsHeader]] = {}
+        if first is not None:
+            jobs[first] = pool.submit(self._header, files[first], None)
+            if wanted.met_by(jobs[first].result().tensors.keys()):
+                return jobs, None
+        index_name = self._source(index)
+        weight_map = parse_index(Path(small.submit(self._fetch_file, index).result()).read_bytes(),
+                                 index_name=index_name)  # fmt: skip
+        shards = shards_after_index(wanted, weight_map, first)
+        weight_map = {name: file for name, file in weight_map.items() if file in shards}
+        missing = [shard for shard in shards if shard not in files]
+        if missing:
+            raise CkptdiffError(index_name, f"shard {missing[0]} listed in the index is not in the repo")
+        estimates = _header_estimates(weight_map)
+        for shard in shards:
+            if shard not in jobs:
+                jobs[shard] = pool.submit(self._header, files[shard], estimates[shard])
+        return {shard: jobs[shard] for shard in shards}, weight_map
 
     def _collect(self, jobs: dict[RelativePath, Future[SafetensorsHeader]]) -> dict[RelativePath, SafetensorsHeader]:
         """Wait for the header jobs; on failure, stop the rest and raise the first failing file's error by name."""

@@ -21,6 +21,7 @@ from ..checkpoint import (
 from ..errors import CkptdiffError, HeaderError, IndexError_, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
 from . import torch_pickle
+from .wanted import Wanted, first_shard, shards_after_index
 
 CONFIG_NAME = "config.json"
 SINGLE_FILE_NAME = "model.safetensors"
@@ -54,7 +55,7 @@ def _read_exactly(handle: BinaryIO, count: int) -> bytes:
     return data
 
 
-def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
+def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | Wanted | None = None) -> Checkpoint:
     """Read a local checkpoint's metadata. With ``wanted``, read only the shards that hold those tensors."""
     if not path.exists():
         raise SourceError(spec, "no such file or folder")
@@ -64,7 +65,8 @@ def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None)
         if path.suffix == ".safetensors":
             return _read_files(spec, path.parent, [path.name], config_dir=path.parent, location=path)
         if path.name.endswith(torch_pickle.TORCH_INDEX_SUFFIX):
-            return torch_pickle.read_torch_index(spec, path, config=_read_config(path.parent), wanted=wanted)
+            names = Wanted.of(wanted).names if wanted is not None else None
+            return torch_pickle.read_torch_index(spec, path, config=_read_config(path.parent), wanted=names)
         if path.suffix in torch_pickle.TORCH_SUFFIXES:
             return torch_pickle.read_torch_files(
                 spec, path.parent, [path.name], config=_read_config(path.parent), location=path
@@ -129,20 +131,43 @@ def _read_files(spec: str, folder: Path, names: list[RelativePath], *, config_di
     )
 
 
-def _read_sharded(spec: str, folder: Path, index_path: Path, wanted: AbstractSet[str] | None) -> Checkpoint:
+def _read_sharded(
+    spec: str, folder: Path, index_path: Path, wanted: AbstractSet[str] | Wanted | None
+) -> Checkpoint:
     index_name = str(index_path)
+    headers: dict[RelativePath, SafetensorsHeader] = {}
+    first = None
+    if wanted is not None:
+        wanted = Wanted.of(wanted)
+        first = first_shard((p.name for p in folder.iterdir()), index_path.name)
+        if first is not None and (folder / first).is_file():
+            headers[first] = read_header_file(folder / first)
+            if wanted.met_by(headers[first].tensors.keys()):  # the index is not needed
+                return _sharded_checkpoint(spec, folder, headers, None, index_name)
     raw = _read_json_file(index_path, what="index", error=IndexError_)
     weight_map = parse_index(raw, index_name=index_name)
     shards = sorted(set(weight_map.values()))
     if wanted is not None:
-        shards = sorted({weight_map[name] for name in wanted if name in weight_map})
+        shards = shards_after_index(wanted, weight_map, first)
         weight_map = {name: file for name, file in weight_map.items() if file in shards}
-    headers: dict[RelativePath, SafetensorsHeader] = {}
     for shard in shards:
         shard_path = folder / shard
         if not shard_path.is_file():
             raise IndexError_(index_name, f"shard {shard} listed in the index is missing")
-        headers[shard] = read_header_file(shard_path)
+        if shard not in headers:
+            headers[shard] = read_header_file(shard_path)
+    headers = {shard: headers[shard] for shard in shards}
+    return _sharded_checkpoint(spec, folder, headers, weight_map, index_name)
+
+
+def _sharded_checkpoint(
+    spec: str,
+    folder: Path,
+    headers: dict[RelativePath, SafetensorsHeader],
+    weight_map: dict[str, RelativePath] | None,
+    index_name: str,
+) -> Checkpoint:
+    shards = sorted(headers)
     return Checkpoint(
         spec=spec,
         kind="local",
