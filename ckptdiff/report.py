@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -69,13 +71,45 @@ class TensorRow:
 
 @dataclass(frozen=True)
 class ConfigDiff:
-    key: str  # nested keys dotted: "eagle_config.eagle_aux_hidden_state_layer_ids"
+    """One config.json key that differs. ``a``/``b`` is None on the side where the key is absent (the status
+    says which); a JSON null in the file is None too, with status ``differs``."""
+
+    path: tuple[str, ...]  # one component per nesting level: ("eagle_config", "eagle_aux_hidden_state_layer_ids")
     a: Any
     b: Any
     status: ConfigStatus
 
+    @property
+    def key(self) -> str:
+        """The path dotted for humans; a component that holds a dot itself is quoted: ``"a.b"`` vs ``a.b``."""
+        return dotted_key(self.path)
+
+    def present(self, side: str) -> bool:
+        return self.status == "differs" or self.status == f"only_in_{side}"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "a": self.a, "b": self.b, "status": self.status}
+        return {"key": self.key, "path": list(self.path), "a": json_safe(self.a), "b": json_safe(self.b),
+                "status": self.status}  # fmt: skip
+
+
+def dotted_key(path: tuple[str, ...]) -> str:
+    return ".".join(part if part and "." not in part and '"' not in part else json.dumps(part) for part in path)
+
+
+#: How JSON reports spell the numbers JSON cannot carry (config.json may hold them: Python's json reads them).
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN and ±Infinity (anywhere inside) as the strings "NaN", "Infinity", "-Infinity", so that
+    the report is standard JSON that strict parsers (jq, browsers, Go) accept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE[str(value)]
+    if isinstance(value, list):
+        return [json_safe(item) for item in value]
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from .. import __version__
 from ..report import Report, TensorRow
 from . import RenderOptions
-from ._common import config_value, shape_dtype
+from ._common import config_cells, shape_dtype
 
 #: Characters XML 1.0 cannot carry at all, even escaped; a hostile tensor name must not break the file.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -87,7 +87,7 @@ def render(report: Report, options: RenderOptions) -> str:
     tests += 1
     case = _element(suite, "testcase", classname="config", name="config.json")
     if report.config:
-        lines = [f"{d.key}: {config_value(d.a)} vs {config_value(d.b)} ({d.status})" for d in report.config]
+        lines = [f"{d.key}: {' vs '.join(config_cells(d))} ({d.status})" for d in report.config]
         _element(case, "system-out", "\n".join(lines))
 
     if not report.compatible and not failures:  # the verdict must show up as a failure somewhere

@@ -9,7 +9,7 @@ from ..report import Report, SideSummary
 from . import RenderOptions
 from ._common import (
     VALUE_HEADERS,
-    config_value,
+    config_cells,
     counts_line,
     display_rows,
     has_values,
@@ -88,7 +88,7 @@ def render(report: Report, options: RenderOptions) -> str:
 
     out += ["### config.json differences", ""]
     if report.config:
-        table = [[_code(d.key), _code(config_value(d.a)), _code(config_value(d.b)), d.status] for d in report.config]
+        table = [[_code(d.key), *(_code(cell) for cell in config_cells(d)), d.status] for d in report.config]
         out.append(tabulate(table, headers=["key", "A", "B", "status"], tablefmt="github", disable_numparse=True))
     else:
         out.append("_None._")
