@@ -792,14 +792,15 @@ def compare_values(
     return ValuesResult(stats, identical, tuple(embeds))
 
 
-def embed_pairs_for(profile: Profile | None, base: Checkpoint) -> list[tuple[str, str]]:
-    """Which of a side's tensors must equal which of the base's: the profile's injected weights, else embeds."""
-    if profile is not None and profile.injected:
-        return [(weight.name, weight.base_name) for weight in profile.injected if "embed" in weight.name]
-    base_embeds = [name for name in base.tensors if name.endswith("embed_tokens.weight")]
-    if len(base_embeds) != 1:
-        return []
-    return [("embed_tokens.weight", base_embeds[0]), ("model.embed_tokens.weight", base_embeds[0])]
+def embed_pairs_for(
+    profile: Profile | None, base: Checkpoint, a: Checkpoint, b: Checkpoint
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Which of a side's tensors must equal which of the base's, under each side's own naming and the base's layout
+    (:func:`ckptdiff.profiles.base_layouts.value_pairs`), and why a role a side carries could not be paired."""
+    from .profiles.base_layouts import value_pairs
+
+    pairs, unpaired = value_pairs(profile, a, b, base)
+    return list(dict.fromkeys((pair.own, pair.base) for pair in pairs)), unpaired
 
 
 # --- into the report -------------------------------------------------------------------------------------
@@ -824,7 +825,7 @@ def attach_values(
         for row in report.tensors
         if row.a is not None and row.b is not None and row.a.shape == row.b.shape
     ]
-    pairs = embed_pairs_for(profile, base) if base is not None else []
+    pairs, unpaired = embed_pairs_for(profile, base, a, b) if base is not None else ([], [])
     result = compare_values(
         a, b, names, base=base, embed_pairs=pairs, offline=offline, progress=progress, notify=notify
     )
@@ -833,6 +834,7 @@ def attach_values(
         for row in report.tensors
     )
     findings = list(report.findings) + [Finding(*f) for f in value_findings(result)]
+    findings += [Finding("info", "base_pair_unavailable", why) for why in unpaired]
     return replace(report, tensors=rows, findings=tuple(findings))
 
 

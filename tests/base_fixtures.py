@@ -150,8 +150,8 @@ MISTRAL3_CONFIG: dict[str, Any] = {
     "torch_dtype": "bfloat16",
 }  # fmt: skip
 
-#: google/gemma-3-4b-it config.json: text_config has no vocab_size (the default, 262208, applies) and the head
-#: is tied to the embedding (no lm_head tensor).
+#: google/gemma-3-4b-it config.json: its text_config sets neither vocab_size nor max_position_embeddings
+#: (transformers' defaults, 262208 and 131072, apply) and the head is tied to the embedding (no lm_head tensor).
 GEMMA3_CONFIG: dict[str, Any] = {
     "architectures": ["Gemma3ForConditionalGeneration"],
     "model_type": "gemma3",

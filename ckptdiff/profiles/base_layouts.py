@@ -12,7 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
+    from . import Profile
 
 Config = Mapping[str, Any]
 Role = Literal["embedding", "lm_head", "final_norm"]
@@ -393,4 +397,35 @@ def pair_injected(
                             f"stores no {role} ({looked}) among the tensors read")  # fmt: skip
             continue
         pairs.append(Pair(side, own, base_name, role))
+    return pairs, unpaired
+
+
+#: Without a profile: the names a side may store its embedding under.
+_PLAIN_ROLES: dict[str, Role] = {"embed_tokens.weight": "embedding", "model.embed_tokens.weight": "embedding"}
+
+
+def value_pairs(
+    profile: Profile | None, a: Checkpoint, b: Checkpoint, base: Checkpoint
+) -> tuple[list[Pair], list[str]]:
+    """For ``--values --base``: each side's stored tensors that must equal the base's (embed_tokens; lm_head when
+    the engine takes it from the base), under each side's own naming and the base's recognised layout; and, in
+    words, each role a side carries that cannot be paired (no such tensor in the base, or another shape)."""
+    resolved = recognise(base.config, base.tensors.keys())
+    pairs: list[Pair] = []
+    unpaired: list[str] = []
+    for label, side in (("A", a), ("B", b)):
+        if profile is not None:
+            roles: dict[str, Role] = {w.name: w.role for w in profile.injected_weights(side.config)}  # type: ignore[misc]
+            stored = {profile.canonical_name(name): name for name in side.tensors}
+        else:
+            roles, stored = _PLAIN_ROLES, {name: name for name in side.tensors}
+        found, missing = pair_injected(label, stored, roles, resolved)
+        unpaired += missing
+        for pair in found:
+            own, theirs = side.tensors[pair.own], base.tensors[pair.base]
+            if own.shape != theirs.shape:
+                unpaired.append(f"{label}'s {pair.own} {list(own.shape)} is not compared by value with the base's "
+                                f"{pair.base} {list(theirs.shape)}: the shapes differ")  # fmt: skip
+            else:
+                pairs.append(pair)
     return pairs, unpaired
