@@ -107,6 +107,21 @@ def test_the_table_and_markdown_name_the_layout(kimi_pair, tmp_path, run_cli):
     assert f"- **base**: `{base}` (multimodal; text model under language_model.) — 1 file(s)" in markdown.stdout
 
 
+def test_a_k25_layout_hub_base_costs_its_config_and_one_shard_header(kimi_pair, tmp_path, hub_client):
+    published, ours = kimi_pair
+    hub_client.add_repo("moonshotai/Kimi-K2.5", write_kimi_k25_base(tmp_path / "Kimi-K2.5"))
+
+    report = compare(str(published), str(ours), base="moonshotai/Kimi-K2.5")
+
+    assert report.verdict == "compatible" and report.base.layout.embedding == "language_model.model.embed_tokens.weight"
+    assert report.base.display_with_layout.endswith("(multimodal; text model under language_model.)")
+    read = [entry.path.rsplit("/", 1)[1] for entry in hub_client.log if entry.route == "resolve"]
+    assert sorted(set(read)) == ["config.json", K25_FIRST]  # no index, one shard
+    assert hub_client.requests == {"api-info": 1, "resolve": 3}  # listing; config.json (HEAD + GET); one range
+    assert "B: carries its own embed_tokens.weight: vLLM uses it instead of the base's language_model.model." \
+           "embed_tokens.weight" in messages(report, "embed_tokens_carried")[0]  # fmt: skip
+
+
 def test_a_k25_layout_base_with_a_160000_row_embedding_is_incompatible(kimi_pair, tmp_path, run_cli):
     published, ours = kimi_pair
     base = write_kimi_k25_base(tmp_path / "other", embed_rows=160000)

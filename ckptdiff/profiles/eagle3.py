@@ -316,11 +316,12 @@ def review(
         for label, attr, checkpoint in (("A", "a", a), ("B", "b", b))
     )  # fmt: skip
     found = _Findings()
+    resolved = recognise(base.config, base.tensors.keys()) if base is not None else None
+    base_embedding = (resolved.embedding if resolved else None) or EMBED.base_name
     for side in sides:
-        _check_own_config(side, found)
+        _check_own_config(side, found, base_embedding)
     _check_between(sides[0], sides[1], found)
     verified: dict[str, tuple[str, str]] = {}  # row name → (its note for this base, the verdict)
-    resolved = recognise(base.config, base.tensors.keys()) if base is not None else None
     for side, other in (sides, sides[::-1]):
         _check_injected(side, other, base, resolved, found, verified)
     if base is not None and resolved is not None:
@@ -340,7 +341,7 @@ def review(
     return rows, found.to_list()
 
 
-def _check_own_config(side: _Side, found: _Findings) -> None:
+def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> None:
     if side.drafter is None or side.checkpoint.config is None:
         return
     c = side.drafter
@@ -376,7 +377,7 @@ def _check_own_config(side: _Side, found: _Findings) -> None:
                   "from 2.99 to 1.12)", side.label)  # fmt: skip
     if EMBED.name in side.tensors:
         found.add("info", "embed_tokens_carried",
-                  f"carries its own {EMBED.name}: vLLM uses it instead of the base's {EMBED.base_name} (SGLang "
+                  f"carries its own {EMBED.name}: vLLM uses it instead of the base's {base_embedding} (SGLang "
                   "takes the base's), so it must equal the base's; a random one collapses acceptance "
                   "(--values --base compares them)", side.label)  # fmt: skip
     if c.max_positions is not None and c.max_positions.value <= SMALL_MAX_POSITIONS:
