@@ -308,12 +308,14 @@ def write_with_data(path: Path, tensors: list[tuple[str, str, list[int], bytes |
             handle.write(data if data is not None else bytes(size))
 
 
-def vllm_drafter(folder: Path, embed: bytes) -> Path:
-    """A small drafter in vLLM's naming (model.layers.0.*, model.embed_tokens.weight) carrying ``embed``."""
-    config = small_drafter_config()
+def vllm_drafter(folder: Path, embed: bytes, head_rows: int = 256) -> Path:
+    """A small drafter in vLLM's naming (model.layers.0.*, model.embed_tokens.weight) carrying ``embed``; with
+    ``head_rows`` equal to the vocabulary, no draft_vocab_size: its lm_head is the one the engine would take
+    from the base."""
+    config = small_drafter_config(**({"draft_vocab_size": None} if head_rows == 1024 else {}))
     v, h = config["vocab_size"], config["hidden_size"]
     write_with_data(folder / "model.safetensors", [
-        ("d2t", "I64", [256], None), ("lm_head.weight", "BF16", [256, h], None),
+        ("d2t", "I64", [256], None), ("lm_head.weight", "BF16", [head_rows, h], None),
         ("model.embed_tokens.weight", "BF16", [v, h], embed), ("model.fc.weight", "BF16", [h, 3 * h], None),
         ("model.layers.0.input_layernorm.weight", "BF16", [h], None), ("model.norm.weight", "BF16", [h], None),
     ])  # fmt: skip
@@ -360,6 +362,19 @@ def test_values_base_compares_a_vllm_named_embedding_with_the_bases(small_k25_ba
         "B's model.embed_tokens.weight equals the base's language_model.model.embed_tokens.weight",
     ]
     assert good.exit_code == 0
+
+
+def test_values_base_pairs_a_head_taken_from_the_base(small_k25_base, tmp_path):
+    pytest.importorskip("torch")
+    from ckptdiff.compare import compare_specs
+
+    base, embed = small_k25_base
+    drafter = vllm_drafter(tmp_path / "d", embed, head_rows=1024)
+
+    report = compare_specs(str(drafter), str(drafter), base=str(base), values=True)
+
+    assert "A's lm_head.weight equals the base's language_model.lm_head.weight" in [
+        f.message for f in report.findings if f.code == "embed_matches_base"]  # fmt: skip
 
 
 def test_values_base_says_when_a_role_cannot_be_paired(small_k25_base, tmp_path):
