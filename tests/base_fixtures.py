@@ -56,10 +56,14 @@ def vit_blocks(prefix: str, blocks: int, hidden: int, inter: int) -> list[Tensor
     specs: list[TensorSpec] = [(f"{prefix}patch_embed.proj.weight", "BF16", [hidden, 3, 14, 14])]
     for i in range(blocks):
         b = f"{prefix}blocks.{i}"
-        specs += [(f"{b}.norm1.weight", "BF16", [hidden]), (f"{b}.attn.qkv.weight", "BF16", [3 * hidden, hidden]),
-                  (f"{b}.attn.proj.weight", "BF16", [hidden, hidden]), (f"{b}.norm2.weight", "BF16", [hidden]),
-                  (f"{b}.mlp.fc1.weight", "BF16", [inter, hidden]),
-                  (f"{b}.mlp.fc2.weight", "BF16", [hidden, inter])]  # fmt: skip
+        specs += [
+            (f"{b}.norm1.weight", "BF16", [hidden]),
+            (f"{b}.attn.qkv.weight", "BF16", [3 * hidden, hidden]),
+            (f"{b}.attn.proj.weight", "BF16", [hidden, hidden]),
+            (f"{b}.norm2.weight", "BF16", [hidden]),
+            (f"{b}.mlp.fc1.weight", "BF16", [inter, hidden]),
+            (f"{b}.mlp.fc2.weight", "BF16", [hidden, inter]),
+        ]
     return specs
 
 
@@ -68,9 +72,12 @@ def vit_blocks(prefix: str, blocks: int, hidden: int, inter: int) -> list[Tensor
 KIMI_K25_TEXT_CONFIG: dict[str, Any] = dict(
     copy.deepcopy(KIMI_K2_BASE_CONFIG),
     max_position_embeddings=262144,
-    quantization_config={"quant_method": "compressed-tensors", "format": "pack-quantized",
-                         "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 32}}}},
-)  # fmt: skip
+    quantization_config={
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"group_0": {"weights": {"num_bits": 4, "group_size": 32}}},
+    },
+)
 KIMI_K25_CONFIG: dict[str, Any] = {
     "architectures": ["KimiK25ForConditionalGeneration"],
     "model_type": "kimi_k25",
@@ -79,10 +86,17 @@ KIMI_K25_CONFIG: dict[str, Any] = {
     "tie_word_embeddings": False,
     "use_unified_vision_chunk": True,
     "text_config": KIMI_K25_TEXT_CONFIG,
-    "vision_config": {"model_type": "moonvit3d", "hidden_size": 1152, "num_hidden_layers": 27,
-                      "num_attention_heads": 16, "intermediate_size": 4304, "patch_size": 14,
-                      "merge_kernel_size": [2, 2], "text_hidden_size": 7168},
-}  # fmt: skip
+    "vision_config": {
+        "model_type": "moonvit3d",
+        "hidden_size": 1152,
+        "num_hidden_layers": 27,
+        "num_attention_heads": 16,
+        "intermediate_size": 4304,
+        "patch_size": 14,
+        "merge_kernel_size": [2, 2],
+        "text_hidden_size": 7168,
+    },
+}
 
 
 def _int4(specs: list[TensorSpec]) -> list[TensorSpec]:
@@ -91,9 +105,11 @@ def _int4(specs: list[TensorSpec]) -> list[TensorSpec]:
     for name, dtype, shape in specs:
         if ".experts." in name and name.endswith(".weight") and dtype == "F8_E4M3":
             base = name[: -len(".weight")]
-            out += [(f"{base}.weight_packed", "I32", [shape[0], shape[1] // 8]),
-                    (f"{base}.weight_scale", "BF16", [shape[0], math.ceil(shape[1] / 32)]),
-                    (f"{base}.weight_shape", "I32", [2])]  # fmt: skip
+            out += [
+                (f"{base}.weight_packed", "I32", [shape[0], shape[1] // 8]),
+                (f"{base}.weight_scale", "BF16", [shape[0], math.ceil(shape[1] / 32)]),
+                (f"{base}.weight_shape", "I32", [2]),
+            ]
         elif ".experts." in name and name.endswith(".weight_scale_inv"):
             continue
         else:
@@ -108,17 +124,27 @@ def write_kimi_k25_base(folder: Path, *, embed_rows: int = 163840, experts: int 
     hidden = text["hidden_size"]
     shards: list[list[TensorSpec]] = []
     for layer in range(text["num_hidden_layers"]):
-        specs = [(f"language_model.{name}", dtype, shape)
-                 for name, dtype, shape in _int4(kimi_k2_base_layer(text, layer, experts=experts))]  # fmt: skip
+        specs = [
+            (f"language_model.{name}", dtype, shape)
+            for name, dtype, shape in _int4(kimi_k2_base_layer(text, layer, experts=experts))
+        ]
         if layer == 0:
             specs.insert(0, ("language_model.model.embed_tokens.weight", "BF16", [embed_rows, hidden]))
         shards.append(specs)
-    shards.append([("language_model.model.norm.weight", "BF16", [hidden]),
-                   ("language_model.lm_head.weight", "BF16", [text["vocab_size"], hidden])])  # fmt: skip
+    shards.append(
+        [
+            ("language_model.model.norm.weight", "BF16", [hidden]),
+            ("language_model.lm_head.weight", "BF16", [text["vocab_size"], hidden]),
+        ]
+    )
     shards.append(vit_blocks("vision_tower.encoder.", 2, 1152, 4304))
-    shards.append([("mm_projector.pre_norm.weight", "BF16", [1152]),
-                   ("mm_projector.proj.0.weight", "BF16", [4608, 4608]),
-                   ("mm_projector.proj.2.weight", "BF16", [hidden, 4608])])  # fmt: skip
+    shards.append(
+        [
+            ("mm_projector.pre_norm.weight", "BF16", [1152]),
+            ("mm_projector.proj.0.weight", "BF16", [4608, 4608]),
+            ("mm_projector.proj.2.weight", "BF16", [hidden, 4608]),
+        ]
+    )
     assert len(shards) == 64
     return write_sharded(folder, KIMI_K25_CONFIG, shards)
 
@@ -130,60 +156,110 @@ LLAMA4_SCOUT_CONFIG: dict[str, Any] = {
     "architectures": ["Llama4ForConditionalGeneration"],
     "model_type": "llama4",
     "tie_word_embeddings": False,
-    "text_config": {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
-                    "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 48,
-                    "vocab_size": 202048, "max_position_embeddings": 10485760, "torch_dtype": "bfloat16",
-                    "num_local_experts": 16},
-    "vision_config": {"model_type": "llama4_vision_model", "hidden_size": 1408, "num_hidden_layers": 34,
-                      "intermediate_size": 5632},
-}  # fmt: skip
+    "text_config": {
+        "model_type": "llama4_text",
+        "hidden_size": 5120,
+        "intermediate_size": 8192,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_hidden_layers": 48,
+        "vocab_size": 202048,
+        "max_position_embeddings": 10485760,
+        "torch_dtype": "bfloat16",
+        "num_local_experts": 16,
+    },
+    "vision_config": {
+        "model_type": "llama4_vision_model",
+        "hidden_size": 1408,
+        "num_hidden_layers": 34,
+        "intermediate_size": 5632,
+    },
+}
 
 #: mistralai/Mistral-Small-3.1-24B-Instruct-2503 config.json (text_config; vision_tower.*, multi_modal_projector.*).
 MISTRAL3_CONFIG: dict[str, Any] = {
     "architectures": ["Mistral3ForConditionalGeneration"],
     "model_type": "mistral3",
-    "text_config": {"model_type": "mistral", "hidden_size": 5120, "intermediate_size": 32768,
-                    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 40,
-                    "vocab_size": 131072, "max_position_embeddings": 131072},
-    "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "num_hidden_layers": 24,
-                      "intermediate_size": 4096},
+    "text_config": {
+        "model_type": "mistral",
+        "hidden_size": 5120,
+        "intermediate_size": 32768,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_hidden_layers": 40,
+        "vocab_size": 131072,
+        "max_position_embeddings": 131072,
+    },
+    "vision_config": {"model_type": "pixtral", "hidden_size": 1024, "num_hidden_layers": 24, "intermediate_size": 4096},
     "torch_dtype": "bfloat16",
-}  # fmt: skip
+}
 
 #: google/gemma-3-4b-it config.json: its text_config sets neither vocab_size nor max_position_embeddings
 #: (transformers' defaults, 262208 and 131072, apply) and the head is tied to the embedding (no lm_head tensor).
 GEMMA3_CONFIG: dict[str, Any] = {
     "architectures": ["Gemma3ForConditionalGeneration"],
     "model_type": "gemma3",
-    "text_config": {"model_type": "gemma3_text", "hidden_size": 2560, "intermediate_size": 10240,
-                    "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256, "num_hidden_layers": 34,
-                    "sliding_window": 1024},
-    "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "num_hidden_layers": 27,
-                      "intermediate_size": 4304},
+    "text_config": {
+        "model_type": "gemma3_text",
+        "hidden_size": 2560,
+        "intermediate_size": 10240,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "num_hidden_layers": 34,
+        "sliding_window": 1024,
+    },
+    "vision_config": {
+        "model_type": "siglip_vision_model",
+        "hidden_size": 1152,
+        "num_hidden_layers": 27,
+        "intermediate_size": 4304,
+    },
     "torch_dtype": "bfloat16",
-}  # fmt: skip
+}
 
 #: Qwen/Qwen3-VL-8B-Instruct config.json (text_config; model.language_model.*, lm_head.weight, model.visual.*).
 QWEN3_VL_CONFIG: dict[str, Any] = {
     "architectures": ["Qwen3VLForConditionalGeneration"],
     "model_type": "qwen3_vl",
     "tie_word_embeddings": False,
-    "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 4096, "intermediate_size": 12288,
-                    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 36,
-                    "vocab_size": 151936, "max_position_embeddings": 262144, "dtype": "bfloat16"},
+    "text_config": {
+        "model_type": "qwen3_vl_text",
+        "hidden_size": 4096,
+        "intermediate_size": 12288,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_hidden_layers": 36,
+        "vocab_size": 151936,
+        "max_position_embeddings": 262144,
+        "dtype": "bfloat16",
+    },
     "vision_config": {"model_type": "qwen3_vl", "hidden_size": 1152, "depth": 27, "intermediate_size": 4304},
-}  # fmt: skip
+}
 
 #: meta-llama/Llama-3.2-1B config.json: text-only, tied embeddings, one model.safetensors without lm_head.
 LLAMA32_1B_CONFIG: dict[str, Any] = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048, "intermediate_size": 8192,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "num_hidden_layers": 16,
-    "vocab_size": 128256, "max_position_embeddings": 131072, "tie_word_embeddings": True, "torch_dtype": "bfloat16",
-}  # fmt: skip
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 2048,
+    "intermediate_size": 8192,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "num_hidden_layers": 16,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
 
 
-def write_llava_style_base(folder: Path, config: dict[str, Any], *, tower: str, projector: str,
-                           tied: bool = False, vocab: int | None = None) -> Path:  # fmt: skip
+def write_llava_style_base(
+    folder: Path, config: dict[str, Any], *, tower: str, projector: str, tied: bool = False, vocab: int | None = None
+) -> Path:
     """A ``language_model.model.*`` base (Llama-4, Mistral-3, Gemma-3 as published): embedding and two layers
     in the first shard, the head and norm in the second, the vision tower and projector in the third."""
     text = config["text_config"]
@@ -206,8 +282,7 @@ def write_qwen3_vl_base(folder: Path) -> Path:
     h = text["hidden_size"]
     first = [("model.language_model.embed_tokens.weight", "BF16", [text["vocab_size"], h])]
     first += llama_layer("model.language_model.", 0, text)
-    second = [("model.language_model.norm.weight", "BF16", [h]),
-              ("lm_head.weight", "BF16", [text["vocab_size"], h])]  # fmt: skip
+    second = [("model.language_model.norm.weight", "BF16", [h]), ("lm_head.weight", "BF16", [text["vocab_size"], h])]
     third = vit_blocks("model.visual.", 1, 1152, 4304)
     return write_sharded(folder, QWEN3_VL_CONFIG, [first, second, third])
 
@@ -215,8 +290,10 @@ def write_qwen3_vl_base(folder: Path) -> Path:
 def write_llama32_1b_base(folder: Path) -> Path:
     """A text-only, tied-embedding base in one model.safetensors (no lm_head tensor)."""
     c = LLAMA32_1B_CONFIG
-    specs = [("model.embed_tokens.weight", "BF16", [c["vocab_size"], c["hidden_size"]]),
-             ("model.norm.weight", "BF16", [c["hidden_size"]])] + llama_layer("model.", 0, c)  # fmt: skip
+    specs = [
+        ("model.embed_tokens.weight", "BF16", [c["vocab_size"], c["hidden_size"]]),
+        ("model.norm.weight", "BF16", [c["hidden_size"]]),
+    ] + llama_layer("model.", 0, c)
     write_safetensors(folder / "model.safetensors", specs, metadata={"format": "pt"})
     write_config(folder, c)
     return folder
@@ -226,12 +303,20 @@ def drafter_config_for(text: dict[str, Any], **overrides: Any) -> dict[str, Any]
     """A SpecForge EAGLE-3 drafter config for a base whose text config is ``text``."""
     n = text["num_hidden_layers"]
     config: dict[str, Any] = {
-        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
-        "hidden_size": text["hidden_size"], "intermediate_size": 4 * text["hidden_size"],
-        "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 1,
-        "vocab_size": text.get("vocab_size", 262208), "draft_vocab_size": 32000,
-        "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": text["hidden_size"],
+        "intermediate_size": 4 * text["hidden_size"],
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_hidden_layers": 1,
+        "vocab_size": text.get("vocab_size", 262208),
+        "draft_vocab_size": 32000,
+        "max_position_embeddings": 131072,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
         "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, n // 2 - 1, n - 4], "use_aux_hidden_state": True},
-    }  # fmt: skip
+    }
     config.update(overrides)
     return config

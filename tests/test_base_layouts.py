@@ -87,9 +87,14 @@ def test_the_kimi_pair_against_a_k25_layout_base_reads_one_shard_header(kimi_pai
     embed = next(t for t in report["tensors"] if t["name"] == "embed_tokens.weight")
     assert embed["status"] == "injected" and embed["note"] == (
         "frozen: the engine takes it from the base model's language_model.model.embed_tokens.weight; "
-        "verified: [163840, 7168] BF16")  # fmt: skip
-    assert {"severity": "info", "code": "injected_verified", "message": "A: embed_tokens.weight: the base's "
-            "language_model.model.embed_tokens.weight [163840, 7168] BF16 fits"} in report["findings"]  # fmt: skip
+        "verified: [163840, 7168] BF16"
+    )
+    assert {
+        "severity": "info",
+        "code": "injected_verified",
+        "message": "A: embed_tokens.weight: the base's "
+        "language_model.model.embed_tokens.weight [163840, 7168] BF16 fits",
+    } in report["findings"]
     assert not [f for f in report["findings"] if f["severity"] == "error"]
     # the text model's settings were found under text_config: no check was skipped
     assert "base_setting_missing" not in {f["code"] for f in report["findings"]}
@@ -118,8 +123,10 @@ def test_a_k25_layout_hub_base_costs_its_config_and_one_shard_header(kimi_pair, 
     read = [entry.path.rsplit("/", 1)[1] for entry in hub_client.log if entry.route == "resolve"]
     assert sorted(set(read)) == ["config.json", K25_FIRST]  # no index, one shard
     assert hub_client.requests == {"api-info": 1, "resolve": 3}  # listing; config.json (HEAD + GET); one range
-    assert "B: carries its own embed_tokens.weight: vLLM uses it instead of the base's language_model.model." \
-           "embed_tokens.weight" in messages(report, "embed_tokens_carried")[0]  # fmt: skip
+    assert (
+        "B: carries its own embed_tokens.weight: vLLM uses it instead of the base's language_model.model."
+        "embed_tokens.weight" in messages(report, "embed_tokens_carried")[0]
+    )
 
 
 def test_a_k25_layout_base_with_a_160000_row_embedding_is_incompatible(kimi_pair, tmp_path, run_cli):
@@ -142,8 +149,10 @@ def test_a_drafter_for_another_vocabulary_is_checked_against_text_config(tmp_pat
 
     report = compare(str(drafter), str(drafter), base=str(base))
 
-    assert "A and B: vocab_size=151936 but the base's text_config.vocab_size is 163840: the drafter was trained for " \
-           "another tokenizer" in messages(report, "base_config_mismatch")  # fmt: skip
+    assert (
+        "A and B: vocab_size=151936 but the base's text_config.vocab_size is 163840: the drafter was trained for "
+        "another tokenizer" in messages(report, "base_config_mismatch")
+    )
 
 
 # --- other multimodal families ----------------------------------------------------------------------------
@@ -172,8 +181,13 @@ def test_language_model_bases_supply_the_embedding_and_the_head(tmp_path, layout
 
 
 def test_gemma3_ties_its_head_and_its_text_config_has_no_vocab_size(tmp_path):
-    base = write_llava_style_base(tmp_path / "gemma-3-4b-it", GEMMA3_CONFIG, tower="vision_tower.vision_model.",
-                                  projector="multi_modal_projector.", tied=True)  # fmt: skip
+    base = write_llava_style_base(
+        tmp_path / "gemma-3-4b-it",
+        GEMMA3_CONFIG,
+        tower="vision_tower.vision_model.",
+        projector="multi_modal_projector.",
+        tied=True,
+    )
     drafter = headless_drafter(tmp_path / "d", drafter_config_for(GEMMA3_CONFIG["text_config"], draft_vocab_size=None))
 
     report = compare(str(drafter), str(drafter), base=str(base))
@@ -203,9 +217,12 @@ def test_qwen3_vl_keeps_its_text_model_under_model_language_model(tmp_path):
     assert report.base.layout.layout.name == "qwen3-vl" and report.base.files == 1
     assert messages(report, "base_config_mismatch") == [
         "A and B: the drafter expects target hidden states of hidden_size=2048 but the base's "
-        "text_config.hidden_size is 4096: fc cannot take the base's hidden states"]  # fmt: skip
-    assert "model.language_model.embed_tokens.weight, which is [151936, 4096] BF16" in messages(
-        report, "injected_incompatible_with_base")[0]  # fmt: skip
+        "text_config.hidden_size is 4096: fc cannot take the base's hidden states"
+    ]
+    assert (
+        "model.language_model.embed_tokens.weight, which is [151936, 4096] BF16"
+        in messages(report, "injected_incompatible_with_base")[0]
+    )
 
 
 def test_a_text_only_base_with_tied_embeddings_supplies_the_head_from_its_embedding(tmp_path):
@@ -218,7 +235,8 @@ def test_a_text_only_base_with_tied_embeddings_supplies_the_head_from_its_embedd
     assert report.verdict == "compatible", report.findings
     assert report.base.layout.layout.name == "text-only" and report.base.layout.lm_head_tied
     assert messages(report, "injected_verified")[1] == (
-        "A and B: lm_head.weight: the base's model.embed_tokens.weight [128256, 2048] BF16 fits")
+        "A and B: lm_head.weight: the base's model.embed_tokens.weight [128256, 2048] BF16 fits"
+    )
 
 
 def test_a_base_without_config_json_says_what_is_not_checked(kimi_pair, tmp_path):
@@ -232,20 +250,28 @@ def test_a_base_without_config_json_says_what_is_not_checked(kimi_pair, tmp_path
     assert report.base.layout.layout.name == "language_model.model"  # from the tensor names alone
     assert messages(report, "base_config_missing") == [
         f"the base ({base}) has no config.json: the drafters' vocab_size, hidden size, aux layer ids, dtype and "
-        "max_position_embeddings are not checked against it"]  # fmt: skip
+        "max_position_embeddings are not checked against it"
+    ]
 
 
 def test_every_layout_cites_where_it_comes_from_and_recognition_is_data():
     assert all(layout.source and layout.architectures for layout in LAYOUTS)
     k25 = recognise(KIMI_K25_CONFIG, {"language_model.model.embed_tokens.weight", "vision_tower.x"})
-    assert (k25.layout.name, k25.embedding, k25.lm_head) == ("kimi-k2.5", "language_model.model.embed_tokens.weight",
-                                                            None)  # fmt: skip
+    assert (k25.layout.name, k25.embedding, k25.lm_head) == (
+        "kimi-k2.5",
+        "language_model.model.embed_tokens.weight",
+        None,
+    )
     assert text_config(KIMI_K25_CONFIG)["vocab_size"] == 163840
     assert text_config({"thinker_config": {"text_config": {"vocab_size": 7}}})["vocab_size"] == 7
     assert text_config(KIMI_K2_BASE_CONFIG) is KIMI_K2_BASE_CONFIG
     (embedding,) = wanted_groups(["embedding"])
-    assert {"model.embed_tokens.weight", "language_model.model.embed_tokens.weight",
-            "model.language_model.embed_tokens.weight", "thinker.model.embed_tokens.weight"} <= embedding  # fmt: skip
+    assert {
+        "model.embed_tokens.weight",
+        "language_model.model.embed_tokens.weight",
+        "model.language_model.embed_tokens.weight",
+        "thinker.model.embed_tokens.weight",
+    } <= embedding
 
 
 # --- header cost on the Hub ---------------------------------------------------------------------------------
@@ -274,16 +300,23 @@ def test_a_base_whose_embedding_is_not_in_the_first_shard_reads_the_index(kimi_p
     published, ours = kimi_pair
     config = KIMI_K2_BASE_CONFIG  # three of its layers written, the embedding with the last
     layers = [kimi_k2_base_layer(config, layer, experts=1) for layer in range(3)]
-    layers[-1] += [("model.embed_tokens.weight", "BF16", [163840, 7168]), ("model.norm.weight", "BF16", [7168]),
-                   ("lm_head.weight", "BF16", [163840, 7168])]  # fmt: skip
+    layers[-1] += [
+        ("model.embed_tokens.weight", "BF16", [163840, 7168]),
+        ("model.norm.weight", "BF16", [7168]),
+        ("lm_head.weight", "BF16", [163840, 7168]),
+    ]
     hub_client.add_repo("org/base", write_sharded(tmp_path / "base", config, layers))
 
     report = compare(str(published), str(ours), base="org/base")
 
     assert report.verdict == "compatible" and "injected_verified" in codes(report)
     read = sorted({entry.path.rsplit("/", 1)[1] for entry in hub_client.log if entry.route == "resolve"})
-    assert read == ["config.json", "model-00001-of-00003.safetensors", "model-00003-of-00003.safetensors",
-                    "model.safetensors.index.json"]  # fmt: skip
+    assert read == [
+        "config.json",
+        "model-00001-of-00003.safetensors",
+        "model-00003-of-00003.safetensors",
+        "model.safetensors.index.json",
+    ]
     assert report.base.files == 2
 
 
@@ -314,11 +347,17 @@ def vllm_drafter(folder: Path, embed: bytes, head_rows: int = 256) -> Path:
     from the base."""
     config = small_drafter_config(**({"draft_vocab_size": None} if head_rows == 1024 else {}))
     v, h = config["vocab_size"], config["hidden_size"]
-    write_with_data(folder / "model.safetensors", [
-        ("d2t", "I64", [256], None), ("lm_head.weight", "BF16", [head_rows, h], None),
-        ("model.embed_tokens.weight", "BF16", [v, h], embed), ("model.fc.weight", "BF16", [h, 3 * h], None),
-        ("model.layers.0.input_layernorm.weight", "BF16", [h], None), ("model.norm.weight", "BF16", [h], None),
-    ])  # fmt: skip
+    write_with_data(
+        folder / "model.safetensors",
+        [
+            ("d2t", "I64", [256], None),
+            ("lm_head.weight", "BF16", [head_rows, h], None),
+            ("model.embed_tokens.weight", "BF16", [v, h], embed),
+            ("model.fc.weight", "BF16", [h, 3 * h], None),
+            ("model.layers.0.input_layernorm.weight", "BF16", [h], None),
+            ("model.norm.weight", "BF16", [h], None),
+        ],
+    )
     write_config(folder, config)
     return folder
 
@@ -329,14 +368,22 @@ def small_k25_base(tmp_path) -> tuple[Path, bytes]:
     config = json.loads(json.dumps(KIMI_K25_CONFIG))
     config["text_config"].update(vocab_size=1024, hidden_size=64)
     embed = bf16(1024 * 64, seed=1)
-    write_with_data(tmp_path / "base" / "model-00001-of-00002.safetensors",
-                    [("language_model.model.embed_tokens.weight", "BF16", [1024, 64], embed)])  # fmt: skip
-    write_with_data(tmp_path / "base" / "model-00002-of-00002.safetensors",
-                    [("language_model.lm_head.weight", "BF16", [1024, 64], None),
-                     ("vision_tower.patch_embed.proj.weight", "BF16", [16, 3, 14, 14], None)])  # fmt: skip
-    weight_map = {"language_model.model.embed_tokens.weight": "model-00001-of-00002.safetensors",
-                  "language_model.lm_head.weight": "model-00002-of-00002.safetensors",
-                  "vision_tower.patch_embed.proj.weight": "model-00002-of-00002.safetensors"}  # fmt: skip
+    write_with_data(
+        tmp_path / "base" / "model-00001-of-00002.safetensors",
+        [("language_model.model.embed_tokens.weight", "BF16", [1024, 64], embed)],
+    )
+    write_with_data(
+        tmp_path / "base" / "model-00002-of-00002.safetensors",
+        [
+            ("language_model.lm_head.weight", "BF16", [1024, 64], None),
+            ("vision_tower.patch_embed.proj.weight", "BF16", [16, 3, 14, 14], None),
+        ],
+    )
+    weight_map = {
+        "language_model.model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+        "language_model.lm_head.weight": "model-00002-of-00002.safetensors",
+        "vision_tower.patch_embed.proj.weight": "model-00002-of-00002.safetensors",
+    }
     (tmp_path / "base" / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     write_config(tmp_path / "base", config)
     return tmp_path / "base", embed
@@ -355,7 +402,8 @@ def test_values_base_compares_a_vllm_named_embedding_with_the_bases(small_k25_ba
 
     errors = [f for f in bad.findings if f.code == "embed_differs_from_base"]
     assert [f.severity for f in errors] == ["error", "error"] and errors[0].message.startswith(
-        "A's model.embed_tokens.weight differs from the base's language_model.model.embed_tokens.weight")
+        "A's model.embed_tokens.weight differs from the base's language_model.model.embed_tokens.weight"
+    )
     assert bad.exit_code == 1
     assert [f.message for f in good.findings if f.code == "embed_matches_base"] == [
         "A's model.embed_tokens.weight equals the base's language_model.model.embed_tokens.weight",
@@ -374,7 +422,8 @@ def test_values_base_pairs_a_head_taken_from_the_base(small_k25_base, tmp_path):
     report = compare_specs(str(drafter), str(drafter), base=str(base), values=True)
 
     assert "A's lm_head.weight equals the base's language_model.lm_head.weight" in [
-        f.message for f in report.findings if f.code == "embed_matches_base"]  # fmt: skip
+        f.message for f in report.findings if f.code == "embed_matches_base"
+    ]
 
 
 def test_values_base_says_when_a_role_cannot_be_paired(small_k25_base, tmp_path):
@@ -387,11 +436,14 @@ def test_values_base_says_when_a_role_cannot_be_paired(small_k25_base, tmp_path)
     (base / "config.json").write_text(json.dumps(config))
     wide = vllm_drafter(tmp_path / "d", bf16(1024 * 64, seed=7))
     # a base embedding of another shape: written over the first shard
-    write_with_data(base / "model-00001-of-00002.safetensors",
-                    [("language_model.model.embed_tokens.weight", "BF16", [2048, 64], None)])  # fmt: skip
+    write_with_data(
+        base / "model-00001-of-00002.safetensors",
+        [("language_model.model.embed_tokens.weight", "BF16", [2048, 64], None)],
+    )
 
     report = compare_specs(str(wide), str(wide), base=str(base), values=True)
 
     assert [f.message for f in report.findings if f.code == "base_pair_unavailable"][0] == (
         "A's model.embed_tokens.weight [1024, 64] is not compared by value with the base's "
-        "language_model.model.embed_tokens.weight [2048, 64]: the shapes differ")  # fmt: skip
+        "language_model.model.embed_tokens.weight [2048, 64]: the shapes differ"
+    )

@@ -27,10 +27,21 @@ def test_a_dotted_key_is_not_a_nested_one():
 
 @pytest.mark.parametrize(
     "a, b, same",
-    [(1, 1.0, True), (True, 1, False), (False, 0, False), ([True, 2], [1, 2], False), ([1, 2], [1.0, 2], True),
-     (None, None, True), ("1", 1, False), ({"x": True}, {"x": 1}, False), (math.nan, math.nan, True),
-     (math.inf, math.inf, True), (math.inf, -math.inf, False), ([], {}, False)],
-)  # fmt: skip
+    [
+        (1, 1.0, True),
+        (True, 1, False),
+        (False, 0, False),
+        ([True, 2], [1, 2], False),
+        ([1, 2], [1.0, 2], True),
+        (None, None, True),
+        ("1", 1, False),
+        ({"x": True}, {"x": 1}, False),
+        (math.nan, math.nan, True),
+        (math.inf, math.inf, True),
+        (math.inf, -math.inf, False),
+        ([], {}, False),
+    ],
+)
 def test_values_compare_with_their_json_types(a, b, same):
     assert same_config_value(a, b) is same
     assert bool(diffs({"k": a}, {"k": b})) is not same
@@ -41,7 +52,9 @@ def test_null_and_absent_are_different_differences():
     assert diffs({"pad_token_id": None}, {"pad_token_id": 0}) == [("pad_token_id", None, 0, "differs")]
     # a null leaf and a nested object are different paths: nothing is silently equal
     assert diffs({"rope_scaling": None}, {"rope_scaling": {"factor": 8}}) == [
-        ("rope_scaling", None, None, "only_in_a"), ("rope_scaling.factor", None, 8, "only_in_b")]  # fmt: skip
+        ("rope_scaling", None, None, "only_in_a"),
+        ("rope_scaling.factor", None, 8, "only_in_b"),
+    ]
 
 
 def drafter_with_config(folder: Path, **changes: object) -> Path:
@@ -59,10 +72,12 @@ def drafter_with_config(folder: Path, **changes: object) -> Path:
 
 @pytest.fixture
 def edge_pair(tmp_path) -> tuple[Path, Path]:
-    a = drafter_with_config(tmp_path / "a", rope_theta=math.nan, logit_scale=math.inf, pad_token_id=None,
-                            bias=True, extra=[True, 2])  # fmt: skip
-    b = drafter_with_config(tmp_path / "b", rope_theta=50000.0, logit_scale=-math.inf, pad_token_id="<absent>",
-                            bias=1, extra=[1, 2])  # fmt: skip
+    a = drafter_with_config(
+        tmp_path / "a", rope_theta=math.nan, logit_scale=math.inf, pad_token_id=None, bias=True, extra=[True, 2]
+    )
+    b = drafter_with_config(
+        tmp_path / "b", rope_theta=50000.0, logit_scale=-math.inf, pad_token_id="<absent>", bias=1, extra=[1, 2]
+    )
     return a, b
 
 
@@ -81,8 +96,13 @@ def test_the_json_report_is_standard_json_with_non_finite_numbers_as_strings(edg
     config = {d["key"]: d for d in strict(result.stdout)["config"]}
     assert config["rope_theta"]["a"] == "NaN" and config["rope_theta"]["b"] == 50000.0
     assert (config["logit_scale"]["a"], config["logit_scale"]["b"]) == ("Infinity", "-Infinity")
-    assert config["pad_token_id"] == {"key": "pad_token_id", "path": ["pad_token_id"], "a": None, "b": None,
-                                      "status": "only_in_a"}  # fmt: skip
+    assert config["pad_token_id"] == {
+        "key": "pad_token_id",
+        "path": ["pad_token_id"],
+        "a": None,
+        "b": None,
+        "status": "only_in_a",
+    }
     assert config["bias"]["status"] == "differs" and config["extra"]["status"] == "differs"
 
 
@@ -94,7 +114,8 @@ def test_null_and_absent_read_differently_in_every_human_format(edge_pair, run_c
     junit = run_cli(str(a), str(b), "--format", "junit").stdout
 
     assert [line.split() for line in table.splitlines() if line.startswith("pad_token_id")] == [
-        ["pad_token_id", "null", "(absent)", "only_in_a"]]  # fmt: skip
+        ["pad_token_id", "null", "(absent)", "only_in_a"]
+    ]
     cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in markdown.splitlines()]
     assert ["`pad_token_id`", "`null`", "`(absent)`", "only_in_a"] in cells
     assert ["`bias`", "`true`", "`1`", "differs"] in cells

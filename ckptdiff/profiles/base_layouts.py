@@ -393,8 +393,10 @@ def pair_injected(
         base_name = resolved.name(role)
         if base_name is None:
             looked = " or ".join(resolved.layout.names(role))
-            unpaired.append(f"{side}'s {own} is not compared by value: the base ({resolved.layout.name} layout) "
-                            f"stores no {role} ({looked}) among the tensors read")  # fmt: skip
+            unpaired.append(
+                f"{side}'s {own} is not compared by value: the base ({resolved.layout.name} layout) "
+                f"stores no {role} ({looked}) among the tensors read"
+            )
             continue
         pairs.append(Pair(side, own, base_name, role))
     return pairs, unpaired
@@ -424,8 +426,10 @@ def value_pairs(
         for pair in found:
             own, theirs = side.tensors[pair.own], base.tensors[pair.base]
             if own.shape != theirs.shape:
-                unpaired.append(f"{label}'s {pair.own} {list(own.shape)} is not compared by value with the base's "
-                                f"{pair.base} {list(theirs.shape)}: the shapes differ")  # fmt: skip
+                unpaired.append(
+                    f"{label}'s {pair.own} {list(own.shape)} is not compared by value with the base's "
+                    f"{pair.base} {list(theirs.shape)}: the shapes differ"
+                )
             else:
                 pairs.append(pair)
     return pairs, unpaired
