@@ -88,8 +88,8 @@ class ConfigDiff:
         return self.status == "differs" or self.status == f"only_in_{side}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "path": list(self.path), "a": json_safe(self.a), "b": json_safe(self.b),
-                "status": self.status}  # fmt: skip
+        a, b = json_safe(self.a), json_safe(self.b)
+        return {"key": self.key, "path": list(self.path), "a": a, "b": b, "status": self.status}
 
 
 def dotted_key(path: tuple[str, ...]) -> str:

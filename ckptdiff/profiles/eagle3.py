@@ -478,49 +478,46 @@ def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found
     if side.drafter is None or base.config is None:
         return
     c = side.drafter
+
+    def base_value(key: str, checks: str) -> Found | None:
+        return _base_setting(resolved, base, key, checks, side, found)
+
+    if c.vocab is not None and (vocab := base_value("vocab_size", f"the drafter's {c.vocab}")) is not None:
+        if c.vocab.value != vocab.value:
+            found.add("error", "base_config_mismatch",
+                      f"{c.vocab} but the base's {vocab.key} is {vocab.value}: the drafter was trained for another "
+                      "tokenizer", side.label)  # fmt: skip
     target = c.target_hidden or c.hidden
-    base_vocab = _base_setting(resolved, base, "vocab_size", f"the drafter's {c.vocab}", side, found) if c.vocab \
-        else None  # fmt: skip
-    if c.vocab is not None and base_vocab is not None and c.vocab.value != base_vocab.value:
-        found.add("error", "base_config_mismatch",
-                  f"{c.vocab} but the base's {base_vocab.key} is {base_vocab.value}: the drafter was trained for "
-                  "another tokenizer", side.label)  # fmt: skip
-    base_hidden = _base_setting(resolved, base, "hidden_size", f"the drafter's target hidden size ({target})",
-                                side, found) if target else None  # fmt: skip
-    if target is not None and base_hidden is not None and target.value != base_hidden.value:
-        found.add("error", "base_config_mismatch",
-                  f"the drafter expects target hidden states of {target} but the base's {base_hidden.key} is "
-                  f"{base_hidden.value}: fc cannot take the base's hidden states", side.label)  # fmt: skip
-    layers = _base_setting(resolved, base, "num_hidden_layers", f"{c.aux_layer_ids}", side, found) \
-        if c.aux_layer_ids else None  # fmt: skip
-    if c.aux_layer_ids is not None and layers is not None:
+    if target is not None and (hidden := base_value("hidden_size", f"the drafter's target hidden size ({target})")):
+        if target.value != hidden.value:
+            found.add("error", "base_config_mismatch",
+                      f"the drafter expects target hidden states of {target} but the base's {hidden.key} is "
+                      f"{hidden.value}: fc cannot take the base's hidden states", side.label)  # fmt: skip
+    if c.aux_layer_ids is not None and (layers := base_value("num_hidden_layers", str(c.aux_layer_ids))):
         outside = [i for i in c.aux_layer_ids.value if not 0 <= i < layers.value]
         if outside:
             found.add("error", "aux_layer_out_of_range",
                       f"{c.aux_layer_ids} names layer(s) {json.dumps(outside)} but the base has "
                       f"{layers.key}={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
                       "off-by-one)", side.label)  # fmt: skip
-    base_dtype_setting = None
-    for key in ("torch_dtype", "dtype"):
-        base_dtype_setting, _ = lookup(base.config, key, resolved.text_config_path)
-        if base_dtype_setting is not None:
-            break
-    base_dtype = _TORCH_DTYPES.get(str(base_dtype_setting.value).removeprefix("torch.")) if base_dtype_setting \
-        else None  # fmt: skip
-    if base_dtype is not None and side.dtype is not None and side.dtype != base_dtype:
-        assert base_dtype_setting is not None
+    _check_dtype_against_base(side, base, resolved, found)
+    if c.max_positions is not None:
+        positions = base_value("max_position_embeddings", f"the drafter's {c.max_positions}")
+        if positions is not None and c.max_positions.value < positions.value:
+            found.add("warning", "max_position_small",
+                      f"{c.max_positions} is below the base's {positions.value}: RoPE positions past it are "
+                      "clamped, and acceptance collapses on longer prompts", side.label)  # fmt: skip
+
+
+def _check_dtype_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found: _Findings) -> None:
+    path = resolved.text_config_path
+    setting_found = lookup(base.config, "torch_dtype", path)[0] or lookup(base.config, "dtype", path)[0]
+    base_dtype = _TORCH_DTYPES.get(str(setting_found.value).removeprefix("torch.")) if setting_found else None
+    if setting_found is not None and base_dtype is not None and side.dtype is not None and side.dtype != base_dtype:
         found.add("warning", "dtype_differs_from_base",
                   f"the drafter is {side.dtype} but the base runs in {base_dtype} "
-                  f"({base_dtype_setting.key}={json.dumps(base_dtype_setting.value)}); the engine casts the drafter "
-                  "to the base's dtype", side.label)  # fmt: skip
-    if c.max_positions is None:
-        return
-    base_positions = _base_setting(resolved, base, "max_position_embeddings", f"the drafter's {c.max_positions}",
-                                   side, found)  # fmt: skip
-    if base_positions is not None and c.max_positions.value < base_positions.value:
-        found.add("warning", "max_position_small",
-                  f"{c.max_positions} is below the base's {base_positions.value}: RoPE positions past it are "
-                  "clamped, and acceptance collapses on longer prompts", side.label)  # fmt: skip
+                  f"({setting_found.key}={json.dumps(setting_found.value)}); the engine casts the drafter to the "
+                  "base's dtype", side.label)  # fmt: skip
 
 
 EAGLE3 = Profile(

@@ -224,8 +224,8 @@ class _HubReader:
             if wanted.met_by(jobs[first].result().tensors.keys()):
                 return jobs, None
         index_name = self._source(index)
-        weight_map = parse_index(Path(small.submit(self._fetch_file, index).result()).read_bytes(),
-                                 index_name=index_name)  # fmt: skip
+        index_path = Path(small.submit(self._fetch_file, index).result())
+        weight_map = parse_index(index_path.read_bytes(), index_name=index_name)
         shards = shards_after_index(wanted, weight_map, first)
         weight_map = {name: file for name, file in weight_map.items() if file in shards}
         missing = [shard for shard in shards if shard not in files]
