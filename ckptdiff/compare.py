@@ -46,7 +46,7 @@ def compare_specs(
     base_checkpoint = None
     if base is not None:
         roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
-        wanted = Wanted(wanted_groups(roles)) if roles else None  # type: ignore[arg-type]
+        wanted = Wanted(wanted_groups(roles)) if roles else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)
     report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames)
     if values:

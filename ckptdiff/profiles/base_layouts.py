@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
     from . import Profile
 
 Config = Mapping[str, Any]
-Role = Literal["embedding", "lm_head", "final_norm"]
+#: What a tensor is for in the base, whatever the layout names it: "embedding", "lm_head" or "final_norm".
+Role = str
 ROLES: tuple[Role, ...] = ("embedding", "lm_head", "final_norm")
 
 #: Where a config may nest its text model's settings, tried in this order after a layout's own path.
@@ -417,7 +418,7 @@ def value_pairs(
     unpaired: list[str] = []
     for label, side in (("A", a), ("B", b)):
         if profile is not None:
-            roles: dict[str, Role] = {w.name: w.role for w in profile.injected_weights(side.config)}  # type: ignore[misc]
+            roles: dict[str, Role] = {w.name: w.role for w in profile.injected_weights(side.config)}
             stored = {profile.canonical_name(name): name for name in side.tensors}
         else:
             roles, stored = _PLAIN_ROLES, {name: name for name in side.tensors}

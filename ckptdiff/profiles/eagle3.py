@@ -428,10 +428,10 @@ def _check_injected(
                       f"{weight.name} is absent; the engine supplies it from the base model's {weight.base_name} "
                       "(give --base to verify it)", side.label)  # fmt: skip
             continue
-        base_name = resolved.name(weight.role)  # type: ignore[arg-type]
+        base_name = resolved.name(weight.role)
         source = base.tensors.get(base_name) if base_name else None
         if base_name is None or source is None:
-            looked = " or ".join(resolved.layout.names(weight.role))  # type: ignore[arg-type]
+            looked = " or ".join(resolved.layout.names(weight.role))
             found.add("error", "injected_missing_in_base",
                       f"{weight.name} is absent and the base ({base.spec}) has no {looked} to supply it",
                       side.label)  # fmt: skip
