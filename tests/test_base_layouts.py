@@ -274,6 +274,58 @@ def test_every_layout_cites_where_it_comes_from_and_recognition_is_data():
     } <= embedding
 
 
+@pytest.mark.parametrize(
+    "config, names, layout, path, embedding, head",
+    [
+        (
+            {"architectures": ["Qwen2_5OmniModel"], "thinker_config": {"text_config": {"vocab_size": 152064}}},
+            {"thinker.model.embed_tokens.weight", "thinker.lm_head.weight", "talker.model.embed_tokens.weight"},
+            "qwen2.5-omni",
+            ("thinker_config", "text_config"),
+            "thinker.model.embed_tokens.weight",
+            "thinker.lm_head.weight",
+        ),
+        (
+            {"architectures": ["InternVLChatModel"], "llm_config": {"architectures": ["InternLM2ForCausalLM"]}},
+            {"language_model.model.tok_embeddings.weight", "language_model.output.weight", "mlp1.0.weight"},
+            "internvl",
+            ("llm_config",),
+            "language_model.model.tok_embeddings.weight",
+            "language_model.output.weight",
+        ),
+        (
+            {"architectures": ["DeepseekVLV2ForCausalLM"], "language_config": {"vocab_size": 129280}},
+            {"language.model.embed_tokens.weight", "language.lm_head.weight", "vision.blocks.0.attn.qkv.weight"},
+            "deepseek-vl2",
+            ("language_config",),
+            "language.model.embed_tokens.weight",
+            "language.lm_head.weight",
+        ),
+        (  # Qwen2.5-VL as published: text settings at the top level, text model under model.
+            {"architectures": ["Qwen2_5_VLForConditionalGeneration"], "vocab_size": 152064, "vision_config": {}},
+            {"model.embed_tokens.weight", "lm_head.weight", "visual.blocks.0.attn.qkv.weight"},
+            "qwen2.5-vl",
+            (),
+            "model.embed_tokens.weight",
+            "lm_head.weight",
+        ),
+        (  # an architecture no layout names: recognised by its tensor names, its text config found by its key
+            {"architectures": ["SomeNewVLForConditionalGeneration"], "text_config": {"vocab_size": 32000}},
+            {"model.language_model.embed_tokens.weight", "lm_head.weight", "model.visual.x"},
+            "model.language_model",
+            ("text_config",),
+            "model.language_model.embed_tokens.weight",
+            "lm_head.weight",
+        ),
+    ],
+)
+def test_layouts_recognised_from_config_and_names(config, names, layout, path, embedding, head):
+    resolved = recognise(config, names)
+
+    assert (resolved.layout.name, resolved.text_config_path) == (layout, path)
+    assert (resolved.embedding, resolved.lm_head, resolved.lm_head_tied) == (embedding, head, False)
+
+
 # --- header cost on the Hub ---------------------------------------------------------------------------------
 
 
