@@ -131,9 +131,7 @@ def _read_files(spec: str, folder: Path, names: list[RelativePath], *, config_di
     )
 
 
-def _read_sharded(
-    spec: str, folder: Path, index_path: Path, wanted: AbstractSet[str] | Wanted | None
-) -> Checkpoint:
+def _read_sharded(spec: str, folder: Path, index_path: Path, wanted: AbstractSet[str] | Wanted | None) -> Checkpoint:
     index_name = str(index_path)
     headers: dict[RelativePath, SafetensorsHeader] = {}
     first = None
