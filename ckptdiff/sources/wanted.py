@@ -2,7 +2,8 @@
 
 A base model's embedding sits in its first shard in every real layout, and a shard header costs a few kB
 where the index costs up to 12.5 MB (Kimi-K2). So the first shard in sort order is read first, and the index
-only when that header does not hold every wanted tensor; the index then names the shards that do.
+only when that header does not hold every wanted tensor; the index then names the shards that do
+(:func:`ckptdiff.sources.planner.read_checkpoint` follows this for every store).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
-from ..checkpoint import INDEX_SUFFIX, RelativePath
+from ..checkpoint import RelativePath
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,6 @@ class Wanted:
     def shards(self, weight_map: Mapping[str, RelativePath]) -> set[RelativePath]:
         """The shards the index says hold any wanted name."""
         return {weight_map[name] for name in self.names if name in weight_map}
-
-
-def first_shard(files: Iterable[RelativePath], index: RelativePath) -> RelativePath | None:
-    """The first shard in sort order among root files named like the index's (``model-00001-of-000064.safetensors``
-    for ``model.safetensors.index.json``), or None when no file is named so (then the index decides)."""
-    stem = index.rsplit("/", 1)[-1][: -len(INDEX_SUFFIX)]
-    named = sorted(f for f in files if "/" not in f and f.startswith(stem + "-") and f.endswith(".safetensors"))
-    return named[0] if named else None
 
 
 def shards_after_index(
