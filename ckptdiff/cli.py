@@ -15,11 +15,15 @@ import threading
 import traceback
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
+
+if TYPE_CHECKING:
+    from .config_file import FileSettings
 
 EXIT_TROUBLE = 2
 #: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
@@ -98,6 +102,17 @@ def append_step_summary(markdown: str, path: str | None) -> None:
                                "or pass --no-step-summary") from None  # fmt: skip
 
 
+def specs_to_compare(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str]:
+    """A and B from the command line, or else ``reference`` and ``candidate`` from the config file."""
+    if a is not None and b is not None:
+        return a, b
+    if a is None and settings.get("reference") and settings.get("candidate"):
+        return settings.spec("reference"), settings.spec("candidate")
+    missing = "B" if a is not None else "A"
+    hint = "" if a is not None else " (or set reference and candidate in ckptdiff.toml or [tool.ckptdiff])"
+    raise click.UsageError(f"Missing argument '{missing}'{hint}.")
+
+
 _SECRET_OPTIONS = ("--token",)
 
 
@@ -113,8 +128,8 @@ def command_line(ctx: click.Context) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("a", metavar="A", required=False)
+@click.argument("b", metavar="B", required=False)
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "junit"]),
               help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).")  # fmt: skip
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
@@ -148,7 +163,7 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
-    a: str, b: str, fmt: str | None, output: str | None, profile: str | None, base: str | None,
+    a: str | None, b: str | None, fmt: str | None, output: str | None, profile: str | None, base: str | None,
     ignore: tuple[str, ...], allow_missing: tuple[str, ...], allow_extra: tuple[str, ...],
     allow_dtype_change: tuple[str, ...], fail_on: str | None, config_path: str | None, expand: bool | None,
     only_diffs: bool | None, no_step_summary: bool,
@@ -157,7 +172,8 @@ def command(
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
     A and B are local files or folders (model.safetensors, a *.safetensors.index.json, ...) or Hugging Face
-    Hub repos, org/name[@revision]. Only headers are read, never weights.
+    Hub repos, org/name[@revision]. Only headers are read, never weights. Without A and B, the config file's
+    reference and candidate are compared.
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
     """
@@ -171,6 +187,7 @@ def command(
     # The whole command is bulk work (~1 M small acyclic objects for a Kimi-K2 pair): see ckptdiff._gc.
     click.get_current_context().with_resource(collector_paused())
     settings = load_config(config_path)  # a broken config file fails before anything is read
+    a, b = specs_to_compare(a, b, settings)
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
                                      "allow_dtype_change": allow_dtype_change, "fail_on": fail_on})  # fmt: skip
     profile = profile or settings.get("profile", "auto")
