@@ -209,3 +209,17 @@ def test_a_spec_that_looks_like_an_option_is_still_a_spec(action, tmp_path: Path
     run = action(a="--version", b="fixtures/kimi-k25-eagle3-ours")
     assert run.code == 2
     assert "--version: no such file or folder" in run.stderr
+
+
+def test_the_documented_workflows_use_only_the_actions_inputs() -> None:
+    """The README's and docs/ci-gate.md's examples stay in step with action.yml."""
+    uses = 0
+    for page in (REPO / "README.md", REPO / "docs" / "ci-gate.md"):
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S):
+            for job in (yaml.safe_load(block).get("jobs") or {}).values():
+                for step in job["steps"]:
+                    if str(step.get("uses", "")).startswith("<owner>/ckptdiff@"):
+                        uses += 1
+                        assert set(step["with"]) <= set(ACTION["inputs"]), page.name
+                        assert {"a", "b"} <= set(step["with"]), page.name
+    assert uses == 2
