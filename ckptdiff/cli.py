@@ -102,15 +102,14 @@ def append_step_summary(markdown: str, path: str | None) -> None:
                                "or pass --no-step-summary") from None  # fmt: skip
 
 
-def specs_to_compare(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str]:
-    """A and B from the command line, or else ``reference`` and ``candidate`` from the config file."""
-    if a is not None and b is not None:
+def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
+    """A and B as given; with neither, the config file's ``reference`` and ``candidate`` (the pre-commit hook's way)."""
+    if a is not None:
         return a, b
-    if a is None and settings.get("reference") and settings.get("candidate"):
-        return settings.spec("reference"), settings.spec("candidate")
-    missing = "B" if a is not None else "A"
-    hint = "" if a is not None else " (or set reference and candidate in ckptdiff.toml or [tool.ckptdiff])"
-    raise click.UsageError(f"Missing argument '{missing}'{hint}.")
+    reference, candidate = settings.spec("reference"), settings.spec("candidate")
+    if reference is None or candidate is None:
+        raise click.UsageError("Missing argument 'A' (or set reference and candidate in the config file).")
+    return reference, candidate
 
 
 _SECRET_OPTIONS = ("--token",)
@@ -187,7 +186,9 @@ def command(
     # The whole command is bulk work (~1 M small acyclic objects for a Kimi-K2 pair): see ckptdiff._gc.
     click.get_current_context().with_resource(collector_paused())
     settings = load_config(config_path)  # a broken config file fails before anything is read
-    a, b = specs_to_compare(a, b, settings)
+    a, b = specs_from_config(a, b, settings)
+    if b is None:
+        raise click.UsageError("Missing argument 'B'.")
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
                                      "allow_dtype_change": allow_dtype_change, "fail_on": fail_on})  # fmt: skip
     profile = profile or settings.get("profile", "auto")

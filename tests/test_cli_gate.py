@@ -144,7 +144,7 @@ def test_one_spec_without_the_other_is_a_usage_error(run_cli, tmp_path):
     for args in ((), (PUBLISHED,)):
         result = run_cli(*args, cwd=tmp_path)
         assert result.returncode == 2 and "Missing argument" in result.stderr
-    assert "set reference and candidate" in run_cli(cwd=tmp_path).stderr
+    assert "set reference and candidate in the config file" in run_cli(cwd=tmp_path).stderr
 
 
 @pytest.mark.parametrize(
