@@ -187,13 +187,13 @@ def command(
     click.get_current_context().with_resource(collector_paused())
     settings = load_config(config_path)  # a broken config file fails before anything is read
     a, b = specs_from_config(a, b, settings)
-    if b is None:
-        raise click.UsageError("Missing argument 'B'.")
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
                                      "allow_dtype_change": allow_dtype_change, "fail_on": fail_on})  # fmt: skip
     profile = profile or settings.get("profile", "auto")
     if profile not in ("auto", "none", *profile_names()):
         raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
+    if b is None:
+        raise click.UsageError("Missing argument 'B'.")
     from .profiles.naming import parse_rename
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
