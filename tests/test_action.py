@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +120,7 @@ def action(installed: Path):
 def test_the_action_is_composite_with_the_documented_inputs_and_outputs() -> None:
     assert ACTION["runs"]["using"] == "composite"
     assert set(ACTION["inputs"]) == {"a", "b", "base", "engine", "format", "args"}
-    assert {name for name, spec in ACTION["inputs"].items() if spec.get("required")} == {"a", "b"}
+    assert not any(spec.get("required") for spec in ACTION["inputs"].values())  # a, b may come from the config file
     assert set(ACTION["outputs"]) == {"verdict", "exit-code"}
     assert len(gate_steps()) == 1
 
@@ -176,9 +177,37 @@ def test_trouble_fails_the_step_and_says_why_in_the_summary(action) -> None:
 
 
 def test_the_engine_input_reaches_ckptdiff(action) -> None:
-    run = action(a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-ours", engine="no-such-engine")
-    assert run.code == 2  # an engine ckptdiff does not know (or, before --engine, an option it does not know)
-    assert "--engine" in run.stderr
+    for engines in ("no-such-engine", "no-such-engine, other *"):
+        run = action(a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-ours", engine=engines)
+        assert run.code == 2  # an engine ckptdiff does not know (or, before --engine, an option it does not know)
+        assert "--engine" in run.stderr
+
+
+def test_without_a_and_b_the_config_files_reference_and_candidate_are_compared(action, tmp_path: Path) -> None:
+    shutil.copytree(REPO / "fixtures" / "kimi-k2-eagle3-published", tmp_path / "reference")
+    shutil.copytree(REPO / "fixtures" / "kimi-k25-eagle3-two-aux", tmp_path / "drafter")
+    (tmp_path / "ckptdiff.toml").write_text('reference = "reference"\ncandidate = "drafter"\n')
+    run = action(workspace=tmp_path)
+    assert run.code == 1, run.stderr
+    assert run.stdout.startswith("A: reference\nB: drafter\n")
+    assert run.outputs == {"verdict": "incompatible", "exit-code": "1"}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "line"),
+    [
+        ({"b": "fixtures/kimi-k25-eagle3-ours"}, "ckptdiff action: b is set but a is empty"),
+        (
+            {"a": "fixtures/kimi-k2-eagle3-published", "b": "fixtures/kimi-k25-eagle3-ours", "args": "--ignore 'fc"},
+            "ckptdiff action: args: cannot split --ignore 'fc: No closing quotation",
+        ),
+    ],
+)
+def test_inputs_the_action_cannot_use_are_one_line_and_exit_2(action, inputs: dict[str, str], line: str) -> None:
+    run = action(**inputs)
+    assert run.code == 2 and run.stderr == line + "\n"
+    assert run.outputs == {"verdict": "error", "exit-code": "2"}
+    assert line in run.summary
 
 
 @pytest.mark.parametrize(
