@@ -171,10 +171,11 @@ def command(
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
     A and B are local files or folders (model.safetensors, a *.safetensors.index.json, ...) or Hugging Face
-    Hub repos, org/name[@revision]. Only headers are read, never weights. Without A and B, the config file's
-    reference and candidate are compared.
+    Hub repos, org/name[@revision]. Only headers are read, never weights.
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
+
+    Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
     from ._gc import collector_paused
     from .compare import compare_specs
