@@ -177,15 +177,12 @@ def command(
 
     Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
-    from ._gc import collector_paused
     from .compare import compare_specs
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
     from .profiles import profile_names
     from .sources import SourceOptions
 
-    # The whole command is bulk work (~1 M small acyclic objects for a Kimi-K2 pair): see ckptdiff._gc.
-    click.get_current_context().with_resource(collector_paused())
     settings = load_config(config_path)  # a broken config file fails before anything is read
     a, b = specs_from_config(a, b, settings)
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections import Counter, deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 from typing import Any, Literal
 
 from . import __version__
@@ -35,7 +39,7 @@ class TensorSide:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: 140 k rows for a Kimi-K2 pair, a third of the memory of dicts
 class TensorRow:
     name: str
     status: Status
@@ -65,6 +69,27 @@ class TensorRow:
         if self.allowed_by is not None:
             out["allowed_by"] = self.allowed_by
         return out
+
+
+#: Sets one field of a TensorRow, as ``object.__setattr__`` does in its frozen ``__init__``.
+_ROW_SETTERS = [getattr(TensorRow, name).__set__ for name in TensorRow.__dataclass_fields__]
+
+
+def make_rows(
+    names: Sequence[str],
+    statuses: Sequence[Status],
+    sides_a: Sequence[TensorSide | None],
+    sides_b: Sequence[TensorSide | None],
+    notes: Sequence[str | None],
+) -> list[TensorRow]:
+    """``[TensorRow(name, status, a, b, note), ...]`` at half the cost, filled a column at a time through the
+    slots in C-level passes (the frozen dataclass's ``__init__`` is a Python call per row; a Kimi-K2 pair has
+    140 k rows)."""
+    rows = list(map(object.__new__, repeat(TensorRow, len(names))))
+    columns = (names, statuses, sides_a, sides_b, notes, repeat(None), repeat(None))
+    for set_field, column in zip(_ROW_SETTERS, columns, strict=True):
+        deque(map(set_field, rows, column), maxlen=0)
+    return rows
 
 
 @dataclass(frozen=True)
@@ -104,6 +129,7 @@ class SideSummary:
 
     @classmethod
     def of(cls, checkpoint: Checkpoint) -> SideSummary:
+        dtypes = checkpoint.dtype_totals()  # one pass over the tensors; the totals add up from it
         return cls(
             spec=checkpoint.spec,
             kind=checkpoint.kind,
@@ -111,9 +137,9 @@ class SideSummary:
             revision=checkpoint.revision,
             files=len(checkpoint.files),
             tensors=len(checkpoint.tensors),
-            parameters=checkpoint.parameters,
-            bytes=checkpoint.nbytes,
-            dtypes=checkpoint.dtype_totals(),
+            parameters=sum(parameters for parameters, _ in dtypes.values()),
+            bytes=sum(nbytes for _, nbytes in dtypes.values()),
+            dtypes=dtypes,
         )
 
     @property
@@ -151,10 +177,8 @@ class Report:
     counts: dict[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        counts = dict.fromkeys(STATUSES, 0)
-        for row in self.tensors:
-            counts[row.status] += 1
-        object.__setattr__(self, "counts", counts)
+        found = Counter(map(attrgetter("status"), self.tensors))
+        object.__setattr__(self, "counts", {status: found[status] for status in STATUSES})
 
     @property
     def compatible(self) -> bool:
