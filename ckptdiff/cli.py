@@ -15,11 +15,15 @@ import threading
 import traceback
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
+
+if TYPE_CHECKING:
+    from .config_file import FileSettings
 
 EXIT_TROUBLE = 2
 #: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
@@ -98,6 +102,16 @@ def append_step_summary(markdown: str, path: str | None) -> None:
                                "or pass --no-step-summary") from None  # fmt: skip
 
 
+def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
+    """A and B as given; with neither, the config file's ``reference`` and ``candidate`` (the pre-commit hook's way)."""
+    if a is not None:
+        return a, b
+    reference, candidate = settings.spec("reference"), settings.spec("candidate")
+    if reference is None or candidate is None:
+        raise click.UsageError("Missing argument 'A' (or set reference and candidate in the config file).")
+    return reference, candidate
+
+
 _SECRET_OPTIONS = ("--token",)
 
 
@@ -113,8 +127,8 @@ def command_line(ctx: click.Context) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
+@click.argument("a", metavar="A", required=False)
+@click.argument("b", metavar="B", required=False)
 @click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "junit"]),
               help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).")  # fmt: skip
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
@@ -148,7 +162,7 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
-    a: str, b: str, fmt: str | None, output: str | None, profile: str | None, base: str | None,
+    a: str | None, b: str | None, fmt: str | None, output: str | None, profile: str | None, base: str | None,
     ignore: tuple[str, ...], allow_missing: tuple[str, ...], allow_extra: tuple[str, ...],
     allow_dtype_change: tuple[str, ...], fail_on: str | None, config_path: str | None, expand: bool | None,
     only_diffs: bool | None, no_step_summary: bool,
@@ -161,6 +175,8 @@ def command(
     az://, https://; needs ckptdiff[s3], [gcs], [azure] or [http]). Only headers are read, never weights.
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
+
+    Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
     from .compare import compare_specs
     from .config_file import load_config, merge_policy
@@ -169,11 +185,14 @@ def command(
     from .sources import SourceOptions
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
+    a, b = specs_from_config(a, b, settings)
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
                                      "allow_dtype_change": allow_dtype_change, "fail_on": fail_on})  # fmt: skip
     profile = profile or settings.get("profile", "auto")
     if profile not in ("auto", "none", *profile_names()):
         raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
+    if b is None:
+        raise click.UsageError("Missing argument 'B'.")
     from .profiles.naming import parse_rename
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
