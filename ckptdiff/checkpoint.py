@@ -12,8 +12,9 @@ from typing import Any, Literal
 
 import msgspec
 
+from .dtypes import DType
 from .errors import CkptdiffError, IndexError_
-from .safetensors_header import DType, DuplicateKeyError, SafetensorsHeader, has_lone_surrogate, reject_duplicate_keys
+from .safetensors_header import DuplicateKeyError, SafetensorsHeader, has_lone_surrogate, reject_duplicate_keys
 
 #: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
 RelativePath = str

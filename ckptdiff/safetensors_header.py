@@ -17,12 +17,11 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from .dtypes import DTYPE_BITS
 from .errors import HeaderError
 
 #: Where the source's bytes are named in errors: a path, or ``org/name@commit:file``.
 SourceName = str
-#: A dtype spelled as in the safetensors spec (``BF16``, ``F8_E4M3``, ``BOOL``).
-DType = str
 
 LENGTH_PREFIX_BYTES = 8
 #: The reference implementation's limit on the JSON header.
@@ -31,33 +30,6 @@ MAX_HEADER_BYTES = 100_000_000
 _MAX_NUMEL = 2**64 - 1
 #: json nesting deeper than this is not a header, whatever the parser could survive.
 _MAX_JSON_DEPTH = 64
-
-#: Bits per element for every dtype of the spec; sub-byte ones are packed.
-DTYPE_BITS: Mapping[DType, int] = {
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-    "BOOL": 8,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "F8_E4M3FNUZ": 8,
-    "F8_E5M2FNUZ": 8,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "C64": 64,
-    "F64": 64,
-    "I64": 64,
-    "U64": 64,
-}
-
 
 #: A non-negative JSON integer: a dim or a byte offset.
 _Count = Annotated[int, msgspec.Meta(ge=0)]

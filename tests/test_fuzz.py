@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ckptdiff.checkpoint import check_shard_path, parse_config, parse_index
+from ckptdiff.dtypes import DTYPE_BITS
 from ckptdiff.errors import CkptdiffError, HeaderError, IndexError_
 from ckptdiff.safetensors_header import (
-    DTYPE_BITS,
     MAX_HEADER_BYTES,
     SafetensorsHeader,
     parse_file_prefix,

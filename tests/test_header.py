@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from ckptdiff.dtypes import DTYPE_BITS
 from ckptdiff.errors import HeaderError
 from ckptdiff.safetensors_header import (
-    DTYPE_BITS,
     MAX_HEADER_BYTES,
     parse_file_prefix,
     parse_header,

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from test_fuzz import headerish, valid_specs
 
 from ckptdiff import checkpoint
+from ckptdiff.dtypes import DTYPE_BITS
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.safetensors_header import (
-    DTYPE_BITS,
     _decode_plain,
     parse_header,
     parse_header_precisely,

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..checkpoint import RelativePath, TensorInfo
+from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, DType
 from ..errors import CkptdiffError, SourceError
-from ..safetensors_header import DTYPE_BITS, DType
 
 #: Files this reader takes: single archives and the sharded index ``transformers`` writes next to them.
 TORCH_SUFFIXES = (".bin", ".pt", ".pth")
@@ -40,48 +40,6 @@ MAX_PICKLE_BYTES = 512 * 1024 * 1024
 #: Keys under which training scripts commonly nest the state dict.
 STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "ema", "model_ema")
 
-#: torch's typed storage classes → safetensors dtype names.
-STORAGE_DTYPES: Mapping[str, DType] = {
-    "DoubleStorage": "F64",
-    "FloatStorage": "F32",
-    "HalfStorage": "F16",
-    "BFloat16Storage": "BF16",
-    "LongStorage": "I64",
-    "IntStorage": "I32",
-    "ShortStorage": "I16",
-    "CharStorage": "I8",
-    "ByteStorage": "U8",
-    "BoolStorage": "BOOL",
-    "ComplexFloatStorage": "C64",
-}
-#: ``torch.<dtype>`` globals (named by ``_rebuild_tensor_v3`` for untyped storages) → safetensors dtype names.
-TORCH_DTYPES: Mapping[str, DType] = {
-    "float64": "F64",
-    "double": "F64",
-    "float32": "F32",
-    "float": "F32",
-    "float16": "F16",
-    "half": "F16",
-    "bfloat16": "BF16",
-    "int64": "I64",
-    "long": "I64",
-    "int32": "I32",
-    "int": "I32",
-    "int16": "I16",
-    "short": "I16",
-    "int8": "I8",
-    "uint8": "U8",
-    "uint16": "U16",
-    "uint32": "U32",
-    "uint64": "U64",
-    "bool": "BOOL",
-    "complex64": "C64",
-    "float8_e4m3fn": "F8_E4M3",
-    "float8_e5m2": "F8_E5M2",
-    "float8_e4m3fnuz": "F8_E4M3FNUZ",
-    "float8_e5m2fnuz": "F8_E5M2FNUZ",
-    "float8_e8m0fnu": "F8_E8M0",
-}
 #: Torch types a checkpoint may name that have no safetensors dtype: named in the refusal, not guessed.
 _UNSUPPORTED_DTYPES = {"complex128", "cdouble", "complex32", "chalf", "float4_e2m1fn_x2", "qint8", "quint8", "qint32"}
 

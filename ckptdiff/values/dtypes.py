@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Literal
 
 import numpy as np
+
+from ..dtypes import DTYPE_BITS
 
 #: How a chunk becomes float32: used as it is, bits shifted into the top half, a table lookup, or numpy's cast.
 Widening = Literal["view", "shift", "table", "cast"]
@@ -23,11 +25,14 @@ class ValueType:
     """
 
     name: str
-    itemsize: int
     stored: str
     widening: Widening
     magnitude_mask: int | None
     finite_below: int | None = None
+    itemsize: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "itemsize", DTYPE_BITS[self.name] // 8)
 
     @property
     def numpy(self) -> np.dtype[Any]:
@@ -43,22 +48,21 @@ _UNSIGNED = {size: np.dtype(f"<u{size}") for size in (1, 2, 4, 8)}
 
 
 def _integer(name: str, stored: str) -> ValueType:
-    size = np.dtype(stored).itemsize
-    return ValueType(name, size, stored, "cast", 2 ** (8 * size) - 1)
+    return ValueType(name, stored, "cast", 2 ** DTYPE_BITS[name] - 1)
 
 
 VALUE_TYPES: dict[str, ValueType] = {
     kind.name: kind
     for kind in (
-        ValueType("F64", 8, "<f8", "cast", 0x7FFF_FFFF_FFFF_FFFF, 0x7FF0_0000_0000_0000),
-        ValueType("F32", 4, "<f4", "view", 0x7FFF_FFFF, 0x7F80_0000),
-        ValueType("BF16", 2, "bfloat16", "shift", 0x7FFF, 0x7F80),
-        ValueType("F16", 2, "<f2", "table", 0x7FFF, 0x7C00),  # numpy's own float16 cast is ~2x slower here
-        ValueType("F8_E4M3", 1, "float8_e4m3fn", "table", 0x7F, 0x7F),  # no infinities; 0x7F is NaN
-        ValueType("F8_E5M2", 1, "float8_e5m2", "table", 0x7F, 0x7C),
-        ValueType("F8_E4M3FNUZ", 1, "float8_e4m3fnuz", "table", None),  # NaN is 0x80, the bits of -0
-        ValueType("F8_E5M2FNUZ", 1, "float8_e5m2fnuz", "table", None),
-        ValueType("F8_E8M0", 1, "float8_e8m0fnu", "table", None),  # exponents only: no sign, no zero
+        ValueType("F64", "<f8", "cast", 0x7FFF_FFFF_FFFF_FFFF, 0x7FF0_0000_0000_0000),
+        ValueType("F32", "<f4", "view", 0x7FFF_FFFF, 0x7F80_0000),
+        ValueType("BF16", "bfloat16", "shift", 0x7FFF, 0x7F80),
+        ValueType("F16", "<f2", "table", 0x7FFF, 0x7C00),  # numpy's own float16 cast is ~2x slower here
+        ValueType("F8_E4M3", "float8_e4m3fn", "table", 0x7F, 0x7F),  # no infinities; 0x7F is NaN
+        ValueType("F8_E5M2", "float8_e5m2", "table", 0x7F, 0x7C),
+        ValueType("F8_E4M3FNUZ", "float8_e4m3fnuz", "table", None),  # NaN is 0x80, the bits of -0
+        ValueType("F8_E5M2FNUZ", "float8_e5m2fnuz", "table", None),
+        ValueType("F8_E8M0", "float8_e8m0fnu", "table", None),  # exponents only: no sign, no zero
         _integer("I64", "<i8"),
         _integer("U64", "<u8"),
         _integer("I32", "<i4"),
