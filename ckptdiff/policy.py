@@ -67,7 +67,7 @@ class Policy:
         return f"{origin}: {field.replace('_', '-')}" if origin else flag_name(field)
 
     def _dtype_rule(self, rule: str) -> str:
-        from .dtypes import DTYPE_BITS
+        from .safetensors_header import DTYPE_BITS
 
         if rule == ANY_DTYPE_CHANGE:
             return rule
