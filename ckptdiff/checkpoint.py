@@ -6,7 +6,7 @@ import json
 import math
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
@@ -67,7 +67,6 @@ class Checkpoint:
     tensors: Mapping[str, TensorInfo]
     config: Mapping[str, Any] | None = None
     files: tuple[FileInfo, ...] = ()
-    metadata: Mapping[RelativePath, Mapping[str, str]] = field(default_factory=dict)
 
     @property
     def parameters(self) -> int:
@@ -90,11 +89,6 @@ class Checkpoint:
             found[0] += math.prod(info.shape)
             found[1] += end - begin
         return {dtype: (totals[dtype][0], totals[dtype][1]) for dtype in sorted(totals)}
-
-    @property
-    def display(self) -> str:
-        """How reports name this side: the spec, plus the commit for a Hub repo."""
-        return f"{self.spec} @ {self.revision[:12]}" if self.revision else self.spec
 
 
 def tensors_from_shards(

@@ -46,7 +46,7 @@ def test_a_hub_repo_reads_like_the_same_folder_on_disk(hub_client):
 
     assert (remote.kind, remote.location, remote.revision) == ("hub", "org/drafter", commit)
     assert remote.tensors == local.tensors
-    assert remote.config == local.config and remote.metadata == local.metadata
+    assert remote.config == local.config
     weights = (PUBLISHED / "model.safetensors").read_bytes()
     (file,) = remote.files
     assert (file.path, file.size) == ("model.safetensors", len(weights))
@@ -270,7 +270,7 @@ def test_a_long_header_costs_one_more_request_for_the_remainder_only(hub_client,
 
     checkpoint = resolve("org/long")
 
-    assert len(checkpoint.metadata["model.safetensors"]["pad"]) > 0
+    assert checkpoint.tensors["w"].shape == (1,)  # the whole padded header was parsed
     assert ranged_gets(hub_client) == ranges
     assert hub_client.bytes_sent["resolve"] == prefix_length  # the header and nothing else, never twice
 
@@ -296,7 +296,7 @@ def test_a_long_header_from_a_server_that_ignores_range_takes_one_request(hub_cl
 
     checkpoint = resolve("org/long")
 
-    assert len(checkpoint.metadata["model.safetensors"]["pad"]) > 0
+    assert checkpoint.tensors["w"].shape == (1,)  # the whole padded header was parsed
     assert [entry.status for entry in hub_client.log if entry.range] == [200]  # read on to the header's end
 
 

@@ -151,10 +151,8 @@ def read_checkpoint(
     order = sorted(per_file)
     if plan.torch:
         tensors = merge_tensor_maps({name: per_file[name].tensors for name in order}, weight_map, index_name)
-        metadata: dict[RelativePath, Mapping[str, str]] = {}
     else:
         tensors = tensors_from_shards(per_file, weight_map=weight_map, index_name=index_name)
-        metadata = {name: per_file[name].metadata for name in order}
     sizes = {name: per_file[name].file_size for name in order}
     described = source.describe(plan.index or plan.files[0])
     return Checkpoint(
@@ -165,7 +163,6 @@ def read_checkpoint(
         tensors=tensors,
         config=config,
         files=tuple(FileInfo(name, _size(files.get(name), sizes[name]), _sha256(files.get(name))) for name in order),
-        metadata=metadata,
     )
 
 
