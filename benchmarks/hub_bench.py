@@ -173,8 +173,14 @@ def measure_once(emulator: EmulatorProcess, command: Command, home: Path) -> Non
     """Run the command once as a process: wall time from spawn to exit, and the requests it made."""
     emulator.reset_counters()
     start = time.perf_counter()
-    done = subprocess.run(command.argv, env=environment(emulator.endpoint, home), cwd=ROOT,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    done = subprocess.run(
+        command.argv,
+        env=environment(emulator.endpoint, home),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seconds = time.perf_counter() - start
     if done.returncode not in (0, 1):
         raise SystemExit(f"benchmark command failed ({done.returncode}): {command.label}\n{done.stderr[-2000:]}")
@@ -199,8 +205,9 @@ def commands(against: str | None) -> list[Command]:
 
 def checkout(revision: str) -> Path:
     """This repository's ckptdiff package at ``revision`` (git archive), under benchmarks/.work/."""
-    commit = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
     folder = ROOT / "benchmarks" / ".work" / f"tree-{commit[:12]}"
     if not (folder / "ckptdiff" / "cli.py").is_file():
         folder.mkdir(parents=True, exist_ok=True)
@@ -209,8 +216,9 @@ def checkout(revision: str) -> Path:
     return folder
 
 
-def run_setting(emulator: EmulatorProcess, scratch: Path, latency_ms: int, redirect: bool, rounds: int,
-                against: str | None) -> dict[str, Any]:  # fmt: skip
+def run_setting(
+    emulator: EmulatorProcess, scratch: Path, latency_ms: int, redirect: bool, rounds: int, against: str | None
+) -> dict[str, Any]:
     """Each round runs every command once, in turn, so load on a shared machine hits all of them alike."""
     emulator.set_latency(latency_ms / 1000)
     listed = commands(against)
@@ -266,8 +274,17 @@ def render(rows: list[dict[str, Any]]) -> str:
     for row in rows:
         redirect = ", LFS files through a 302 to the CDN" if row["lfs_redirect"] else ""
         parts.append(f"{row['latency_ms']} ms a request{redirect}; medians of {row['rounds']} rounds")
-        table = [[c["label"], f"{c['median']:.3f}", f"{c['min']:.3f}", f"{c['ratio']:.2f}", c["requests"],
-                  f"{c['bytes'] / 1e6:.2f}"] for c in row["commands"]]  # fmt: skip
+        table = [
+            [
+                c["label"],
+                f"{c['median']:.3f}",
+                f"{c['min']:.3f}",
+                f"{c['ratio']:.2f}",
+                c["requests"],
+                f"{c['bytes'] / 1e6:.2f}",
+            ]
+            for c in row["commands"]
+        ]
         headers = ["process", "median s", "min s", "× anchor", "requests", "MB sent"]
         parts.append(tabulate(table, headers=headers, disable_numparse=True))
         parts.append("")
@@ -279,8 +296,10 @@ def checks(rows: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     row = next(r for r in rows if r["latency_ms"] == 50 and not r["lfs_redirect"])
     ours = next(c for c in row["commands"] if c["label"].startswith("ckptdiff A B, 2 sides"))
     floor = next(c for c in row["commands"] if c["label"].startswith("floor"))
-    text = (f"Hub, 2 sides ≤ {TARGET_RATIO}× the anchor's 1 side at 50 ms a request ({ours['ratio']:.2f}×; "
-            f"the httpx2 floor: {floor['ratio']:.2f}×)")  # fmt: skip
+    text = (
+        f"Hub, 2 sides ≤ {TARGET_RATIO}× the anchor's 1 side at 50 ms a request ({ours['ratio']:.2f}×; "
+        f"the httpx2 floor: {floor['ratio']:.2f}×)"
+    )
     return [(text, ours["ratio"] <= TARGET_RATIO)]
 
 
@@ -290,8 +309,10 @@ def main() -> None:
     parser.add_argument("--against", metavar="REV", help="also time ckptdiff as of git REV (before/after)")
     args = parser.parse_args()
     rows = run(quick=args.quick, against=args.against)
-    print(f"Two {SHARDS}-shard repos on tests/hub_emulator.py; whole processes, cold HF cache each; "
-          "× anchor = median time / the anchor's median time.")  # fmt: skip
+    print(
+        f"Two {SHARDS}-shard repos on tests/hub_emulator.py; whole processes, cold HF cache each; "
+        "× anchor = median time / the anchor's median time."
+    )
     print(render(rows))
     for text, ok in checks(rows):
         print(f"- {'met' if ok else 'NOT met'}: {text}")

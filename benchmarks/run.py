@@ -243,8 +243,9 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 def checkout(revision: str) -> Path:
     """This repository's tree at ``revision``, extracted once under benchmarks/.work/ (git archive)."""
-    commit = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, check=True,
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    commit = subprocess.run(
+        ["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.strip()
     folder = WORK / f"tree-{commit[:12]}"
     if not (folder / "ckptdiff" / "cli.py").is_file():
         folder.mkdir(parents=True, exist_ok=True)
@@ -255,28 +256,45 @@ def checkout(revision: str) -> Path:
 
 def case_local_scale(pair: Pair, rounds: int, warmup: bool, against: str | None) -> tuple[Section, Command]:
     a, b = str(pair.a), str(pair.b)
-    ours = Command("ckptdiff A B --format json -o /dev/null", ckptdiff(a, b, "--format", "json", "-o", "/dev/null"),
-                   ok_codes=(0, 1))  # fmt: skip
+    ours = Command(
+        "ckptdiff A B --format json -o /dev/null",
+        ckptdiff(a, b, "--format", "json", "-o", "/dev/null"),
+        ok_codes=(0, 1),
+    )
     commands = [
         ours,
         Command("huggingface_hub get_local_safetensors_metadata(A), (B)", python_script(HF_ANCHOR, a, b)),
-        Command("safetensors safe_open loop: keys + get_slice shape/dtype, A and B",
-                python_script(SAFE_OPEN_ANCHOR, a, b)),
-        Command("ckptdiff A B -o /dev/null (table, the default format)", ckptdiff(a, b, "-o", "/dev/null"),
-                ok_codes=(0, 1)),
+        Command(
+            "safetensors safe_open loop: keys + get_slice shape/dtype, A and B", python_script(SAFE_OPEN_ANCHOR, a, b)
+        ),
+        Command(
+            "ckptdiff A B -o /dev/null (table, the default format)", ckptdiff(a, b, "-o", "/dev/null"), ok_codes=(0, 1)
+        ),
         Command("ckptdiff.sources.resolve_both(A, B) only (no compare, no report)", python_script(READ_ONLY, a, b)),
-    ]  # fmt: skip
+    ]
     if against:
         tree = str(checkout(against))
-        commands.append(Command(f"ckptdiff at {against}: A B --format json -o /dev/null",
-                                python_script(OTHER_REVISION, tree, a, b, "--format", "json", "-o", "/dev/null"),
-                                ok_codes=(0, 1)))  # fmt: skip
+        commands.append(
+            Command(
+                f"ckptdiff at {against}: A B --format json -o /dev/null",
+                python_script(OTHER_REVISION, tree, a, b, "--format", "json", "-o", "/dev/null"),
+                ok_codes=(0, 1),
+            )
+        )
     measure(commands, rounds, warmup=warmup)
     rows = []
     for command in commands:
         ratio = command.median / ours.median
-        rows.append([f"`{command.label}`", f"{command.median:.2f}", f"{min(command.seconds):.2f}",
-                     f"{command.median_cpu:.2f}", f"{command.peak_rss:.0f}", f"{ratio:.2f}×"])  # fmt: skip
+        rows.append(
+            [
+                f"`{command.label}`",
+                f"{command.median:.2f}",
+                f"{min(command.seconds):.2f}",
+                f"{command.median_cpu:.2f}",
+                f"{command.peak_rss:.0f}",
+                f"{ratio:.2f}×",
+            ]
+        )
     hf = commands[1]
     lines = [
         f"Two Kimi-K2-base-shaped checkpoints, {pair.tensors:,} tensors and 61 shards each (every tensor matches, "
@@ -289,9 +307,11 @@ def case_local_scale(pair: Pair, rounds: int, warmup: bool, against: str | None)
     checks = [
         (f"end to end ≤ {TARGET_SECONDS:.0f} s (median {ours.median:.2f} s)", ours.median <= TARGET_SECONDS),
         (f"peak RSS ≤ {TARGET_RSS_MB:.0f} MB ({ours.peak_rss:.0f} MB)", ours.peak_rss <= TARGET_RSS_MB),
-        (f"≥ {TARGET_SPEEDUP:.0f}× faster than huggingface_hub's local reader ({hf.median / ours.median:.2f}×)",
-         hf.median / ours.median >= TARGET_SPEEDUP),
-    ]  # fmt: skip
+        (
+            f"≥ {TARGET_SPEEDUP:.0f}× faster than huggingface_hub's local reader ({hf.median / ours.median:.2f}×)",
+            hf.median / ours.median >= TARGET_SPEEDUP,
+        ),
+    ]
     return Section("Local, Kimi-K2 scale", lines, checks), ours
 
 
@@ -310,8 +330,18 @@ def case_scaling(pairs: dict[str, Pair], full: Command | None, rounds: int) -> S
         tensors = pairs[name].tensors
         per_tensor = command.median / tensors * 1e6
         baseline = baseline or per_tensor
-        rows.append([name, f"{SCALES[name]}", f"{tensors:,}", f"{command.median:.2f}", f"{command.median_cpu:.2f}",
-                     f"{per_tensor:.1f}", f"{per_tensor / baseline:.2f}", f"{command.peak_rss:.0f}"])  # fmt: skip
+        rows.append(
+            [
+                name,
+                f"{SCALES[name]}",
+                f"{tensors:,}",
+                f"{command.median:.2f}",
+                f"{command.median_cpu:.2f}",
+                f"{per_tensor:.1f}",
+                f"{per_tensor / baseline:.2f}",
+                f"{command.peak_rss:.0f}",
+            ]
+        )
     lines = [
         "`ckptdiff A B --format json -o /dev/null` on pairs of the same 61-shard layout with fewer routed experts "
         "per layer. Linear cost shows as a flat time per tensor (start-up, a fixed cost, weighs most at 1×).",
@@ -331,8 +361,10 @@ def case_startup(rounds: int) -> Section:
     ]
     measure(commands, rounds, warmup=True)
     base = commands[0].median
-    rows = [[f"`{c.label}`", f"{c.median * 1000:.0f}", f"{(c.median - base) * 1000:.0f}", f"{c.peak_rss:.0f}"]
-            for c in commands]  # fmt: skip
+    rows = [
+        [f"`{c.label}`", f"{c.median * 1000:.0f}", f"{(c.median - base) * 1000:.0f}", f"{c.peak_rss:.0f}"]
+        for c in commands
+    ]
     lines = [
         f"Medians of {rounds} runs each. tests/test_startup.py asserts that this path imports no torch, "
         "huggingface_hub, numpy or safetensors.",

@@ -121,8 +121,13 @@ class S3Server:
 
         requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=10)  # 3 IAM calls go unsigned
         try:
-            iam = boto3.client("iam", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
-                               aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
+            iam = boto3.client(
+                "iam",
+                endpoint_url=self.endpoint,
+                aws_access_key_id=ACCESS_KEY,
+                aws_secret_access_key=SECRET_KEY,
+                region_name="us-east-1",
+            )
             user = f"reader-{uuid.uuid4().hex[:8]}"
             iam.create_user(UserName=user)
             policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}

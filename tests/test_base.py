@@ -38,7 +38,10 @@ def base_with_only_the_first_shard(folder: Path, **options) -> Path:
             shard.unlink()
     index = json.loads((folder / "model.safetensors.index.json").read_text())
     assert len(set(index["weight_map"].values())) == 61 and sorted(p.name for p in folder.iterdir()) == [
-        "config.json", FIRST_SHARD, "model.safetensors.index.json"]  # fmt: skip
+        "config.json",
+        FIRST_SHARD,
+        "model.safetensors.index.json",
+    ]
     return folder
 
 
@@ -80,9 +83,11 @@ def test_the_kimi_pair_with_a_61_shard_base_verifies_embed_tokens_from_one_shard
         embed["note"]
         == "frozen: the engine takes it from the base model's model.embed_tokens.weight; verified: [163840, 7168] BF16"
     )
-    assert {"severity": "info", "code": "injected_verified",
-            "message": "A: embed_tokens.weight: the base's model.embed_tokens.weight [163840, 7168] BF16 fits"} in (
-        report["findings"])  # fmt: skip
+    assert {
+        "severity": "info",
+        "code": "injected_verified",
+        "message": "A: embed_tokens.weight: the base's model.embed_tokens.weight [163840, 7168] BF16 fits",
+    } in (report["findings"])
     assert not [f for f in report["findings"] if f["severity"] != "info"]
 
 
@@ -148,8 +153,10 @@ def test_the_cli_with_a_hub_base_and_a_bad_embedding_exits_1(kimi_pair, tmp_path
 def drafter_pair(root: Path, **config) -> tuple[Path, Path]:
     """Full-scale sparse drafters without embed_tokens (A) and with it (B)."""
     drafter_config = dict(KIMI_K2_DRAFTER_CONFIG, **config)
-    return (write_drafter(root / "a", drafter_config, with_embed=False),
-            write_drafter(root / "b", drafter_config, with_embed=True))  # fmt: skip
+    return (
+        write_drafter(root / "a", drafter_config, with_embed=False),
+        write_drafter(root / "b", drafter_config, with_embed=True),
+    )
 
 
 def test_a_base_without_the_embedding_cannot_supply_it(tmp_path):
@@ -159,16 +166,25 @@ def test_a_base_without_the_embedding_cannot_supply_it(tmp_path):
     report = compare(str(a), str(b), base=str(base))
 
     assert report.verdict == "incompatible" and codes(report)["injected_missing_in_base"] == "error"
-    assert finding(report, "injected_missing_in_base").startswith(
-        "A: embed_tokens.weight is absent and the base")  # fmt: skip
+    assert finding(report, "injected_missing_in_base").startswith("A: embed_tokens.weight is absent and the base")
     assert finding(report, "injected_missing_in_base").endswith("has no model.embed_tokens.weight to supply it")
 
 
 def test_the_drafter_config_is_checked_against_the_base_config(tmp_path):
     a, b = drafter_pair(tmp_path)
-    base = write_kimi_k2_base(tmp_path / "base", layers=2, experts=1, embed_shape=[163840, 7168],
-                              config=dict(KIMI_K2_BASE_CONFIG, vocab_size=160000, num_hidden_layers=40,
-                                          torch_dtype="float16", max_position_embeddings=262144))  # fmt: skip
+    base = write_kimi_k2_base(
+        tmp_path / "base",
+        layers=2,
+        experts=1,
+        embed_shape=[163840, 7168],
+        config=dict(
+            KIMI_K2_BASE_CONFIG,
+            vocab_size=160000,
+            num_hidden_layers=40,
+            torch_dtype="float16",
+            max_position_embeddings=262144,
+        ),
+    )
 
     report = compare(str(a), str(b), base=str(base))
 
@@ -182,23 +198,31 @@ def test_the_drafter_config_is_checked_against_the_base_config(tmp_path):
         "max_position_small": "warning",
     }
     messages = [f.message for f in report.findings]
-    assert ("A and B: vocab_size=163840 but the base's vocab_size is 160000: the drafter was trained for another "
-            "tokenizer") in messages  # fmt: skip
+    assert (
+        "A and B: vocab_size=163840 but the base's vocab_size is 160000: the drafter was trained for another tokenizer"
+    ) in messages
     assert finding(report, "aux_layer_out_of_range").startswith(
         "A and B: eagle_config.eagle_aux_hidden_state_layer_ids=[2, 30, 58] names layer(s) [58] but the base has "
-        "num_hidden_layers=40")  # fmt: skip
+        "num_hidden_layers=40"
+    )
     assert "SGLang/vLLM off-by-one" in finding(report, "aux_layer_out_of_range")
     assert finding(report, "dtype_differs_from_base").startswith(
         "A and B: the drafter is BF16 but the base runs in F16"
     )
     assert finding(report, "max_position_small").startswith(
-        "A and B: max_position_embeddings=131072 is below the base's 262144")  # fmt: skip
+        "A and B: max_position_embeddings=131072 is below the base's 262144"
+    )
 
 
 def test_a_base_with_another_hidden_size_cannot_feed_fc(tmp_path):
     a, b = drafter_pair(tmp_path)
-    base = write_kimi_k2_base(tmp_path / "base", layers=1, experts=1, embed_shape=[163840, 5120],
-                              config=dict(KIMI_K2_BASE_CONFIG, hidden_size=5120))  # fmt: skip
+    base = write_kimi_k2_base(
+        tmp_path / "base",
+        layers=1,
+        experts=1,
+        embed_shape=[163840, 5120],
+        config=dict(KIMI_K2_BASE_CONFIG, hidden_size=5120),
+    )
 
     report = compare(str(a), str(b), base=str(base))
 
@@ -216,7 +240,8 @@ def test_an_injected_weight_in_another_dtype_is_a_warning(tmp_path):
     assert report.verdict == "compatible"
     assert finding(report, "dtype_differs_from_base") == (
         "A and B: embed_tokens.weight would come from the base's model.embed_tokens.weight as F32, but the "
-        "drafter's weights are BF16")  # fmt: skip
+        "drafter's weights are BF16"
+    )
 
 
 def test_lm_head_for_a_drafter_without_draft_vocab_size_is_read_from_the_base_too(tmp_path):

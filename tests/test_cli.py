@@ -39,8 +39,13 @@ def test_json_on_stdout(run_cli):
     assert document["verdict"] == "incompatible"
     assert [t["name"] for t in document["tensors"]] == sorted(t["name"] for t in document["tensors"])
     fc = next(t for t in document["tensors"] if t["name"] == "fc.weight")
-    assert fc == {"name": "fc.weight", "status": "shape_mismatch", "a": {"shape": [64, 192], "dtype": "BF16"},
-                  "b": {"shape": [64, 128], "dtype": "BF16"}, "note": "dim 1: 192 vs 128"}  # fmt: skip
+    assert fc == {
+        "name": "fc.weight",
+        "status": "shape_mismatch",
+        "a": {"shape": [64, 192], "dtype": "BF16"},
+        "b": {"shape": [64, 128], "dtype": "BF16"},
+        "note": "dim 1: 192 vs 128",
+    }
 
 
 def test_output_file_format_follows_the_extension_and_is_written_before_exit_1(run_cli, tmp_path):
@@ -59,8 +64,13 @@ def test_output_file_format_follows_the_extension_and_is_written_before_exit_1(r
 def test_markdown_is_self_contained(run_cli):
     text = run_cli(PUBLISHED, OURS, "--format", "markdown").stdout
     sections = [line for line in text.splitlines() if line.startswith("#")]
-    assert sections == ["## ckptdiff: compatible ✅", "### Parameters per dtype", "### Tensors",
-                        "### config.json differences", "### Findings"]  # fmt: skip
+    assert sections == [
+        "## ckptdiff: compatible ✅",
+        "### Parameters per dtype",
+        "### Tensors",
+        "### config.json differences",
+        "### Findings",
+    ]
     assert "**compatible**: 15 match, 1 injected." in text
     assert "| BF16 " in text and "| `max_position_embeddings` | `131072` | `262144` | differs" in text
 

@@ -24,10 +24,12 @@ TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
 def pair(tmp_path) -> tuple[str, str]:
     """A (reference) has lm_head; B (candidate) lost it, gained a value head and upcast its norm."""
     a, b = tmp_path / "a" / "model.safetensors", tmp_path / "b" / "model.safetensors"
-    write_safetensors(a, [("fc.weight", "BF16", [8, 24]), ("lm_head.weight", "BF16", [32, 8]),
-                          ("norm.weight", "BF16", [8])])  # fmt: skip
-    write_safetensors(b, [("fc.weight", "BF16", [8, 24]), ("norm.weight", "F32", [8]),
-                          ("value_head.weight", "BF16", [1, 8])])  # fmt: skip
+    write_safetensors(
+        a, [("fc.weight", "BF16", [8, 24]), ("lm_head.weight", "BF16", [32, 8]), ("norm.weight", "BF16", [8])]
+    )
+    write_safetensors(
+        b, [("fc.weight", "BF16", [8, 24]), ("norm.weight", "F32", [8]), ("value_head.weight", "BF16", [1, 8])]
+    )
     return str(a.parent), str(b.parent)
 
 
@@ -49,8 +51,9 @@ def test_each_rule_accepts_only_its_kind_of_difference(run_cli, pair):
     assert result.returncode == 0, result.stdout
     rules = result.stdout.split("policy rules applied:\n")[1]
     assert rules.startswith("  --allow-missing 'lm_head.*': 1 tensor accepted as missing from B\n")
-    assert result.stdout.rstrip().endswith("compatible: 1 match, 1 dtype_mismatch, 1 only_in_a, 1 only_in_b "
-                                           "(3 allowed by policy)")  # fmt: skip
+    assert result.stdout.rstrip().endswith(
+        "compatible: 1 match, 1 dtype_mismatch, 1 only_in_a, 1 only_in_b (3 allowed by policy)"
+    )
     # swapped: "missing" is in A and not in B, "extra" in B and not in A
     swapped = ("--allow-missing", "value_head.*", "--allow-extra", "lm_head.*", "--allow-dtype-change", "BF16:F32")
     assert run_cli(a, b, *swapped).returncode == 1
@@ -149,9 +152,12 @@ def test_one_spec_without_the_other_is_a_usage_error(run_cli, tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "defect"),
-    [("allow-missing = [\n", "is not valid TOML"), ("fail-on = 'never'\n", "fail-on: must be one of error, warning"),
-     ("allow-dtype-change = ['BF16=>F32']\n", "is not FROM:TO")],
-)  # fmt: skip
+    [
+        ("allow-missing = [\n", "is not valid TOML"),
+        ("fail-on = 'never'\n", "fail-on: must be one of error, warning"),
+        ("allow-dtype-change = ['BF16=>F32']\n", "is not FROM:TO"),
+    ],
+)
 def test_a_broken_config_file_is_one_line_and_exit_2(run_cli, pair, tmp_path, text, defect):
     (tmp_path / "ckptdiff.toml").write_text(text)
     line = one_error_line(run_cli(*pair, cwd=tmp_path))
@@ -166,10 +172,16 @@ def test_junit_from_the_output_file_extension(run_cli, pair, tmp_path):
     result = run_cli(*pair, "-o", str(report))
     assert result.returncode == 1 and result.stdout == ""
     suite = ET.parse(report).getroot().find("testsuite")
-    failures = {case.get("name"): case.find("failure").get("type") for case in suite.iter("testcase")
-                if case.find("failure") is not None}  # fmt: skip
-    assert failures == {"lm_head.weight": "only_in_a", "norm.weight": "dtype_mismatch",
-                        "value_head.weight": "only_in_b"}  # fmt: skip
+    failures = {
+        case.get("name"): case.find("failure").get("type")
+        for case in suite.iter("testcase")
+        if case.find("failure") is not None
+    }
+    assert failures == {
+        "lm_head.weight": "only_in_a",
+        "norm.weight": "dtype_mismatch",
+        "value_head.weight": "only_in_b",
+    }
 
 
 def test_the_markdown_report_is_appended_to_the_github_step_summary(run_cli, pair, tmp_path):
@@ -196,8 +208,9 @@ def test_a_step_summary_over_githubs_limit_keeps_only_the_differences(run_cli, t
     write_safetensors(tmp_path / "a" / "model.safetensors", names + [("gone", "F32", [2])])
     write_safetensors(tmp_path / "b" / "model.safetensors", names)
     summary = tmp_path / "summary.md"
-    result = run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--format", "markdown",
-                     env={"GITHUB_STEP_SUMMARY": str(summary)})  # fmt: skip
+    result = run_cli(
+        str(tmp_path / "a"), str(tmp_path / "b"), "--format", "markdown", env={"GITHUB_STEP_SUMMARY": str(summary)}
+    )
     assert result.returncode == 1 and len(result.stdout.encode()) > 1024 * 1024  # the report itself is whole
     text = summary.read_text()
     assert text.startswith("## ckptdiff: incompatible") and "| `gone`" in text and "`w00000`" not in text
@@ -243,8 +256,10 @@ def test_only_diffs_hides_matching_rows(run_cli):
 def test_report_defaults_from_the_config_file_and_the_flags_that_undo_them(run_cli, small_base, tmp_path):
     (tmp_path / "ckptdiff.toml").write_text("only-diffs = true\nexpand = true\n")
     hidden = run_cli(PUBLISHED, TWO_AUX, cwd=tmp_path)
-    assert [line.split()[0] for line in hidden.stdout.split("\n\n")[1].splitlines()[2:]] == ["embed_tokens.weight",
-                                                                                          "fc.weight"]  # fmt: skip
+    assert [line.split()[0] for line in hidden.stdout.split("\n\n")[1].splitlines()[2:]] == [
+        "embed_tokens.weight",
+        "fc.weight",
+    ]
     shown = run_cli(PUBLISHED, TWO_AUX, "--all-rows", cwd=tmp_path)
     assert len(shown.stdout.split("\n\n")[1].splitlines()[2:]) == 16
     expanded = run_cli(small_base, small_base, "--all-rows", cwd=tmp_path).stdout.split("\n\n")[1].splitlines()
@@ -254,13 +269,15 @@ def test_report_defaults_from_the_config_file_and_the_flags_that_undo_them(run_c
 
 def test_markdown_names_the_command_and_version_without_tokens(run_cli):
     token = "hf_" + "Q" * 30
-    result = run_cli(PUBLISHED, OURS, "--format", "markdown", "--ignore", token, "--ignore", "x y",
-                     env={"HF_TOKEN": token})  # fmt: skip
+    result = run_cli(
+        PUBLISHED, OURS, "--format", "markdown", "--ignore", token, "--ignore", "x y", env={"HF_TOKEN": token}
+    )
     footer = result.stdout.rstrip().splitlines()[-1]
     from ckptdiff import __version__
 
-    assert footer == (f"_ckptdiff {__version__} — `ckptdiff {PUBLISHED} {OURS} --format markdown --ignore *** "
-                      "--ignore 'x y'`_")  # fmt: skip
+    assert footer == (
+        f"_ckptdiff {__version__} — `ckptdiff {PUBLISHED} {OURS} --format markdown --ignore *** --ignore 'x y'`_"
+    )
     assert token not in result.stdout
 
 
@@ -270,8 +287,14 @@ def test_names_from_a_checkpoint_cannot_drive_the_terminal():
     from ckptdiff.compare import compare_checkpoints
 
     evil = "x.\x1b[2J\x1b]0;owned\x07.weight\u202e"
-    a = Checkpoint(spec="a", kind="local", location="a", revision=None, config=None,
-                   tensors={evil: TensorInfo(evil, "F32", (1,), "model.safetensors", (0, 4))})  # fmt: skip
+    a = Checkpoint(
+        spec="a",
+        kind="local",
+        location="a",
+        revision=None,
+        config=None,
+        tensors={evil: TensorInfo(evil, "F32", (1,), "model.safetensors", (0, 4))},
+    )
     b = Checkpoint(spec="b", kind="local", location="b", revision=None, config=None, tensors={})
     report = compare_checkpoints(a, b)
     for fmt in ("table", "markdown"):
@@ -284,8 +307,9 @@ def run_on_a_terminal(*args: str, env: dict[str, str]) -> bytes:
     """Run ckptdiff with its stdout on a pseudo-terminal, as in an interactive shell; returns what it printed."""
     leader, follower = pty.openpty()
     full_env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | env
-    process = subprocess.Popen([sys.executable, "-m", "ckptdiff", *args], stdout=follower, stderr=subprocess.DEVNULL,
-                               env=full_env)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ckptdiff", *args], stdout=follower, stderr=subprocess.DEVNULL, env=full_env
+    )
     os.close(follower)
     out = b""
     while True:

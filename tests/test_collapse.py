@@ -49,9 +49,15 @@ def expert_rows(layers, experts, odd=()) -> list[TensorRow]:
 
 @pytest.mark.parametrize(
     ("values", "text"),
-    [([0, 1, 2, 3, 5, 7, 8, 9], "0..3,5,7..9"), ([4, 5], "4,5"), ([7], "7"), ([3, 1, 2, 2], "1..3"),
-     (range(384), "0..383"), ([0, 2, 4], "0,2,4")],
-)  # fmt: skip
+    [
+        ([0, 1, 2, 3, 5, 7, 8, 9], "0..3,5,7..9"),
+        ([4, 5], "4,5"),
+        ([7], "7"),
+        ([3, 1, 2, 2], "1..3"),
+        (range(384), "0..383"),
+        ([0, 2, 4], "0,2,4"),
+    ],
+)
 def test_index_sets_are_spelled_compactly(values, text):
     assert compact_indices(values) == text
 

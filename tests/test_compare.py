@@ -19,10 +19,24 @@ def checkpoint(tensors: dict[str, tuple[list[int], str]], config=None, spec="x")
 
 
 def test_every_status():
-    a = checkpoint({"same": ([2, 3], "BF16"), "reshaped": ([2, 3], "BF16"), "recast": ([4], "F32"),
-                    "gone": ([1], "F32"), "both_differ": ([2], "F16")})  # fmt: skip
-    b = checkpoint({"same": ([2, 3], "BF16"), "reshaped": ([2, 4], "BF16"), "recast": ([4], "BF16"),
-                    "new": ([1], "F32"), "both_differ": ([3], "F32")})  # fmt: skip
+    a = checkpoint(
+        {
+            "same": ([2, 3], "BF16"),
+            "reshaped": ([2, 3], "BF16"),
+            "recast": ([4], "F32"),
+            "gone": ([1], "F32"),
+            "both_differ": ([2], "F16"),
+        }
+    )
+    b = checkpoint(
+        {
+            "same": ([2, 3], "BF16"),
+            "reshaped": ([2, 4], "BF16"),
+            "recast": ([4], "BF16"),
+            "new": ([1], "F32"),
+            "both_differ": ([3], "F32"),
+        }
+    )
     report = compare_checkpoints(a, b)
     status = {row.name: (row.status, row.note) for row in report.tensors}
     assert status == {
@@ -59,14 +73,29 @@ def test_profile_detection_from_config():
 
 
 def test_config_differences_are_dotted_and_skip_provenance():
-    a = {"hidden_size": 64, "transformers_version": "4.57.0", "eagle_config": {"ids": [2, 30, 58], "use": True},
-         "only_a": 1, "flag": True}  # fmt: skip
-    b = {"hidden_size": 64, "transformers_version": "4.58.1", "eagle_config": {"ids": [2, 30], "use": True},
-         "only_b": None, "flag": 1, "_name_or_path": "/home/me"}  # fmt: skip
+    a = {
+        "hidden_size": 64,
+        "transformers_version": "4.57.0",
+        "eagle_config": {"ids": [2, 30, 58], "use": True},
+        "only_a": 1,
+        "flag": True,
+    }
+    b = {
+        "hidden_size": 64,
+        "transformers_version": "4.58.1",
+        "eagle_config": {"ids": [2, 30], "use": True},
+        "only_b": None,
+        "flag": 1,
+        "_name_or_path": "/home/me",
+    }
     assert flatten_config(a)[("eagle_config", "ids")] == [2, 30, 58]
     diffs = [(d.key, d.status) for d in diff_configs(a, b)]
-    assert diffs == [("eagle_config.ids", "differs"), ("flag", "differs"), ("only_a", "only_in_a"),
-                     ("only_b", "only_in_b")]  # fmt: skip
+    assert diffs == [
+        ("eagle_config.ids", "differs"),
+        ("flag", "differs"),
+        ("only_a", "only_in_a"),
+        ("only_b", "only_in_b"),
+    ]
 
 
 def test_bundled_fixtures_through_the_api():

@@ -144,7 +144,10 @@ def test_the_json_report_carries_each_sides_own_name(tmp_path, run_cli):
     assert result.returncode == 0, result.stderr
     tensors = {t["name"]: t for t in json.loads(result.stdout)["tensors"]}
     assert tensors["midlayer.mlp.up_proj.weight"]["b"] == {
-        "shape": [160, 64], "dtype": "BF16", "name": "model.layers.0.mlp.up_proj.weight"}  # fmt: skip
+        "shape": [160, 64],
+        "dtype": "BF16",
+        "name": "model.layers.0.mlp.up_proj.weight",
+    }
     assert "name" not in tensors["midlayer.mlp.up_proj.weight"]["a"]
 
 
@@ -158,7 +161,8 @@ def test_without_the_profile_names_do_not_match_and_did_you_mean_points_at_the_c
     rows = {row.name: row for row in report.tensors}
     assert rows["midlayer.mlp.up_proj.weight"].status == "only_in_a"
     assert rows["midlayer.mlp.up_proj.weight"].note == (
-        "did you mean B's model.layers.0.mlp.up_proj.weight? (same shape and dtype)")  # fmt: skip
+        "did you mean B's model.layers.0.mlp.up_proj.weight? (same shape and dtype)"
+    )
     assert rows["model.norm.weight"].note == "did you mean A's norm.weight? (same shape and dtype)"
 
 
@@ -171,7 +175,8 @@ def test_did_you_mean_picks_the_closest_of_several_same_shaped_names(tmp_path):
     rows = {row.name: row for row in report.tensors}  # four [64] BF16 norms are candidates; the name decides
     assert rows["midlayer.hidden_norm.weight"].status == "only_in_a"
     assert rows["midlayer.hidden_norm.weight"].note == (
-        "did you mean B's midlayer.hidden_layernorm.weight? (same shape and dtype)")  # fmt: skip
+        "did you mean B's midlayer.hidden_layernorm.weight? (same shape and dtype)"
+    )
 
 
 def test_did_you_mean_scales_to_hundreds_of_renamed_layers_and_stays_quiet_beyond_a_thousand():
@@ -199,8 +204,18 @@ def test_rename_rules_apply_to_both_sides_before_matching(tmp_path, run_cli):
     published = drafter(tmp_path / "published")
     converted = drafter(tmp_path / "vllm", rename=vllm_name)
 
-    result = run_cli(str(published), str(converted), "--profile", "none", "--format", "json",
-                     "--rename", r"^model\.layers\.0\.=midlayer.", "--rename", r"^model\.=")  # fmt: skip
+    result = run_cli(
+        str(published),
+        str(converted),
+        "--profile",
+        "none",
+        "--format",
+        "json",
+        "--rename",
+        r"^model\.layers\.0\.=midlayer.",
+        "--rename",
+        r"^model\.=",
+    )
 
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
@@ -249,7 +264,7 @@ def test_a_speculators_config_keeps_its_settings_nested_and_names_the_target_hid
             "num_key_value_heads": 8,
             "intermediate_size": 14336,
             "vocab_size": 128256,
-        },  # fmt: skip
+        },
     }
     shapes = expected_shapes(config)
 
@@ -303,12 +318,22 @@ def test_t2d_length_mismatch(tmp_path):
 
 def test_an_mla_drafter_is_compared_generically_without_false_findings(tmp_path):
     """Eagle3DeepseekV2ForCausalLM: MLA attention tensors this profile has no rule for."""
-    config = small_drafter_config(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v2",
-                                  kv_lora_rank=32, q_lora_rank=48, qk_nope_head_dim=16, qk_rope_head_dim=8,
-                                  v_head_dim=16)  # fmt: skip
-    mla = {"midlayer.self_attn.q_a_proj.weight": [48, 128], "midlayer.self_attn.q_b_proj.weight": [96, 48],
-           "midlayer.self_attn.kv_a_proj_with_mqa.weight": [40, 128], "midlayer.self_attn.kv_b_proj.weight": [128, 32],
-           "midlayer.self_attn.o_proj.weight": [64, 64]}  # fmt: skip
+    config = small_drafter_config(
+        architectures=["Eagle3DeepseekV2ForCausalLM"],
+        model_type="deepseek_v2",
+        kv_lora_rank=32,
+        q_lora_rank=48,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=16,
+    )
+    mla = {
+        "midlayer.self_attn.q_a_proj.weight": [48, 128],
+        "midlayer.self_attn.q_b_proj.weight": [96, 48],
+        "midlayer.self_attn.kv_a_proj_with_mqa.weight": [40, 128],
+        "midlayer.self_attn.kv_b_proj.weight": [128, 32],
+        "midlayer.self_attn.o_proj.weight": [64, 64],
+    }
     plain = [(n, d, s) for n, d, s in eagle3_tensors(config, with_embed=False) if ".self_attn." not in n]
     write_drafter(tmp_path / "a", config, with_embed=False, tensors=plain + [(n, "BF16", s) for n, s in mla.items()])
     mla["midlayer.self_attn.kv_b_proj.weight"] = [256, 32]
@@ -326,8 +351,10 @@ def test_an_mla_drafter_is_compared_generically_without_false_findings(tmp_path)
 
 def test_unknown_attention_tensors_are_not_checked_even_when_the_config_does_not_say_mla(tmp_path):
     config = small_drafter_config(v_head_dim=32)  # o_proj is [64, 4 × 32], not [64, 4 × head_dim 16]
-    mla = [("midlayer.self_attn.kv_a_proj_with_mqa.weight", "BF16", [40, 128]),
-           ("midlayer.self_attn.o_proj.weight", "BF16", [64, 128])]  # fmt: skip
+    mla = [
+        ("midlayer.self_attn.kv_a_proj_with_mqa.weight", "BF16", [40, 128]),
+        ("midlayer.self_attn.o_proj.weight", "BF16", [64, 128]),
+    ]
     plain = [(n, d, s) for n, d, s in eagle3_tensors(config, with_embed=False) if ".self_attn." not in n]
     write_drafter(tmp_path / "a", config, with_embed=False, tensors=plain + mla)
 
@@ -409,8 +436,9 @@ def test_no_d2t_is_needed_when_the_draft_vocabulary_is_the_full_one(tmp_path):
 
 def test_aux_layer_ids_shifted_by_one_mention_the_sglang_vllm_off_by_one(tmp_path):
     a = drafter(tmp_path / "a")
-    shifted = small_drafter_config(eagle_config={"eagle_aux_hidden_state_layer_ids": [3, 31, 59],
-                                                 "use_aux_hidden_state": True})  # fmt: skip
+    shifted = small_drafter_config(
+        eagle_config={"eagle_aux_hidden_state_layer_ids": [3, 31, 59], "use_aux_hidden_state": True}
+    )
     b = drafter(tmp_path / "b", shifted)
 
     report = compare(str(a), str(b))
@@ -426,11 +454,15 @@ def test_max_position_embeddings_small_and_differing(tmp_path):
 
     report = compare(str(a), str(b))
 
-    assert codes(report) == {"max_position_small": "warning", "max_position_differs": "info",
-                             "injected_from_base": "info"}  # fmt: skip
+    assert codes(report) == {
+        "max_position_small": "warning",
+        "max_position_differs": "info",
+        "injected_from_base": "info",
+    }
     assert finding(report, "max_position_small").startswith("B: max_position_embeddings=2048 is small")
     assert finding(report, "max_position_differs") == (
-        "max_position_embeddings differs: A 131072, B 2048; the smaller one clamps RoPE past 2048 tokens")  # fmt: skip
+        "max_position_embeddings differs: A 131072, B 2048; the smaller one clamps RoPE past 2048 tokens"
+    )
 
 
 def test_a_drafter_carrying_its_own_embedding_is_pointed_out():

@@ -316,22 +316,50 @@ def _pickle_fragments() -> list[bytes]:
     storage = pickle.MARK + text("storage") + global_("torch", "FloatStorage") + text("0") + text("cpu")
     small = pickle.BININT1 + b"\x04"
     shape = pickle.MARK + small + pickle.TUPLE
+    # An opcode stream kept as runs of opcodes (fmt: skip): one operand a line hides the structure.
     tensor = (
         global_("torch._utils", "_rebuild_tensor_v2") + pickle.MARK + storage + small + pickle.TUPLE + pickle.BINPERSID
         + pickle.BININT1 + b"\x00" + shape + pickle.MARK + pickle.BININT1 + b"\x01" + pickle.TUPLE + pickle.TUPLE
         + pickle.REDUCE
     )  # fmt: skip
     return [
-        tensor, pickle.EMPTY_DICT + text("w") + tensor, shape,
-        pickle.MARK, pickle.TUPLE, pickle.EMPTY_DICT, pickle.EMPTY_LIST, pickle.EMPTY_TUPLE, pickle.SETITEM,
-        pickle.SETITEMS, pickle.APPEND, pickle.APPENDS, pickle.BUILD, pickle.REDUCE, pickle.NONE, pickle.NEWTRUE,
-        pickle.BINPERSID, pickle.POP, pickle.DUP, pickle.BINPUT + b"\x00", pickle.BINGET + b"\x00",
-        pickle.BININT1 + b"\x04", pickle.BININT1 + b"\x00", pickle.BININT + b"\xff\xff\xff\xff", text("w"),
-        text("shape"), text("state_dict"), storage, global_("torch._utils", "_rebuild_tensor_v2"),
-        global_("torch._utils", "_rebuild_tensor_v3"), global_("torch._utils", "_rebuild_parameter"),
-        global_("collections", "OrderedDict"), global_("torch", "float8_e4m3fn"), global_("torch", "UntypedStorage"),
-        global_("torch", "FloatStorage"), global_("builtins", "getattr"),
-    ]  # fmt: skip
+        tensor,
+        pickle.EMPTY_DICT + text("w") + tensor,
+        shape,
+        pickle.MARK,
+        pickle.TUPLE,
+        pickle.EMPTY_DICT,
+        pickle.EMPTY_LIST,
+        pickle.EMPTY_TUPLE,
+        pickle.SETITEM,
+        pickle.SETITEMS,
+        pickle.APPEND,
+        pickle.APPENDS,
+        pickle.BUILD,
+        pickle.REDUCE,
+        pickle.NONE,
+        pickle.NEWTRUE,
+        pickle.BINPERSID,
+        pickle.POP,
+        pickle.DUP,
+        pickle.BINPUT + b"\x00",
+        pickle.BINGET + b"\x00",
+        pickle.BININT1 + b"\x04",
+        pickle.BININT1 + b"\x00",
+        pickle.BININT + b"\xff\xff\xff\xff",
+        text("w"),
+        text("shape"),
+        text("state_dict"),
+        storage,
+        global_("torch._utils", "_rebuild_tensor_v2"),
+        global_("torch._utils", "_rebuild_tensor_v3"),
+        global_("torch._utils", "_rebuild_parameter"),
+        global_("collections", "OrderedDict"),
+        global_("torch", "float8_e4m3fn"),
+        global_("torch", "UntypedStorage"),
+        global_("torch", "FloatStorage"),
+        global_("builtins", "getattr"),
+    ]
 
 
 PICKLE_FRAGMENTS = _pickle_fragments()

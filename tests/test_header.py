@@ -80,10 +80,12 @@ def test_file_size_must_match_the_data_region():
 
 
 def test_tensors_may_be_listed_in_any_order_if_offsets_tile():
-    raw = json.dumps({
-        "second": {"dtype": "U8", "shape": [2], "data_offsets": [4, 6]},
-        "first": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
-    }).encode()  # fmt: skip
+    raw = json.dumps(
+        {
+            "second": {"dtype": "U8", "shape": [2], "data_offsets": [4, 6]},
+            "first": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+        }
+    ).encode()
     assert set(parse_header(raw, source="x").tensors) == {"first", "second"}
 
 
@@ -96,7 +98,8 @@ def test_tensors_may_be_listed_in_any_order_if_offsets_tile():
     ],
 )
 def test_offsets_must_tile_the_data_region(offsets, message):
-    raw = json.dumps({f"t{i}": {"dtype": "U8", "shape": [e - b], "data_offsets": [b, e]}
-                      for i, (b, e) in enumerate(offsets)}).encode()  # fmt: skip
+    raw = json.dumps(
+        {f"t{i}": {"dtype": "U8", "shape": [e - b], "data_offsets": [b, e]} for i, (b, e) in enumerate(offsets)}
+    ).encode()
     with pytest.raises(HeaderError, match=message):
         parse_header(raw, source="x.safetensors")

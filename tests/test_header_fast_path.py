@@ -167,8 +167,10 @@ def test_index_json_decodes_like_the_standard_library_or_falls_back(raw: str) ->
 
 
 @MANY
-@given(weight_map=st.dictionaries(st.text(max_size=6), st.text(max_size=6) | st.integers(), max_size=6),
-       twice=st.booleans())  # fmt: skip
+@given(
+    weight_map=st.dictionaries(st.text(max_size=6), st.text(max_size=6) | st.integers(), max_size=6),
+    twice=st.booleans(),
+)
 def test_index_documents_agree(weight_map: dict[str, Any], twice: bool) -> None:
     raw = json_bytes({"metadata": {"total_size": 1}, "weight_map": weight_map})
     if twice and weight_map:  # name the first key again

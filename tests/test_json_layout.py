@@ -57,8 +57,9 @@ def test_each_row_line_is_exactly_json_dumps_of_the_row() -> None:
         "shape": TensorInfo("shape", "F32", (2, 2), "m", (0, 16)),
     }
     b["renamed"] = TensorInfo("layers.0.renamed", "F32", (4,), "m", (0, 16))  # matched under another name
-    report = compare_checkpoints(a, replace(a, tensors=b), renames=["^layers\\.0\\.="],
-                                 policy=Policy(allow_missing=("only_*",)))  # fmt: skip
+    report = compare_checkpoints(
+        a, replace(a, tensors=b), renames=["^layers\\.0\\.="], policy=Policy(allow_missing=("only_*",))
+    )
     assert {row.status for row in report.tensors} >= {"match", "dtype_mismatch", "shape_mismatch", "only_in_a"}
     assert any(row.allowed_by for row in report.tensors) and any(row.note for row in report.tensors)
     lines = [line.strip().rstrip(",") for line in report.render("json").split("\n") if line.startswith('    {"name": ')]

@@ -42,10 +42,24 @@ def checkpoint(tensors: dict[str, tuple[list[int], str]], spec: str) -> Checkpoi
     return Checkpoint(spec=spec, kind="local", location=spec, revision=None, tensors=infos, config=None)
 
 
-A = checkpoint({"fc.weight": ([8, 24], "BF16"), "lm_head.weight": ([32, 8], "BF16"), "norm.weight": ([8], "BF16"),
-                "q.weight": ([8, 8], "BF16")}, "a")  # fmt: skip
-B = checkpoint({"fc.weight": ([8, 16], "BF16"), "norm.weight": ([8], "F32"), "value_head.weight": ([1, 8], "BF16"),
-                "q.weight": ([8, 8], "BF16")}, "b")  # fmt: skip
+A = checkpoint(
+    {
+        "fc.weight": ([8, 24], "BF16"),
+        "lm_head.weight": ([32, 8], "BF16"),
+        "norm.weight": ([8], "BF16"),
+        "q.weight": ([8, 8], "BF16"),
+    },
+    "a",
+)
+B = checkpoint(
+    {
+        "fc.weight": ([8, 16], "BF16"),
+        "norm.weight": ([8], "F32"),
+        "value_head.weight": ([1, 8], "BF16"),
+        "q.weight": ([8, 8], "BF16"),
+    },
+    "b",
+)
 
 
 def assert_schema_shape(element: ET.Element) -> None:

@@ -156,6 +156,7 @@ def _small_int(value: int) -> bytes:
     return pickle.BININT1 + bytes([value])
 
 
+# Pickle opcode streams kept one run of opcodes a line (fmt: skip): one operand a line hides the structure.
 _STORAGE = (
     pickle.MARK + _text("storage") + _global("torch", "FloatStorage") + _text("0") + _text("cpu") + _small_int(4)
     + pickle.TUPLE + pickle.BINPERSID
@@ -545,9 +546,15 @@ def corpus_through_main(tmp_path_factory) -> dict[str, tuple[int, str, str]]:
     runs = [[str(build(case, root)), str(GOOD)] for case in CASES]
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")} | {"HF_HOME": str(root / "hf")}
     done = subprocess.run(
-        [sys.executable, "-c", DRIVER], input=json.dumps(runs), capture_output=True, text=True, env=env,
-        cwd=GOOD.parent.parent, timeout=300, check=True,
-    )  # fmt: skip
+        [sys.executable, "-c", DRIVER],
+        input=json.dumps(runs),
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=GOOD.parent.parent,
+        timeout=300,
+        check=True,
+    )
     return {case.id: tuple(result) for case, result in zip(CASES, json.loads(done.stdout), strict=True)}
 
 

@@ -329,8 +329,11 @@ def test_ctrl_c_while_the_hub_stalls_is_one_line_and_exit_130(hub, tmp_path, rel
     env.update(hub.client_env(tmp_path / "hf-home"), HF_HUB_DOWNLOAD_TIMEOUT="30")
     child = subprocess.Popen(
         [sys.executable, "-m", "ckptdiff", "org/drafter", SAME_AS_PUBLISHED],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert arrived.wait(60)
         child.send_signal(signal.SIGINT)

@@ -23,10 +23,24 @@ def checkpoint(tensors: dict[str, tuple[list[int], str]], spec: str = "x") -> Ch
 
 
 # A is the reference, B the candidate: B lost lm_head, gained a value head, upcast one norm, reshaped fc.
-A = checkpoint({"fc.weight": ([8, 24], "BF16"), "lm_head.weight": ([32, 8], "BF16"), "norm.weight": ([8], "BF16"),
-                "rotary_emb.inv_freq": ([4], "F32")}, "a")  # fmt: skip
-B = checkpoint({"fc.weight": ([8, 24], "BF16"), "norm.weight": ([8], "F32"), "value_head.weight": ([1, 8], "BF16"),
-                "rotary_emb.inv_freq": ([4], "F32")}, "b")  # fmt: skip
+A = checkpoint(
+    {
+        "fc.weight": ([8, 24], "BF16"),
+        "lm_head.weight": ([32, 8], "BF16"),
+        "norm.weight": ([8], "BF16"),
+        "rotary_emb.inv_freq": ([4], "F32"),
+    },
+    "a",
+)
+B = checkpoint(
+    {
+        "fc.weight": ([8, 24], "BF16"),
+        "norm.weight": ([8], "F32"),
+        "value_head.weight": ([1, 8], "BF16"),
+        "rotary_emb.inv_freq": ([4], "F32"),
+    },
+    "b",
+)
 
 
 def rows(report):
@@ -90,9 +104,16 @@ def test_a_glob_that_matches_nothing_is_not_named():
 
 @pytest.mark.parametrize(
     ("rule", "accepted"),
-    [("*", True), ("BF16:F32", True), ("bf16:f32", True), ("BF16:*", True), ("*:F32", True),
-     ("F32:BF16", False), ("BF16:F16", False)],
-)  # fmt: skip
+    [
+        ("*", True),
+        ("BF16:F32", True),
+        ("bf16:f32", True),
+        ("BF16:*", True),
+        ("*:F32", True),
+        ("F32:BF16", False),
+        ("BF16:F16", False),
+    ],
+)
 def test_allow_dtype_change_is_directional_from_a_to_b(rule, accepted):
     report = compare_checkpoints(A, B, policy=Policy(allow_dtype_change=(rule,)))
     assert (rows(report)["norm.weight"].allowed_by is not None) is accepted
@@ -147,8 +168,12 @@ def test_pyproject_settings_are_found_from_a_subfolder(tmp_path):
     start.mkdir(parents=True)
     assert find_config(start) == tmp_path / "pyproject.toml"
     settings = load_config(start=start)
-    assert settings.values == {"allow_missing": ("lm_head*",), "allow_dtype_change": ("*",), "fail_on": "warning",
-                               "format": "markdown"}  # fmt: skip
+    assert settings.values == {
+        "allow_missing": ("lm_head*",),
+        "allow_dtype_change": ("*",),
+        "fail_on": "warning",
+        "format": "markdown",
+    }
 
 
 def test_a_pyproject_without_the_table_is_passed_over(tmp_path):
@@ -188,8 +213,12 @@ def test_the_search_ends_at_the_repository_root(tmp_path):
 
 def test_flags_replace_the_files_setting_and_rules_say_where_they_came_from(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    settings = load_config(write(tmp_path / "ckptdiff.toml", 'allow-missing = ["lm_head*"]\nfail-on = "warning"\n'
-                                                            'allow-extra = ["value_head.*"]\n'))  # fmt: skip
+    settings = load_config(
+        write(
+            tmp_path / "ckptdiff.toml",
+            'allow-missing = ["lm_head*"]\nfail-on = "warning"\nallow-extra = ["value_head.*"]\n',
+        )
+    )
     from_file = merge_policy(settings, {})
     assert from_file.allow_missing == ("lm_head*",) and from_file.fail_on == "warning"
     report = compare_checkpoints(A, B, policy=from_file)

@@ -213,8 +213,13 @@ def test_a_disk_that_fills_up_mid_write_leaves_the_old_report_whole(tmp_path: Pa
     full_env["PYTHONDONTWRITEBYTECODE"] = "1"  # the limit would otherwise cut .pyc files short in the tree
     done = subprocess.run(
         [sys.executable, "-m", "ckptdiff", *GOOD_PAIR, "-o", str(report), "--format", "json"],
-        capture_output=True, text=True, cwd=REPO, env=full_env, preexec_fn=small_files, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=full_env,
+        preexec_fn=small_files,
+        timeout=120,
+    )
 
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.splitlines()

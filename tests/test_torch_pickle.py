@@ -45,9 +45,14 @@ def sample_state_dict() -> dict[str, object]:
 
 
 EXPECTED_DTYPES = {
-    torch.bfloat16: "BF16", torch.float32: "F32", torch.float16: "F16", torch.int64: "I64", torch.bool: "BOOL",
-    getattr(torch, "float8_e4m3fn", None): "F8_E4M3", getattr(torch, "float8_e5m2", None): "F8_E5M2",
-}  # fmt: skip
+    torch.bfloat16: "BF16",
+    torch.float32: "F32",
+    torch.float16: "F16",
+    torch.int64: "I64",
+    torch.bool: "BOOL",
+    getattr(torch, "float8_e4m3fn", None): "F8_E4M3",
+    getattr(torch, "float8_e5m2", None): "F8_E5M2",
+}
 
 
 def test_names_shapes_and_dtypes_match_what_torch_saved(tmp_path: Path) -> None:
@@ -109,8 +114,11 @@ def test_a_module_state_dict_with_its_metadata(tmp_path: Path) -> None:
     tensors = resolve(str(tmp_path)).tensors
 
     assert {name: info.shape for name, info in tensors.items()} == {
-        "0.weight": (3, 4), "0.bias": (3,), "1.weight": (3,), "1.bias": (3,),
-    }  # fmt: skip
+        "0.weight": (3, 4),
+        "0.bias": (3,),
+        "1.weight": (3,),
+        "1.bias": (3,),
+    }
 
 
 def test_sharded_index(tmp_path: Path) -> None:

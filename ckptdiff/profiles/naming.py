@@ -125,8 +125,10 @@ class _Candidates:
             pool = self.forward
         else:
             pool = []
-            for ordered, keys, key in ((self.forward, self._forward_keys, name),
-                                       (self.backward, self._backward_keys, name[::-1])):  # fmt: skip
+            for ordered, keys, key in (
+                (self.forward, self._forward_keys, name),
+                (self.backward, self._backward_keys, name[::-1]),
+            ):
                 at = bisect.bisect_left(keys, key)
                 pool += ordered[max(0, at - _NEIGHBOURS) : at + _NEIGHBOURS]
         return max(pool, key=lambda r: (difflib.SequenceMatcher(None, name, r.name).ratio(), r.name))
