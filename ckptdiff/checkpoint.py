@@ -14,7 +14,13 @@ import msgspec
 
 from .dtypes import DType
 from .errors import CkptdiffError, IndexError_
-from .safetensors_header import DuplicateKeyError, SafetensorsHeader, has_lone_surrogate, reject_duplicate_keys
+from .safetensors_header import (
+    DuplicateKeyError,
+    SafetensorsHeader,
+    TensorSpan,
+    has_lone_surrogate,
+    reject_duplicate_keys,
+)
 
 #: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
 RelativePath = str
@@ -25,11 +31,11 @@ SourceKind = Literal["local", "hub", "cache", "store"]
 INDEX_SUFFIX = ".safetensors.index.json"
 
 
-class TensorInfo(msgspec.Struct, frozen=True, gc=False):
+class TensorInfo(TensorSpan, frozen=True, gc=False):
     """One tensor of a checkpoint: where it lives and what it is. Offsets are absolute in its file.
 
-    A msgspec Struct: its constructor runs in C (about a tenth of a frozen dataclass's ``__init__``; a
-    Kimi-K2 checkpoint has ~140 k tensors), and it stays out of the cyclic collector (no cycles: ``gc=False``).
+    A msgspec Struct, built by a constructor in C and kept out of the cyclic collector (no cycles: ``gc=False``):
+    a Kimi-K2 checkpoint has ~140 k of them.
     """
 
     name: str
@@ -37,14 +43,6 @@ class TensorInfo(msgspec.Struct, frozen=True, gc=False):
     shape: tuple[int, ...]
     file: RelativePath
     data_offsets: tuple[int, int]
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.data_offsets[1] - self.data_offsets[0]
 
 
 @dataclass(frozen=True)

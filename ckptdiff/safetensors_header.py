@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 
@@ -35,7 +35,26 @@ _MAX_JSON_DEPTH = 64
 _Count = Annotated[int, msgspec.Meta(ge=0)]
 
 
-class TensorEntry(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=True):
+class TensorSpan(msgspec.Struct, frozen=True, gc=False):
+    """What every tensor record (a header entry, a checkpoint's tensor) derives from its shape and byte span.
+
+    No fields of its own: subclasses declare ``shape`` and ``data_offsets``.
+    """
+
+    if TYPE_CHECKING:
+        shape: tuple[int, ...]
+        data_offsets: tuple[int, int]
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data_offsets[1] - self.data_offsets[0]
+
+
+class TensorEntry(TensorSpan, frozen=True, gc=False, forbid_unknown_fields=True):
     """One tensor as a header describes it; offsets are relative to the data region.
 
     Also the type :data:`_DECODER` builds straight from the JSON, checking the field types as it parses: a dtype
@@ -46,14 +65,6 @@ class TensorEntry(msgspec.Struct, frozen=True, gc=False, forbid_unknown_fields=T
     dtype: Literal[tuple(DTYPE_BITS)]  # type: ignore[valid-type]
     shape: tuple[_Count, ...]
     data_offsets: tuple[_Count, _Count]
-
-    @property
-    def numel(self) -> int:
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        return self.data_offsets[1] - self.data_offsets[0]
 
 
 @dataclass(frozen=True)
