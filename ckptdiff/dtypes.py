@@ -58,6 +58,10 @@ FLOAT_DTYPES: frozenset[DType] = frozenset(name for name, info in DTYPES.items()
 TORCH_DTYPES: Mapping[str, DType] = {alias: info.name for info in DTYPES.values() for alias in info.torch_names}
 #: torch's typed storage classes (``FloatStorage``...) → safetensors dtype names.
 STORAGE_DTYPES: Mapping[str, DType] = {info.torch_storage: info.name for info in DTYPES.values() if info.torch_storage}
+#: torch dtypes a checkpoint may name that have no safetensors dtype: named in a refusal, never guessed.
+TORCH_WITHOUT_SAFETENSORS_DTYPE = frozenset(
+    {"complex128", "cdouble", "complex32", "chalf", "float4_e2m1fn_x2", "qint8", "quint8", "qint32"}
+)
 
 
 def from_torch_name(name: str) -> DType | None:

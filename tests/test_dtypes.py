@@ -2,7 +2,15 @@
 
 import pytest
 
-from ckptdiff.dtypes import DTYPE_BITS, DTYPES, FLOAT_DTYPES, STORAGE_DTYPES, TORCH_DTYPES, from_torch_name
+from ckptdiff.dtypes import (
+    DTYPE_BITS,
+    DTYPES,
+    FLOAT_DTYPES,
+    STORAGE_DTYPES,
+    TORCH_DTYPES,
+    TORCH_WITHOUT_SAFETENSORS_DTYPE,
+    from_torch_name,
+)
 
 torch = pytest.importorskip("torch")
 
@@ -32,3 +40,10 @@ def test_config_spellings_resolve_and_unknown_ones_do_not():
 def test_floats_are_the_real_floating_point_dtypes():
     assert {"F4", "F6_E2M3", "F8_E8M0", "BF16", "F64"} <= FLOAT_DTYPES
     assert not FLOAT_DTYPES & {"C64", "BOOL", "I8", "U64"}
+
+
+def test_torch_dtypes_without_a_safetensors_dtype_are_real_torch_dtypes_and_unmapped():
+    for alias in TORCH_WITHOUT_SAFETENSORS_DTYPE:
+        assert alias not in TORCH_DTYPES
+        if hasattr(torch, alias):  # float4_e2m1fn_x2 is newer than some torch releases
+            assert isinstance(getattr(torch, alias), torch.dtype), alias

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..checkpoint import RelativePath, TensorInfo
-from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, DType
+from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, TORCH_WITHOUT_SAFETENSORS_DTYPE, DType
 from ..errors import CkptdiffError, SourceError
 
 #: Files this reader takes: single archives and the sharded index ``transformers`` writes next to them.
@@ -39,9 +39,6 @@ TORCH_INDEX_NAME = "pytorch_model.bin.index.json"
 MAX_PICKLE_BYTES = 512 * 1024 * 1024
 #: Keys under which training scripts commonly nest the state dict.
 STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "ema", "model_ema")
-
-#: Torch types a checkpoint may name that have no safetensors dtype: named in the refusal, not guessed.
-_UNSUPPORTED_DTYPES = {"complex128", "cdouble", "complex32", "chalf", "float4_e2m1fn_x2", "qint8", "quint8", "qint32"}
 
 
 # --- inert stand-ins for what the pickle may name ------------------------------------------------------
@@ -173,7 +170,7 @@ class _MetadataUnpickler(pickle.Unpickler):
             return _StorageType(name, STORAGE_DTYPES[name])
         if (module, name) in (("torch", "UntypedStorage"), ("torch.storage", "UntypedStorage")):
             return _StorageType(name, None)
-        if module == "torch" and (name in TORCH_DTYPES or name in _UNSUPPORTED_DTYPES):
+        if module == "torch" and (name in TORCH_DTYPES or name in TORCH_WITHOUT_SAFETENSORS_DTYPE):
             return _DTypeGlobal(name, TORCH_DTYPES.get(name))
         if module == "torch" and name.endswith("Storage"):
             raise _PickleRefused(f"storage type torch.{name} has no safetensors dtype")
