@@ -19,7 +19,10 @@ from pathlib import Path
 import click
 
 from . import __version__
+from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
+from .formats import FORMAT_NAMES
+from .profiles import profile_choices
 
 EXIT_TROUBLE = 2
 #: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
@@ -114,13 +117,16 @@ def command_line(ctx: click.Context) -> str:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("a", metavar="A")
-@click.argument("b", metavar="B")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "junit"]),
+@click.argument("b", metavar="[B]", required=False)
+@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES),
               help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).")  # fmt: skip
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
-@click.option("--profile", metavar="auto|eagle3|none",
+@click.option("--profile", metavar="|".join(profile_choices()),
               help="Architecture knowledge to apply (default: auto, which detects it from config.json).")  # fmt: skip
 @click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
+@click.option("--engine", "engines", multiple=True, type=click.Choice(ENGINE_CHOICES),
+              help="Replay this serving engine's drafter loader on each side (repeatable; all: every engine). "
+                   "With --engine, B is optional: one checkpoint is checked on its own.")  # fmt: skip
 @click.option("--rename", "renames", multiple=True, metavar="REGEX=REPLACEMENT",
               help="Rename tensors of both sides before matching (re.sub, in order; repeatable).")  # fmt: skip
 @click.option("--values", "values", is_flag=True,
@@ -136,6 +142,9 @@ def command_line(ctx: click.Context) -> str:
               help="Accept tensors matching GLOB that are in B but not in A (repeatable).")  # fmt: skip
 @click.option("--allow-dtype-change", multiple=True, is_flag=False, flag_value="*", metavar="[FROM:TO]",
               help="Accept dtype FROM in A becoming TO in B (e.g. BF16:F32); bare: any (repeatable).")  # fmt: skip
+@click.option("--allow-event", multiple=True, metavar="ENGINE:CODE",
+              help="Accept an engine event that would fail the gate, e.g. sglang:lm_head_random (globs; "
+                   "repeatable).")  # fmt: skip
 @click.option("--fail-on", type=click.Choice(["error", "warning"]),
               help="Which findings fail the gate: errors only (default) or warnings too.")  # fmt: skip
 @click.option("--config", "config_path", metavar="FILE",
@@ -148,16 +157,18 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
-    a: str, b: str, fmt: str | None, output: str | None, profile: str | None, base: str | None,
+    a: str, b: str | None, fmt: str | None, output: str | None, profile: str | None, base: str | None,
     ignore: tuple[str, ...], allow_missing: tuple[str, ...], allow_extra: tuple[str, ...],
     allow_dtype_change: tuple[str, ...], fail_on: str | None, config_path: str | None, expand: bool | None,
     only_diffs: bool | None, no_step_summary: bool,
     offline: bool, jobs: int, quiet: bool, debug: bool, values: bool = False, renames: tuple[str, ...] = (),
+    engines: tuple[str, ...] = (), allow_event: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
     A and B are local files or folders (model.safetensors, a *.safetensors.index.json, ...) or Hugging Face
-    Hub repos, org/name[@revision]. Only headers are read, never weights.
+    Hub repos, org/name[@revision]. Only headers are read, never weights. With --engine, B may be left out:
+    ckptdiff A --engine sglang [--base BASE] checks whether that engine loads A as trained.
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
     """
@@ -165,17 +176,20 @@ def command(
     from .compare import compare_specs
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
-    from .profiles import profile_names
     from .sources import SourceOptions
 
     # The whole command is bulk work (~1 M small acyclic objects for a Kimi-K2 pair): see ckptdiff._gc.
     click.get_current_context().with_resource(collector_paused())
     settings = load_config(config_path)  # a broken config file fails before anything is read
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
-                                     "allow_dtype_change": allow_dtype_change, "fail_on": fail_on})  # fmt: skip
+                                     "allow_dtype_change": allow_dtype_change, "allow_event": allow_event,
+                                     "fail_on": fail_on})  # fmt: skip
     profile = profile or settings.get("profile", "auto")
-    if profile not in ("auto", "none", *profile_names()):
-        raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
+    if profile not in profile_choices():
+        raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
+    engines = engines or tuple(settings.get("engine", ()))
+    if b is None and not engines:
+        raise click.UsageError("give B to compare A with, or --engine NAME to check A on its own")
     from .profiles.naming import parse_rename
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
@@ -188,7 +202,7 @@ def command(
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
     report = compare_specs(a, b, profile=profile, base=base, policy=policy,
                            source_options=options, values=values, notify=notify,
-                           renames=rename_rules)  # fmt: skip
+                           renames=rename_rules, engines=engines)  # fmt: skip
     report = replace(report, command=command_line(click.get_current_context()))
     fmt = _format_for(fmt, output, settings.get("format"))
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ

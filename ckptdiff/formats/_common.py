@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import printable
-from ..report import STATUSES, Report, TensorRow, TensorSide
+from ..report import STATUSES, EngineEvent, Report, TensorRow, TensorSide
 
 if TYPE_CHECKING:
     from . import RenderOptions
@@ -38,6 +38,8 @@ def human_bytes(n: int) -> str:
 
 
 def counts_line(report: Report) -> str:
+    if report.b is None:  # one checkpoint on its own: the engines are the whole story
+        return outcomes_line(report)
     parts = [f"{report.counts[status]} {status}" for status in STATUSES if report.counts[status]]
     text = ", ".join(parts) or "no tensors"
     allowed = sum(1 for row in report.tensors if row.allowed_by is not None)
@@ -108,3 +110,20 @@ def config_value(value: object) -> str:
     import json
 
     return "—" if value is None else json.dumps(value, sort_keys=True)
+
+
+def outcomes_line(report: Report) -> str:
+    """``sglang A loads, vllm A degraded (allowed by policy)``: each engine and side's outcome."""
+    parts = []
+    for result in report.engines:
+        allowed = " (allowed by policy)" if result.outcome != "loads" and result.passes else ""
+        parts.append(f"{result.engine} {result.side} {result.outcome}{allowed}")
+    return ", ".join(parts) or "no engines"
+
+
+def event_line(event: EngineEvent) -> str:
+    """``warning [lm_head_random] lm_head.weight: ...`` with the policy rule that accepts it, if any."""
+    shown = event.tensor is not None and not event.message.startswith(event.tensor)
+    where = f" {printable(event.tensor)}:" if shown else ""
+    allowed = f" (allowed by {event.allowed_by})" if event.allowed_by else ""
+    return f"[{event.code}]{where} {printable(event.message)}{allowed}"

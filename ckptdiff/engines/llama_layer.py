@@ -1,0 +1,50 @@
+"""The parameters of a Llama-style EAGLE-3 decoder layer (the layout every engine's llama_eagle3 builds).
+
+Shapes are [out, in] like nn.Linear; the first layer's attention reads 2 x hidden (embeddings and hidden
+states concatenated). Fused parameters are listed per shard, named ``param[shard]``.
+"""
+
+from __future__ import annotations
+
+from .rules import Case, Param, Source
+from .settings import Draft
+
+
+def _attn(d: Draft, out: int | None) -> tuple[int, ...] | None:
+    return (out, 2 * d.hidden) if out else None
+
+
+def decoder_layer(prefix: str, source: Source, *absent: Case) -> tuple[Param, ...]:
+    """The layer's parameters under ``prefix`` ("model.midlayer."); ``absent``: what an unfilled one becomes."""
+    attn, mlp = f"{prefix}self_attn.", f"{prefix}mlp."
+    return (
+        Param(f"{attn}qkv_proj.weight[q]", lambda d: _attn(d, d.q_out()), source, absent=absent),
+        Param(f"{attn}qkv_proj.weight[k]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
+        Param(f"{attn}qkv_proj.weight[v]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
+        Param(f"{attn}o_proj.weight", lambda d: (d.hidden, d.q_out()) if d.q_out() else None, source, absent=absent),
+        Param(f"{mlp}gate_up_proj.weight[0]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+              source, absent=absent),  # fmt: skip
+        Param(f"{mlp}gate_up_proj.weight[1]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+              source, absent=absent),  # fmt: skip
+        Param(f"{mlp}down_proj.weight", lambda d: (d.hidden, d.intermediate) if d.intermediate else None,
+              source, absent=absent),  # fmt: skip
+        Param(f"{prefix}input_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
+        Param(f"{prefix}hidden_norm.weight", lambda d: (d.hidden,), source, absent=absent),
+        Param(f"{prefix}post_attention_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
+    )
+
+
+def mla_layer(prefix: str, source: Source, *absent: Case) -> tuple[Param, ...]:
+    """An MLA (DeepSeek-style) EAGLE-3 layer: the norms and MLP are checked; attention is accepted by prefix."""
+    mlp = f"{prefix}mlp."
+    return (
+        Param(f"{mlp}gate_up_proj.weight[0]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+              source, absent=absent),  # fmt: skip
+        Param(f"{mlp}gate_up_proj.weight[1]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+              source, absent=absent),  # fmt: skip
+        Param(f"{mlp}down_proj.weight", lambda d: (d.hidden, d.intermediate) if d.intermediate else None,
+              source, absent=absent),  # fmt: skip
+        Param(f"{prefix}input_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
+        Param(f"{prefix}hidden_norm.weight", lambda d: (d.hidden,), source, absent=absent),
+        Param(f"{prefix}post_attention_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
+    )
