@@ -67,7 +67,8 @@ class Policy:
         object.__setattr__(self, "allow_dtype_change", tuple(self._dtype_rule(r) for r in self.allow_dtype_change))
         for rule in self.allow_event:
             if rule.count(":") != 1 or not all(rule.split(":")):
-                raise PolicyError(self._where("allow_event"), f"{rule!r} is not ENGINE:CODE (e.g. sglang:lm_head_random)")
+                raise PolicyError(self._where("allow_event"),
+                                  f"{rule!r} is not ENGINE:CODE (e.g. sglang:lm_head_random)")  # fmt: skip
 
     def _where(self, field: str) -> str:
         origin = dict(self.origins).get(field)
@@ -140,7 +141,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def apply_policy(policy: Policy, rows: Sequence[TensorRow]) -> tuple[tuple[TensorRow, ...], tuple[tuple[str, int], ...]]:
+def apply_policy(
+    policy: Policy, rows: Sequence[TensorRow]
+) -> tuple[tuple[TensorRow, ...], tuple[tuple[str, int], ...]]:
     """Leave out ignored rows and mark accepted ones (``allowed_by``); returns the rows and, per --ignore glob
     that acted, how many rows it left out.
 

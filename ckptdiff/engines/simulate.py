@@ -45,14 +45,14 @@ def simulate(
     """What ``engine`` does with ``checkpoint`` served as an EAGLE-3 drafter (``base_config``: the target's)."""
     config = checkpoint.config
     if config is None:
-        event = EngineEvent("error", "no_config", None,
-                            f"{checkpoint.spec} has no config.json: {engine.label} cannot build a drafter from it")  # fmt: skip
+        message = f"{checkpoint.spec} has no config.json: {engine.label} cannot build a drafter from it"
+        event = EngineEvent("error", "no_config", None, message)
         return EngineResult(engine.name, side, (event,), "no config.json")
     architectures = config.get("architectures")
     arch = architectures[0] if isinstance(architectures, list) and architectures else None
     if not isinstance(arch, str):
-        event = EngineEvent("error", "no_architecture", None,
-                            f"config.json has no architectures list: {engine.label} cannot choose a drafter class")  # fmt: skip
+        message = f"config.json has no architectures list: {engine.label} cannot choose a drafter class"
+        event = EngineEvent("error", "no_architecture", None, message)
         return EngineResult(engine.name, side, (event,), "no architectures in config.json")
     looked_up = arch
     for pattern, replacement in engine.architecture_mapping:

@@ -1,8 +1,9 @@
 """JUnit XML, the test-report format CI systems already display (Jenkins, GitLab, GitHub test reporters).
 
 One ``<testsuite>`` per comparison; one ``<testcase>`` per tensor (classname ``tensors``), per finding
-(classname ``findings``), one for config.json (classname ``config``) and one per engine and side (classname
-``engines``, named ``sglang B``: a failure typed by its outcome when it does not load as trained). A tensor that breaks compatibility
+(classname ``findings``), one for config.json (classname ``config``) and one per engine and side
+(classname ``engines``, named ``sglang B``: a failure typed by its outcome when it does not load as trained).
+A tensor that breaks compatibility
 is a ``<failure>`` whose ``type`` is its status and whose message says why; a row a policy rule accepts is
 ``<skipped>`` with the rule; findings that fail the gate are failures typed by their code. Only the
 attributes and elements of the common JUnit schema are used, and no timestamps or host names, so the same

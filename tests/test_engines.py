@@ -1,0 +1,252 @@
+"""--engine: each serving engine's EAGLE-3 loader replayed on small checkpoints built from the real failures in
+../shared/reference/engines.md (the table of user reports), end to end from the CLI and through the library."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptdiff.compare import compare_specs
+from ckptdiff.policy import Policy
+from ckptdiff.report import Finding
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import eagle3_tensors, small_drafter_config, write_config, write_drafter, write_safetensors
+
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
+
+
+def drafter(folder: Path, *, tensors: list[Any] | None = None, with_embed: bool = False, **config: Any) -> str:
+    """A small SpecForge-layout drafter (the published Kimi-K2 one scaled down), with config overrides."""
+    settings = small_drafter_config(**config)
+    specs = tensors if tensors is not None else eagle3_tensors(settings, with_embed=with_embed)
+    return str(write_drafter(folder, settings, with_embed=with_embed, tensors=specs))
+
+
+def base(folder: Path, *, hidden: int = 64, layers: int = 61, vocab: int = 1024, multimodal: bool = False) -> str:
+    """A target model's config.json (Kimi-K2-like text settings) and its embedding, small."""
+    text = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": hidden,
+            "num_hidden_layers": layers, "vocab_size": vocab, "torch_dtype": "bfloat16"}  # fmt: skip
+    config = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25", "text_config": text}
+    write_config(folder, config if multimodal else text)
+    prefix = "language_model." if multimodal else ""
+    write_safetensors(folder / "model.safetensors", [(f"{prefix}model.embed_tokens.weight", "BF16", [vocab, hidden]),
+                                                     (f"{prefix}lm_head.weight", "BF16", [vocab, hidden])])  # fmt: skip
+    return str(folder)
+
+
+def result(report: Any, engine: str, side: str = "A") -> Any:
+    return next(r for r in report.engines if r.engine == engine and r.side == side)
+
+
+def codes(engine_result: Any) -> dict[str, str]:
+    return {event.code: event.severity for event in engine_result.events}
+
+
+def check(spec: str, *engines: str, base_spec: str | None = None, policy: Policy | None = None) -> Any:
+    return compare_specs(spec, None, engines=engines or ("all",), base=base_spec, policy=policy)
+
+
+# --- the published layout: no false alarm ---------------------------------------------------------------
+
+
+def test_the_published_drafter_loads_under_every_engine(run_cli):
+    done = run_cli(PUBLISHED, "--engine", "all", "--format", "json")
+    assert done.returncode == 0, done.stdout
+    document = json.loads(done.stdout)
+    assert [(e["engine"], e["side"], e["outcome"]) for e in document["engines"]] == [
+        ("sglang", "A", "loads"), ("vllm", "A", "loads"), ("trtllm", "A", "loads")]  # fmt: skip
+    assert document["b"] is None and document["verdict"] == "compatible" and document["tensors"] == []
+
+
+def test_both_sides_are_simulated_and_engine_prose_moves_out_of_the_findings():
+    plain = compare_specs(PUBLISHED, OURS)
+    assert "embed_tokens_carried" in {f.code for f in plain.findings} and plain.engines == ()
+    report = compare_specs(PUBLISHED, OURS, engines=("sglang", "vllm"))
+    assert [(r.engine, r.side, r.outcome) for r in report.engines] == [
+        ("sglang", "A", "loads"), ("sglang", "B", "loads"), ("vllm", "A", "loads"), ("vllm", "B", "loads")]  # fmt: skip
+    assert "embed_tokens_carried" not in {f.code for f in report.findings}
+    # what each engine does with B's own embed_tokens is now its event
+    assert codes(result(report, "sglang", "B"))["embed_tokens_overridden"] == "info"
+    assert codes(result(report, "vllm", "B"))["embed_tokens_own"] == "info"
+    assert report.verdict == "compatible" and report.counts == plain.counts
+
+
+# --- the reference's failure table -------------------------------------------------------------------------
+
+
+def test_no_lm_head_with_draft_vocab_size_is_a_random_head_under_sglang(tmp_path, run_cli):
+    """sglang PR#27908: nvidia/Kimi-K2.6-Eagle3 without lm_head, draft_vocab_size set: accept length 1.00."""
+    settings = small_drafter_config()
+    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
+                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    report = check(spec, "sglang")
+    sglang = result(report, "sglang")
+    assert sglang.outcome == "degraded" and codes(sglang)["lm_head_random"] == "warning"
+    event = next(e for e in sglang.events if e.code == "lm_head_random")
+    assert "lm_head.weight" in event.message and "RANDOM" in event.message and "llama_eagle3.py" in event.message
+    done = run_cli(spec, "--engine", "sglang")
+    assert done.returncode == 1
+    assert "sglang A: degraded — lm_head_random" in done.stdout
+
+
+def test_speculators_layer_names_are_skipped_by_sglang_and_loaded_by_vllm(tmp_path):
+    """speculators writes layers.0.*; SGLang's llama_eagle3 looks for midlayer.* and drops the rest silently."""
+    settings = small_drafter_config()
+    renamed = [(name.replace("midlayer.", "layers.0."), dtype, shape)
+               for name, dtype, shape in eagle3_tensors(settings, with_embed=False)]  # fmt: skip
+    report = check(drafter(tmp_path / "d", tensors=renamed), "sglang", "vllm")
+    sglang, vllm = result(report, "sglang"), result(report, "vllm")
+    assert sglang.outcome == "degraded" and vllm.outcome == "loads"
+    assert sglang.summary == "layers.0.* skipped (10 tensors); 10 weights random (model.midlayer.*)"
+    skipped = [e.tensor for e in sglang.events if e.code == "skipped_unknown_name"]
+    assert "layers.0.self_attn.q_proj.weight" in skipped and len(skipped) == 10
+    assert sum(e.code == "random_init" for e in sglang.events) == 10
+
+
+def test_aux_ids_at_the_top_level_are_ignored_by_sglang_and_read_by_vllm(tmp_path):
+    spec = drafter(tmp_path / "d", eagle_config={"use_aux_hidden_state": True},
+                   eagle_aux_hidden_state_layer_ids=[2, 30, 58])  # fmt: skip
+    report = check(spec, "sglang", "vllm", base_spec=base(tmp_path / "base"))
+    sglang, vllm = result(report, "sglang"), result(report, "vllm")
+    default = next(e for e in sglang.events if e.code == "aux_ids_default")
+    assert default.severity == "warning" and sglang.outcome == "degraded"
+    assert "ignores eagle_aux_hidden_state_layer_ids=[2, 30, 58]" in default.message
+    assert "outputs of target layers [1, 29, 57]" in default.message  # its default for the 61-layer base
+    read = next(e for e in vllm.events if e.code == "aux_ids")
+    assert read.message.startswith("reads eagle_aux_hidden_state_layer_ids=[2, 30, 58]") and vllm.outcome == "loads"
+
+
+def test_a_non_eagle3_architecture_fails_with_each_engines_error(tmp_path, run_cli):
+    """AngelSlim#39 (SGLang KeyError in qwen3.py), and vLLM's registry refusal of the name EAGLEConfig makes."""
+    spec = drafter(tmp_path / "d", architectures=["Qwen3ForCausalLM"])
+    report = check(spec, "sglang", "vllm")
+    sglang, vllm = result(report, "sglang"), result(report, "vllm")
+    assert sglang.outcome == vllm.outcome == "fails"
+    assert "KeyError: 'midlayer.self_attn.qkv_proj.weight'" in sglang.events[0].message
+    assert "Model architectures ['Eagle3Qwen3ForCausalLM'] are not supported for now." in vllm.events[0].message
+    assert "(inferred)" in vllm.events[0].message  # read from the registry's usual refusal, not an EAGLE-3 file
+    done = run_cli(spec, "--engine", "sglang", "--engine", "vllm")
+    assert done.returncode == 1 and "sglang A: fails" in done.stdout and "vllm A: fails" in done.stdout
+
+
+def test_a_drafter_narrower_than_its_target_without_an_embedding_fails_under_vllm(tmp_path):
+    """vllm#18906: draft hidden != target hidden and no embed_tokens of its own: vLLM shares the target's."""
+    settings = small_drafter_config(target_hidden_size=128)
+    tensors = [("fc.weight", dtype, [64, 3 * 128]) if name == "fc.weight" else (name, dtype, shape)
+               for name, dtype, shape in eagle3_tensors(settings, with_embed=False)]  # fmt: skip
+    spec = drafter(tmp_path / "d", tensors=tensors, target_hidden_size=128)
+    report = check(spec, "vllm", "sglang", base_spec=base(tmp_path / "base", hidden=128))
+    vllm = result(report, "vllm")
+    assert vllm.outcome == "fails" and codes(vllm)["embed_width_mismatch"] == "error"
+    assert "vllm#18906" in vllm.events[0].message and "128 wide, but hidden_size is 64" in vllm.events[0].message
+    assert result(report, "sglang").outcome == "loads"  # SGLang's fc takes 3 x target_hidden_size
+
+
+def test_aux_ids_written_for_sglang_read_one_layer_early_by_vllm(tmp_path):
+    """vllm PR#43671: a head trained with SGLang's "output of layer k" ids, served by vLLM."""
+    spec = drafter(tmp_path / "d", eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57],
+                                                  "use_aux_hidden_state": True})  # fmt: skip
+    report = check(spec, "sglang", "vllm", base_spec=base(tmp_path / "base"))
+    event = next(e for e in result(report, "vllm").events if e.code == "aux_ids_convention")
+    assert event.severity == "warning" and result(report, "vllm").outcome == "degraded"
+    assert "SGLang's convention" in event.message and "vLLM's convention" in event.message
+    assert "outputs of layers [0, 28, 56] of the 61-layer target instead of the trained [1, 29, 57]" in event.message
+    assert result(report, "sglang").outcome == "loads" and "aux_ids_convention" not in codes(result(report, "sglang"))
+
+
+def test_the_target_settings_come_from_text_config_of_a_multimodal_base(tmp_path):
+    spec = drafter(tmp_path / "d", eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 30, 70]})
+    report = check(spec, "vllm", base_spec=base(tmp_path / "base", multimodal=True))
+    out_of_range = next(e for e in result(report, "vllm").events if e.code == "aux_id_out_of_range")
+    assert "the target has 61 layers" in out_of_range.message and result(report, "vllm").outcome == "fails"
+
+
+# --- CLI, formats, config file, policy ---------------------------------------------------------------------
+
+
+def test_one_spec_without_an_engine_is_a_usage_error(run_cli):
+    done = run_cli(PUBLISHED)
+    assert done.returncode == 2 and "give B to compare A with, or --engine NAME" in done.stderr
+
+
+def test_table_markdown_and_junit_show_one_line_per_engine_and_side(tmp_path, run_cli):
+    settings = small_drafter_config()
+    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
+                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    table = run_cli(PUBLISHED, spec, "--engine", "sglang").stdout
+    assert "engines:\n  sglang A: loads\n" in table
+    assert "  sglang B: degraded — lm_head_random\n    warning [lm_head_random] lm_head.weight is missing" in table
+    markdown = run_cli(PUBLISHED, spec, "--engine", "sglang", "--format", "markdown").stdout
+    assert "### Engines" in markdown and "- **sglang B: degraded — lm_head_random** ⚠️" in markdown
+    junit = ET.fromstring(run_cli(PUBLISHED, spec, "--engine", "sglang", "--format", "junit").stdout)
+    cases = {case.get("name"): case for case in junit.iter("testcase") if case.get("classname") == "engines"}
+    assert set(cases) == {"sglang A", "sglang B"}
+    assert cases["sglang B"].find("failure").get("type") == "degraded" and cases["sglang A"].find("failure") is None
+
+
+def test_json_engines_schema(tmp_path, run_cli):
+    document = json.loads(run_cli(PUBLISHED, OURS, "--engine", "vllm", "--format", "json").stdout)
+    assert document["schema"] == "ckptdiff/report/v1"
+    entry = document["engines"][1]
+    assert set(entry) == {"engine", "side", "outcome", "summary", "events"} and entry["side"] == "B"
+    for event in entry["events"]:
+        assert set(event) == {"severity", "code", "tensor", "message"}
+        assert event["severity"] in ("error", "warning", "info") and isinstance(event["tensor"], (str, type(None)))
+    assert "engines" not in json.loads(run_cli(PUBLISHED, OURS, "--format", "json").stdout)
+
+
+def test_config_file_engines_and_allowed_events(tmp_path, run_cli):
+    settings = small_drafter_config()
+    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
+                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    (tmp_path / "ckptdiff.toml").write_text('engine = ["sglang"]\n')
+    done = run_cli(spec, cwd=tmp_path)
+    assert done.returncode == 1 and "sglang A: degraded" in done.stdout
+    (tmp_path / "ckptdiff.toml").write_text('engine = ["sglang"]\nallow-event = ["sglang:lm_head_random"]\n')
+    done = run_cli(spec, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert "--allow-event sglang:lm_head_random (from ckptdiff.toml): 1 engine event accepted" in done.stdout
+    assert "sglang A: degraded — lm_head_random" in done.stdout  # the outcome is still told as it is
+    (tmp_path / "ckptdiff.toml").write_text('engine = ["tgi"]\n')
+    assert "'tgi' is not an engine" in run_cli(spec, cwd=tmp_path).stderr
+
+
+def test_an_allowed_event_passes_the_gate_from_the_command_line(tmp_path, run_cli):
+    settings = small_drafter_config()
+    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
+                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    assert run_cli(spec, "--engine", "sglang", "--allow-event", "*:lm_head_random").returncode == 0
+    assert run_cli(spec, "--engine", "sglang", "--allow-event", "vllm:lm_head_random").returncode == 1
+    assert run_cli(spec, "--engine", "sglang", "--allow-event", "lm_head_random").returncode == 2
+
+
+# --- the Report's state is derived -------------------------------------------------------------------------
+
+
+def test_verdict_counts_and_rule_texts_follow_what_the_report_holds():
+    report = compare_specs(PUBLISHED, OURS, policy=Policy(fail_on="warning"))
+    assert report.verdict == "compatible" and report.rules_applied == ()
+    warned = replace(report, findings=(*report.findings, Finding("warning", "values_changed", "…")))
+    assert warned.verdict == "incompatible"
+    assert warned.rules_applied == ("--fail-on warning: 1 warning finding fails the gate",)
+    fewer = replace(report, tensors=report.tensors[:3])
+    assert sum(fewer.counts.values()) == 3 and report.to_dict()["verdict"] == "compatible"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm"])
+def test_every_rule_cites_its_engine_file_and_commit(engine):
+    from ckptdiff.engines import get_engine
+
+    rules = get_engine(engine)
+    events = [rules.unregistered, rules.aux_ids.default_event]
+    for loader in rules.loaders:
+        events += [loader.unknown, loader.shape_error, *(d.event for d in loader.drops)]
+        events += [case.then for param in loader.params for case in (*param.absent, *param.replaced)]
+    for event in events:
+        assert event.source.repo.count("/") == 1 and len(event.source.commit) >= 7 and event.source.path
