@@ -189,7 +189,9 @@ def command(
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
     engines = engines or tuple(settings.get("engine", ()))
     if b is None and not engines:
-        raise click.UsageError("give B to compare A with, or --engine NAME to check A on its own")
+        raise click.UsageError("Missing argument 'B': give B to compare A with, or --engine NAME to check A on its own")
+    if b is None and values:
+        raise click.UsageError("--values compares A's tensor values with B's: give B")
     from .profiles.naming import parse_rename
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read

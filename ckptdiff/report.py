@@ -163,8 +163,12 @@ class EngineResult:
     engine: str  # "sglang", "vllm", "trtllm"
     side: str  # "A" or "B"
     events: tuple[EngineEvent, ...]
-    #: One line saying why, for the headline ("midlayer.* skipped: checkpoint names layers.0.*; 10 weights random").
+    #: One line saying why, for the headline ("layers.0.* skipped (10 tensors); 10 weights random (...)").
     summary: str = ""
+    #: Each checkpoint tensor's fate (loaded, renamed, from_target, skipped, error) and the parameter it filled.
+    tensors: tuple[tuple[str, str, str | None], ...] = ()
+    #: Each parameter the engine builds and its fate (loaded, from_target, random, missing, default, not_needed).
+    parameters: tuple[tuple[str, str], ...] = ()
 
     @property
     def outcome(self) -> Outcome:
@@ -181,8 +185,15 @@ class EngineResult:
         return f"{self.engine} {self.side}: {self.outcome}" + (f" — {self.summary}" if self.summary else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"engine": self.engine, "side": self.side, "outcome": self.outcome, "summary": self.summary,
-                "events": [event.to_dict() for event in self.events]}  # fmt: skip
+        return {
+            "engine": self.engine,
+            "side": self.side,
+            "outcome": self.outcome,
+            "summary": self.summary,
+            "events": [event.to_dict() for event in self.events],
+            "tensors": [{"name": name, "fate": fate, "parameter": param} for name, fate, param in self.tensors],
+            "parameters": [{"name": name, "fate": fate} for name, fate in self.parameters],
+        }
 
 
 @dataclass(frozen=True)

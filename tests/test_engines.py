@@ -92,7 +92,7 @@ def test_no_lm_head_with_draft_vocab_size_is_a_random_head_under_sglang(tmp_path
     assert "lm_head.weight" in event.message and "RANDOM" in event.message and "llama_eagle3.py" in event.message
     done = run_cli(spec, "--engine", "sglang")
     assert done.returncode == 1
-    assert "sglang A: degraded — lm_head_random" in done.stdout
+    assert "sglang A: degraded — 1 weight random (lm_head.weight)" in done.stdout
 
 
 def test_speculators_layer_names_are_skipped_by_sglang_and_loaded_by_vllm(tmp_path):
@@ -107,6 +107,22 @@ def test_speculators_layer_names_are_skipped_by_sglang_and_loaded_by_vllm(tmp_pa
     skipped = [e.tensor for e in sglang.events if e.code == "skipped_unknown_name"]
     assert "layers.0.self_attn.q_proj.weight" in skipped and len(skipped) == 10
     assert sum(e.code == "random_init" for e in sglang.events) == 10
+    # every tensor and every parameter ends somewhere
+    assert dict((name, fate) for name, fate, _ in sglang.tensors)["layers.0.mlp.up_proj.weight"] == "skipped"
+    assert dict(sglang.parameters)["model.midlayer.self_attn.qkv_proj.weight[q]"] == "random"
+    fates = {name: (fate, param) for name, fate, param in vllm.tensors}
+    # vLLM's own naming: only the model. prefix and the q/k/v stacking
+    assert fates["layers.0.self_attn.q_proj.weight"] == ("loaded", "model.layers.0.self_attn.qkv_proj.weight[q]")
+    assert fates["d2t"] == ("renamed", "draft_id_to_target_id") and fates["t2d"] == ("skipped", None)
+    assert fates["norm.weight"] == ("loaded", "model.norm.weight")
+    assert dict(vllm.parameters)["model.embed_tokens.weight"] == "from_target"
+
+
+def test_vllm_renames_specforge_names():
+    vllm = result(check(PUBLISHED, "vllm"), "vllm")
+    fates = {name: (fate, param) for name, fate, param in vllm.tensors}
+    assert fates["midlayer.self_attn.q_proj.weight"] == ("renamed", "model.layers.0.self_attn.qkv_proj.weight[q]")
+    assert all(fate in ("loaded", "from_target") for _, fate in vllm.parameters)
 
 
 def test_aux_ids_at_the_top_level_are_ignored_by_sglang_and_read_by_vllm(tmp_path):
@@ -172,7 +188,7 @@ def test_the_target_settings_come_from_text_config_of_a_multimodal_base(tmp_path
 
 def test_one_spec_without_an_engine_is_a_usage_error(run_cli):
     done = run_cli(PUBLISHED)
-    assert done.returncode == 2 and "give B to compare A with, or --engine NAME" in done.stderr
+    assert done.returncode == 2 and "Missing argument 'B': give B to compare A with, or --engine NAME" in done.stderr
 
 
 def test_table_markdown_and_junit_show_one_line_per_engine_and_side(tmp_path, run_cli):
@@ -181,9 +197,11 @@ def test_table_markdown_and_junit_show_one_line_per_engine_and_side(tmp_path, ru
                                             if t[0] != "lm_head.weight"])  # fmt: skip
     table = run_cli(PUBLISHED, spec, "--engine", "sglang").stdout
     assert "engines:\n  sglang A: loads\n" in table
-    assert "  sglang B: degraded — lm_head_random\n    warning [lm_head_random] lm_head.weight is missing" in table
+    headline = "  sglang B: degraded — 1 weight random (lm_head.weight)\n"
+    assert headline + "    warning [lm_head_random] lm_head.weight is missing" in table
+    assert table.rstrip().endswith("incompatible: 14 match, 1 only_in_a; sglang A loads, sglang B degraded")
     markdown = run_cli(PUBLISHED, spec, "--engine", "sglang", "--format", "markdown").stdout
-    assert "### Engines" in markdown and "- **sglang B: degraded — lm_head_random** ⚠️" in markdown
+    assert "### Engines" in markdown and "- **sglang B: degraded — 1 weight random (lm_head.weight)** ⚠️" in markdown
     junit = ET.fromstring(run_cli(PUBLISHED, spec, "--engine", "sglang", "--format", "junit").stdout)
     cases = {case.get("name"): case for case in junit.iter("testcase") if case.get("classname") == "engines"}
     assert set(cases) == {"sglang A", "sglang B"}
@@ -194,7 +212,7 @@ def test_json_engines_schema(tmp_path, run_cli):
     document = json.loads(run_cli(PUBLISHED, OURS, "--engine", "vllm", "--format", "json").stdout)
     assert document["schema"] == "ckptdiff/report/v1"
     entry = document["engines"][1]
-    assert set(entry) == {"engine", "side", "outcome", "summary", "events"} and entry["side"] == "B"
+    assert {"engine", "side", "outcome", "events"} <= set(entry) and entry["side"] == "B"
     for event in entry["events"]:
         assert set(event) == {"severity", "code", "tensor", "message"}
         assert event["severity"] in ("error", "warning", "info") and isinstance(event["tensor"], (str, type(None)))
@@ -212,7 +230,7 @@ def test_config_file_engines_and_allowed_events(tmp_path, run_cli):
     done = run_cli(spec, cwd=tmp_path)
     assert done.returncode == 0, done.stdout
     assert "--allow-event sglang:lm_head_random (from ckptdiff.toml): 1 engine event accepted" in done.stdout
-    assert "sglang A: degraded — lm_head_random" in done.stdout  # the outcome is still told as it is
+    assert "sglang A: degraded — 1 weight random (lm_head.weight)" in done.stdout  # the outcome is still told as it is
     (tmp_path / "ckptdiff.toml").write_text('engine = ["tgi"]\n')
     assert "'tgi' is not an engine" in run_cli(spec, cwd=tmp_path).stderr
 

@@ -15,6 +15,14 @@ Shape = tuple[int, ...]
 When = Callable[["Draft"], bool]
 
 
+#: What becomes of a parameter no tensor fills, by the code of the event its rule raises.
+PARAMETER_FATES: dict[str, str] = {
+    "from_target": "from_target", "lm_head_from_target": "from_target", "embed_width_mismatch": "from_target",
+    "random_init": "random", "lm_head_random": "random", "missing_weight": "missing",
+    "d2t_missing": "default", "skipped": "not_needed",
+}  # fmt: skip
+
+
 def always(_: Draft) -> bool:
     return True
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..report import EngineEvent, EngineResult
-from .rules import Engine, Event, Loader, Param
+from .rules import PARAMETER_FATES, Engine, Event, Loader, Param
 from .settings import Draft, Target, lookup
 
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
@@ -74,9 +74,11 @@ def simulate(
             if check.fails(draft):
                 events.add(check.event)
     _aux_ids(engine, draft, events)
-    fates = _load(loader, checkpoint, draft, events)
+    fates = _Fates()
+    _load(loader, checkpoint, draft, events, fates)
     ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
-    return EngineResult(engine.name, side, tuple(ordered), _summary(ordered, fates))
+    return EngineResult(engine.name, side, tuple(ordered), _summary(ordered, fates),
+                        tensors=tuple(fates.tensors), parameters=tuple(fates.parameters))  # fmt: skip
 
 
 _RANK = {"error": 0, "warning": 1, "info": 2}
@@ -90,16 +92,30 @@ def _draft_fields(d: Draft) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events) -> dict[str, list[str]]:
-    """Every tensor to a parameter (or a drop, a skip, an error); then every unfilled parameter's fate."""
+class _Fates:
+    """What became of each tensor (loaded, renamed, from_target, skipped, error) and each parameter."""
+
+    def __init__(self) -> None:
+        self.tensors: list[tuple[str, str, str | None]] = []
+        self.parameters: list[tuple[str, str]] = []
+
+    def of_tensors(self, fate: str) -> list[str]:
+        return [name for name, each, _ in self.tensors if each == fate]
+
+    def of_parameters(self, fate: str) -> list[str]:
+        return [name for name, each in self.parameters if each == fate]
+
+
+def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events, fates: _Fates) -> None:
+    """Every tensor to a parameter (or a drop, a skip, an error); then every parameter's fate."""
     params: dict[str, Param] = {p.name: p for p in loader.params if p.exists(draft)}
-    filled: set[str] = set()
-    fates: dict[str, list[str]] = {"loaded": [], "renamed": [], "random": [], "skipped": []}
+    filled: dict[str, str] = {}  # parameter → its fate
     for name in sorted(checkpoint.tensors):
         info = checkpoint.tensors[name]
         drop = next((d for d in loader.drops if re.search(d.pattern, name) and d.when(draft)), None)
         if drop is not None:
             events.add(drop.event, name, name=name)
+            fates.tensors.append((name, "from_target" if "overridden" in drop.event.code else "skipped", None))
             continue
         renamed, shard = name, None
         for rename in loader.renames:
@@ -111,34 +127,36 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events)
         param_name = next((c for c in candidates if c in params), None)
         if param_name is None:
             if any(c.startswith(loader.unchecked_prefixes) for c in candidates) and loader.unchecked_prefixes:
-                fates["loaded"].append(name)  # attention this table does not spell out (MLA): not checked
+                fates.tensors.append((name, "loaded", None))  # attention this table does not spell out (MLA)
                 continue
             events.add(loader.unknown, name, name=name, candidate=candidates[-1], lookup=candidates[-1].split("[")[0])
-            fates["skipped"].append(name)
+            fates.tensors.append((name, "error" if loader.unknown.severity == "error" else "skipped", None))
             continue
         param = params[param_name]
         want = param.shape(draft)
         if want is not None and tuple(info.shape) != tuple(want):
             events.add(loader.shape_error, name, name=name, param=param_name, got=_shape(info.shape), want=_shape(want))
-            filled.add(param_name)  # the load raised on it: nothing more happens to this parameter
+            fates.tensors.append((name, "error", param_name))
+            filled[param_name] = "error"  # the load raised on it: nothing more happens to this parameter
             continue
-        filled.add(param_name)
-        moved = _moved(name, param_name)
-        fates["renamed" if moved else "loaded"].append(name)
-        for case in param.replaced:
-            if case.when(draft):
-                events.add(case.then, name, name=name, param=param_name)
-                break
+        replaced = next((case for case in param.replaced if case.when(draft)), None)
+        if replaced is not None:
+            events.add(replaced.then, name, name=name, param=param_name)
+        # the target's value replaces it only when the rule says so; an info "own" event keeps it loaded
+        overridden = replaced is not None and "overridden" in replaced.then.code
+        fate = "from_target" if overridden else "renamed" if _moved(name, param_name) else "loaded"
+        fates.tensors.append((name, fate, param_name))
+        filled[param_name] = "from_target" if overridden else "loaded"
     for param in params.values():
         if param.name in filled:
+            fates.parameters.append((param.name, filled[param.name]))
             continue
         case = next((c for c in param.absent if c.when(draft)), None)
         if case is None:
+            fates.parameters.append((param.name, "random"))
             continue
-        if case.then.code == "random_init":
-            fates["random"].append(param.name)
+        fates.parameters.append((param.name, PARAMETER_FATES.get(case.then.code, "missing")))
         events.add(case.then, None, param=param.name)
-    return fates
 
 
 def _moved(name: str, param: str) -> bool:
@@ -207,20 +225,21 @@ def _pattern(names: list[str]) -> str:
     return (".".join(common) + ".*") if common else f"{len(names)} names"
 
 
-def _summary(events: list[EngineEvent], fates: dict[str, list[str]]) -> str:
+def _summary(events: list[EngineEvent], fates: _Fates) -> str:
     """One line: what went wrong, most serious first; empty when the engine uses every weight as trained."""
     parts: list[str] = []
     for event in events:
         if event.severity == "error" and len(parts) < 2:
             parts.append(f"{event.code}" + (f" ({event.tensor})" if event.tensor else ""))
-    skipped = fates["skipped"]
+    skipped = [e.tensor for e in events if e.code in ("skipped_unknown_name", "ignored_name") and e.tensor]
     if skipped:
         parts.append(f"{_pattern(skipped)} skipped ({len(skipped)} tensor{'s' if len(skipped) > 1 else ''})")
-    random_params = fates["random"]
+    random_params = fates.of_parameters("random")
     if random_params:
         parts.append(f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random "
                      f"({_pattern(random_params)})")  # fmt: skip
     for event in events:
-        if event.severity == "warning" and event.code not in ("skipped_unknown_name", "random_init", "ignored_name"):
+        told = event.code in ("skipped_unknown_name", "ignored_name") or PARAMETER_FATES.get(event.code) == "random"
+        if event.severity == "warning" and not told:
             parts.append(event.code + (f" ({event.tensor})" if event.tensor else ""))
     return "; ".join(dict.fromkeys(parts))

@@ -43,7 +43,8 @@ def counts_line(report: Report) -> str:
     parts = [f"{report.counts[status]} {status}" for status in STATUSES if report.counts[status]]
     text = ", ".join(parts) or "no tensors"
     allowed = sum(1 for row in report.tensors if row.allowed_by is not None)
-    return f"{text} ({allowed} allowed by policy)" if allowed else text
+    text = f"{text} ({allowed} allowed by policy)" if allowed else text
+    return f"{text}; {outcomes_line(report)}" if report.engines else text
 
 
 def row_note(row: TensorRow) -> str:
