@@ -265,6 +265,42 @@ def test_every_rule_cites_its_engine_file_and_commit(engine):
     events = [rules.unregistered, rules.aux_ids.default_event]
     for loader in rules.loaders:
         events += [loader.unknown, loader.shape_error, *(d.event for d in loader.drops)]
-        events += [case.then for param in loader.params for case in (*param.absent, *param.replaced)]
+        events += [case.then for param in loader.params for case in (*param.absent, *param.loaded)]
     for event in events:
         assert event.source.repo.count("/") == 1 and len(event.source.commit) >= 7 and event.source.path
+
+
+def test_a_speculators_format_drafter_is_vllms(tmp_path):
+    """The speculators library's format: settings under transformer_layer_config, layers.0.*, ids at the top."""
+    inner = {k: v for k, v in small_drafter_config().items() if k not in ("architectures", "eagle_config",
+                                                                         "draft_vocab_size")}  # fmt: skip
+    config = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "draft_vocab_size": 256,
+              "transformer_layer_config": inner, "eagle_aux_hidden_state_layer_ids": [2, 30, 58],
+              "norm_before_residual": False}  # fmt: skip
+    tensors = [(name.replace("midlayer.", "layers.0."), dtype, shape)
+               for name, dtype, shape in eagle3_tensors(small_drafter_config(), with_embed=True)]  # fmt: skip
+    folder = tmp_path / "speculators"
+    write_config(folder, config)
+    write_safetensors(folder / "model.safetensors", tensors)
+    report = check(str(folder))
+    assert result(report, "vllm").outcome == "loads"
+    assert result(report, "sglang").outcome == "fails" and result(report, "trtllm").outcome == "fails"
+    assert "EAGLE3Speculator" in result(report, "trtllm").events[0].message
+
+
+def test_a_hub_drafter_checked_alone_reads_only_the_bases_config_and_index(hub, run_cli, tmp_path):
+    from fixtures.generate import write_kimi_k2_base
+
+    hub.add_repo("AQ-MedAI/Kimi-K2-Instruct-eagle3", FIXTURES / "kimi-k2-eagle3-published")
+    hub.add_repo("moonshotai/Kimi-K2-Instruct", write_kimi_k2_base(tmp_path / "base", layers=4, experts=2))
+    env = hub.client_env(tmp_path / "hf-home")
+    done = run_cli("AQ-MedAI/Kimi-K2-Instruct-eagle3", "--engine", "vllm", "--base", "moonshotai/Kimi-K2-Instruct",
+                   "--format", "json", env=env)  # fmt: skip
+    assert done.returncode == 1, done.stderr  # the small drafter (hidden 64) does not fit Kimi-K2 (7168)
+    vllm = json.loads(done.stdout)["engines"][0]
+    assert {e["code"] for e in vllm["events"] if e["severity"] == "error"} == {"target_hidden_mismatch",
+                                                                        "embed_width_mismatch"}
+    assert "the target's hidden_size is 7168" in next(e["message"] for e in vllm["events"]
+                                                       if e["code"] == "target_hidden_mismatch")  # fmt: skip
+    base_requests = [entry.path for entry in hub.log if "moonshotai/" in entry.path]
+    assert not any(path.endswith(".safetensors") for path in base_requests), base_requests

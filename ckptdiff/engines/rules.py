@@ -15,12 +15,15 @@ Shape = tuple[int, ...]
 When = Callable[["Draft"], bool]
 
 
-#: What becomes of a parameter no tensor fills, by the code of the event its rule raises.
+#: What becomes of a parameter no tensor fills, by the code of the event its rule raises (else "missing").
 PARAMETER_FATES: dict[str, str] = {
     "from_target": "from_target", "lm_head_from_target": "from_target", "embed_width_mismatch": "from_target",
     "random_init": "random", "lm_head_random": "random", "missing_weight": "missing",
     "d2t_missing": "default", "skipped": "not_needed",
 }  # fmt: skip
+#: What becomes of a tensor a drop or an on-load rule names, by the event's code (else: dropped → "skipped",
+#: on-load → loaded).
+TENSOR_FATES: dict[str, str] = {"embed_tokens_overridden": "from_target"}
 
 
 def always(_: Draft) -> bool:
@@ -87,7 +90,7 @@ class Param:
 
     ``shape`` is computed from the drafter's settings (None: not checked). ``absent`` says what happens when no
     checkpoint tensor fills it (first case that holds; none: it stays randomly initialised, silently).
-    ``replaced`` says when the engine overwrites a loaded value with the target's afterwards.
+    ``loaded`` says what the engine then does with a loaded value (e.g. overwrites it with the target's).
     """
 
     name: str
@@ -96,7 +99,7 @@ class Param:
     shards: tuple[str, ...] = ()  # a fused parameter: the shards it stacks (q, k, v)
     exists: When = always
     absent: tuple[Case, ...] = ()
-    replaced: tuple[Case, ...] = ()
+    loaded: tuple[Case, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +144,9 @@ class Loader:
     #: Names under these prefixes are accepted without a per-parameter check (attention this table does not
     #: spell out, e.g. MLA).
     unchecked_prefixes: tuple[str, ...] = ()
+    #: Config sections whose keys the loader reads as top-level ones (the speculators format's
+    #: transformer_layer_config); the top level wins.
+    nested_config: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

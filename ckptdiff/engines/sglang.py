@@ -22,7 +22,7 @@ EMBED = Param(
     "model.embed_tokens.weight", lambda d: (d.vocab, d.hidden) if d.vocab else None, WORKER,
     absent=(Case(lambda d: True, Event(
         "info", "from_target", "{param}: the EAGLE-3 worker sets the target's embedding (set_embed)", WORKER)),),
-    replaced=(Case(lambda d: True, Event(
+    loaded=(Case(lambda d: True, Event(
         "info", "embed_tokens_overridden",
         "{name} is loaded, then replaced by the target's embedding (set_embed): harmless when it is a frozen copy "
         "of the target's, as EAGLE-3 training keeps it (--values --base checks)", WORKER)),),
@@ -103,9 +103,9 @@ SGLANG = Engine(
     loaders=(LLAMA_LOADER, MLA_LOADER),
     unregistered=Event(
         "error", "architecture_not_eagle3",
-        "architectures[0] is {arch}, not an EAGLE-3 class SGLang registers ({registered}): SGLang builds the "
-        "target's own class for it, whose loader fails with KeyError: 'midlayer.self_attn.qkv_proj.weight' "
-        "(AngelSlim#39)", LLAMA),  # fmt: skip
+        "architectures[0] is {arch}, not an EAGLE-3 class SGLang registers ({registered}): a class SGLang knows "
+        "as a target model loads it and fails with KeyError: 'midlayer.self_attn.qkv_proj.weight' (AngelSlim#39); "
+        "any other name is refused", LLAMA),  # fmt: skip
     aux_ids=AuxIds(
         keys=("eagle_config.eagle_aux_hidden_state_layer_ids",),
         offset=0,

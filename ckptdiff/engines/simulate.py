@@ -9,7 +9,7 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..report import EngineEvent, EngineResult
-from .rules import PARAMETER_FATES, Engine, Event, Loader, Param
+from .rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param
 from .settings import Draft, Target, lookup
 
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
@@ -64,6 +64,10 @@ def simulate(
         events.add(engine.unregistered)
         return EngineResult(engine.name, side, tuple(events.items), f"{arch} is not an EAGLE-3 class it serves")
     target = Target.of(base_config) if base_config is not None else None
+    for section in loader.nested_config:
+        nested = config.get(section)
+        if isinstance(nested, Mapping):
+            config = {**nested, **config}
     draft = Draft.of(config, frozenset(checkpoint.tensors), engine.aux_ids, target)
     events = _Events(_draft_fields(draft))
     for case in (*engine.config_checks, *loader.checks):
@@ -115,7 +119,7 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
         drop = next((d for d in loader.drops if re.search(d.pattern, name) and d.when(draft)), None)
         if drop is not None:
             events.add(drop.event, name, name=name)
-            fates.tensors.append((name, "from_target" if "overridden" in drop.event.code else "skipped", None))
+            fates.tensors.append((name, TENSOR_FATES.get(drop.event.code, "skipped"), None))
             continue
         renamed, shard = name, None
         for rename in loader.renames:
@@ -139,14 +143,12 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
             fates.tensors.append((name, "error", param_name))
             filled[param_name] = "error"  # the load raised on it: nothing more happens to this parameter
             continue
-        replaced = next((case for case in param.replaced if case.when(draft)), None)
-        if replaced is not None:
-            events.add(replaced.then, name, name=name, param=param_name)
-        # the target's value replaces it only when the rule says so; an info "own" event keeps it loaded
-        overridden = replaced is not None and "overridden" in replaced.then.code
-        fate = "from_target" if overridden else "renamed" if _moved(name, param_name) else "loaded"
-        fates.tensors.append((name, fate, param_name))
-        filled[param_name] = "from_target" if overridden else "loaded"
+        after = next((case for case in param.loaded if case.when(draft)), None)
+        if after is not None:
+            events.add(after.then, name, name=name, param=param_name)
+        fate = TENSOR_FATES.get(after.then.code, "") if after is not None else ""
+        fates.tensors.append((name, fate or ("renamed" if _moved(name, param_name) else "loaded"), param_name))
+        filled[param_name] = fate or "loaded"
     for param in params.values():
         if param.name in filled:
             fates.parameters.append((param.name, filled[param.name]))

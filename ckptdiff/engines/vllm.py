@@ -13,6 +13,7 @@ PROPOSER = Source(REPO, "00c4f22", "vllm/v1/spec_decode/llm_base_proposer.py")
 CONFIG = Source(REPO, "23c5aa9", "vllm/transformers_utils/configs/eagle.py")
 AUX = Source(REPO, "0cfdd2e", "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py")
 REGISTRY = Source(REPO, "00bd149", "vllm/model_executor/models/registry.py", inferred=True)
+SPECULATORS = Source(REPO, "9469974", "vllm/transformers_utils/configs/speculators/base.py")
 LOADER_UTILS = Source(REPO, "00bd149", "vllm/model_executor/model_loader/weight_utils.py (default_weight_loader)")
 
 #: Eagle3LlamaForCausalLM.load_weights returns None, so the model loader's "weights not initialized" check
@@ -33,7 +34,7 @@ EMBED = Param(
         Case(lambda d: True, Event(
             "info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER)),
     ),
-    replaced=(Case(lambda d: True, Event(
+    loaded=(Case(lambda d: True, Event(
         "info", "embed_tokens_own",
         "{name}: vLLM uses the drafter's own embedding (shared with the target only when torch.equal to it), so it "
         "must equal the target's; a random one collapses acceptance (--values --base checks)", PROPOSER)),),
@@ -104,6 +105,7 @@ LLAMA_LOADER = Loader(
     params=(EMBED, FC, *decoder_layer("model.layers.0.", LLAMA, UNCHECKED), NORM, LM_HEAD, D2T),
     unknown=UNKNOWN,
     shape_error=SHAPE,
+    nested_config=("transformer_layer_config",),  # the speculators adapter (SPECULATORS)
 )
 
 MLA_LOADER = Loader(
