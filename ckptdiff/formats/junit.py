@@ -2,12 +2,12 @@
 
 One ``<testsuite>`` per comparison; one ``<testcase>`` per tensor (classname ``tensors``), per finding
 (classname ``findings``), one for config.json (classname ``config``) and one per engine and side
-(classname ``engines``, named ``sglang B``: a failure typed by its outcome when it does not load as trained).
-A tensor that breaks compatibility
-is a ``<failure>`` whose ``type`` is its status and whose message says why; a row a policy rule accepts is
-``<skipped>`` with the rule; findings that fail the gate are failures typed by their code. Only the
-attributes and elements of the common JUnit schema are used, and no timestamps or host names, so the same
-inputs give the same bytes.
+(classname ``engines``, named like ``sglang B``). A tensor that breaks compatibility is a ``<failure>``
+whose ``type`` is its status and whose message says why; a row a policy rule accepts is ``<skipped>`` with
+the rule; findings that fail the gate are failures typed by their code; an engine that does not load a side
+as trained is a failure typed by its outcome (``degraded``, ``fails``), or skipped when the policy accepts
+its events. Only the attributes and elements of the common JUnit schema are used, and no timestamps or host
+names, so the same inputs give the same bytes.
 """
 
 from __future__ import annotations
