@@ -125,6 +125,20 @@ def test_vllm_renames_specforge_names():
     assert all(fate in ("loaded", "from_target") for _, fate in vllm.parameters)
 
 
+def test_hf_style_model_prefixed_names_fail_under_vllm_and_are_skipped_by_sglang(tmp_path):
+    """A drafter saved with vLLM's in-memory names (model.layers.0.*): vLLM prefixes model. once more."""
+    settings = small_drafter_config()
+    kept = ("lm_head.weight", "d2t", "t2d")
+    prefixed = [(name if name in kept else "model." + name.replace("midlayer.", "layers.0."), dtype, shape)
+                for name, dtype, shape in eagle3_tensors(settings, with_embed=False)]  # fmt: skip
+    report = check(drafter(tmp_path / "d", tensors=prefixed), "vllm", "sglang")
+    vllm = result(report, "vllm")
+    assert vllm.outcome == "fails"
+    event = next(e for e in vllm.events if e.tensor == "model.layers.0.self_attn.q_proj.weight")
+    assert "KeyError: 'model.layers.0.self_attn.qkv_proj.weight'" in event.message and "(inferred)" in event.message
+    assert result(report, "sglang").outcome == "degraded"  # SGLang finds model.fc, model.norm; not model.layers.0
+
+
 def test_aux_ids_at_the_top_level_are_ignored_by_sglang_and_read_by_vllm(tmp_path):
     spec = drafter(tmp_path / "d", eagle_config={"use_aux_hidden_state": True},
                    eagle_aux_hidden_state_layer_ids=[2, 30, 58])  # fmt: skip

@@ -133,7 +133,8 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
             if any(c.startswith(loader.unchecked_prefixes) for c in candidates) and loader.unchecked_prefixes:
                 fates.tensors.append((name, "loaded", None))  # attention this table does not spell out (MLA)
                 continue
-            events.add(loader.unknown, name, name=name, candidate=candidates[-1], lookup=candidates[-1].split("[")[0])
+            looked_up = candidates[-1].split("[")[0]
+            events.add(loader.unknown, name, name=name, candidate=looked_up, inner=looked_up.removeprefix("model."))
             fates.tensors.append((name, "error" if loader.unknown.severity == "error" else "skipped", None))
             continue
         param = params[param_name]

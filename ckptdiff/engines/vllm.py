@@ -70,10 +70,11 @@ FC_MLA = Param("model.fc.weight", lambda d: (d.hidden, d.aux_count * d.target_hi
                exists=lambda d: d.use_aux, absent=(UNCHECKED,))  # fmt: skip
 NORM = Param("model.norm.weight", lambda d: (d.hidden,), LLAMA, absent=(UNCHECKED,))
 
+#: The drafter's LlamaModel.load_weights looks names up without the outer "model." (AutoWeightsLoader strips it).
 UNKNOWN = Event(
     "error", "unknown_name",
-    "{name} becomes {candidate}, which vLLM's drafter has no parameter for: KeyError: '{lookup}' in load_weights "
-    "(params_dict[name])", LLAMA)  # fmt: skip
+    "{name} becomes {candidate}, which vLLM's drafter has no parameter for: KeyError: '{inner}' in load_weights "
+    "(params_dict[name])", LLAMA.inferring())  # fmt: skip
 SHAPE = Event(
     "error", "shape_mismatch",
     "{name} is {got} but vLLM's {param} is {want}: \"Attempted to load weight ({got}) into parameter ({want})\"",
