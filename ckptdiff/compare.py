@@ -71,8 +71,11 @@ def simulate_engines(
     from .engines.simulate import simulate
 
     base_config = base.config if base is not None else None
-    results = [simulate(get_engine(name), checkpoint, label, base_config)
-               for name in engine_names(engines) for label, checkpoint in sides]  # fmt: skip
+    results = [
+        simulate(get_engine(name), checkpoint, label, base_config)
+        for name in engine_names(engines)
+        for label, checkpoint in sides
+    ]
     return apply_event_policy(policy, results)
 
 

@@ -67,8 +67,8 @@ class Policy:
         object.__setattr__(self, "allow_dtype_change", tuple(self._dtype_rule(r) for r in self.allow_dtype_change))
         for rule in self.allow_event:
             if rule.count(":") != 1 or not all(rule.split(":")):
-                raise PolicyError(self._where("allow_event"),
-                                  f"{rule!r} is not ENGINE:CODE (e.g. sglang:lm_head_random)")  # fmt: skip
+                example = "e.g. sglang:lm_head_random"
+                raise PolicyError(self._where("allow_event"), f"{rule!r} is not ENGINE:CODE ({example})")
 
     def _where(self, field: str) -> str:
         origin = dict(self.origins).get(field)
@@ -194,8 +194,12 @@ def apply_event_policy(policy: Policy, results: Sequence[EngineResult]) -> tuple
     return tuple(out)
 
 
-_WHAT = {"ignore": "left out", "allow_missing": "accepted as missing from B", "allow_extra": "accepted as extra in B",
-         "allow_dtype_change": "accepted with a dtype change"}  # fmt: skip
+_WHAT = {
+    "ignore": "left out",
+    "allow_missing": "accepted as missing from B",
+    "allow_extra": "accepted as extra in B",
+    "allow_dtype_change": "accepted with a dtype change",
+}
 
 
 def rules_applied(

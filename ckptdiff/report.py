@@ -149,8 +149,12 @@ class EngineEvent:
     allowed_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"severity": self.severity, "code": self.code, "tensor": self.tensor,
-                               "message": self.message}  # fmt: skip
+        out: dict[str, Any] = {
+            "severity": self.severity,
+            "code": self.code,
+            "tensor": self.tensor,
+            "message": self.message,
+        }
         if self.allowed_by is not None:
             out["allowed_by"] = self.allowed_by
         return out

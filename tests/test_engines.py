@@ -30,13 +30,24 @@ def drafter(folder: Path, *, tensors: list[Any] | None = None, with_embed: bool 
 
 def base(folder: Path, *, hidden: int = 64, layers: int = 61, vocab: int = 1024, multimodal: bool = False) -> str:
     """A target model's config.json (Kimi-K2-like text settings) and its embedding, small."""
-    text = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "kimi_k2", "hidden_size": hidden,
-            "num_hidden_layers": layers, "vocab_size": vocab, "torch_dtype": "bfloat16"}  # fmt: skip
+    text = {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "kimi_k2",
+        "hidden_size": hidden,
+        "num_hidden_layers": layers,
+        "vocab_size": vocab,
+        "torch_dtype": "bfloat16",
+    }
     config = {"architectures": ["KimiK25ForConditionalGeneration"], "model_type": "kimi_k25", "text_config": text}
     write_config(folder, config if multimodal else text)
     prefix = "language_model." if multimodal else ""
-    write_safetensors(folder / "model.safetensors", [(f"{prefix}model.embed_tokens.weight", "BF16", [vocab, hidden]),
-                                                     (f"{prefix}lm_head.weight", "BF16", [vocab, hidden])])  # fmt: skip
+    write_safetensors(
+        folder / "model.safetensors",
+        [
+            (f"{prefix}model.embed_tokens.weight", "BF16", [vocab, hidden]),
+            (f"{prefix}lm_head.weight", "BF16", [vocab, hidden]),
+        ],
+    )
     return str(folder)
 
 
@@ -60,7 +71,10 @@ def test_the_published_drafter_loads_under_every_engine(run_cli):
     assert done.returncode == 0, done.stdout
     document = json.loads(done.stdout)
     assert [(e["engine"], e["side"], e["outcome"]) for e in document["engines"]] == [
-        ("sglang", "A", "loads"), ("vllm", "A", "loads"), ("trtllm", "A", "loads")]  # fmt: skip
+        ("sglang", "A", "loads"),
+        ("vllm", "A", "loads"),
+        ("trtllm", "A", "loads"),
+    ]
     assert document["b"] is None and document["verdict"] == "compatible" and document["tensors"] == []
 
 
@@ -69,7 +83,11 @@ def test_both_sides_are_simulated_and_engine_prose_moves_out_of_the_findings():
     assert "embed_tokens_carried" in {f.code for f in plain.findings} and plain.engines == ()
     report = compare_specs(PUBLISHED, OURS, engines=("sglang", "vllm"))
     assert [(r.engine, r.side, r.outcome) for r in report.engines] == [
-        ("sglang", "A", "loads"), ("sglang", "B", "loads"), ("vllm", "A", "loads"), ("vllm", "B", "loads")]  # fmt: skip
+        ("sglang", "A", "loads"),
+        ("sglang", "B", "loads"),
+        ("vllm", "A", "loads"),
+        ("vllm", "B", "loads"),
+    ]
     assert "embed_tokens_carried" not in {f.code for f in report.findings}
     # what each engine does with B's own embed_tokens is now its event
     assert codes(result(report, "sglang", "B"))["embed_tokens_overridden"] == "info"
@@ -83,8 +101,9 @@ def test_both_sides_are_simulated_and_engine_prose_moves_out_of_the_findings():
 def test_no_lm_head_with_draft_vocab_size_is_a_random_head_under_sglang(tmp_path, run_cli):
     """sglang PR#27908: nvidia/Kimi-K2.6-Eagle3 without lm_head, draft_vocab_size set: accept length 1.00."""
     settings = small_drafter_config()
-    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
-                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    spec = drafter(
+        tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False) if t[0] != "lm_head.weight"]
+    )
     report = check(spec, "sglang")
     sglang = result(report, "sglang")
     assert sglang.outcome == "degraded" and codes(sglang)["lm_head_random"] == "warning"
@@ -98,8 +117,10 @@ def test_no_lm_head_with_draft_vocab_size_is_a_random_head_under_sglang(tmp_path
 def test_speculators_layer_names_are_skipped_by_sglang_and_loaded_by_vllm(tmp_path):
     """speculators writes layers.0.*; SGLang's llama_eagle3 looks for midlayer.* and drops the rest silently."""
     settings = small_drafter_config()
-    renamed = [(name.replace("midlayer.", "layers.0."), dtype, shape)
-               for name, dtype, shape in eagle3_tensors(settings, with_embed=False)]  # fmt: skip
+    renamed = [
+        (name.replace("midlayer.", "layers.0."), dtype, shape)
+        for name, dtype, shape in eagle3_tensors(settings, with_embed=False)
+    ]
     report = check(drafter(tmp_path / "d", tensors=renamed), "sglang", "vllm")
     sglang, vllm = result(report, "sglang"), result(report, "vllm")
     assert sglang.outcome == "degraded" and vllm.outcome == "loads"
@@ -129,8 +150,10 @@ def test_hf_style_model_prefixed_names_fail_under_vllm_and_are_skipped_by_sglang
     """A drafter saved with vLLM's in-memory names (model.layers.0.*): vLLM prefixes model. once more."""
     settings = small_drafter_config()
     kept = ("lm_head.weight", "d2t", "t2d")
-    prefixed = [(name if name in kept else "model." + name.replace("midlayer.", "layers.0."), dtype, shape)
-                for name, dtype, shape in eagle3_tensors(settings, with_embed=False)]  # fmt: skip
+    prefixed = [
+        (name if name in kept else "model." + name.replace("midlayer.", "layers.0."), dtype, shape)
+        for name, dtype, shape in eagle3_tensors(settings, with_embed=False)
+    ]
     report = check(drafter(tmp_path / "d", tensors=prefixed), "vllm", "sglang")
     vllm = result(report, "vllm")
     assert vllm.outcome == "fails"
@@ -140,8 +163,9 @@ def test_hf_style_model_prefixed_names_fail_under_vllm_and_are_skipped_by_sglang
 
 
 def test_aux_ids_at_the_top_level_are_ignored_by_sglang_and_read_by_vllm(tmp_path):
-    spec = drafter(tmp_path / "d", eagle_config={"use_aux_hidden_state": True},
-                   eagle_aux_hidden_state_layer_ids=[2, 30, 58])  # fmt: skip
+    spec = drafter(
+        tmp_path / "d", eagle_config={"use_aux_hidden_state": True}, eagle_aux_hidden_state_layer_ids=[2, 30, 58]
+    )
     report = check(spec, "sglang", "vllm", base_spec=base(tmp_path / "base"))
     sglang, vllm = result(report, "sglang"), result(report, "vllm")
     default = next(e for e in sglang.events if e.code == "aux_ids_default")
@@ -168,8 +192,10 @@ def test_a_non_eagle3_architecture_fails_with_each_engines_error(tmp_path, run_c
 def test_a_drafter_narrower_than_its_target_without_an_embedding_fails_under_vllm(tmp_path):
     """vllm#18906: draft hidden != target hidden and no embed_tokens of its own: vLLM shares the target's."""
     settings = small_drafter_config(target_hidden_size=128)
-    tensors = [("fc.weight", dtype, [64, 3 * 128]) if name == "fc.weight" else (name, dtype, shape)
-               for name, dtype, shape in eagle3_tensors(settings, with_embed=False)]  # fmt: skip
+    tensors = [
+        ("fc.weight", dtype, [64, 3 * 128]) if name == "fc.weight" else (name, dtype, shape)
+        for name, dtype, shape in eagle3_tensors(settings, with_embed=False)
+    ]
     spec = drafter(tmp_path / "d", tensors=tensors, target_hidden_size=128)
     report = check(spec, "vllm", "sglang", base_spec=base(tmp_path / "base", hidden=128))
     vllm = result(report, "vllm")
@@ -180,8 +206,9 @@ def test_a_drafter_narrower_than_its_target_without_an_embedding_fails_under_vll
 
 def test_aux_ids_written_for_sglang_read_one_layer_early_by_vllm(tmp_path):
     """vllm PR#43671: a head trained with SGLang's "output of layer k" ids, served by vLLM."""
-    spec = drafter(tmp_path / "d", eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57],
-                                                  "use_aux_hidden_state": True})  # fmt: skip
+    spec = drafter(
+        tmp_path / "d", eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True}
+    )
     report = check(spec, "sglang", "vllm", base_spec=base(tmp_path / "base"))
     event = next(e for e in result(report, "vllm").events if e.code == "aux_ids_convention")
     assert event.severity == "warning" and result(report, "vllm").outcome == "degraded"
@@ -207,8 +234,9 @@ def test_one_spec_without_an_engine_is_a_usage_error(run_cli):
 
 def test_table_markdown_and_junit_show_one_line_per_engine_and_side(tmp_path, run_cli):
     settings = small_drafter_config()
-    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
-                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    spec = drafter(
+        tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False) if t[0] != "lm_head.weight"]
+    )
     table = run_cli(PUBLISHED, spec, "--engine", "sglang").stdout
     assert "engines:\n  sglang A: loads\n" in table
     headline = "  sglang B: degraded — 1 weight random (lm_head.weight)\n"
@@ -235,8 +263,9 @@ def test_json_engines_schema(tmp_path, run_cli):
 
 def test_config_file_engines_and_allowed_events(tmp_path, run_cli):
     settings = small_drafter_config()
-    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
-                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    spec = drafter(
+        tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False) if t[0] != "lm_head.weight"]
+    )
     (tmp_path / "ckptdiff.toml").write_text('engine = ["sglang"]\n')
     done = run_cli(spec, cwd=tmp_path)
     assert done.returncode == 1 and "sglang A: degraded" in done.stdout
@@ -251,8 +280,9 @@ def test_config_file_engines_and_allowed_events(tmp_path, run_cli):
 
 def test_an_allowed_event_passes_the_gate_from_the_command_line(tmp_path, run_cli):
     settings = small_drafter_config()
-    spec = drafter(tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False)
-                                            if t[0] != "lm_head.weight"])  # fmt: skip
+    spec = drafter(
+        tmp_path / "d", tensors=[t for t in eagle3_tensors(settings, with_embed=False) if t[0] != "lm_head.weight"]
+    )
     assert run_cli(spec, "--engine", "sglang", "--allow-event", "*:lm_head_random").returncode == 0
     assert run_cli(spec, "--engine", "sglang", "--allow-event", "vllm:lm_head_random").returncode == 1
     assert run_cli(spec, "--engine", "sglang", "--allow-event", "lm_head_random").returncode == 2
@@ -286,13 +316,23 @@ def test_every_rule_cites_its_engine_file_and_commit(engine):
 
 def test_a_speculators_format_drafter_is_vllms(tmp_path):
     """The speculators library's format: settings under transformer_layer_config, layers.0.*, ids at the top."""
-    inner = {k: v for k, v in small_drafter_config().items() if k not in ("architectures", "eagle_config",
-                                                                         "draft_vocab_size")}  # fmt: skip
-    config = {"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "draft_vocab_size": 256,
-              "transformer_layer_config": inner, "eagle_aux_hidden_state_layer_ids": [2, 30, 58],
-              "norm_before_residual": False}  # fmt: skip
-    tensors = [(name.replace("midlayer.", "layers.0."), dtype, shape)
-               for name, dtype, shape in eagle3_tensors(small_drafter_config(), with_embed=True)]  # fmt: skip
+    inner = {
+        k: v
+        for k, v in small_drafter_config().items()
+        if k not in ("architectures", "eagle_config", "draft_vocab_size")
+    }
+    config = {
+        "architectures": ["Eagle3Speculator"],
+        "speculators_model_type": "eagle3",
+        "draft_vocab_size": 256,
+        "transformer_layer_config": inner,
+        "eagle_aux_hidden_state_layer_ids": [2, 30, 58],
+        "norm_before_residual": False,
+    }
+    tensors = [
+        (name.replace("midlayer.", "layers.0."), dtype, shape)
+        for name, dtype, shape in eagle3_tensors(small_drafter_config(), with_embed=True)
+    ]
     folder = tmp_path / "speculators"
     write_config(folder, config)
     write_safetensors(folder / "model.safetensors", tensors)
@@ -308,13 +348,24 @@ def test_a_hub_drafter_checked_alone_reads_only_the_bases_config_and_index(hub, 
     hub.add_repo("AQ-MedAI/Kimi-K2-Instruct-eagle3", FIXTURES / "kimi-k2-eagle3-published")
     hub.add_repo("moonshotai/Kimi-K2-Instruct", write_kimi_k2_base(tmp_path / "base", layers=4, experts=2))
     env = hub.client_env(tmp_path / "hf-home")
-    done = run_cli("AQ-MedAI/Kimi-K2-Instruct-eagle3", "--engine", "vllm", "--base", "moonshotai/Kimi-K2-Instruct",
-                   "--format", "json", env=env)  # fmt: skip
+    done = run_cli(
+        "AQ-MedAI/Kimi-K2-Instruct-eagle3",
+        "--engine",
+        "vllm",
+        "--base",
+        "moonshotai/Kimi-K2-Instruct",
+        "--format",
+        "json",
+        env=env,
+    )
     assert done.returncode == 1, done.stderr  # the small drafter (hidden 64) does not fit Kimi-K2 (7168)
     vllm = json.loads(done.stdout)["engines"][0]
-    assert {e["code"] for e in vllm["events"] if e["severity"] == "error"} == {"target_hidden_mismatch",
-                                                                        "embed_width_mismatch"}
-    assert "the target's hidden_size is 7168" in next(e["message"] for e in vllm["events"]
-                                                       if e["code"] == "target_hidden_mismatch")  # fmt: skip
+    assert {e["code"] for e in vllm["events"] if e["severity"] == "error"} == {
+        "target_hidden_mismatch",
+        "embed_width_mismatch",
+    }
+    assert "the target's hidden_size is 7168" in next(
+        e["message"] for e in vllm["events"] if e["code"] == "target_hidden_mismatch"
+    )
     base_requests = [entry.path for entry in hub.log if "moonshotai/" in entry.path]
     assert not any(path.endswith(".safetensors") for path in base_requests), base_requests

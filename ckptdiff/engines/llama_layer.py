@@ -22,12 +22,24 @@ def decoder_layer(prefix: str, source: Source, *absent: Case) -> tuple[Param, ..
         Param(f"{attn}qkv_proj.weight[k]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
         Param(f"{attn}qkv_proj.weight[v]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
         Param(f"{attn}o_proj.weight", lambda d: (d.hidden, d.q_out()) if d.q_out() else None, source, absent=absent),
-        Param(f"{mlp}gate_up_proj.weight[0]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
-              source, absent=absent),  # fmt: skip
-        Param(f"{mlp}gate_up_proj.weight[1]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
-              source, absent=absent),  # fmt: skip
-        Param(f"{mlp}down_proj.weight", lambda d: (d.hidden, d.intermediate) if d.intermediate else None,
-              source, absent=absent),  # fmt: skip
+        Param(
+            f"{mlp}gate_up_proj.weight[0]",
+            lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+            source,
+            absent=absent,
+        ),
+        Param(
+            f"{mlp}gate_up_proj.weight[1]",
+            lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+            source,
+            absent=absent,
+        ),
+        Param(
+            f"{mlp}down_proj.weight",
+            lambda d: (d.hidden, d.intermediate) if d.intermediate else None,
+            source,
+            absent=absent,
+        ),
         Param(f"{prefix}input_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
         Param(f"{prefix}hidden_norm.weight", lambda d: (d.hidden,), source, absent=absent),
         Param(f"{prefix}post_attention_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
@@ -38,12 +50,24 @@ def mla_layer(prefix: str, source: Source, *absent: Case) -> tuple[Param, ...]:
     """An MLA (DeepSeek-style) EAGLE-3 layer: the norms and MLP are checked; attention is accepted by prefix."""
     mlp = f"{prefix}mlp."
     return (
-        Param(f"{mlp}gate_up_proj.weight[0]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
-              source, absent=absent),  # fmt: skip
-        Param(f"{mlp}gate_up_proj.weight[1]", lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
-              source, absent=absent),  # fmt: skip
-        Param(f"{mlp}down_proj.weight", lambda d: (d.hidden, d.intermediate) if d.intermediate else None,
-              source, absent=absent),  # fmt: skip
+        Param(
+            f"{mlp}gate_up_proj.weight[0]",
+            lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+            source,
+            absent=absent,
+        ),
+        Param(
+            f"{mlp}gate_up_proj.weight[1]",
+            lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
+            source,
+            absent=absent,
+        ),
+        Param(
+            f"{mlp}down_proj.weight",
+            lambda d: (d.hidden, d.intermediate) if d.intermediate else None,
+            source,
+            absent=absent,
+        ),
         Param(f"{prefix}input_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
         Param(f"{prefix}hidden_norm.weight", lambda d: (d.hidden,), source, absent=absent),
         Param(f"{prefix}post_attention_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),

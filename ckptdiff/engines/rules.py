@@ -17,10 +17,15 @@ When = Callable[["Draft"], bool]
 
 #: What becomes of a parameter no tensor fills, by the code of the event its rule raises (else "missing").
 PARAMETER_FATES: dict[str, str] = {
-    "from_target": "from_target", "lm_head_from_target": "from_target", "embed_width_mismatch": "from_target",
-    "random_init": "random", "lm_head_random": "random", "missing_weight": "missing",
-    "d2t_missing": "default", "skipped": "not_needed",
-}  # fmt: skip
+    "from_target": "from_target",
+    "lm_head_from_target": "from_target",
+    "embed_width_mismatch": "from_target",
+    "random_init": "random",
+    "lm_head_random": "random",
+    "missing_weight": "missing",
+    "d2t_missing": "default",
+    "skipped": "not_needed",
+}
 #: What becomes of a tensor a drop or an on-load rule names, by the event's code (else: dropped → "skipped",
 #: on-load → loaded).
 TENSOR_FATES: dict[str, str] = {"embed_tokens_overridden": "from_target"}

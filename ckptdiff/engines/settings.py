@@ -37,8 +37,12 @@ class Target:
     def of(cls, config: Mapping[str, Any]) -> Target:
         text = text_config(config)
         model_type = text.get("model_type") or config.get("model_type")
-        return cls(_int(text.get("num_hidden_layers")), _int(text.get("hidden_size")), _int(text.get("vocab_size")),
-                   model_type if isinstance(model_type, str) else None)  # fmt: skip
+        return cls(
+            _int(text.get("num_hidden_layers")),
+            _int(text.get("hidden_size")),
+            _int(text.get("vocab_size")),
+            model_type if isinstance(model_type, str) else None,
+        )
 
 
 @dataclass(frozen=True)

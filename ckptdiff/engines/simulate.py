@@ -81,8 +81,14 @@ def simulate(
     fates = _Fates()
     _load(loader, checkpoint, draft, events, fates)
     ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
-    return EngineResult(engine.name, side, tuple(ordered), _summary(ordered, fates),
-                        tensors=tuple(fates.tensors), parameters=tuple(fates.parameters))  # fmt: skip
+    return EngineResult(
+        engine.name,
+        side,
+        tuple(ordered),
+        _summary(ordered, fates),
+        tensors=tuple(fates.tensors),
+        parameters=tuple(fates.parameters),
+    )
 
 
 _RANK = {"error": 0, "warning": 1, "info": 2}
@@ -90,10 +96,14 @@ _RANK = {"error": 0, "warning": 1, "info": 2}
 
 def _draft_fields(d: Draft) -> dict[str, Any]:
     return {
-        "hidden": d.hidden, "target_hidden": d.target_hidden, "vocab": d.vocab, "draft_vocab": d.draft_vocab,
-        "layers": d.layers, "target_width": d.target_width,
+        "hidden": d.hidden,
+        "target_hidden": d.target_hidden,
+        "vocab": d.vocab,
+        "draft_vocab": d.draft_vocab,
+        "layers": d.layers,
+        "target_width": d.target_width,
         "target_hidden_actual": d.target.hidden if d.target else None,
-    }  # fmt: skip
+    }
 
 
 class _Fates:
@@ -187,21 +197,34 @@ def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
     if n is not None:
         outside = [layer for layer in outputs_here if not 0 <= layer < n]
         if outside:
-            events.add(Event("error", "aux_id_out_of_range",
-                             f"{where} asks for the outputs of layers {_list(outside)} but the target has {n} layers "
-                             f"(0..{n - 1}): fewer hidden states than fc expects", aux.source.inferring()))  # fmt: skip
+            events.add(
+                Event(
+                    "error",
+                    "aux_id_out_of_range",
+                    f"{where} asks for the outputs of layers {_list(outside)} but the target has {n} layers "
+                    f"(0..{n - 1}): fewer hidden states than fc expects",
+                    aux.source.inferring(),
+                )
+            )
     events.add(Event("info", "aux_ids", text + ignored_text, aux.source))
     trained = _trained_convention(ids)
     if trained is not None and trained != aux.offset:
         sglang_outputs, vllm_outputs = _list(ids), _list([i - 1 for i in ids])
         base = f" of the {n}-layer target" if n else ""
-        events.add(Event(
-            "warning", "aux_ids_convention",
-            f"{where} starts at {ids[0]}, which is SGLang's convention (id k = output of layer k; the first id is 1 "
-            f"because the embedding output is never used, sglang PR#25454) (inferred); under vLLM's convention (id "
-            f"j = output of layer j-1) {engine.label} captures the outputs of layers {vllm_outputs}{base} instead of "
-            f"the trained {sglang_outputs}: every fused hidden state is one layer early (vllm PR#43671: position-0 "
-            "acceptance ~10 %)", aux.source.inferring()))  # fmt: skip
+        events.add(
+            Event(
+                "warning",
+                "aux_ids_convention",
+                f"{where} starts at {ids[0]}, which is SGLang's convention (id k = output of layer k; "
+                f"the first id is 1 "
+                f"because the embedding output is never used, sglang PR#25454) (inferred); under vLLM's convention (id "
+                f"j = output of layer j-1) {engine.label} captures the outputs of layers "
+                f"{vllm_outputs}{base} instead of "
+                f"the trained {sglang_outputs}: every fused hidden state is one layer early (vllm PR#43671: position-0 "
+                "acceptance ~10 %)",
+                aux.source.inferring(),
+            )
+        )
 
 
 def _trained_convention(ids: tuple[int, ...]) -> int | None:
@@ -239,8 +262,9 @@ def _summary(events: list[EngineEvent], fates: _Fates) -> str:
         parts.append(f"{_pattern(skipped)} skipped ({len(skipped)} tensor{'s' if len(skipped) > 1 else ''})")
     random_params = fates.of_parameters("random")
     if random_params:
-        parts.append(f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random "
-                     f"({_pattern(random_params)})")  # fmt: skip
+        parts.append(
+            f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random ({_pattern(random_params)})"
+        )
     for event in events:
         told = event.code in ("skipped_unknown_name", "ignored_name") or PARAMETER_FATES.get(event.code) == "random"
         if event.severity == "warning" and not told:

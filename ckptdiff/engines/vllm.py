@@ -18,77 +18,145 @@ LOADER_UTILS = Source(REPO, "00bd149", "vllm/model_executor/model_loader/weight_
 
 #: Eagle3LlamaForCausalLM.load_weights returns None, so the model loader's "weights not initialized" check
 #: does not run for the drafter: an unfilled parameter keeps its initial values.
-UNCHECKED = Case(lambda d: True, Event(
-    "warning", "random_init",
-    "{param} is never loaded and vLLM does not check (the drafter's load_weights returns None): it keeps its "
-    "initial values", LLAMA.inferring()))  # fmt: skip
+UNCHECKED = Case(
+    lambda d: True,
+    Event(
+        "warning",
+        "random_init",
+        "{param} is never loaded and vLLM does not check (the drafter's load_weights returns None): it keeps its "
+        "initial values",
+        LLAMA.inferring(),
+    ),
+)
 
 EMBED = Param(
-    "model.embed_tokens.weight", lambda d: (d.vocab, d.hidden) if d.vocab else None, PROPOSER,
+    "model.embed_tokens.weight",
+    lambda d: (d.vocab, d.hidden) if d.vocab else None,
+    PROPOSER,
     absent=(
-        Case(lambda d: d.target_width not in (None, d.hidden), Event(
-            "error", "embed_width_mismatch",
-            "{param}: the drafter has none, so vLLM shares the target's, which is {target_width} wide, but "
-            "hidden_size is {hidden}: AssertionError in LlamaModel.forward (hidden_states.shape[-1] == "
-            "input_embeds.shape[-1]) (vllm#18906)", LLAMA)),
-        Case(lambda d: True, Event(
-            "info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER)),
+        Case(
+            lambda d: d.target_width not in (None, d.hidden),
+            Event(
+                "error",
+                "embed_width_mismatch",
+                "{param}: the drafter has none, so vLLM shares the target's, which is {target_width} wide, but "
+                "hidden_size is {hidden}: AssertionError in LlamaModel.forward (hidden_states.shape[-1] == "
+                "input_embeds.shape[-1]) (vllm#18906)",
+                LLAMA,
+            ),
+        ),
+        Case(
+            lambda d: True,
+            Event("info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER),
+        ),
     ),
-    loaded=(Case(lambda d: True, Event(
-        "info", "embed_tokens_own",
-        "{name}: vLLM uses the drafter's own embedding (shared with the target only when torch.equal to it), so it "
-        "must equal the target's; a random one collapses acceptance (--values --base checks)", PROPOSER)),),
-)  # fmt: skip
+    loaded=(
+        Case(
+            lambda d: True,
+            Event(
+                "info",
+                "embed_tokens_own",
+                "{name}: vLLM uses the drafter's own embedding (shared with the target only when "
+                "torch.equal to it), so it "
+                "must equal the target's; a random one collapses acceptance (--values --base checks)",
+                PROPOSER,
+            ),
+        ),
+    ),
+)
 
 LM_HEAD = Param(
-    "lm_head.weight", lambda d: (d.head_rows, d.hidden) if d.head_rows else None, LLAMA,
+    "lm_head.weight",
+    lambda d: (d.head_rows, d.hidden) if d.head_rows else None,
+    LLAMA,
     absent=(
-        Case(lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab, Event(
-            "warning", "lm_head_from_target",
-            "{param}: the drafter has none, so vLLM shares the target's {vocab}-row head, but draft_vocab_size is "
-            "{draft_vocab}: draft logits are mapped through d2t as if they were draft-vocabulary logits",
-            PROPOSER.inferring())),
-        Case(lambda d: True, Event(
-            "info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER)),
+        Case(
+            lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
+            Event(
+                "warning",
+                "lm_head_from_target",
+                "{param}: the drafter has none, so vLLM shares the target's {vocab}-row head, but draft_vocab_size is "
+                "{draft_vocab}: draft logits are mapped through d2t as if they were draft-vocabulary logits",
+                PROPOSER.inferring(),
+            ),
+        ),
+        Case(
+            lambda d: True,
+            Event("info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER),
+        ),
     ),
-)  # fmt: skip
+)
 
 D2T = Param(
-    "draft_id_to_target_id", lambda d: (d.head_rows,) if d.head_rows else None, LLAMA,
+    "draft_id_to_target_id",
+    lambda d: (d.head_rows,) if d.head_rows else None,
+    LLAMA,
     absent=(
-        Case(lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab, Event(
-            "warning", "d2t_missing",
-            "{param}: no d2t, so it stays zeros and draft id i is taken for target id i, though draft_vocab_size "
-            "{draft_vocab} != vocab_size {vocab}", LLAMA)),
+        Case(
+            lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
+            Event(
+                "warning",
+                "d2t_missing",
+                "{param}: no d2t, so it stays zeros and draft id i is taken for target id i, though draft_vocab_size "
+                "{draft_vocab} != vocab_size {vocab}",
+                LLAMA,
+            ),
+        ),
         Case(lambda d: True, Event("info", "skipped", "{param}: no d2t; not needed (one vocabulary)", LLAMA)),
     ),
-)  # fmt: skip
+)
 
-FC = Param("model.fc.weight", lambda d: (d.hidden, 3 * d.target_hidden), LLAMA, exists=lambda d: d.use_aux,
-           absent=(UNCHECKED,))  # fmt: skip
-FC_MLA = Param("model.fc.weight", lambda d: (d.hidden, d.aux_count * d.target_hidden), DEEPSEEK,
-               exists=lambda d: d.use_aux, absent=(UNCHECKED,))  # fmt: skip
+FC = Param(
+    "model.fc.weight", lambda d: (d.hidden, 3 * d.target_hidden), LLAMA, exists=lambda d: d.use_aux, absent=(UNCHECKED,)
+)
+FC_MLA = Param(
+    "model.fc.weight",
+    lambda d: (d.hidden, d.aux_count * d.target_hidden),
+    DEEPSEEK,
+    exists=lambda d: d.use_aux,
+    absent=(UNCHECKED,),
+)
 NORM = Param("model.norm.weight", lambda d: (d.hidden,), LLAMA, absent=(UNCHECKED,))
 
 #: The drafter's LlamaModel.load_weights looks names up without the outer "model." (AutoWeightsLoader strips it).
 UNKNOWN = Event(
-    "error", "unknown_name",
+    "error",
+    "unknown_name",
     "{name} becomes {candidate}, which vLLM's drafter has no parameter for: KeyError: '{inner}' in load_weights "
-    "(params_dict[name])", LLAMA.inferring())  # fmt: skip
+    "(params_dict[name])",
+    LLAMA.inferring(),
+)
 SHAPE = Event(
-    "error", "shape_mismatch",
-    "{name} is {got} but vLLM's {param} is {want}: \"Attempted to load weight ({got}) into parameter ({want})\"",
-    LOADER_UTILS)  # fmt: skip
+    "error",
+    "shape_mismatch",
+    '{name} is {got} but vLLM\'s {param} is {want}: "Attempted to load weight ({got}) into parameter ({want})"',
+    LOADER_UTILS,
+)
 
 DROPS = (
     Drop(r"t2d", Event("info", "dropped", "{name} is not used by vLLM (skipped by load_weights)", LLAMA)),
-    Drop(r"mask_hidden", Event(
-        "info", "dropped", "{name}: logged \"mask_hidden found in weights but model is not configured for parallel "
-        "drafting. Skipping loading mask_hidden.\"", LLAMA)),
-    Drop(r"^fc\.", Event(
-        "warning", "fc_unused", "{name}: eagle_config.use_aux_hidden_state is false, so vLLM skips fc and the "
-        "drafter reads one hidden state", LLAMA), when=lambda d: not d.use_aux),
-)  # fmt: skip
+    Drop(
+        r"mask_hidden",
+        Event(
+            "info",
+            "dropped",
+            '{name}: logged "mask_hidden found in weights but model is not configured for parallel '
+            'drafting. Skipping loading mask_hidden."',
+            LLAMA,
+        ),
+    ),
+    Drop(
+        r"^fc\.",
+        Event(
+            "warning",
+            "fc_unused",
+            "{name}: eagle_config.use_aux_hidden_state is false, so vLLM skips fc and the "
+            "drafter reads one hidden state",
+            LLAMA,
+        ),
+        when=lambda d: not d.use_aux,
+    ),
+)
 
 RENAMES = (
     Rename(r"^d2t$", "draft_id_to_target_id", LLAMA),
@@ -130,25 +198,37 @@ VLLM = Engine(
     architecture_mapping=((r"^(?!Eagle3)(?!.*Eagle3$)", "Eagle3"),),
     loaders=(LLAMA_LOADER, MLA_LOADER),
     unregistered=Event(
-        "error", "architecture_not_registered",
+        "error",
+        "architecture_not_registered",
         "architectures[0] is {arch}; vLLM's EAGLEConfig makes it {looked_up}, which vLLM does not register "
-        "({registered}): ValueError: Model architectures ['{looked_up}'] are not supported for now.", REGISTRY),
+        "({registered}): ValueError: Model architectures ['{looked_up}'] are not supported for now.",
+        REGISTRY,
+    ),
     aux_ids=AuxIds(
         keys=("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids"),
         offset=-1,
         convention="vLLM's: id j = the output of target layer j-1 (it captures before layer j)",
         default_outputs=lambda n: (1, n // 2 - 1, n - 4),
         default_event=Event(
-            "warning", "aux_ids_default",
-            "no eagle_aux_hidden_state_layer_ids{ignored}: vLLM logs \"Eagle3 aux layers not set... Acceptance will "
-            "be low\" and captures [2, n//2, n-3] = the outputs of target layers {outputs} (vllm PR#50170)", AUX),
+            "warning",
+            "aux_ids_default",
+            'no eagle_aux_hidden_state_layer_ids{ignored}: vLLM logs "Eagle3 aux layers not set... Acceptance will '
+            'be low" and captures [2, n//2, n-3] = the outputs of target layers {outputs} (vllm PR#50170)',
+            AUX,
+        ),
         source=AUX,
     ),
     target_checks=(
-        TargetCheck(lambda d: d.target is not None and d.target.hidden is not None
-                    and d.target_hidden != d.target.hidden, Event(
-            "error", "target_hidden_mismatch",
-            "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is {target_hidden_actual}: "
-            "the fc matmul fails on the first forward", LLAMA.inferring())),  # fmt: skip
+        TargetCheck(
+            lambda d: d.target is not None and d.target.hidden is not None and d.target_hidden != d.target.hidden,
+            Event(
+                "error",
+                "target_hidden_mismatch",
+                "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is "
+                "{target_hidden_actual}: "
+                "the fc matmul fails on the first forward",
+                LLAMA.inferring(),
+            ),
+        ),
     ),
 )
