@@ -369,3 +369,35 @@ def test_a_hub_drafter_checked_alone_reads_only_the_bases_config_and_index(hub, 
     )
     base_requests = [entry.path for entry in hub.log if "moonshotai/" in entry.path]
     assert not any(path.endswith(".safetensors") for path in base_requests), base_requests
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {},
+        {"architectures": "LlamaForCausalLMEagle3"},
+        {"architectures": [7]},
+        {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": "64"},
+        {
+            "architectures": ["LlamaForCausalLMEagle3"],
+            "hidden_size": 64,
+            "num_attention_heads": 0,
+            "eagle_config": {"eagle_aux_hidden_state_layer_ids": ["2", None]},
+            "eagle_aux_hidden_state_layer_ids": 5,
+        },
+    ],
+)
+def test_odd_configs_give_events_not_tracebacks(tmp_path, run_cli, config):
+    folder = tmp_path / "odd"
+    write_config(folder, config)
+    write_safetensors(folder / "model.safetensors", [("fc.weight", "BF16", [64, 192])])
+    done = run_cli(str(folder), "--engine", "all", "--format", "json")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    outcomes = {e["outcome"] for e in json.loads(done.stdout)["engines"]}
+    assert outcomes <= {"fails", "degraded"}
+
+
+def test_a_folder_without_config_fails_under_every_engine(tmp_path):
+    write_safetensors(tmp_path / "bare" / "model.safetensors", [("fc.weight", "BF16", [64, 192])])
+    report = check(str(tmp_path / "bare"))
+    assert {(r.outcome, r.events[0].code) for r in report.engines} == {("fails", "no_config")}

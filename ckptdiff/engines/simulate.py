@@ -69,6 +69,10 @@ def simulate(
         if isinstance(nested, Mapping):
             config = {**nested, **config}
     draft = Draft.of(config, frozenset(checkpoint.tensors), engine.aux_ids, target)
+    if not draft.hidden:
+        message = f"config.json has no hidden_size: {engine.label} cannot build the drafter's layers"
+        event = EngineEvent("error", "no_hidden_size", None, message)
+        return EngineResult(engine.name, side, (event,), "no hidden_size in config.json")
     events = _Events(_draft_fields(draft))
     for case in (*engine.config_checks, *loader.checks):
         if case.when(draft):
@@ -112,9 +116,6 @@ class _Fates:
     def __init__(self) -> None:
         self.tensors: list[tuple[str, str, str | None]] = []
         self.parameters: list[tuple[str, str]] = []
-
-    def of_tensors(self, fate: str) -> list[str]:
-        return [name for name, each, _ in self.tensors if each == fate]
 
     def of_parameters(self, fate: str) -> list[str]:
         return [name for name, each in self.parameters if each == fate]
