@@ -306,6 +306,7 @@ def test_every_rule_cites_its_engine_file_and_commit(engine):
     from ckptdiff.engines import get_engine
 
     rules = get_engine(engine)
+    assert rules.name == engine
     events = [rules.unregistered, rules.aux_ids.default_event]
     for loader in rules.loaders:
         events += [loader.unknown, loader.shape_error, *(d.event for d in loader.drops)]

@@ -150,7 +150,7 @@ MLA_LOADER = Loader(
     unchecked_prefixes=("model.midlayer.self_attn.",),
 )
 
-SGLANG = Engine(
+ENGINE = Engine(
     name="sglang",
     label="SGLang",
     version="main at 03d5a77 (llama_eagle3), 054a1ce (kimi_k25_eagle3)",

@@ -113,7 +113,7 @@ LLAMA_LOADER = Loader(
     ),
 )
 
-TRTLLM = Engine(
+ENGINE = Engine(
     name="trtllm",
     label="TensorRT-LLM",
     version="main at b35ac1b (PyTorch backend)",

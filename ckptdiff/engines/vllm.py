@@ -190,7 +190,7 @@ MLA_LOADER = Loader(
 )
 
 #: vLLM's target whitelist is version-dependent (vllm#22152, #31254); ckptdiff has not read one list to apply.
-VLLM = Engine(
+ENGINE = Engine(
     name="vllm",
     label="vLLM",
     version="main at 00bd149 (llama_eagle3), 0359019 (deepseek_eagle3), 00c4f22 (proposer)",
