@@ -402,3 +402,20 @@ def test_a_folder_without_config_fails_under_every_engine(tmp_path):
     write_safetensors(tmp_path / "bare" / "model.safetensors", [("fc.weight", "BF16", [64, 192])])
     report = check(str(tmp_path / "bare"))
     assert {(r.outcome, r.events[0].code) for r in report.engines} == {("fails", "no_config")}
+
+
+def test_a_release_with_a_target_whitelist_refuses_other_targets(tmp_path):
+    """vllm#22152: older vLLM refused EAGLE-3 for targets outside a model_type list; main (002e77c) has none.
+    An engine version with a whitelist is the same rules with ``target_model_types`` set."""
+    from ckptdiff.engines import get_engine
+    from ckptdiff.engines.simulate import simulate
+    from ckptdiff.sources import resolve
+
+    drafter_checkpoint = resolve(PUBLISHED)
+    target = json.loads((Path(base(tmp_path / "base", multimodal=True)) / "config.json").read_text())
+    assert simulate(get_engine("vllm"), drafter_checkpoint, "A", target).outcome == "loads"
+    older = replace(get_engine("vllm"), target_model_types=("llama", "qwen"))
+    refused = simulate(older, drafter_checkpoint, "A", target)
+    assert refused.outcome == "fails"
+    assert "Eagle3 is only supported for ['llama', 'qwen'] models. Got " in refused.events[0].message
+    assert "model_type='kimi_k2'" in refused.events[0].message  # read from text_config

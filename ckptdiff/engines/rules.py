@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
@@ -168,4 +168,7 @@ class Engine:
     aux_ids: AuxIds
     target_checks: tuple[TargetCheck, ...] = ()
     config_checks: tuple[Case, ...] = ()
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    #: Target model_types this version serves EAGLE-3 for (a substring match on the base's text config);
+    #: None: no restriction. ``target_refused`` is raised for any other ({model_type}, {supported}).
+    target_model_types: tuple[str, ...] | None = None
+    target_refused: Event | None = None

@@ -81,6 +81,10 @@ def simulate(
         for check in engine.target_checks:
             if check.fails(draft):
                 events.add(check.event)
+        supported = engine.target_model_types
+        if supported is not None and engine.target_refused is not None and target.model_type is not None:
+            if not any(kind in target.model_type for kind in supported):
+                events.add(engine.target_refused, model_type=target.model_type, supported=list(supported))
     _aux_ids(engine, draft, events)
     fates = _Fates()
     _load(loader, checkpoint, draft, events, fates)

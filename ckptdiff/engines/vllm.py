@@ -189,7 +189,8 @@ MLA_LOADER = Loader(
     unchecked_prefixes=("model.layers.0.self_attn.",),
 )
 
-#: vLLM's target whitelist is version-dependent (vllm#22152, #31254); ckptdiff has not read one list to apply.
+SPECULATIVE = Source(REPO, "002e77c", "vllm/config/speculative.py")
+
 ENGINE = Engine(
     name="vllm",
     label="vLLM",
@@ -217,6 +218,16 @@ ENGINE = Engine(
             AUX,
         ),
         source=AUX,
+    ),
+    # SpeculativeConfig._verify_args at SPECULATIVE has no target model_type whitelist; older releases refused
+    # targets outside a list (vllm#22152, #31254): a rule for such a release sets target_model_types.
+    target_model_types=None,
+    target_refused=Event(
+        "error",
+        "target_not_supported",
+        "ValueError: Eagle3 is only supported for {supported} models. Got "
+        "self.target_model_config.hf_text_config.model_type='{model_type}'",
+        SPECULATIVE,
     ),
     target_checks=(
         TargetCheck(
