@@ -419,3 +419,39 @@ def test_a_release_with_a_target_whitelist_refuses_other_targets(tmp_path):
     assert refused.outcome == "fails"
     assert "Eagle3 is only supported for ['llama', 'qwen'] models. Got " in refused.events[0].message
     assert "model_type='kimi_k2'" in refused.events[0].message  # read from text_config
+
+
+def test_an_mla_drafter_loads_under_sglang_and_vllm_and_is_unknown_to_trtllm(tmp_path):
+    """A kimi-k2.5-eagle3-mla style drafter (Eagle3DeepseekV2ForCausalLM, layers.0.* names, MLA attention):
+    TRT-LLM PR#15426 "Unknown architecture for AutoModelForCausalLM: Eagle3DeepseekV2ForCausalLM"."""
+    h, inter, vocab, draft = 64, 160, 1024, 256
+    mla = {"q_lora_rank": 32, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 16, "v_head_dim": 16}
+    config = small_drafter_config(architectures=["Eagle3DeepseekV2ForCausalLM"], **mla)
+    shapes = {
+        "self_attn.q_a_proj.weight": [32, 2 * h],
+        "self_attn.q_a_layernorm.weight": [32],
+        "self_attn.q_b_proj.weight": [96, 32],
+        "self_attn.kv_a_proj_with_mqa.weight": [24, 2 * h],
+        "self_attn.kv_a_layernorm.weight": [16],
+        "self_attn.kv_b_proj.weight": [128, 16],
+        "self_attn.o_proj.weight": [h, 64],
+        "mlp.gate_proj.weight": [inter, h],
+        "mlp.up_proj.weight": [inter, h],
+        "mlp.down_proj.weight": [h, inter],
+        "input_layernorm.weight": [h],
+        "hidden_norm.weight": [h],
+        "post_attention_layernorm.weight": [h],
+    }
+    tensors = [(f"layers.0.{name}", "BF16", shape) for name, shape in shapes.items()]
+    tensors += [("fc.weight", "BF16", [h, 3 * h]), ("norm.weight", "BF16", [h]), ("lm_head.weight", "BF16", [draft, h])]
+    tensors += [("d2t", "I64", [draft]), ("t2d", "BOOL", [vocab])]
+    folder = tmp_path / "mla"
+    write_config(folder, config)
+    write_safetensors(folder / "model.safetensors", tensors)
+    report = check(str(folder))
+    assert result(report, "sglang").outcome == "loads" and result(report, "vllm").outcome == "loads"
+    trtllm = result(report, "trtllm")
+    assert trtllm.outcome == "fails"
+    assert "Unknown architecture for AutoModelForCausalLM: EAGLE3DeepseekV2ForCausalLM" in trtllm.events[0].message
+    fates = {name: fate for name, fate, _ in result(report, "sglang").tensors}
+    assert fates["layers.0.self_attn.q_a_proj.weight"] == "loaded" and fates["layers.0.mlp.up_proj.weight"] == "renamed"

@@ -9,6 +9,7 @@ from .stacking import stacked
 REPO = "sgl-project/sglang"
 LLAMA = Source(REPO, "03d5a77", "python/sglang/srt/models/llama_eagle3.py")
 KIMI = Source(REPO, "054a1ce", "python/sglang/srt/models/kimi_k25_eagle3.py")
+DEEPSEEK = Source(REPO, "5da6cae", "python/sglang/srt/models/deepseek_eagle3.py")
 RUNNER = Source(REPO, "03d5a77", "python/sglang/srt/model_executor/model_runner.py (set_eagle3_layers_to_capture)")
 WORKER = Source(REPO, "03d5a77", "python/sglang/srt/speculative/eagle_worker.py (set_embed)")
 LOADER_UTILS = Source(REPO, "03d5a77", "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
@@ -150,12 +151,44 @@ MLA_LOADER = Loader(
     unchecked_prefixes=("model.midlayer.self_attn.",),
 )
 
+DEEPSEEK_LOADER = Loader(
+    # deepseek_eagle3.py registers V2 too; at 054a1ce kimi_k25_eagle3.py serves that name (MLA_LOADER)
+    architectures=("Eagle3DeepseekV3ForCausalLM",),
+    source=DEEPSEEK,
+    renames=(Rename(r"^layers\.0\.", "midlayer.", DEEPSEEK), *RENAMES),
+    drops=(
+        *DROPS,
+        Drop(r"rotary_emb\.inv_freq", Event("info", "dropped", "{name} is skipped by load_weights", DEEPSEEK)),
+    ),
+    lookups=("{name}", "model.{name}"),
+    params=(EMBED, FC_MLA, *mla_layer("model.midlayer.", DEEPSEEK, RANDOM), NORM, LM_HEAD, HOT_TOKENS),
+    unknown=Event(
+        "warning",
+        "skipped_unknown_name",
+        "SGLang has no parameter {name} or model.{name}: skipped without a word",
+        DEEPSEEK,
+    ),
+    shape_error=SHAPE,
+    checks=(
+        Case(
+            lambda d: d.layers != 1,
+            Event(
+                "error",
+                "layers_unsupported",
+                'num_hidden_layers={layers}: ValueError "Eagle3 currently only supports 1 decoder layer"',
+                DEEPSEEK,
+            ),
+        ),
+    ),
+    unchecked_prefixes=("model.midlayer.self_attn.",),
+)
+
 ENGINE = Engine(
     name="sglang",
     label="SGLang",
-    version="main at 03d5a77 (llama_eagle3), 054a1ce (kimi_k25_eagle3)",
+    version="main at 03d5a77 (llama_eagle3), 054a1ce (kimi_k25_eagle3), 5da6cae (deepseek_eagle3)",
     architecture_mapping=(),
-    loaders=(LLAMA_LOADER, MLA_LOADER),
+    loaders=(LLAMA_LOADER, MLA_LOADER, DEEPSEEK_LOADER),
     unregistered=Event(
         "error",
         "architecture_not_eagle3",
