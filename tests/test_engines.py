@@ -341,6 +341,11 @@ def test_a_speculators_format_drafter_is_vllms(tmp_path):
     assert result(report, "vllm").outcome == "loads"
     assert result(report, "sglang").outcome == "fails" and result(report, "trtllm").outcome == "fails"
     assert "EAGLE3Speculator" in result(report, "trtllm").events[0].message
+    # the adapter's default differs from the library's: a config that leaves the key out is read otherwise
+    config.pop("norm_before_residual")
+    write_config(folder, config)
+    vllm = result(check(str(folder), "vllm"), "vllm")
+    assert vllm.outcome == "degraded" and codes(vllm) == {**codes(vllm), "config_default_differs": "warning"}
 
 
 def test_a_hub_drafter_checked_alone_reads_only_the_bases_config_and_index(hub, run_cli, tmp_path):

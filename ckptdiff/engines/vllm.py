@@ -14,6 +14,7 @@ CONFIG = Source(REPO, "23c5aa9", "vllm/transformers_utils/configs/eagle.py")
 AUX = Source(REPO, "0cfdd2e", "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py")
 REGISTRY = Source(REPO, "00bd149", "vllm/model_executor/models/registry.py", inferred=True)
 SPECULATORS = Source(REPO, "9469974", "vllm/transformers_utils/configs/speculators/base.py")
+SPECULATORS_ALGOS = Source(REPO, "cfb173a", "vllm/transformers_utils/configs/speculators/algos.py")
 LOADER_UTILS = Source(REPO, "00bd149", "vllm/model_executor/model_loader/weight_utils.py (default_weight_loader)")
 
 #: Eagle3LlamaForCausalLM.load_weights returns None, so the model loader's "weights not initialized" check
@@ -228,6 +229,19 @@ ENGINE = Engine(
         "ValueError: Eagle3 is only supported for {supported} models. Got "
         "self.target_model_config.hf_text_config.model_type='{model_type}'",
         SPECULATIVE,
+    ),
+    config_checks=(
+        Case(
+            lambda d: "speculators_model_type" in d.config and "norm_before_residual" not in d.config,
+            Event(
+                "warning",
+                "config_default_differs",
+                "no norm_before_residual: vLLM's speculators adapter defaults it to true, the speculators library "
+                "(which trained this drafter) to false, so the hidden norm is applied at another point than in "
+                "training",
+                SPECULATORS_ALGOS,
+            ),
+        ),
     ),
     target_checks=(
         TargetCheck(
