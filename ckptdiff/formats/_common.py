@@ -122,9 +122,14 @@ def outcomes_line(report: Report) -> str:
     return ", ".join(parts) or "no engines"
 
 
-def event_line(event: EngineEvent) -> str:
-    """``warning [lm_head_random] lm_head.weight: ...`` with the policy rule that accepts it, if any."""
+def event_text(event: EngineEvent) -> str:
+    """An engine event's tensor (unless the message starts with it), message and the rule that accepts it."""
     shown = event.tensor is not None and not event.message.startswith(event.tensor)
-    where = f" {printable(event.tensor)}:" if shown else ""
+    where = f"{printable(event.tensor)}: " if shown and event.tensor is not None else ""
     allowed = f" (allowed by {event.allowed_by})" if event.allowed_by else ""
-    return f"[{event.code}]{where} {printable(event.message)}{allowed}"
+    return f"{where}{printable(event.message)}{allowed}"
+
+
+def event_line(event: EngineEvent) -> str:
+    """``[lm_head_random] lm_head.weight is missing ...``."""
+    return f"[{event.code}] {event_text(event)}"

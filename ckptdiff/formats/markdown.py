@@ -12,7 +12,7 @@ from ._common import (
     config_value,
     counts_line,
     display_rows,
-    event_line,
+    event_text,
     has_values,
     human_bytes,
     human_count,
@@ -59,7 +59,7 @@ def render(report: Report, options: RenderOptions) -> str:
         out += ["### Engines", ""]
         for result in report.engines:
             out.append(f"- **{_cell(result.headline)}** {_OUTCOME_MARK[result.outcome]}")
-            out += [f"  - **{e.severity}** {_cell(event_line(e))}" for e in result.events]
+            out += [f"  - **{e.severity}** `{e.code}`: {_cell(event_text(e))}" for e in result.events]
         out.append("")
 
     out += ["### Findings", ""]
