@@ -460,3 +460,14 @@ def test_an_mla_drafter_loads_under_sglang_and_vllm_and_is_unknown_to_trtllm(tmp
     assert "Unknown architecture for AutoModelForCausalLM: EAGLE3DeepseekV2ForCausalLM" in trtllm.events[0].message
     fates = {name: fate for name, fate, _ in result(report, "sglang").tensors}
     assert fates["layers.0.self_attn.q_a_proj.weight"] == "loaded" and fates["layers.0.mlp.up_proj.weight"] == "renamed"
+
+
+def test_aux_layer_ids_differ_keeps_the_difference_and_leaves_the_engines_to_their_events(tmp_path):
+    shifted = drafter(tmp_path / "shifted", eagle_config={"eagle_aux_hidden_state_layer_ids": [3, 31, 59]})
+    plain = next(f for f in compare_specs(PUBLISHED, shifted).findings if f.code == "aux_layer_ids_differ")
+    assert "SGLang and vLLM read these ids off by one" in plain.message
+    report = compare_specs(PUBLISHED, shifted, engines=("vllm",))
+    finding = next(f for f in report.findings if f.code == "aux_layer_ids_differ")
+    assert finding.message == "eagle_config.eagle_aux_hidden_state_layer_ids differs: A [2, 30, 58], B [3, 31, 59]"
+    captured = next(e for e in result(report, "vllm", "B").events if e.code == "aux_ids")
+    assert "captures the outputs of target layers [2, 30, 58]" in captured.message
