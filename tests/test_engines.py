@@ -471,3 +471,17 @@ def test_aux_layer_ids_differ_keeps_the_difference_and_leaves_the_engines_to_the
     assert finding.message == "eagle_config.eagle_aux_hidden_state_layer_ids differs: A [2, 30, 58], B [3, 31, 59]"
     captured = next(e for e in result(report, "vllm", "B").events if e.code == "aux_ids")
     assert "captures the outputs of target layers [2, 30, 58]" in captured.message
+
+
+def test_attention_biases_are_loaded_by_vllm_and_dropped_by_sglang(tmp_path):
+    """attention_bias: vLLM builds qkv_proj with bias=attention_bias; SGLang's llama_eagle3 with bias=False."""
+    settings = small_drafter_config(attention_bias=True)
+    tensors = eagle3_tensors(settings, with_embed=False)
+    tensors += [(f"midlayer.self_attn.{p}_proj.bias", "BF16", [64]) for p in ("q", "k", "v", "o")]
+    report = check(drafter(tmp_path / "d", tensors=tensors, attention_bias=True), "sglang", "vllm")
+    assert result(report, "vllm").outcome == "loads"
+    sglang = result(report, "sglang")
+    assert sglang.outcome == "degraded"
+    assert sorted(e.tensor for e in sglang.events if e.code == "skipped_unknown_name") == [
+        f"midlayer.self_attn.{p}_proj.bias" for p in ("k", "q", "v")
+    ]

@@ -6,18 +6,36 @@ states concatenated). Fused parameters are listed per shard, named ``param[shard
 
 from __future__ import annotations
 
-from .rules import Case, Param, Source
+from dataclasses import dataclass
+
+from .rules import Case, Param, Source, When
 from .settings import Draft
+
+
+def never(_: Draft) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Biases:
+    """Which of the layer's linear layers have a bias, as the engine builds them from the config."""
+
+    qkv: When = never
+    o_proj: When = never
+    mlp: When = never
+
+
+NO_BIASES = Biases()
 
 
 def _attn(d: Draft, out: int | None) -> tuple[int, ...] | None:
     return (out, 2 * d.hidden) if out else None
 
 
-def decoder_layer(prefix: str, source: Source, *absent: Case) -> tuple[Param, ...]:
+def decoder_layer(prefix: str, source: Source, *absent: Case, biases: Biases = NO_BIASES) -> tuple[Param, ...]:
     """The layer's parameters under ``prefix`` ("model.midlayer."); ``absent``: what an unfilled one becomes."""
     attn, mlp = f"{prefix}self_attn.", f"{prefix}mlp."
-    return (
+    return _biases(attn, mlp, source, absent, biases) + (
         Param(f"{attn}qkv_proj.weight[q]", lambda d: _attn(d, d.q_out()), source, absent=absent),
         Param(f"{attn}qkv_proj.weight[k]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
         Param(f"{attn}qkv_proj.weight[v]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
@@ -71,4 +89,33 @@ def mla_layer(prefix: str, source: Source, *absent: Case) -> tuple[Param, ...]:
         Param(f"{prefix}input_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
         Param(f"{prefix}hidden_norm.weight", lambda d: (d.hidden,), source, absent=absent),
         Param(f"{prefix}post_attention_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
+    )
+
+
+def _biases(attn: str, mlp: str, source: Source, absent: tuple[Case, ...], biases: Biases) -> tuple[Param, ...]:
+    def one(name: str, size: str, when: When) -> Param:
+        return Param(
+            name, lambda d: (getattr(d, size)(),) if getattr(d, size)() else None, source, exists=when, absent=absent
+        )
+
+    return (
+        one(f"{attn}qkv_proj.bias[q]", "q_out", biases.qkv),
+        one(f"{attn}qkv_proj.bias[k]", "kv_out", biases.qkv),
+        one(f"{attn}qkv_proj.bias[v]", "kv_out", biases.qkv),
+        Param(f"{attn}o_proj.bias", lambda d: (d.hidden,), source, exists=biases.o_proj, absent=absent),
+        Param(
+            f"{mlp}gate_up_proj.bias[0]",
+            lambda d: (d.intermediate,) if d.intermediate else None,
+            source,
+            exists=biases.mlp,
+            absent=absent,
+        ),
+        Param(
+            f"{mlp}gate_up_proj.bias[1]",
+            lambda d: (d.intermediate,) if d.intermediate else None,
+            source,
+            exists=biases.mlp,
+            absent=absent,
+        ),
+        Param(f"{mlp}down_proj.bias", lambda d: (d.hidden,), source, exists=biases.mlp, absent=absent),
     )

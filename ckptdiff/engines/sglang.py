@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .llama_layer import decoder_layer, mla_layer
+from .llama_layer import Biases, decoder_layer, mla_layer
 from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, TargetCheck
 from .stacking import stacked
 
@@ -125,13 +125,28 @@ ONE_LAYER = Case(
 DROPS = (Drop(r"t2d", Event("info", "dropped", "{name} is not used by SGLang (skipped by load_weights)", LLAMA)),)
 RENAMES = (Rename(r"^d2t$", "hot_token_id", LLAMA), *stacked(LLAMA))
 
+#: llama_eagle3 overrides qkv_proj with bias=False; o_proj keeps LlamaAttention's bias=attention_bias.
+BIASES = Biases(o_proj=lambda d: d.config.get("attention_bias") is True)
+#: fc is Linear(..., bias=getattr(config, "bias", False)).
+FC_BIAS = Param(
+    "model.fc.bias", lambda d: (d.hidden,), LLAMA, exists=lambda d: d.config.get("bias") is True, absent=(RANDOM,)
+)
+
 LLAMA_LOADER = Loader(
     architectures=("LlamaForCausalLMEagle3",),
     source=LLAMA,
     renames=RENAMES,
     drops=DROPS,
     lookups=("{name}", "model.{name}"),
-    params=(EMBED, FC, *decoder_layer("model.midlayer.", LLAMA, RANDOM), NORM, LM_HEAD, HOT_TOKENS),
+    params=(
+        EMBED,
+        FC,
+        FC_BIAS,
+        *decoder_layer("model.midlayer.", LLAMA, RANDOM, biases=BIASES),
+        NORM,
+        LM_HEAD,
+        HOT_TOKENS,
+    ),
     unknown=UNKNOWN,
     shape_error=SHAPE,
 )

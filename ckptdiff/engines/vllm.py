@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .llama_layer import decoder_layer, mla_layer
+from .llama_layer import Biases, decoder_layer, mla_layer
 from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, TargetCheck
 from .stacking import stacked
 
@@ -166,13 +166,20 @@ RENAMES = (
     *stacked(LLAMA),
 )
 
+#: qkv_proj: bias=attention_bias; o_proj: attention_bias or bias; LlamaMLP: bias=mlp_bias (LlamaDecoderLayer).
+BIASES = Biases(
+    qkv=lambda d: d.config.get("attention_bias") is True,
+    o_proj=lambda d: d.config.get("attention_bias") is True or d.config.get("bias") is True,
+    mlp=lambda d: d.config.get("mlp_bias") is True,
+)
+
 LLAMA_LOADER = Loader(
     architectures=("Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3Speculator"),
     source=LLAMA,
     renames=RENAMES,
     drops=DROPS,
     lookups=("{name}",),
-    params=(EMBED, FC, *decoder_layer("model.layers.0.", LLAMA, UNCHECKED), NORM, LM_HEAD, D2T),
+    params=(EMBED, FC, *decoder_layer("model.layers.0.", LLAMA, UNCHECKED, biases=BIASES), NORM, LM_HEAD, D2T),
     unknown=UNKNOWN,
     shape_error=SHAPE,
     nested_config=("transformer_layer_config",),  # the speculators adapter (SPECULATORS)
