@@ -360,7 +360,8 @@ def case_delegated(module_name: str, title: str, quick: bool) -> Section:
     lines = [
         f"From `benchmarks/{module_name}.py` (`run(quick={quick})`)" + (": " + doc.splitlines()[0] if doc else ".")
     ]
-    return Section(title, [*lines, "", "```text", *str(text).splitlines(), "```"])
+    checks = module.checks(rows) if hasattr(module, "checks") else []
+    return Section(title, [*lines, "", "```text", *str(text).splitlines(), "```"], checks)
 
 
 # --- the machine and the report --------------------------------------------------------------------------

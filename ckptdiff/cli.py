@@ -130,8 +130,8 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--rename", "renames", multiple=True, metavar="REGEX=REPLACEMENT",
               help="Rename tensors of both sides before matching (re.sub, in order; repeatable).")  # fmt: skip
 @click.option("--values", "values", is_flag=True,
-              help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); needs ckptdiff[torch] "
-                   "and downloads Hub weights into the HF cache.")  # fmt: skip
+              help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
+                   "into the HF cache; .bin/.pt files need ckptdiff[torch].")  # fmt: skip
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=8, show_default=True,
               help="Shard headers fetched in parallel from the Hub.")  # fmt: skip
@@ -197,10 +197,6 @@ def command(
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
     options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
-    if values:
-        from .values import require_torch
-
-        require_torch()  # fail before any download
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
     report = compare_specs(a, b, profile=profile, base=base, policy=policy,
                            source_options=options, values=values, notify=notify,

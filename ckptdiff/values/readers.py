@@ -1,0 +1,166 @@
+"""A tensor's bytes, chunk by chunk, into reused buffers: positioned reads, or torch.load for strided .bin tensors.
+
+Not through safetensors' ``safe_open`` nor a memory map: every mapped page read stays in the process's resident
+set until the kernel reclaims it, so a 2 GB file would cost ~2 GB of RSS. Plain positioned reads at the offsets
+the headers give (safetensors) or the restricted unpickler found (torch zip archives, whose storages are stored
+uncompressed) go through the page cache, which is not the process's memory.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..checkpoint import Checkpoint, RelativePath, TensorInfo
+from ..errors import CkptdiffError, SourceError
+from ..sources import torch_pickle
+from .dtypes import ValueType, widen
+
+if TYPE_CHECKING:  # pragma: no cover
+    from types import ModuleType
+
+TORCH_INSTALL_HINT = "pip install 'ckptdiff[torch]'"
+
+
+def require_torch(why: str = "--values") -> ModuleType:
+    """Import torch, or fail with the one line saying how to get it."""
+    try:
+        import torch
+    except ImportError:
+        raise CkptdiffError(why, "needs torch, which is not installed", TORCH_INSTALL_HINT) from None
+    return torch
+
+
+def is_torch_file(file: RelativePath) -> bool:
+    return file.endswith(torch_pickle.TORCH_SUFFIXES)
+
+
+class FileReader:
+    """Positioned reads of one file, each filling a whole reused bytearray (one sized for a full chunk, one for
+    the shorter last chunk of a tensor): two reads compare with ``==`` (one memcmp), and nothing is allocated
+    per chunk."""
+
+    def __init__(self, path: Path, where: str) -> None:
+        self.where = where
+        try:
+            self.handle = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by Side.close
+        except OSError as err:
+            raise SourceError(where, f"cannot read: {err.strerror or err}") from None
+        self.full = bytearray()
+        self.tail = bytearray()
+
+    def read(self, offset: int, nbytes: int) -> bytearray:
+        if nbytes == len(self.full):
+            buffer = self.full
+        elif nbytes == len(self.tail):
+            buffer = self.tail
+        elif nbytes > len(self.full):
+            buffer = self.full = bytearray(nbytes)
+        else:
+            buffer = self.tail = bytearray(nbytes)
+        view = memoryview(buffer)
+        got = 0
+        while got < nbytes:
+            n = _pread_into(self.handle, view[got:], offset + got)
+            if not n:
+                raise SourceError(self.where, f"file ends at byte {offset + got}, a tensor needs {offset + nbytes}")
+            got += n
+        return buffer
+
+
+def _pread_into(handle: Any, view: memoryview, offset: int) -> int:
+    """One positioned read into ``view``: os.preadv where the OS has it (one system call), else seek + readinto."""
+    if hasattr(os, "preadv"):
+        return os.preadv(handle.fileno(), [view], offset)
+    handle.seek(offset)
+    return handle.readinto(view) or 0
+
+
+class Side:
+    """One checkpoint's files (local paths, or Hub files already in the HF cache), opened on demand, and the
+    float32 buffer its chunks are widened into. One thread at a time: :meth:`copy` gives another its own."""
+
+    def __init__(self, label: str, checkpoint: Checkpoint, paths: Mapping[RelativePath, Path]) -> None:
+        self.label = label
+        self.checkpoint = checkpoint
+        self.paths = paths
+        self.readers: dict[RelativePath, FileReader] = {}
+        self.archives: dict[RelativePath, torch_pickle.TorchArchive] = {}
+        self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
+        self.strided: tuple[TensorInfo, Any] | None = None  # the last strided tensor, flattened
+        self.wide = np.empty(0, np.float32)
+        self.scratch = np.empty(0, np.uint8)
+
+    def where(self, file: RelativePath) -> str:
+        return str(self.paths.get(file, file))
+
+    def copy(self) -> Side:
+        """The same files with handles and buffers of its own, for another thread."""
+        return Side(self.label, self.checkpoint, self.paths)
+
+    def read(self, info: TensorInfo, kind: ValueType, start: int, count: int) -> bytearray:
+        """The bytes of elements ``start`` to ``start + count``: a reused buffer, valid until this side's next read."""
+        if self.strided is None or self.strided[0] is not info:
+            strided = self._strided_tensor(info)
+            self.strided = (info, strided.reshape(-1)) if strided is not None else None
+        if self.strided is not None:
+            import torch
+
+            return bytearray(self.strided[1][start : start + count].contiguous().view(torch.uint8).numpy())
+        itemsize = kind.itemsize
+        return self._reader(info.file).read(info.data_offsets[0] + start * itemsize, count * itemsize)
+
+    def read_bytes(self, info: TensorInfo, start: int, nbytes: int) -> bytearray:
+        return self._reader(info.file).read(info.data_offsets[0] + start, nbytes)
+
+    def widen(self, kind: ValueType, raw: bytearray) -> np.ndarray:
+        """A float32 chunk: ``raw`` itself if it holds F32, else widened into this side's reused buffer."""
+        count = len(raw) // kind.itemsize
+        if self.wide.size < count:
+            self.wide = np.empty(count, np.float32)
+        return widen(kind, raw, self.wide)
+
+    def scratch_for(self, nbytes: int) -> np.ndarray:
+        if self.scratch.size < nbytes:
+            self.scratch = np.empty(nbytes, np.uint8)
+        return self.scratch
+
+    def close(self) -> None:
+        for reader in self.readers.values():
+            reader.handle.close()
+        self.readers.clear()
+        self.loaded.clear()
+        self.strided = None
+
+    def _reader(self, file: RelativePath) -> FileReader:
+        if file not in self.readers:
+            self.readers[file] = FileReader(self.paths[file], self.where(file))
+        return self.readers[file]
+
+    def _strided_tensor(self, info: TensorInfo) -> Any | None:
+        """A torch-archive tensor whose bytes are not one contiguous run: loaded through torch.load (mmap)."""
+        if not is_torch_file(info.file):
+            return None
+        if info.file not in self.archives:
+            self.archives[info.file] = torch_pickle.read_archive(self.paths[info.file])
+        archive = self.archives[info.file]
+        if archive.big_endian:
+            raise CkptdiffError(self.where(info.file), "is a big-endian torch archive; --values reads little-endian")
+        if archive.records[info.name].contiguous:
+            return None
+        if info.file not in self.loaded:
+            torch = require_torch(f"--values on {info.file}")
+            try:
+                self.loaded[info.file] = torch.load(self.paths[info.file], mmap=True, weights_only=True)
+            except Exception as err:
+                raise SourceError(self.where(info.file), f"torch.load(weights_only=True) refused it: {err}") from None
+        loaded = self.loaded[info.file]
+        for key in (None, *torch_pickle.STATE_DICT_KEYS):
+            holder = loaded if key is None else loaded.get(key) if isinstance(loaded, dict) else None
+            if isinstance(holder, dict) and info.name in holder:
+                return holder[info.name]
+        raise SourceError(self.where(info.file), f"torch.load found no tensor {info.name!r}")
