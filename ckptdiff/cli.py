@@ -172,14 +172,11 @@ def command(
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
     """
-    from ._gc import collector_paused
     from .compare import compare_specs
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
     from .sources import SourceOptions
 
-    # The whole command is bulk work (~1 M small acyclic objects for a Kimi-K2 pair): see ckptdiff._gc.
-    click.get_current_context().with_resource(collector_paused())
     settings = load_config(config_path)  # a broken config file fails before anything is read
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
                                      "allow_dtype_change": allow_dtype_change, "allow_event": allow_event,

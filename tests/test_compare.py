@@ -90,3 +90,12 @@ def test_report_to_dict_is_the_documented_schema():
     embed = next(t for t in document["tensors"] if t["name"] == "embed_tokens.weight")
     assert embed["a"] is None and embed["b"] == {"shape": [1024, 64], "dtype": "BF16"}
     assert {"severity", "code", "message"} == document["findings"][0].keys()
+
+
+def test_rows_built_in_bulk_equal_rows_built_one_by_one() -> None:
+    from ckptdiff.report import TensorRow, TensorSide, make_rows
+
+    side = TensorSide((4,), "F32")
+    rows = make_rows(["a", "b"], ["match", "only_in_a"], [side, side], [side, None], [None, "note"])
+    assert rows == [TensorRow("a", "match", side, side), TensorRow("b", "only_in_a", side, None, "note")]
+    assert [row.values for row in rows] == [None, None] and hash(rows[0]) == hash(TensorRow("a", "match", side, side))

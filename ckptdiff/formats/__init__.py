@@ -9,8 +9,6 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from .._gc import collector_paused
-
 FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit")
 #: ``-o report.md`` picks markdown when --format is not given.
 FORMAT_BY_EXTENSION: dict[str, str] = {
@@ -29,7 +27,6 @@ class RenderOptions:
     only_diffs: bool = False  # hide rows whose status is match
 
 
-@collector_paused()
 def render(report: Any, fmt: str = "table", options: RenderOptions | None = None, **overrides: Any) -> str:
     if fmt not in FORMAT_NAMES:
         raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMAT_NAMES)}")

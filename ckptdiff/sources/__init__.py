@@ -11,7 +11,6 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._gc import collector_paused
 from ..checkpoint import Checkpoint
 from ..errors import SourceError
 
@@ -51,7 +50,6 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec:
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
 
 
-@collector_paused()
 def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
     """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
     options = options or SourceOptions()
@@ -65,16 +63,13 @@ def resolve(spec: str, options: SourceOptions | None = None, *, wanted: Abstract
     return read_hub(spec, parsed, options, wanted=wanted)
 
 
-@collector_paused()
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
     """Read both sides of a comparison; Hub sides are fetched at the same time (their waits overlap).
 
     If both fail, side A's error is the one raised.
     """
     if not (_is_hub(a) or _is_hub(b)):
-        from .local_pair import read_pair  # two large local sides are read on two cores
-
-        return read_pair(a, b, lambda spec: resolve(spec, options))
+        return resolve(a, options), resolve(b, options)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as pool:
