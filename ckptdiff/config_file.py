@@ -10,7 +10,7 @@ on the command line replaces that setting's value from the file (lists are repla
     allow-missing = ["lm_head.weight"]
     allow-dtype-change = ["BF16:F32"]   # or true: any dtype change
     engine = ["sglang", "vllm"]         # --engine: replay these engines' drafter loaders
-    allow-event = ["sglang:embed_tokens_overridden"]
+    allow-event = ["sglang:aux_ids_default"]
     fail-on = "warning"
     format = "markdown"
 """
