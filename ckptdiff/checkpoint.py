@@ -19,7 +19,7 @@ from .safetensors_header import DType, DuplicateKeyError, SafetensorsHeader, has
 RelativePath = str
 #: A 40-hex commit, or None for local checkpoints.
 Revision = str | None
-SourceKind = Literal["local", "hub", "cache"]
+SourceKind = Literal["local", "hub", "cache", "store"]
 
 INDEX_SUFFIX = ".safetensors.index.json"
 
@@ -123,17 +123,42 @@ def tensors_from_shards(
                     both = f"{first_in[name]} and {file}"
                     raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
                 first_in[name] = file
-    if weight_map is not None and not (indexed and stored == len(weight_map)):  # name the first disagreement
-        for name, file in weight_map.items():
-            found = tensors.get(name)
-            if found is None:
-                raise IndexError_(index_name, f"tensor {name!r} is listed in the index for {file} but no shard has it")
-            if found.file != file:
-                raise IndexError_(index_name, f"tensor {name!r} is listed in {file} but stored in {found.file}")
-        for name, info in tensors.items():  # every indexed name is stored where listed: one is unindexed
-            if name not in weight_map:
-                raise IndexError_(index_name, f"tensor {name!r} is in shard {info.file} but not in the index")
+    if weight_map is not None and not (indexed and stored == len(weight_map)):
+        check_against_index(tensors, weight_map, index_name)
     return tensors
+
+
+def merge_tensor_maps(
+    per_file: Mapping[RelativePath, Mapping[str, TensorInfo]],
+    weight_map: Mapping[str, RelativePath] | None,
+    index_name: str,
+) -> dict[str, TensorInfo]:
+    """Merge per-file tensor maps (of torch archives), refusing a name in two files and checking the index."""
+    tensors: dict[str, TensorInfo] = {}
+    for file in sorted(per_file):
+        for name, info in per_file[file].items():
+            if name in tensors:
+                both = f"{tensors[name].file} and {file}"
+                raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
+            tensors[name] = info
+    if weight_map is not None:
+        check_against_index(tensors, weight_map, index_name)
+    return tensors
+
+
+def check_against_index(
+    tensors: Mapping[str, TensorInfo], weight_map: Mapping[str, RelativePath], index_name: str
+) -> None:
+    """Every name the index lists is stored in the shard it names, and every stored name is listed."""
+    for name, file in weight_map.items():
+        found = tensors.get(name)
+        if found is None:
+            raise IndexError_(index_name, f"tensor {name!r} is listed in the index for {file} but no shard has it")
+        if found.file != file:
+            raise IndexError_(index_name, f"tensor {name!r} is listed in {file} but stored in {found.file}")
+    for name, info in tensors.items():
+        if name not in weight_map:
+            raise IndexError_(index_name, f"tensor {name!r} is in shard {info.file} but not in the index")
 
 
 def check_shard_path(path: str, *, index_name: str) -> RelativePath:

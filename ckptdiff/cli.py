@@ -134,7 +134,7 @@ def command_line(ctx: click.Context) -> str:
                    "into the HF cache; .bin/.pt files need ckptdiff[torch].")  # fmt: skip
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
 @click.option("--jobs", type=click.IntRange(1, 64), default=8, show_default=True,
-              help="Shard headers fetched in parallel from the Hub.")  # fmt: skip
+              help="Shard headers fetched in parallel from the Hub or an object store.")  # fmt: skip
 @click.option("--ignore", multiple=True, metavar="GLOB", help="Leave tensors matching GLOB out (repeatable).")
 @click.option("--allow-missing", multiple=True, metavar="GLOB",
               help="Accept tensors matching GLOB that are in A but not in B (repeatable).")  # fmt: skip
@@ -166,9 +166,11 @@ def command(
 ) -> None:  # fmt: skip
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
-    A and B are local files or folders (model.safetensors, a *.safetensors.index.json, ...) or Hugging Face
-    Hub repos, org/name[@revision]. Only headers are read, never weights. With --engine, B may be left out:
-    ckptdiff A --engine sglang [--base BASE] checks whether that engine loads A as trained.
+    A and B are local files or folders (model.safetensors, a *.safetensors.index.json, ...), Hugging Face
+    Hub repos (org/name[@revision], hf://org/name[@revision][/subfolder]), or object-store URLs (s3://, gs://,
+    az://, https://; needs ckptdiff[s3], [gcs], [azure] or [http]). Only headers are read, never weights.
+    With --engine, B may be left out: ckptdiff A --engine sglang [--base BASE] checks whether that engine
+    loads A as trained.
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
     """

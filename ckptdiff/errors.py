@@ -59,12 +59,31 @@ class ReportWriteError(CkptdiffError):
 
 
 _TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")
-_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
+_HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
+#: Object stores' standard credential variables (an access key id is not secret, but it names an account).
+_STORE_SECRET_VARIABLES = (
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_ACCESS_KEY_ID",
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_CLIENT_SECRET",
+    "GOOGLE_OAUTH_ACCESS_TOKEN",
+)
+#: Signatures and keys that travel inside URLs (presigned S3, Azure SAS, GCS signed URLs) and user:password@.
+_URL_SECRETS = re.compile(
+    r"(?i)([?&](?:x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature|x-goog-credential|sig|"
+    r"signature|token|access_token|key)=)[^&\s\"']+"
+)
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@")
 
 
 def scrub_secrets(text: str) -> str:
-    """Remove Hugging Face tokens from anything we print, even one a server reflected into a message."""
-    tokens = [os.environ.get(variable) for variable in _TOKEN_VARIABLES]
+    """Remove tokens and keys from anything we print, even one a server reflected into a message."""
+    tokens = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
     if "huggingface_hub" in sys.modules:  # the token it sends may be a stored login in no hf_ shape
         from huggingface_hub import get_token
 
@@ -72,4 +91,9 @@ def scrub_secrets(text: str) -> str:
     for token in tokens:
         if token and len(token) >= 4:
             text = text.replace(token, "***")
+    for variable in _STORE_SECRET_VARIABLES:  # real keys are long; a short one ("test", LocalStack's) is no secret
+        value = os.environ.get(variable)
+        if value and len(value) >= 8:
+            text = text.replace(value, "***")
+    text = _URL_USERINFO.sub(r"\1***@", _URL_SECRETS.sub(r"\1***", text))
     return _TOKEN_PATTERN.sub("hf_***", text)

@@ -190,3 +190,47 @@ def test_huggingface_hub_debug_logs_hold_no_token(hub, ckptdiff, logging):
     assert result.returncode in (0, 1), result.stderr
     assert result.stderr.strip(), "the client logged its requests"
     assert_never_shown(result, TOKEN)
+
+
+# --- object-store credentials ------------------------------------------------------------------------------
+
+
+def test_cloud_keys_and_url_signatures_are_scrubbed(monkeypatch):
+    from ckptdiff.errors import scrub_secrets
+
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzSecretNeverShown"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AZURE_STORAGE_KEY", "c2VjcmV0LWF6dXJlLWtleS1uZXZlci1zaG93bg==")
+    text = (
+        f"SignatureDoesNotMatch for {secret} and c2VjcmV0LWF6dXJlLWtleS1uZXZlci1zaG93bg== at "
+        "https://acct.blob.core.windows.net/c/model.safetensors?sv=2024-01-01&sig=abc%2Bdef&se=2030 and "
+        "https://bucket.s3.amazonaws.com/k?X-Amz-Credential=AKIA%2F1&X-Amz-Signature=0123abcd and "
+        "https://user:hunter2pass@host/model.safetensors"
+    )
+    scrubbed = scrub_secrets(text)
+    for leaked in (secret, "c2VjcmV0LWF6", "abc%2Bdef", "0123abcd", "AKIA%2F1", "hunter2pass"):
+        assert leaked not in scrubbed, scrubbed
+    assert "model.safetensors?sv=2024-01-01&sig=***&se=2030" in scrubbed  # the rest of the URL stays readable
+
+
+def test_a_short_access_key_id_like_localstacks_test_is_not_scrubbed_everywhere(monkeypatch):
+    from ckptdiff.errors import scrub_secrets
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    assert scrub_secrets("tests/test_x.py: 1 test") == "tests/test_x.py: 1 test"
+
+
+@pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
+def test_an_s3_secret_is_never_printed_even_when_denied(run_cli, debug):
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from store_servers import SECRET_KEY, S3Server
+
+    with S3Server() as s3:
+        s3.upload(PUBLISHED, "private/drafter")
+        with s3.require_auth():
+            result = run_cli("s3://private/drafter", OURS, *(["--debug"] if debug else []), env=s3.env)
+    assert result.returncode == 2 and "access denied" in result.stderr
+    if debug:
+        assert "Traceback" in result.stderr  # --debug shows the traceback, scrubbed
+    assert_never_shown(result, SECRET_KEY)

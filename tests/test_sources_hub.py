@@ -359,21 +359,34 @@ def test_unauthorised_file_requests_say_how_to_log_in(hub_client, status):
     assert "HF_TOKEN" in error.value.line() and "org/drafter@" in error.value.line()
 
 
-def test_a_repo_without_safetensors_says_what_it_has(hub_client, tmp_path):
-    repo = tmp_path / "pickled"
+def test_a_repo_without_readable_weights_says_what_it_has(hub_client, tmp_path):
+    repo = tmp_path / "gguf"
     repo.mkdir()
     (repo / "config.json").write_text("{}")
-    (repo / "pytorch_model.bin").write_bytes(b"PK\x03\x04")
-    hub_client.add_repo("org/pickled", repo)
+    (repo / "model-q4.gguf").write_bytes(b"GGUF")
+    hub_client.add_repo("org/gguf", repo)
     with pytest.raises(SourceError) as error:
-        resolve("org/pickled")
+        resolve("org/gguf")
     assert error.value.line() == (
-        "org/pickled@"
-        + hub_client.repos["org/pickled"].refs["main"][:12]
-        + ": not a safetensors repo: no model.safetensors or *.safetensors.index.json"
-        + " (it has pytorch_model.bin (not safetensors))"
+        "org/gguf@"
+        + hub_client.repos["org/gguf"].refs["main"][:12]
+        + ": no safetensors weights (model.safetensors or *.safetensors.index.json)"
+        + " (it holds: model-q4.gguf (not safetensors))"
     )
     assert hub_client.requests == {"api-info": 1}
+
+
+def test_a_torch_bin_on_the_hub_is_read_like_the_same_file_on_disk(hub_client, tmp_path):
+    """One planner for every store: a .bin repo is read as a local folder is (the pickle through ranges)."""
+    torch = pytest.importorskip("torch")
+    repo = tmp_path / "pickled"
+    repo.mkdir()
+    state = {"embed.weight": torch.zeros(4096, 512), "norm.weight": torch.ones(512)}  # 8 MiB of weights
+    torch.save(state, repo / "pytorch_model.bin")
+    hub_client.add_repo("org/pickled", repo)
+    remote, local = resolve("org/pickled"), resolve(str(repo))
+    assert remote.tensors == local.tensors and set(remote.tensors) == set(state)
+    assert hub_client.bytes_sent["resolve"] < 512 * 1024  # the zip directory and the pickle, not the weights
 
 
 def test_an_unreachable_hub(hub_client, monkeypatch):

@@ -113,3 +113,12 @@ def test_specs_are_paths_or_hub_repos(tmp_path, monkeypatch):
     assert isinstance(parse_spec("/abs/x"), LocalSpec) and isinstance(parse_spec("~/x"), LocalSpec)
     with pytest.raises(SourceError, match="not a Hub repo id"):
         parse_spec("no-such-thing")
+
+
+def test_a_torch_index_over_the_json_limit_is_refused_unread(tmp_path):
+    """The torch index gets the same size guard as a safetensors index (one planner reads both)."""
+    with open(tmp_path / "pytorch_model.bin.index.json", "wb") as handle:
+        handle.write(b"{")
+        handle.truncate(2**30)  # sparse: 1 GiB apparent, nothing on disk
+    with pytest.raises(CkptdiffError, match=r"index is 1,073,741,824 bytes, over the 100,000,000-byte limit"):
+        resolve(str(tmp_path))

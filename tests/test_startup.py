@@ -17,6 +17,8 @@ FIXTURES = REPO / "fixtures"
 
 #: Libraries that only some features need (the Hub, --values); each costs 0.1–2 s to import.
 HEAVY = ("torch", "huggingface_hub", "numpy", "safetensors", "httpx", "requests")
+#: Object-store libraries (ckptdiff[s3], [gcs], [azure], [http]): only an s3://, gs://, az:// or URL spec loads them.
+HEAVY += ("fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp", "gcsfs", "adlfs")
 
 IMPORTED_BY = """
 import json, sys

@@ -33,7 +33,8 @@ def _cell(text: str) -> str:
 
 
 def _side(label: str, side: SideSummary) -> str:
-    revision = f" at commit `{side.revision}`" if side.revision else ""
+    pinned = "commit" if side.kind == "hub" else "version"  # a store's ETag or VersionId
+    revision = f" at {pinned} `{side.revision}`" if side.revision else ""
     return (
         f"- **{label}**: {_code(side.spec)}{revision} — {side.files} file(s), {side.tensors} tensors, "
         f"{human_count(side.parameters)} parameters, {human_bytes(side.bytes)}"

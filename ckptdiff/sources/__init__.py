@@ -1,20 +1,26 @@
-"""Where a checkpoint comes from: a spec string → a Checkpoint.
+"""Where a checkpoint comes from: a spec string → a Source → a Checkpoint.
 
-A spec is a local path (file or folder) or a Hub repo ``org/name[@revision]``. A spec that exists on disk is
-a path; ``./x``, ``/x`` and ``~/x`` are always paths.
+A spec is a local path (file or folder), a Hub repo ``org/name[@revision]`` or ``hf://org/name[@rev][/sub]``,
+or an object-store URL (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``https://``, ``http://``). A URL scheme
+always means its store; a spec that exists on disk is a path; ``./x``, ``/x`` and ``~/x`` are always paths.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
-from ..checkpoint import Checkpoint
-from ..errors import SourceError
+from ..checkpoint import Checkpoint, RelativePath
+from ..errors import CkptdiffError, SourceError, scrub_secrets
+from .base import Source
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+#: URL schemes read through fsspec, and the extra that installs each one's package.
+STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,14 @@ class LocalSpec:
 class HubSpec:
     repo_id: str
     revision: str | None  # None: the repo's default branch
+    subfolder: str | None = None  # hf://org/name/sub/folder
+    explicit: bool = False  # spelled hf://: never a path
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    url: str  # as typed: s3://bucket/prefix, https://host/path/model.safetensors
+    scheme: str
 
 
 @dataclass(frozen=True)
@@ -37,7 +51,20 @@ class SourceOptions:
     progress: bool = False
 
 
-def parse_spec(spec: str) -> LocalSpec | HubSpec:
+def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
+    scheme, separator, rest = spec.partition("://")
+    if separator and scheme.lower() == "hf":
+        return _parse_hf_url(spec, rest)
+    if separator and scheme.lower() in STORE_SCHEMES:
+        if not rest.strip("/"):
+            raise SourceError(spec, "names no bucket, container or host")
+        if "?" in rest or "#" in rest:
+            raise SourceError(
+                scrub_secrets(spec.split("?", 1)[0]),
+                "a URL with a query string (a signed link) is not supported",
+                "name the object through its store (s3://, gs://, az://) and let its credentials sign the requests",
+            )
+        return StoreSpec(spec, scheme.lower())
     try:
         expanded = Path(spec).expanduser()
     except RuntimeError:  # ~user for a user that does not exist
@@ -50,25 +77,84 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec:
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
 
 
-def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
-    """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
+def _parse_hf_url(spec: str, rest: str) -> HubSpec:
+    """``hf://org/name[@rev][/sub/folder]``; a revision holding '/' is written URL-encoded (refs%2Fpr%2F1)."""
+    parts = rest.strip("/").split("/")
+    if len(parts) < 2:
+        raise SourceError(spec, "not a Hub repo (hf://org/name[@revision][/subfolder])")
+    org, name_rev, sub = parts[0], parts[1], "/".join(parts[2:])
+    name, at, revision = name_rev.partition("@")
+    if not _REPO_ID.match(f"{org}/{name}") or (at and not revision) or ".." in sub.split("/"):
+        raise SourceError(spec, "not a Hub repo (hf://org/name[@revision][/subfolder])")
+    return HubSpec(f"{org}/{name}", unquote(revision) or None, sub or None, explicit=True)
+
+
+def open_source(spec: str, options: SourceOptions | None = None) -> Source:
+    """The Source a spec names (nothing is read yet)."""
     options = options or SourceOptions()
     parsed = parse_spec(spec)
     if isinstance(parsed, LocalSpec):
-        from .local import read_local
+        from .local import LocalSource
 
-        return read_local(spec, parsed.path, wanted=wanted)
-    from .hub import read_hub
+        return LocalSource(spec, parsed.path)
+    if isinstance(parsed, StoreSpec):
+        from .store import StoreSource
 
-    return read_hub(spec, parsed, options, wanted=wanted)
+        return StoreSource(spec, parsed, options)
+    from .hub import HubSource
+
+    return HubSource(spec, parsed, options)
+
+
+def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
+    """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
+    options = options or SourceOptions()
+    return read_source(open_source(spec, options), wanted=wanted, progress=options.progress)
+
+
+def read_source(source: Source, *, wanted: AbstractSet[str] | None = None, progress: bool = False) -> Checkpoint:
+    """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
+    from .planner import read_checkpoint
+
+    try:
+        return read_checkpoint(source, wanted=wanted, progress=progress)
+    except CkptdiffError:
+        raise
+    except Exception as err:
+        explained = source.explain(err)
+        if explained is None:
+            raise
+        raise explained from None
+
+
+def source_of(checkpoint: Checkpoint, options: SourceOptions | None = None) -> Source:
+    """The Source a checkpoint was read from, reopened at the revision it was read at (for --values)."""
+    source = open_source(checkpoint.spec, options)
+    source.pin(checkpoint.revision)
+    return source
+
+
+def fetch_files(
+    source: Source, folder: Path, files: Iterable[RelativePath], progress: bool = False
+) -> dict[RelativePath, Path]:
+    """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
+    try:
+        return source.fetch_to(folder, sorted(set(files)), progress)
+    except CkptdiffError:
+        raise
+    except Exception as err:
+        explained = source.explain(err)
+        if explained is None:
+            raise
+        raise explained from None
 
 
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
-    """Read both sides of a comparison; Hub sides are fetched at the same time (their waits overlap).
+    """Read both sides of a comparison; remote sides are fetched at the same time (their waits overlap).
 
     If both fail, side A's error is the one raised.
     """
-    if not (_is_hub(a) or _is_hub(b)):
+    if not (_is_remote(a) or _is_remote(b)):
         return resolve(a, options), resolve(b, options)
     from concurrent.futures import ThreadPoolExecutor
 
@@ -77,8 +163,8 @@ def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[
         return side_a.result(), side_b.result()
 
 
-def _is_hub(spec: str) -> bool:
+def _is_remote(spec: str) -> bool:
     try:
-        return isinstance(parse_spec(spec), HubSpec)
+        return not isinstance(parse_spec(spec), LocalSpec)
     except SourceError:
         return False  # resolve() raises it in its turn

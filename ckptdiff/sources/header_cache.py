@@ -19,23 +19,15 @@ import json
 import os
 import re
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
+
+from .base import ListedFile
 
 CACHE_VERSION = "v1"
 #: What the default branch is stored under in ``refs/`` (a real ref name cannot start with '@').
 DEFAULT_REF = "@default"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-
-
-@dataclass(frozen=True)
-class ListedFile:
-    """One file of a commit, from the Hub's listing: no request needed to know its size or content hash."""
-
-    path: str
-    size: int | None
-    sha256: str | None  # LFS files only
 
 
 class HeaderCache:

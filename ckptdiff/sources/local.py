@@ -1,29 +1,17 @@
-"""Checkpoints on the local disk: a .safetensors file, a folder with model.safetensors, or a sharded index."""
+"""Checkpoints on the local disk: a file (safetensors, index, torch archive) or a folder, as a Source."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Set as AbstractSet
+import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from ..checkpoint import (
-    INDEX_SUFFIX,
-    MAX_JSON_BYTES,
-    Checkpoint,
-    FileInfo,
-    RelativePath,
-    check_json_size,
-    parse_config,
-    parse_index,
-    tensors_from_shards,
-)
-from ..errors import CkptdiffError, HeaderError, IndexError_, SourceError
+from ..checkpoint import INDEX_SUFFIX, RelativePath
+from ..errors import HeaderError, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
-from . import torch_pickle
-
-CONFIG_NAME = "config.json"
-SINGLE_FILE_NAME = "model.safetensors"
+from .base import Described, ListedFile, Listing, Source
+from .planner import CONFIG_NAME
 
 
 def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
@@ -54,102 +42,66 @@ def _read_exactly(handle: BinaryIO, count: int) -> bytes:
     return data
 
 
-def read_local(spec: str, path: Path, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
-    """Read a local checkpoint's metadata. With ``wanted``, read only the shards that hold those tensors."""
-    if not path.exists():
-        raise SourceError(spec, "no such file or folder")
-    if path.is_file():
-        if path.name.endswith(INDEX_SUFFIX):
-            return _read_sharded(spec, path.parent, path, wanted)
-        if path.suffix == ".safetensors":
-            return _read_files(spec, path.parent, [path.name], config_dir=path.parent, location=path)
-        if path.name.endswith(torch_pickle.TORCH_INDEX_SUFFIX):
-            return torch_pickle.read_torch_index(spec, path, config=_read_config(path.parent), wanted=wanted)
-        if path.suffix in torch_pickle.TORCH_SUFFIXES:
-            return torch_pickle.read_torch_files(
-                spec, path.parent, [path.name], config=_read_config(path.parent), location=path
-            )
-        raise SourceError(str(path), "not a .safetensors file or a *.safetensors.index.json index")
-    if not path.is_dir():
-        raise SourceError(str(path), "not a regular file or folder (a device, pipe or socket?)")
-    if (path / SINGLE_FILE_NAME).is_file():
-        return _read_files(spec, path, [SINGLE_FILE_NAME], config_dir=path, location=path)
-    indexes = sorted(p for p in path.iterdir() if p.name.endswith(INDEX_SUFFIX))
-    if len(indexes) > 1:
-        preferred = path / ("model" + INDEX_SUFFIX)
-        if preferred not in indexes:
-            names = ", ".join(p.name for p in indexes)
-            raise SourceError(str(path), f"several indexes ({names}); name the one to use")
-        indexes = [preferred]
-    if indexes:
-        return _read_sharded(spec, path, indexes[0], wanted)
-    loose = sorted(p.name for p in path.iterdir() if p.suffix == ".safetensors" and p.is_file())
-    if loose:
-        # No index: every safetensors file in the folder is a shard, and no tensor may appear twice.
-        return _read_files(spec, path, loose, config_dir=path, location=path)
-    # Legacy torch weights (pytorch_model.bin or its sharded index), read without running pickle code.
-    if (path / torch_pickle.TORCH_INDEX_NAME).is_file():
-        return torch_pickle.read_torch_index(spec, path / torch_pickle.TORCH_INDEX_NAME, config=_read_config(path))
-    if (path / torch_pickle.TORCH_SINGLE_FILE_NAME).is_file():
-        names = [torch_pickle.TORCH_SINGLE_FILE_NAME]
-        return torch_pickle.read_torch_files(spec, path, names, config=_read_config(path), location=path)
-    present = sorted(p.name for p in path.iterdir())[:6]
-    hint = f"it holds: {', '.join(present)}" if present else "it is empty"
-    raise SourceError(str(path), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)
+class LocalSource(Source):
+    """A checkpoint on this machine: a file (safetensors, index, torch archive) or a folder holding one."""
 
+    remote = False
 
-def _read_config(folder: Path) -> dict | None:
-    config_path = folder / CONFIG_NAME
-    if not config_path.is_file():
-        return None
-    return parse_config(_read_json_file(config_path, what="config.json"), config_name=str(config_path))
+    def __init__(self, spec: str, path: Path) -> None:
+        self.spec = spec
+        self.path = path
+        self.folder = path.parent if path.is_file() else path
+        self._named: RelativePath | None = None
 
+    def list_files(self) -> Listing:
+        path = self.path
+        if not path.exists():
+            raise SourceError(self.spec, "no such file or folder")
+        if path.is_file():
+            self._named = path.name
+            named = ListedFile(path.name, path.stat().st_size, None)
+            return Listing({path.name: named, **self._folder_files()}, named=path.name)
+        if not path.is_dir():
+            raise SourceError(str(path), "not a regular file or folder (a device, pipe or socket?)")
+        return Listing(self._folder_files())
 
-def _read_json_file(path: Path, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
-    """A config.json or index, refused unread when it is bigger than any real one."""
-    try:
-        with open(path, "rb") as handle:
-            check_json_size(os.fstat(handle.fileno()).st_size, str(path), what=what, error=error)
-            return handle.read(MAX_JSON_BYTES + 1)
-    except OSError as err:
-        raise SourceError(str(path), f"cannot read: {err.strerror or err}") from None
+    def _folder_files(self) -> dict[RelativePath, ListedFile]:
+        """The folder's files, by name; only config.json when the spec names a file (its siblings are not read)."""
+        if self.path.is_file():
+            config = self.stat(CONFIG_NAME)
+            return {CONFIG_NAME: config} if config is not None else {}
+        files = {}
+        for entry in os.scandir(self.folder):
+            if entry.is_file():
+                files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
+        return files
 
+    def stat(self, file: RelativePath) -> ListedFile | None:
+        try:
+            status = (self.folder / file).stat()
+        except OSError:
+            return None
+        return ListedFile(file, status.st_size, None) if stat.S_ISREG(status.st_mode) else None
 
-def _read_files(spec: str, folder: Path, names: list[RelativePath], *, config_dir: Path, location: Path) -> Checkpoint:
-    headers = {name: read_header_file(folder / name) for name in names}
-    return Checkpoint(
-        spec=spec,
-        kind="local",
-        location=str(location),
-        revision=None,
-        tensors=tensors_from_shards(headers, index_name=str(folder)),
-        config=_read_config(config_dir),
-        files=tuple(FileInfo(name, headers[name].file_size) for name in names),
-        metadata={name: headers[name].metadata for name in names},
-    )
+    def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
+        try:
+            with open(self.folder / file, "rb") as handle:
+                stop = min(stop, os.fstat(handle.fileno()).st_size)  # no buffer sized for a 100 MB cap
+                handle.seek(start)
+                return handle.read(max(0, stop - start))
+        except OSError as err:
+            raise SourceError(self.name_of(file), f"cannot read: {err.strerror or err}") from None
 
+    def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
+        return read_header_file(self.folder / file.path)
 
-def _read_sharded(spec: str, folder: Path, index_path: Path, wanted: AbstractSet[str] | None) -> Checkpoint:
-    index_name = str(index_path)
-    raw = _read_json_file(index_path, what="index", error=IndexError_)
-    weight_map = parse_index(raw, index_name=index_name)
-    shards = sorted(set(weight_map.values()))
-    if wanted is not None:
-        shards = sorted({weight_map[name] for name in wanted if name in weight_map})
-        weight_map = {name: file for name, file in weight_map.items() if file in shards}
-    headers: dict[RelativePath, SafetensorsHeader] = {}
-    for shard in shards:
-        shard_path = folder / shard
-        if not shard_path.is_file():
-            raise IndexError_(index_name, f"shard {shard} listed in the index is missing")
-        headers[shard] = read_header_file(shard_path)
-    return Checkpoint(
-        spec=spec,
-        kind="local",
-        location=str(folder),
-        revision=None,
-        tensors=tensors_from_shards(headers, weight_map=weight_map, index_name=index_name),
-        config=_read_config(folder),
-        files=tuple(FileInfo(shard, headers[shard].file_size) for shard in shards),
-        metadata={shard: headers[shard].metadata for shard in shards},
-    )
+    def local_path(self, file: RelativePath) -> Path | None:
+        candidate = self.folder / file
+        return candidate if candidate.exists() else None
+
+    def name_of(self, file: RelativePath | None = None) -> str:
+        return str(self.folder / file) if file else str(self.path)
+
+    def describe(self, weights: RelativePath | None = None) -> Described:
+        location = self.path if self._named and not self._named.endswith(INDEX_SUFFIX) else self.folder
+        return Described("local", str(location), None)

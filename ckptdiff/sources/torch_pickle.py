@@ -23,10 +23,10 @@ import zipfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from ..checkpoint import Checkpoint, FileInfo, RelativePath, TensorInfo, parse_index
-from ..errors import CkptdiffError, IndexError_, SourceError
+from ..checkpoint import RelativePath, TensorInfo
+from ..errors import CkptdiffError, SourceError
 from ..safetensors_header import DTYPE_BITS, DType
 
 #: Files this reader takes: single archives and the sharded index ``transformers`` writes next to them.
@@ -266,21 +266,25 @@ def read_archive(path: Path, *, source: str | None = None) -> TorchArchive:
     name = source or str(path)
     try:
         with open(path, "rb") as handle:
-            file_size = os.fstat(handle.fileno()).st_size
-            if not zipfile.is_zipfile(handle):
-                handle.seek(0)
-                _refuse_non_zip(name, handle.read(len(_LEGACY_MAGIC)))
-            handle.seek(0)
-            try:
-                archive = zipfile.ZipFile(handle)
-            except (zipfile.BadZipFile, ValueError) as err:
-                raise SourceError(name, f"not a readable torch zip checkpoint ({err})") from None
-            with archive:
-                return _read_zip(path, name, archive, handle, file_size)
+            return read_archive_from(handle, name, os.fstat(handle.fileno()).st_size, path=path)
     except IsADirectoryError:
         raise SourceError(name, "is a folder, expected a torch checkpoint file") from None
     except OSError as err:
         raise SourceError(name, f"cannot read: {err.strerror or err}") from None
+
+
+def read_archive_from(handle: BinaryIO, name: str, file_size: int, *, path: Path | None = None) -> TorchArchive:
+    """The same from any seekable handle (a local file, or a remote one read through ranges)."""
+    if not zipfile.is_zipfile(handle):
+        handle.seek(0)
+        _refuse_non_zip(name, handle.read(len(_LEGACY_MAGIC)))
+    handle.seek(0)
+    try:
+        archive = zipfile.ZipFile(handle)
+    except (zipfile.BadZipFile, ValueError) as err:
+        raise SourceError(name, f"not a readable torch zip checkpoint ({err})") from None
+    with archive:
+        return _read_zip(path or Path(name), name, archive, handle, file_size)
 
 
 def _refuse_non_zip(name: str, start: bytes) -> None:
@@ -293,7 +297,7 @@ def _refuse_non_zip(name: str, start: bytes) -> None:
     raise SourceError(name, "not a torch zip checkpoint (no zip archive with data.pkl)")
 
 
-def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: io.BufferedReader, file_size: int):
+def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: BinaryIO, file_size: int):
     entries = {info.filename: info for info in archive.infolist()}
     pickles = [entry for entry in entries if entry.endswith("/data.pkl") and entry.count("/") == 1]
     if len(pickles) != 1:
@@ -335,7 +339,7 @@ def _span(record: TensorRecord) -> int:
     return 1 + sum((dim - 1) * step for dim, step in zip(record.shape, record.stride))
 
 
-def _data_start(entry: zipfile.ZipInfo, handle: io.BufferedReader, name: str) -> int:
+def _data_start(entry: zipfile.ZipInfo, handle: BinaryIO, name: str) -> int:
     """Where an entry's bytes start: after its local header, whose extra field may differ from the central one."""
     if entry.compress_type != zipfile.ZIP_STORED:
         raise SourceError(name, f"storage {entry.filename} is compressed; torch writes storages uncompressed")
@@ -367,62 +371,3 @@ def _state_dict(loaded: Any, name: str) -> dict[str, TensorRecord]:
         keys = ", ".join(sorted(str(k) for k in loaded)[:8])
         raise SourceError(name, f"holds no state dict of tensors (top-level keys: {keys or 'none'})")
     raise SourceError(name, f"holds a {type(loaded).__name__}, not a state dict of tensors")
-
-
-# --- checkpoints ---------------------------------------------------------------------------------------
-
-
-def read_torch_files(
-    spec: str, folder: Path, names: list[RelativePath], *, config: dict | None, location: Path,
-    weight_map: Mapping[str, RelativePath] | None = None, index_name: str | None = None,
-) -> Checkpoint:  # fmt: skip
-    """A Checkpoint from one or more torch archives (shards), checked against the index's weight_map if given."""
-    tensors: dict[str, TensorInfo] = {}
-    files = []
-    where = index_name or str(folder)
-    for file in names:
-        archive = read_archive(folder / file)
-        files.append(FileInfo(file, archive.file_size))
-        for tensor_name, info in archive.tensor_infos(file).items():
-            if tensor_name in tensors:
-                raise IndexError_(
-                    where, f"tensor {tensor_name!r} is stored in two shards: {tensors[tensor_name].file} and {file}"
-                )
-            tensors[tensor_name] = info
-    if weight_map is not None:
-        for tensor_name, file in weight_map.items():
-            found = tensors.get(tensor_name)
-            if found is None:
-                raise IndexError_(
-                    where, f"tensor {tensor_name!r} is listed in the index for {file} but no shard has it"
-                )
-            if found.file != file:
-                raise IndexError_(where, f"tensor {tensor_name!r} is listed in {file} but stored in {found.file}")
-        extra = sorted(set(tensors) - set(weight_map))
-        if extra:
-            raise IndexError_(where, f"tensor {extra[0]!r} is in shard {tensors[extra[0]].file} but not in the index")
-    return Checkpoint(
-        spec=spec, kind="local", location=str(location), revision=None, tensors=tensors, config=config,
-        files=tuple(files),
-    )  # fmt: skip
-
-
-def read_torch_index(spec: str, index_path: Path, *, config: dict | None, wanted=None) -> Checkpoint:
-    """A sharded torch checkpoint: ``pytorch_model.bin.index.json`` and the shards it lists."""
-    index_name = str(index_path)
-    try:
-        raw = index_path.read_bytes()
-    except OSError as err:
-        raise SourceError(index_name, f"cannot read: {err.strerror or err}") from None
-    weight_map = parse_index(raw, index_name=index_name)
-    shards = sorted(set(weight_map.values()))
-    if wanted is not None:
-        shards = sorted({weight_map[name] for name in wanted if name in weight_map})
-        weight_map = {name: file for name, file in weight_map.items() if file in shards}
-    folder = index_path.parent
-    for shard in shards:
-        if not (folder / shard).is_file():
-            raise CkptdiffError(index_name, f"shard {shard} listed in the index is missing")
-    return read_torch_files(
-        spec, folder, shards, config=config, location=folder, weight_map=weight_map, index_name=index_name
-    )

@@ -1,11 +1,13 @@
-"""Where --values gets each file's bytes: local paths, Hub files downloaded into the HF cache, known sha256s."""
+"""Where --values gets each file's bytes: through the checkpoint's Source (local, Hub, object store); known sha256s."""
 
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
 
 from ..checkpoint import Checkpoint, RelativePath
 from ..errors import SourceError
@@ -20,8 +22,6 @@ def file_sha256(checkpoint: Checkpoint, file: RelativePath) -> str | None:
     for info in checkpoint.files:
         if info.path == file and info.sha256:
             return info.sha256.lower()
-    if checkpoint.kind == "hub":
-        return None
     path = local_path(checkpoint, file)
     if path is None:
         return None
@@ -50,13 +50,10 @@ def identical_files(a: Checkpoint, b: Checkpoint) -> dict[tuple[RelativePath, Re
 
 
 def local_path(checkpoint: Checkpoint, file: RelativePath) -> Path | None:
-    if checkpoint.kind == "hub":
-        return None
-    location = Path(checkpoint.location)
-    if location.is_file():
-        return location if location.name == Path(file).name else location.parent / file
-    candidate = location / file
-    return candidate if candidate.exists() else None
+    """The file on this machine (a local checkpoint's, or a Hub file already in the HF cache), without a download."""
+    from ..sources import source_of
+
+    return source_of(checkpoint).local_path(file)
 
 
 def fetch_files(
@@ -68,67 +65,47 @@ def fetch_files(
     progress: bool = False,
     notify: Notify | None = None,
 ) -> dict[RelativePath, Path]:
-    """Local paths of these files; a Hub side's are downloaded into the HF cache, the total announced first."""
+    """Local paths of these files, through the checkpoint's Source: files on disk as they are, the others
+    downloaded (a Hub side's into the HF cache, an object store's into a temporary folder), the total announced."""
+    from ..sources import SourceOptions, source_of
+    from ..sources import fetch_files as fetch
+
     wanted = sorted(set(files))
+    source = source_of(checkpoint, SourceOptions(offline=offline))
     paths: dict[RelativePath, Path] = {}
     remote = []
     for file in wanted:
-        local = local_path(checkpoint, file)
+        local = source.local_path(file)
         if local is not None:
             paths[file] = local
-        elif checkpoint.kind == "local":
+        elif not source.remote:
             raise SourceError(checkpoint.location, f"file {file} is missing")
         else:
             remote.append(file)
     if not remote:
         return paths
-    from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-
-    repo, revision = checkpoint.location, checkpoint.revision
-    where = f"{repo}@{revision[:12]}" if revision else repo
-    try:
-        plans = [hf_hub_download(repo, f, revision=revision, dry_run=True, local_files_only=offline) for f in remote]
-    except LocalEntryNotFoundError:
-        raise SourceError(where, "--values needs the weight files, which are not in the cache (--offline)") from None
-    except HfHubHTTPError as err:
-        raise SourceError(where, f"cannot list weight files for --values: {_short(err)}") from None
-    missing = [plan for plan in plans if plan.will_download]
-    if missing and notify is not None:
-        total = sum(plan.file_size or 0 for plan in missing)
-        cached = len(plans) - len(missing)
-        also = f" ({cached} already cached)" if cached else ""
-        notify(
-            f"--values: downloading {len(missing)} file(s) of {label} ({where}), {_gib(total)}, "
-            f"into the Hugging Face cache{also}"
-        )
-    tqdm_class = None if progress else _silent_tqdm()
-    for file in remote:
-        try:
-            paths[file] = Path(
-                hf_hub_download(repo, file, revision=revision, local_files_only=offline, tqdm_class=tqdm_class)
-            )
-        except HfHubHTTPError as err:
-            raise SourceError(f"{where}:{file}", f"download failed: {_short(err)}") from None
-        except OSError as err:
-            raise SourceError(f"{where}:{file}", f"download failed: {err.strerror or err}") from None
+    if notify is not None:
+        sizes = {info.path: info.size or 0 for info in checkpoint.files}
+        total = _gib(sum(sizes.get(file, 0) for file in remote))
+        also = f" ({len(paths)} already cached)" if paths else ""
+        where, into = source.name_of(), source.downloads_into
+        notify(f"--values: downloading {len(remote)} file(s) of {label} ({where}), {total}, into {into}{also}")
+    folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-", dir=_scratch_folder()))  # one per side
+    paths.update(fetch(source, folder, remote, progress))
     return paths
 
 
-def _silent_tqdm() -> type:
-    from tqdm.auto import tqdm
+def _scratch_folder() -> Path:
+    """Where an object store's weight files are downloaded for --values: one temporary folder a run, removed at exit."""
+    global _SCRATCH
+    if _SCRATCH is None:
+        _SCRATCH = Path(tempfile.mkdtemp(prefix="ckptdiff-values-"))
+        atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
+    return _SCRATCH
 
-    class Silent(tqdm):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            kwargs["disable"] = True
-            super().__init__(*args, **kwargs)
 
-    return Silent
+_SCRATCH: Path | None = None
 
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
-
-
-def _short(err: Exception) -> str:
-    return " ".join(str(err).split())[:200]

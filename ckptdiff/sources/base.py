@@ -1,0 +1,227 @@
+"""The one interface every checkpoint store implements (local disk, the Hub, object stores): files, bytes, names."""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from ..checkpoint import MAX_JSON_BYTES, RelativePath, check_json_size
+from ..errors import CkptdiffError, HeaderError, SourceError
+from ..safetensors_header import (
+    LENGTH_PREFIX_BYTES,
+    MAX_HEADER_BYTES,
+    SafetensorsHeader,
+    parse_file_prefix,
+    read_header_length,
+)
+
+#: The first ranged read of a header: 97 % of the Hub's headers fit in 100 kB (huggingface_hub's measurement).
+INITIAL_RANGE = 100_000
+
+
+@dataclass(frozen=True)
+class ListedFile:
+    """One file of a checkpoint as its store lists it: no read needed to know its size or content hash."""
+
+    path: str
+    size: int | None
+    sha256: str | None  # where the store keeps one (Hub LFS files)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What a spec points at: the files of its folder (or repo, or prefix), and the one file it names, if any."""
+
+    files: dict[RelativePath, ListedFile]
+    named: RelativePath | None = None  # the spec named this file (a .safetensors, an index, a .bin)
+
+
+@dataclass(frozen=True)
+class Described:
+    """How reports name a source: its kind, where it is, and the revision it was pinned to (commit, ETag)."""
+
+    kind: str
+    location: str
+    revision: str | None
+
+
+class Source(ABC):
+    """A checkpoint's store. The planner (sources.planner) reads every store through these methods only.
+
+    Implementations must be safe to call from several threads at once: the planner reads shards in parallel.
+    """
+
+    spec: str
+    #: Whether reads wait on a network (then the planner overlaps them on a pool of ``jobs`` threads).
+    remote: bool = True
+    #: Header reads in flight at once.
+    jobs: int = 8
+    #: How to say a shard the index names is absent ("missing", "not in the repo").
+    absent: str = "missing"
+    #: Where fetch_to puts files that are not on disk yet (for the --values download note).
+    downloads_into: str = "a temporary folder"
+
+    @abstractmethod
+    def list_files(self) -> Listing:
+        """The checkpoint's files with their sizes (and content hashes where the store has them)."""
+
+    @abstractmethod
+    def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
+        """Bytes [start, stop) of a file (fewer at its end)."""
+
+    @abstractmethod
+    def name_of(self, file: RelativePath | None = None) -> str:
+        """How error lines name a file of this source (or the source itself)."""
+
+    @abstractmethod
+    def describe(self, weights: RelativePath | None = None) -> Described:
+        """The kind, location and pinned revision for reports (after list_files); ``weights`` is the file that
+        defines the checkpoint (its index, or its first weight file), whose version a store shows."""
+
+    def pin(self, revision: str | None) -> None:
+        """Reopened after a read (for --values): take up the revision that read saw, without listing again."""
+        return None  # a local folder has no revision
+
+    def explain(self, err: BaseException) -> CkptdiffError | None:
+        """A store library's exception as one line naming this source, or None for a bug (shown as one)."""
+        return None
+
+    def stat(self, file: RelativePath) -> ListedFile | None:
+        """A file the listing may not show (an index's shard in a subfolder): its entry, or None if absent."""
+        return None
+
+    def read_small(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
+        """A config.json or an index, whole; refused unread when it is bigger than any real one."""
+        check_json_size(file.size, self.name_of(file.path), what=what, error=error)
+        data = self.read_range(file.path, 0, MAX_JSON_BYTES + 1)
+        check_json_size(len(data), self.name_of(file.path), what=what, error=error)
+        return data
+
+    def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
+        """One safetensors file's header through ranged reads: one sized for typical headers, then the rest."""
+        prefix = self.read_prefix(file, first_range)
+        return parse_file_prefix(prefix, source=self.name_of(file.path), file_size=file.size)
+
+    def read_prefix(self, file: ListedFile, first_range: int | None = None) -> bytes:
+        """The 8-byte length and the JSON header of a safetensors file: one read, then only the missing remainder."""
+        source, size = self.name_of(file.path), file.size
+        if size is not None and size < LENGTH_PREFIX_BYTES:
+            read_header_length(b"", source=source, file_size=size)  # raises: too short
+        first = first_range or INITIAL_RANGE
+        stop = first if size is None else min(first, size)
+        data = self.read_range(file.path, 0, max(stop, LENGTH_PREFIX_BYTES))
+        need = LENGTH_PREFIX_BYTES + read_header_length(data[:LENGTH_PREFIX_BYTES], source=source, file_size=size)
+        if len(data) < need:
+            data += self.read_range(file.path, len(data), need)
+        if len(data) < need:
+            raise HeaderError(source, f"header truncated: the store sent {len(data)} of {need} bytes")
+        return bytes(data[:need])
+
+    def local_path(self, file: RelativePath) -> Path | None:
+        """The file on this machine's disk, if it is there without downloading."""
+        return None
+
+    def open_file(self, file: ListedFile) -> BinaryIO:
+        """A seekable read-only handle (for zip archives): the local file, or ranged reads behind a small buffer."""
+        local = self.local_path(file.path)
+        if local is not None:
+            return open(local, "rb")
+        if file.size is None:
+            raise SourceError(self.name_of(file.path), "the store did not say how big this file is")
+        return RangeFile(self, file.path, file.size)
+
+    def fetch_to(self, folder: Path, files: Iterable[RelativePath], progress: bool = False) -> dict[RelativePath, Path]:
+        """Local paths of these files: ones on disk as they are, others copied into ``folder`` (for --values),
+        with a progress bar of the bytes copied when ``progress`` and stderr is a terminal."""
+        paths: dict[RelativePath, Path] = {}
+        remote: list[ListedFile] = []
+        for file in files:
+            local = self.local_path(file)
+            if local is not None:
+                paths[file] = local
+            else:
+                remote.append(self.stat(file) or ListedFile(file, None, None))
+        bar = None
+        if progress and remote and sys.stderr.isatty():
+            from tqdm import tqdm
+
+            total = sum(entry.size or 0 for entry in remote)
+            bar = tqdm(total=total, desc=self.spec, unit="B", unit_scale=True, file=sys.stderr, leave=False)
+        try:
+            for entry in remote:
+                target = folder / entry.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with self.open_file(entry) as source, open(target, "wb") as out:
+                    while chunk := source.read(COPY_CHUNK):
+                        out.write(chunk)
+                        if bar is not None:
+                            bar.update(len(chunk))
+                paths[entry.path] = target
+        finally:
+            if bar is not None:
+                bar.close()
+        return paths
+
+
+#: Bytes per ranged read when a whole file is copied or a zip archive is browsed.
+COPY_CHUNK = 8 * 1024 * 1024
+#: The smallest ranged read a RangeFile makes: zip readers ask for a few bytes at a time.
+RANGE_BLOCK = 64 * 1024
+
+
+class RangeFile(io.RawIOBase):
+    """A remote file as a seekable read-only handle: each read becomes a ranged read of at least RANGE_BLOCK."""
+
+    def __init__(self, source: Source, file: RelativePath, size: int) -> None:
+        super().__init__()
+        self.source, self.file, self.size = source, file, size
+        self.position = 0
+        self._buffer_start, self._buffer = 0, b""
+        self._lock = threading.Lock()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
+        with self._lock:
+            count = min(len(buffer), max(0, self.size - self.position))
+            if count == 0:
+                return 0
+            start, stop = self.position, self.position + count
+            end = self._buffer_start + len(self._buffer)
+            if not (self._buffer_start <= start and stop <= end):
+                block = max(count, RANGE_BLOCK)
+                self._buffer = self.source.read_range(self.file, start, min(self.size, start + block))
+                self._buffer_start = start
+                if len(self._buffer) < count:
+                    count = len(self._buffer)
+            offset = start - self._buffer_start
+            buffer[:count] = self._buffer[offset : offset + count]
+            self.position += count
+            return count
+
+
+def needed_from_prefix(data: bytes | bytearray) -> int | None:
+    """How many bytes from the start of the file a header needs, once its 8-byte length has arrived (None for a
+    length the reader would refuse anyway: then the caller stops at its range and the reader says why)."""
+    if len(data) < LENGTH_PREFIX_BYTES:
+        return None
+    length = int.from_bytes(data[:LENGTH_PREFIX_BYTES], "little")
+    return LENGTH_PREFIX_BYTES + length if length <= MAX_HEADER_BYTES else None

@@ -1,0 +1,64 @@
+"""Hub and network errors (huggingface_hub's classes, httpx2's) turned into one line naming the repo and a fix."""
+
+from __future__ import annotations
+
+from ..errors import SourceError, scrub_secrets
+
+LOGIN_HINT = "set HF_TOKEN or run `hf auth login`"
+OFFLINE_HINT = "run once without --offline/HF_HUB_OFFLINE=1 to fill the cache"
+
+
+def explain_hub_error(err: BaseException, *, where: str, endpoint: str, revision: str | None) -> SourceError | None:
+    """Turn a huggingface_hub / network error into one line naming the repo and what to do."""
+    import httpx2
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RemoteEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(err, GatedRepoError):
+        return SourceError(
+            where,
+            "gated repo: this account has no access to its files",
+            f"accept its conditions on the repo's Hub page, then {LOGIN_HINT}",
+        )
+    if isinstance(err, RevisionNotFoundError):
+        asked = repr(revision) if revision else "the default branch"
+        return SourceError(where, f"revision {asked} not found", "check the branch, tag or commit")
+    if isinstance(err, RepositoryNotFoundError):
+        return SourceError(where, f"repo not found on {endpoint}", f"check the name; if it is private, {LOGIN_HINT}")
+    if isinstance(err, RemoteEntryNotFoundError):
+        return SourceError(where, "a file the Hub listed could not be downloaded (entry not found)", "retry")
+    if isinstance(err, (OfflineModeIsEnabled, LocalEntryNotFoundError)):
+        return SourceError(where, "not in the local cache and offline mode is on", OFFLINE_HINT)
+    if isinstance(err, HfHubHTTPError):
+        status = err.response.status_code if getattr(err, "response", None) is not None else None
+        if status in (401, 403):
+            return SourceError(where, f"access denied (HTTP {status})", f"{LOGIN_HINT} with a token that can read it")
+        if status == 429:
+            return SourceError(where, "rate limited by the Hub (HTTP 429)", f"wait and retry, or {LOGIN_HINT}")
+        if status is not None and status >= 500:
+            return SourceError(where, f"the Hub answered HTTP {status}", "retry later")
+        return SourceError(where, f"the Hub answered HTTP {status}", scrub_secrets(str(err).splitlines()[0]))
+    if isinstance(err, httpx2.TimeoutException):
+        return SourceError(
+            where,
+            f"timed out talking to {endpoint}",
+            "check the network or raise HF_HUB_DOWNLOAD_TIMEOUT; --offline reads only the cache",
+        )
+    if isinstance(err, httpx2.TooManyRedirects):
+        return SourceError(where, f"too many redirects from {endpoint}", "a redirect loop; check HF_ENDPOINT")
+    if isinstance(err, (httpx2.ReadError, httpx2.RemoteProtocolError)):
+        return SourceError(where, f"the connection to {endpoint} broke off mid-transfer", "retry later")
+    if isinstance(err, (httpx2.TransportError, ConnectionError)):
+        return SourceError(
+            where,
+            f"cannot reach {endpoint}",
+            "check the network or HF_ENDPOINT; --offline reads only the cache",
+        )
+    return None

@@ -1,0 +1,286 @@
+"""Which files make up a checkpoint and reading their metadata, once for every store: a Source → a Checkpoint.
+
+One run: list the files; choose the weights (``model.safetensors``, an index and its shards, loose
+``.safetensors`` files, then torch ``.bin``/``.pt``); read config.json and the index whole (size-capped); read
+every needed shard's header, narrowed to the shards holding ``wanted`` tensors, sized from the index. A remote
+source's reads overlap on a pool of ``source.jobs`` threads: config.json and the index download beside the shard
+headers, and with an index the shards the listing already shows start before the index has arrived.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from collections.abc import Set as AbstractSet
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed, wait
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..checkpoint import (
+    INDEX_SUFFIX,
+    Checkpoint,
+    FileInfo,
+    RelativePath,
+    TensorInfo,
+    check_json_size,
+    merge_tensor_maps,
+    parse_config,
+    parse_index,
+    tensors_from_shards,
+)
+from ..errors import CkptdiffError, IndexError_, SourceError
+from . import torch_pickle
+from .base import INITIAL_RANGE, ListedFile, Listing, Source
+
+CONFIG_NAME = "config.json"
+SINGLE_FILE_NAME = "model.safetensors"
+#: The smallest first read when the index lets us estimate a shard's header (estimates carry their own margin).
+MIN_ESTIMATED_RANGE = 16 * 1024
+#: Below this many shards the progress bar is not worth drawing.
+PROGRESS_MIN_SHARDS = 4
+#: Weight files a checkpoint may hold in formats ckptdiff does not read, named in the "no weights" message.
+_OTHER_WEIGHTS = (".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".npz", ".pkl")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class WeightPlan:
+    """The weight files to read: an index and the shards it names, or a list of files; safetensors or torch."""
+
+    index: RelativePath | None
+    files: tuple[RelativePath, ...]  # without an index: every file is read (one, or loose shards)
+    torch: bool = False
+
+
+def choose_weights(listing: Listing, source: Source) -> WeightPlan:
+    """The same rules for every store: the named file, else model.safetensors, an index, loose shards, torch."""
+    files, named = listing.files, listing.named
+    if named is not None:
+        if named.endswith(INDEX_SUFFIX):
+            return WeightPlan(named, ())
+        if named.endswith(".safetensors"):
+            return WeightPlan(None, (named,))
+        if named.endswith(torch_pickle.TORCH_INDEX_SUFFIX):
+            return WeightPlan(named, (), torch=True)
+        if named.endswith(torch_pickle.TORCH_SUFFIXES):
+            return WeightPlan(None, (named,), torch=True)
+        raise SourceError(source.name_of(named), "not a .safetensors file or a *.safetensors.index.json index")
+    if SINGLE_FILE_NAME in files:
+        return WeightPlan(None, (SINGLE_FILE_NAME,))
+    root = sorted(p for p in files if "/" not in p)
+    indexes = [p for p in root if p.endswith(INDEX_SUFFIX)]
+    if len(indexes) > 1:
+        preferred = "model" + INDEX_SUFFIX
+        if preferred not in indexes:
+            raise SourceError(source.name_of(), f"several indexes ({', '.join(indexes)}); name the one to use")
+        indexes = [preferred]
+    if indexes:
+        return WeightPlan(indexes[0], ())
+    loose = tuple(p for p in root if p.endswith(".safetensors"))
+    if loose:  # no index: every safetensors file is a shard, and no tensor may appear twice
+        return WeightPlan(None, loose)
+    # Legacy torch weights (pytorch_model.bin or its sharded index), read without running pickle code.
+    if torch_pickle.TORCH_INDEX_NAME in files:
+        return WeightPlan(torch_pickle.TORCH_INDEX_NAME, (), torch=True)
+    if torch_pickle.TORCH_SINGLE_FILE_NAME in files:
+        return WeightPlan(None, (torch_pickle.TORCH_SINGLE_FILE_NAME,), torch=True)
+    others = [p for p in root if p.endswith(_OTHER_WEIGHTS)]
+    shown = others or root
+    hint = f"it holds: {', '.join(shown[:6])}{' …' if len(shown) > 6 else ''}" if shown else "it is empty"
+    if others:
+        hint += " (not safetensors)"
+    raise SourceError(source.name_of(), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)
+
+
+def narrow_to_wanted(
+    weight_map: Mapping[str, RelativePath], wanted: AbstractSet[str] | None
+) -> tuple[list[RelativePath], Mapping[str, RelativePath]]:
+    """The shards to read and the part of the weight map they cover: all of them, or those holding ``wanted``."""
+    if wanted is None:
+        return sorted(set(weight_map.values())), weight_map
+    shards = sorted({weight_map[name] for name in wanted if name in weight_map})
+    keep = set(shards)
+    return shards, {name: file for name, file in weight_map.items() if file in keep}
+
+
+def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, progress: bool = False) -> Checkpoint:
+    """Read a checkpoint's metadata from any store. With ``wanted``, read only the shards holding those tensors."""
+    listing = source.list_files()
+    plan = choose_weights(listing, source)
+    files = listing.files
+    config_entry = files.get(CONFIG_NAME)
+    checks = ((config_entry, "config.json", CkptdiffError), (files.get(plan.index or ""), "index", IndexError_))
+    for entry, what, error in checks:
+        if entry is not None:  # refused before downloading anything: no real config or index is this big
+            check_json_size(entry.size, source.name_of(entry.path), what=what, error=error)
+    pool: Executor = ThreadPoolExecutor(source.jobs, "ckptdiff-read") if source.remote else _Inline()
+    small: Executor = ThreadPoolExecutor(2, "ckptdiff-read-json") if source.remote else _Inline()
+    read_one = _torch_reader(source) if plan.torch else source.read_header
+    try:
+        config_job = small.submit(_read_config, source, config_entry) if config_entry is not None else None
+        weight_map: Mapping[str, RelativePath] | None = None
+        if plan.index is not None:
+            jobs, weight_map = _start_indexed(source, pool, small, files, plan.index, wanted, read_one, plan.torch)
+        else:
+            jobs = {name: pool.submit(read_one, files[name], None) for name in plan.files}
+        per_file = _collect(source, jobs, progress)
+        config = config_job.result() if config_job is not None else None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        small.shutdown(wait=True, cancel_futures=True)
+    index_name = source.name_of(plan.index) if plan.index else source.name_of()
+    order = sorted(per_file)
+    if plan.torch:
+        tensors = merge_tensor_maps({name: per_file[name].tensors for name in order}, weight_map, index_name)
+        metadata: dict[RelativePath, Mapping[str, str]] = {}
+    else:
+        tensors = tensors_from_shards(per_file, weight_map=weight_map, index_name=index_name)
+        metadata = {name: per_file[name].metadata for name in order}
+    sizes = {name: per_file[name].file_size for name in order}
+    described = source.describe(plan.index or plan.files[0])
+    return Checkpoint(
+        spec=source.spec,
+        kind=described.kind,  # type: ignore[arg-type]
+        location=described.location,
+        revision=described.revision,
+        tensors=tensors,
+        config=config,
+        files=tuple(FileInfo(name, _size(files.get(name), sizes[name]), _sha256(files.get(name))) for name in order),
+        metadata=metadata,
+    )
+
+
+def _start_indexed(
+    source: Source,
+    pool: Executor,
+    small: Executor,
+    files: Mapping[RelativePath, ListedFile],
+    index: RelativePath,
+    wanted: AbstractSet[str] | None,
+    read_one: Callable[[ListedFile, int | None], Any],
+    torch: bool,
+) -> tuple[dict[RelativePath, Future[Any]], Mapping[str, RelativePath]]:
+    """Jobs for the shards the index names (only those holding ``wanted``), and the weight map they cover.
+
+    Reading every shard of a remote safetensors checkpoint, the ones the listing shows are started while the
+    index downloads, their first range sized from the index's size; the index then decides which are kept.
+    """
+    index_name = source.name_of(index)
+    index_job = small.submit(source.read_small, files[index], what="index", error=IndexError_)
+    early: dict[RelativePath, Future[Any]] = {}
+    if wanted is None and source.remote and not torch:
+        guesses = _shard_guesses(files, index)
+        first = _first_range_from_index(files[index].size, len(guesses))
+        early = {name: pool.submit(read_one, files[name], first) for name in guesses}
+    shards, weight_map = narrow_to_wanted(parse_index(index_job.result(), index_name=index_name), wanted)
+    entries: dict[RelativePath, ListedFile] = {}
+    for shard in shards:
+        entry = files.get(shard) or source.stat(shard)
+        if entry is None:
+            raise IndexError_(index_name, f"shard {shard} listed in the index is {source.absent}")
+        entries[shard] = entry
+    jobs = {shard: early.pop(shard) for shard in shards if shard in early}
+    if len(jobs) < len(shards):
+        # a local read needs no estimate (it reads the length first); 140 k names cost ~20 ms to estimate
+        estimates = _header_estimates(weight_map) if source.remote else {}
+        for shard in shards:
+            if shard not in jobs:
+                jobs[shard] = pool.submit(read_one, entries[shard], estimates.get(shard))
+    for unused in early.values():
+        unused.cancel()
+    return jobs, weight_map
+
+
+def _collect(source: Source, jobs: Mapping[RelativePath, Future[T]], progress: bool) -> dict[RelativePath, T]:
+    """Wait for the per-file jobs; on failure, stop the rest and raise the first failing file's error by name."""
+    bar = None
+    if progress and len(jobs) >= PROGRESS_MIN_SHARDS and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(jobs), desc=source.spec, unit="shard", file=sys.stderr, leave=False)
+    by_future = {future: name for name, future in jobs.items()}
+    results: dict[RelativePath, T] = {}
+    try:
+        for future in as_completed(by_future):
+            if future.exception() is not None:
+                break
+            results[by_future[future]] = future.result()
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    if len(results) < len(jobs):
+        for future in jobs.values():
+            future.cancel()
+        wait(list(jobs.values()))
+        failed = [name for name, future in sorted(jobs.items()) if not future.cancelled() and future.exception()]
+        raise jobs[failed[0]].exception()  # type: ignore[misc]
+    return results
+
+
+def _torch_reader(source: Source) -> Callable[[ListedFile, int | None], Any]:
+    def read(entry: ListedFile, _first_range: int | None) -> _TorchFile:
+        name = source.name_of(entry.path)
+        local = source.local_path(entry.path)
+        if local is not None:
+            archive = torch_pickle.read_archive(local, source=name)
+        else:
+            with source.open_file(entry) as handle:
+                archive = torch_pickle.read_archive_from(handle, name, entry.size or 0)
+        return _TorchFile(archive.tensor_infos(entry.path), archive.file_size)
+
+    return read
+
+
+@dataclass(frozen=True)
+class _TorchFile:
+    tensors: dict[str, TensorInfo]
+    file_size: int
+
+
+def _read_config(source: Source, entry: ListedFile) -> dict[str, Any]:
+    raw = source.read_small(entry, what="config.json")
+    return parse_config(raw, config_name=source.name_of(CONFIG_NAME))
+
+
+def _size(entry: ListedFile | None, read: int | None) -> int | None:
+    return entry.size if entry is not None and entry.size is not None else read
+
+
+def _sha256(entry: ListedFile | None) -> str | None:
+    return entry.sha256 if entry is not None else None
+
+
+def _shard_guesses(files: Mapping[RelativePath, ListedFile], index: RelativePath) -> list[RelativePath]:
+    """Root files named like the index's shards (``model-00001-of-00009.safetensors`` for ``model.*``)."""
+    stem = index[: -len(INDEX_SUFFIX)]
+    return sorted(p for p in files if "/" not in p and p.startswith(stem + "-") and p.endswith(".safetensors"))
+
+
+def _first_range_from_index(index_size: int | None, shards: int) -> int:
+    """An index entry is about 2/3 of the header entry for the same tensor: size the first read from it."""
+    if not index_size or not shards:
+        return INITIAL_RANGE
+    return max(MIN_ESTIMATED_RANGE, int(1.5 * index_size / shards) + 8192)
+
+
+def _header_estimates(weight_map: Mapping[str, RelativePath]) -> dict[RelativePath, int]:
+    """A generous guess of each shard's header size from the tensor names the index gives it."""
+    estimates: dict[RelativePath, int] = {}
+    for name, shard in weight_map.items():
+        estimates[shard] = estimates.get(shard, 4096) + len(name.encode()) + 110
+    return {shard: max(MIN_ESTIMATED_RANGE, int(total * 1.2)) for shard, total in estimates.items()}
+
+
+class _Inline(Executor):
+    """Runs each job as it is submitted: a local disk's reads are CPU work, which threads would only contend on."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as err:  # kept in the future: raised in the order the planner asks for results
+            future.set_exception(err)
+        return future

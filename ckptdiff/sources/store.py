@@ -1,0 +1,143 @@
+"""Checkpoints in object stores and on web servers (s3://, gs://, az://, abfs://, https://) as a Source, via fsspec.
+
+A spec names one object (a ``.safetensors`` file, an index, a ``.bin``) or a folder-like prefix. Files are
+listed with their sizes and versions (ETag, VersionId, generation) in one call, headers are read with ranged
+GETs, and credentials come from each store's own chain (for S3: ``AWS_*`` variables including
+``AWS_ENDPOINT_URL``, profiles, instance roles) — ckptdiff never sees them, let alone prints them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import TYPE_CHECKING, Any
+
+from ..checkpoint import INDEX_SUFFIX, RelativePath
+from ..errors import CkptdiffError, SourceError, scrub_secrets
+from .base import Described, ListedFile, Listing, Source
+from .store_errors import explain_store_error
+
+if TYPE_CHECKING:
+    from . import SourceOptions, StoreSpec
+
+#: The extra that installs each scheme's fsspec implementation.
+EXTRA_FOR_SCHEME = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
+#: The package each extra brings (for the "needs ..." line).
+PACKAGE_FOR_EXTRA = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "http": "aiohttp"}
+#: A spec path ending like this names one file; anything else is a folder-like prefix.
+_FILE_SUFFIXES = (".safetensors", INDEX_SUFFIX, ".bin", ".pt", ".pth", ".bin.index.json")
+#: Probed one by one on a web server (which has no folder listing to trust): the names the planner takes.
+_WELL_KNOWN = ("model.safetensors", "model" + INDEX_SUFFIX, "pytorch_model.bin.index.json", "pytorch_model.bin")
+#: Where a listing keeps an object's version: the ETag first (S3, GCS, Azure and HTTP servers all give it, in a
+#: listing and a HEAD alike, so one checkpoint shows one version however it is spelled), else a generation.
+_VERSION_KEYS = ("ETag", "etag", "generation", "VersionId", "version_id")
+
+
+class StoreSource(Source):
+    """One checkpoint in an fsspec filesystem: its folder (or prefix), the file the spec names, the versions seen."""
+
+    absent = "not in the store"
+
+    def __init__(self, spec: str, parsed: StoreSpec, options: SourceOptions) -> None:
+        self.spec = spec
+        self.scheme = parsed.scheme
+        self.jobs = max(1, options.jobs)
+        self.offline = options.offline
+        self._fs: Any = None
+        self.folder = ""  # the prefix every file is relative to, in the filesystem's own spelling
+        self.versions: dict[RelativePath, str] = {}
+        self._named: RelativePath | None = None
+
+    # --- naming -----------------------------------------------------------------------------------------
+
+    def name_of(self, file: RelativePath | None = None) -> str:
+        base = scrub_secrets(self.spec.split("?", 1)[0])  # a query string may hold a signature
+        if file is None or base.rstrip("/").endswith("/" + file):
+            return base
+        if self._named is not None:
+            base = base.rsplit("/", 1)[0]
+        return f"{base.rstrip('/')}/{file}"
+
+    def describe(self, weights: RelativePath | None = None) -> Described:
+        revision = self.versions.get(weights) if weights else None
+        return Described("store", self.name_of(), revision)
+
+    def pin(self, revision: str | None) -> None:
+        self._filesystem()
+        if self.folder.endswith(_FILE_SUFFIXES):  # the spec named a file: its siblings live in its folder
+            self.folder, _, self._named = self.folder.rpartition("/")
+
+    def explain(self, err: BaseException) -> CkptdiffError | None:
+        return explain_store_error(err, where=self.name_of(), scheme=self.scheme)
+
+    # --- the Source interface ---------------------------------------------------------------------------
+
+    def _filesystem(self) -> Any:
+        if self._fs is None:
+            if self.offline:
+                raise SourceError(self.name_of(), "an object store cannot be read with --offline")
+            extra = EXTRA_FOR_SCHEME.get(self.scheme, "http")
+            try:
+                from fsspec.core import url_to_fs
+
+                self._fs, root = url_to_fs(self.spec, skip_instance_cache=True)  # credentials read now, per run
+            except ImportError as err:
+                missing = "fsspec" if getattr(err, "name", None) == "fsspec" else PACKAGE_FOR_EXTRA[extra]
+                hint = f"pip install 'ckptdiff[{extra}]'"
+                raise SourceError(self.name_of(), f"reading {self.scheme}:// needs {missing}", hint) from None
+            self.folder = root.rstrip("/")
+        return self._fs
+
+    def list_files(self) -> Listing:
+        fs = self._filesystem()
+        if self.folder.endswith(_FILE_SUFFIXES):
+            info = fs.info(self.folder)
+            if info.get("type") == "directory":
+                return self._list_folder(fs)
+            self.folder, _, named = self.folder.rpartition("/")
+            self._named = named
+            files = {named: self._entry(named, info)}
+            config = self.stat("config.json")
+            if config is not None:
+                files["config.json"] = config
+            return Listing(files, named)
+        return self._list_folder(fs)
+
+    def _list_folder(self, fs: Any) -> Listing:
+        if self.scheme in ("http", "https"):
+            # A web server has no folder listing to trust (an HTML page, or a big file misnamed): ask for the names
+            # the planner takes, one HEAD each, and never GET a body that is not a header.
+            files = {name: found for name in (*_WELL_KNOWN, "config.json") if (found := self.stat(name)) is not None}
+            if not files:
+                raise FileNotFoundError(self.folder)
+            return Listing(files)
+        entries = fs.ls(self.folder, detail=True)
+        files: dict[RelativePath, ListedFile] = {}
+        for info in entries:
+            if info.get("type") != "file":
+                continue
+            name = posixpath.relpath(info["name"].rstrip("/"), self.folder) if self.folder else info["name"]
+            if "/" not in name and name not in (".", ".."):
+                files[name] = self._entry(name, info)
+        if not entries:
+            raise FileNotFoundError(self.folder)
+        return Listing(files)
+
+    def _entry(self, name: RelativePath, info: dict[str, Any]) -> ListedFile:
+        version = next((str(info[key]) for key in _VERSION_KEYS if info.get(key)), None)
+        if version:
+            self.versions[name] = version.strip('"')
+        size = info.get("size")
+        return ListedFile(name, size if isinstance(size, int) else None, None)
+
+    def stat(self, file: RelativePath) -> ListedFile | None:
+        try:
+            info = self._filesystem().info(self._path(file))
+        except FileNotFoundError:
+            return None
+        return self._entry(file, info) if info.get("type") != "directory" else None
+
+    def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
+        return bytes(self._filesystem().cat_file(self._path(file), start=start, end=stop))
+
+    def _path(self, file: RelativePath) -> str:
+        return f"{self.folder}/{file}" if self.folder else file

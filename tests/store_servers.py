@@ -1,0 +1,133 @@
+"""Real object-store servers on loopback for the tests: moto's S3 server, with per-object request/byte counters.
+
+with S3Server() as s3:                  # ThreadedMotoServer on 127.0.0.1, a free port
+    s3.env                              # AWS_* variables that point s3fs/boto3 at it
+    s3.upload(folder, "bucket/prefix")  # every file of a folder, as objects
+    s3.bytes_sent["bucket/prefix/model.safetensors"], s3.requests[...]
+    s3.require_auth()                   # from now on only the keys moto's IAM knows are accepted
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
+#: A secret no output may ever contain (looked for whole and in pieces by the tests).
+SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzSecretNeverShown"
+
+
+class _Counting:
+    """WSGI middleware: counts requests and response body bytes per object path (``bucket/key``)."""
+
+    def __init__(self, app: Any, server: S3Server) -> None:
+        self.app, self.server = app, server
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        path = unquote(environ.get("PATH_INFO", "")).lstrip("/")
+        server = self.server
+        with server.lock:
+            server.requests[path] += 1
+            server.in_flight += 1
+            server.max_in_flight = max(server.max_in_flight, server.in_flight)
+        try:
+            time.sleep(server.latency)
+            for chunk in self.app(environ, start_response):
+                with server.lock:
+                    server.bytes_sent[path] += len(chunk)
+                yield chunk
+        finally:
+            with server.lock:
+                server.in_flight -= 1
+
+
+class S3Server:
+    def __init__(self) -> None:
+        self.requests: Counter[str] = Counter()
+        self.bytes_sent: Counter[str] = Counter()
+        self.lock = threading.Lock()
+        self.latency = 0.0  # seconds added to every request (to see requests overlap)
+        self.in_flight = self.max_in_flight = 0
+
+    def __enter__(self) -> S3Server:
+        from moto.server import ThreadedMotoServer
+
+        self.moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.moto.start()
+        host, port = self.moto.get_host_and_port()
+        self.endpoint = f"http://{host}:{port}"
+        wsgi = self.moto._server  # werkzeug's server reads .app for every request
+        wsgi.app = _Counting(wsgi.app, self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.moto.stop()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",  # never look for an instance role beyond loopback
+        }
+
+    def client(self, **overrides: str) -> Any:
+        import boto3
+
+        env = {**self.env, **overrides}
+        return boto3.client(
+            "s3",
+            endpoint_url=env["AWS_ENDPOINT_URL"],
+            aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=env["AWS_SECRET_ACCESS_KEY"],
+            region_name=env["AWS_DEFAULT_REGION"],
+        )
+
+    def upload(self, folder: Path, target: str) -> None:
+        bucket, _, prefix = target.partition("/")
+        client = self.client()
+        try:
+            client.create_bucket(Bucket=bucket)
+        except client.exceptions.BucketAlreadyOwnedByYou:
+            pass
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                key = "/".join(p for p in (prefix, path.relative_to(folder).as_posix()) if p)
+                client.upload_file(str(path), bucket, key)
+        self.reset_counters()
+
+    def reset_counters(self) -> None:
+        with self.lock:
+            self.requests.clear()
+            self.bytes_sent.clear()
+            self.max_in_flight = 0
+
+    @contextlib.contextmanager
+    def require_auth(self) -> Iterator[tuple[str, str]]:
+        """``with s3.require_auth() as (key_id, secret):`` moto checks signatures, accepting only a fresh IAM
+        user's keys (yielded). Moto's auth switch is process-wide, so it is switched off again on exit."""
+        import boto3
+        import requests
+
+        requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=10)  # 3 IAM calls go unsigned
+        try:
+            iam = boto3.client("iam", endpoint_url=self.endpoint, aws_access_key_id=ACCESS_KEY,
+                               aws_secret_access_key=SECRET_KEY, region_name="us-east-1")  # fmt: skip
+            user = f"reader-{uuid.uuid4().hex[:8]}"
+            iam.create_user(UserName=user)
+            policy = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
+            iam.put_user_policy(UserName=user, PolicyName="read", PolicyDocument=json.dumps(policy))
+            key = iam.create_access_key(UserName=user)["AccessKey"]
+            yield key["AccessKeyId"], key["SecretAccessKey"]
+        finally:
+            requests.post(f"{self.endpoint}/moto-api/reset-auth", data=str(2**62).encode(), timeout=10)

@@ -1,0 +1,94 @@
+"""Checkpoints on plain web servers (http://, https://): a file, an index, or a folder URL, read with ranged GETs.
+
+The server is tests/hub_emulator.py, used here only as a web server that honours Range and counts bytes: its
+``/{repo}/resolve/{revision}/{file}`` URLs are ordinary file URLs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
+
+from ckptdiff.errors import SourceError  # noqa: E402
+from ckptdiff.sources import resolve  # noqa: E402
+from ckptdiff.sources.base import INITIAL_RANGE  # noqa: E402
+from fixtures.generate import HERE as FIXTURES  # noqa: E402
+from fixtures.generate import write_safetensors  # noqa: E402
+
+PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
+
+
+def test_a_safetensors_url_reads_like_the_same_file_on_disk(hub):
+    hub.add_repo("org/drafter", PUBLISHED)
+    url = f"{hub.endpoint}/org/drafter/resolve/main/model.safetensors"
+    hub.reset_counters()
+
+    checkpoint = resolve(url)
+
+    local = resolve(str(PUBLISHED / "model.safetensors"))
+    assert checkpoint.tensors == local.tensors and checkpoint.kind == "store"
+    assert checkpoint.config == json.loads((PUBLISHED / "config.json").read_text())  # config.json beside it
+    assert hub.bytes_sent["resolve"] <= INITIAL_RANGE + (PUBLISHED / "config.json").stat().st_size
+
+
+def test_a_folder_url_without_a_folder_page_finds_the_usual_names(hub, tmp_path):
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    weight_map = {}
+    for number in (1, 2):
+        shard = f"model-{number:05d}-of-00002.safetensors"
+        write_safetensors(folder / shard, [(f"layer{number}.weight", "BF16", [1024, 1024])], fill="sparse")
+        weight_map[f"layer{number}.weight"] = shard
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    hub.add_repo("org/sharded", folder)
+
+    checkpoint = resolve(f"{hub.endpoint}/org/sharded/resolve/main/")
+
+    assert checkpoint.tensors == resolve(str(folder)).tensors
+    assert [f.path for f in checkpoint.files] == sorted(weight_map.values())
+
+
+def test_a_missing_url_is_one_line(hub):
+    url = f"{hub.endpoint}/org/none/resolve/main/model.safetensors"
+    with pytest.raises(SourceError) as error:
+        resolve(url)
+    assert error.value.line() == f"{url}: no such bucket, object or prefix (check the URL)"
+
+
+# --- gs:// and az:// through fsspec's memory filesystem standing in for gcsfs / adlfs --------------------------
+
+
+@pytest.fixture(params=["gs", "az"])
+def memory_store(request, monkeypatch):
+    """fsspec's in-memory filesystem registered under a cloud scheme: the same fsspec calls gcsfs/adlfs answer."""
+    from fsspec.implementations.memory import MemoryFileSystem
+    from fsspec.registry import _registry
+
+    class CloudInMemory(MemoryFileSystem):
+        protocol = (request.param,)
+        store: dict = {}  # noqa: RUF012 (fsspec's own convention: the class holds the files)
+        pseudo_dirs = [""]  # noqa: RUF012
+
+        @classmethod
+        def _strip_protocol(cls, path: str) -> str:
+            return MemoryFileSystem._strip_protocol(path.removeprefix(f"{request.param}://"))
+
+    monkeypatch.setitem(_registry, request.param, CloudInMemory)  # undone after the test
+    return request.param, CloudInMemory()
+
+
+def test_a_cloud_bucket_reads_like_the_same_folder_on_disk(memory_store):
+    scheme, fs = memory_store
+    for file in PUBLISHED.iterdir():
+        fs.pipe_file(f"bucket/drafter/{file.name}", file.read_bytes())
+
+    checkpoint = resolve(f"{scheme}://bucket/drafter")
+
+    local = resolve(str(PUBLISHED))
+    assert checkpoint.tensors == local.tensors and checkpoint.config == local.config
+    assert checkpoint.location == f"{scheme}://bucket/drafter"
+    with pytest.raises(SourceError, match="no such bucket, object or prefix"):
+        resolve(f"{scheme}://bucket/elsewhere")

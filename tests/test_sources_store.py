@@ -1,0 +1,241 @@
+"""Checkpoints in object stores: S3 through moto's real S3 server on loopback, read like the same files on disk."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("s3fs")
+pytest.importorskip("moto.server")
+
+from store_servers import ACCESS_KEY, SECRET_KEY, S3Server  # noqa: E402
+
+from ckptdiff.errors import SourceError  # noqa: E402
+from ckptdiff.sources import SourceOptions, resolve  # noqa: E402
+from ckptdiff.sources.base import INITIAL_RANGE  # noqa: E402
+from fixtures.generate import HERE as FIXTURES  # noqa: E402
+from fixtures.generate import write_safetensors  # noqa: E402
+
+PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
+OURS = FIXTURES / "kimi-k25-eagle3-ours"
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """This process's AWS chain pointed at the moto server (environment variables, as a user would set them)."""
+    for variable, value in s3_server.env.items():
+        monkeypatch.setenv(variable, value)
+    for variable in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(variable, raising=False)
+    s3_server.reset_counters()
+    return s3_server
+
+
+def cli_json(run_cli, env, *args):
+    result = run_cli(*args, "--format", "json", env=env)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+# --- the same checkpoint, wherever it is ----------------------------------------------------------------------
+
+
+def test_a_drafter_pair_on_s3_reads_like_the_same_pair_on_disk(s3, run_cli):
+    s3.upload(PUBLISHED, "drafters/published")
+    s3.upload(OURS, "drafters/ours")
+
+    remote = cli_json(run_cli, s3.env, "s3://drafters/published", "s3://drafters/ours")
+    local = cli_json(run_cli, s3.env, str(PUBLISHED), str(OURS))
+
+    for key in ("verdict", "profile", "counts", "tensors", "config", "findings"):
+        assert remote[key] == local[key], key
+    assert remote["a"]["spec"] == "s3://drafters/published"
+    etag = s3.client().head_object(Bucket="drafters", Key="published/model.safetensors")["ETag"].strip('"')
+    assert remote["a"]["revision"] == etag  # the object's ETag, shown like a Hub commit
+
+
+def test_a_single_object_costs_a_head_and_one_ranged_get_for_its_header(s3):
+    s3.upload(PUBLISHED, "one/drafter")
+
+    checkpoint = resolve("s3://one/drafter/model.safetensors")
+
+    assert checkpoint.tensors == resolve(str(PUBLISHED / "model.safetensors")).tensors
+    assert checkpoint.config == json.loads((PUBLISHED / "config.json").read_text())
+    assert s3.requests["one/drafter/model.safetensors"] == 2  # HEAD (its size and ETag), one ranged GET
+    # the first ranged GET is sized for a typical header (the Hub's rule): one request, at most INITIAL_RANGE bytes
+    header = len(_header_of(PUBLISHED / "model.safetensors"))
+    assert header <= s3.bytes_sent["one/drafter/model.safetensors"] <= INITIAL_RANGE
+
+
+def write_sharded(folder: Path, shards: int = 3) -> Path:
+    """A small sharded checkpoint (index + shards of ~1 MiB, each far bigger than its header) with a config."""
+    folder.mkdir(parents=True)
+    weight_map = {}
+    for number in range(1, shards + 1):
+        shard = f"model-{number:05d}-of-{shards:05d}.safetensors"
+        tensors = [(f"model.layers.{number}.mlp.{part}.weight", "BF16", [512, 512]) for part in ("up", "down")]
+        if number == 1:
+            tensors.append(("model.embed_tokens.weight", "BF16", [1024, 512]))
+        write_safetensors(folder / shard, tensors, fill="sparse")
+        weight_map.update({name: shard for name, _, _ in tensors})
+    index = {"metadata": {}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 512}))
+    return folder
+
+
+def test_a_sharded_checkpoint_reads_its_index_and_each_shards_header(s3, tmp_path):
+    base = write_sharded(tmp_path / "base")
+    s3.upload(base, "models/base")
+
+    remote = resolve("s3://models/base/", SourceOptions(jobs=4))
+    local = resolve(str(base))
+
+    assert remote.tensors == local.tensors and remote.config == local.config
+    assert [f.path for f in remote.files] == [f.path for f in local.files]
+    for shard in base.glob("*.safetensors"):
+        sent = s3.bytes_sent[f"models/base/{shard.name}"]
+        assert len(_header_of(shard)) <= sent <= INITIAL_RANGE < shard.stat().st_size, shard.name
+
+
+def test_shards_are_read_in_parallel_on_a_pool_of_jobs(s3, tmp_path):
+    base = write_sharded(tmp_path / "base", shards=8)
+    s3.upload(base, "models/eight")
+    s3.latency = 0.05
+    try:
+        resolve("s3://models/eight", SourceOptions(jobs=3))
+    finally:
+        s3.latency = 0.0
+    # 3 header reads, plus config.json and the index beside them
+    assert 3 <= s3.max_in_flight <= 3 + 2
+    assert sum(n for key, n in s3.requests.items() if key.endswith(".safetensors")) == 8
+
+
+def test_wanted_tensors_read_only_the_shard_that_holds_them(s3, tmp_path):
+    base = write_sharded(tmp_path / "base")
+    s3.upload(base, "models/base")
+    index = json.loads((base / "model.safetensors.index.json").read_text())["weight_map"]
+
+    checkpoint = resolve("s3://models/base", wanted={"model.embed_tokens.weight"})
+
+    holder = index["model.embed_tokens.weight"]
+    assert [f.path for f in checkpoint.files] == [holder]
+    read = {key.rsplit("/", 1)[1] for key in s3.bytes_sent if key.endswith(".safetensors")}
+    assert read == {holder}
+
+
+def test_a_256_mib_object_costs_only_its_header(s3, tmp_path):
+    big = tmp_path / "big" / "model.safetensors"
+    big.parent.mkdir()
+    write_safetensors(big, [("lm_head.weight", "BF16", [16384, 8192])], fill="sparse")  # 256 MiB on a sparse disk
+    assert big.stat().st_size > 256 * 2**20
+    s3.upload(big.parent, "big/ckpt")
+
+    checkpoint = resolve("s3://big/ckpt/model.safetensors")
+
+    assert checkpoint.tensors["lm_head.weight"].shape == (16384, 8192)
+    assert s3.requests["big/ckpt/model.safetensors"] == 2  # HEAD, one ranged GET
+    assert s3.bytes_sent["big/ckpt/model.safetensors"] == INITIAL_RANGE  # 100 kB of 256 MiB
+
+
+# --- errors: one line, exit 2, the secret never shown ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("s3://no-such-bucket/drafter", "s3://no-such-bucket/drafter: no such bucket, object or prefix"),
+        ("s3://errors/no-such-prefix", "s3://errors/no-such-prefix: no such bucket, object or prefix"),
+        ("s3://errors/drafter/missing.safetensors", "s3://errors/drafter/missing.safetensors: no such bucket"),
+    ],
+)
+def test_a_missing_bucket_or_key_is_one_line(s3, run_cli, spec, expected):
+    s3.upload(PUBLISHED, "errors/drafter")
+    result = run_cli(spec, str(OURS), "--debug", env=s3.env)
+    assert_one_line(result, expected)
+
+
+def test_denied_credentials_are_one_line_and_the_secret_is_never_shown(s3, run_cli):
+    s3.upload(PUBLISHED, "private/drafter")
+    with s3.require_auth() as (key_id, secret):
+        for debug in ((), ("--debug",)):
+            result = run_cli("s3://private/drafter", str(OURS), *debug, env=s3.env)
+            assert_one_line(result, "s3://private/drafter: access denied (check the credentials")
+        allowed_env = {**s3.env, "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
+        allowed = run_cli("s3://private/drafter", str(OURS), env=allowed_env)
+    assert allowed.returncode == 0, allowed.stderr
+    assert secret not in allowed.stdout + allowed.stderr
+
+
+def test_an_unreachable_endpoint_is_one_line(s3, run_cli):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    # AWS_MAX_ATTEMPTS (botocore's own setting) keeps the test short; s3fs still retries a few times
+    env = {**s3.env, "AWS_ENDPOINT_URL": closed, "AWS_MAX_ATTEMPTS": "1"}
+    result = run_cli("s3://drafters/published", str(OURS), env=env)
+    assert_one_line(result, f"s3://drafters/published: cannot reach the store's endpoint {closed}")
+
+
+def assert_one_line(result, expected: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"ckptdiff: {expected}"), result.stderr
+    assert "Traceback" not in result.stderr or "--debug" in str(result.args)
+    assert "internal error" not in result.stderr
+    for piece in (SECRET_KEY, SECRET_KEY[:12], SECRET_KEY[-12:], ACCESS_KEY):
+        assert piece not in result.stderr + result.stdout
+
+
+def test_a_missing_extra_names_the_pip_install(run_cli, tmp_path):
+    """Without gcsfs installed (a hidden import here), gs:// says which extra to install."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "gcsfs.py").write_text("raise ImportError('No module named gcsfs', name='gcsfs')\n")
+    result = run_cli("gs://bucket/drafter", str(OURS), env={"PYTHONPATH": str(blocker)})
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "ckptdiff: gs://bucket/drafter: reading gs:// needs gcsfs (pip install 'ckptdiff[gcs]')"
+    ]
+
+
+def _header_of(path: Path) -> bytes:
+    """The 8-byte length and the JSON header: all a header-only read may fetch of a safetensors file."""
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        return prefix + handle.read(int.from_bytes(prefix, "little"))
+
+
+def test_values_download_a_stores_weight_files_and_compare_like_local_ones(s3, run_cli, tmp_path):
+    """--values reads through the same Source: a store's files go to a temporary folder, removed afterwards."""
+    pytest.importorskip("numpy")
+    s3.upload(PUBLISHED, "values/published")
+    s3.upload(OURS, "values/ours")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**s3.env, "TMPDIR": str(scratch)}
+
+    remote = run_cli("s3://values/published", "s3://values/ours", "--values", "--format", "json", env=env)
+    local = run_cli(str(PUBLISHED), str(OURS), "--values", "--format", "json", env=env)
+
+    assert remote.returncode == local.returncode, remote.stderr
+    assert json.loads(remote.stdout)["tensors"] == json.loads(local.stdout)["tensors"]
+    assert "--values: downloading 1 file(s) of A (s3://values/published)" in remote.stderr
+    assert s3.bytes_sent["values/ours/model.safetensors"] >= (OURS / "model.safetensors").stat().st_size
+    assert list(scratch.iterdir()) == []  # the temporary folder is gone
+
+
+def test_offline_refuses_an_object_store_before_any_request(s3):
+    with pytest.raises(SourceError, match="an object store cannot be read with --offline"):
+        resolve("s3://drafters/published", SourceOptions(offline=True))
+    assert sum(s3.requests.values()) == 0
