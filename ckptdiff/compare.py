@@ -8,6 +8,7 @@ from typing import Any
 from .checkpoint import Checkpoint, TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy
 from .profiles import Profile, detect_profile, get_profile
+from .profiles.base_layouts import recognise, wanted_groups
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
     ConfigDiff,
@@ -47,6 +48,7 @@ def compare_specs(
     each side; with ``b`` None the one checkpoint is checked on its own against them.
     """
     from .sources import resolve, resolve_both
+    from .sources.wanted import Wanted
 
     if b is None:
         side = resolve(a, source_options)
@@ -56,7 +58,8 @@ def compare_specs(
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
     if base is not None:
-        wanted = chosen.base_tensors(side_a.config, side_b.config) if chosen else None
+        roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
+        wanted = Wanted(wanted_groups(roles)) if roles else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)
     report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames,
                                  engines=engines)  # fmt: skip
@@ -138,7 +141,7 @@ def compare_checkpoints(
         config=config_diffs,
         findings=tuple(findings),
         profile=profile.name if profile else None,
-        base=SideSummary.of(base) if base is not None else None,
+        base=SideSummary.of(base, layout=recognise(base.config, base.tensors.keys())) if base is not None else None,
         policy=policy,
         ignored=ignored,
         engines=simulate_engines(engines, [("A", a), ("B", b)], base, policy),
@@ -219,26 +222,43 @@ def _config_findings(a: Checkpoint, b: Checkpoint) -> Iterator[Finding]:
             yield Finding("info", "config_missing", f"{label} ({side.spec}) has no config.json; configs not compared")
 
 
-def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """Nested dicts become dotted keys; lists and scalars are leaf values."""
-    flat: dict[str, Any] = {}
+#: A key in a nested config.json: one component per level, so ``{"a.b": 1}`` and ``{"a": {"b": 1}}`` differ.
+ConfigPath = tuple[str, ...]
+
+
+def flatten_config(config: Mapping[str, Any], prefix: ConfigPath = ()) -> dict[ConfigPath, Any]:
+    """Nested dicts become key paths; lists, scalars and empty dicts are leaf values."""
+    flat: dict[ConfigPath, Any] = {}
     for key, value in config.items():
-        dotted = f"{prefix}{key}"
+        path = (*prefix, key)
         if isinstance(value, Mapping) and value:
-            flat.update(flatten_config(value, dotted + "."))
+            flat.update(flatten_config(value, path))
         else:
-            flat[dotted] = value
+            flat[path] = value
     return flat
+
+
+def same_config_value(a: Any, b: Any) -> bool:
+    """JSON equality with types: ``true`` is not ``1``, ``1`` is ``1.0``, NaN is NaN (the same literal)."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b or (a != a and b != b)  # NaN != NaN, but the same config value
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(same_config_value(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_config_value(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
 
 
 def diff_configs(a: Mapping[str, Any], b: Mapping[str, Any]) -> Iterator[ConfigDiff]:
     flat_a, flat_b = flatten_config(a), flatten_config(b)
-    for key in sorted(flat_a.keys() | flat_b.keys()):
-        if key.split(".")[-1] in PROVENANCE_KEYS:
+    for path in sorted(flat_a.keys() | flat_b.keys()):
+        if path[-1] in PROVENANCE_KEYS:
             continue
-        if key not in flat_b:
-            yield ConfigDiff(key, flat_a[key], None, "only_in_a")
-        elif key not in flat_a:
-            yield ConfigDiff(key, None, flat_b[key], "only_in_b")
-        elif flat_a[key] != flat_b[key] or isinstance(flat_a[key], bool) != isinstance(flat_b[key], bool):
-            yield ConfigDiff(key, flat_a[key], flat_b[key], "differs")
+        if path not in flat_b:
+            yield ConfigDiff(path, flat_a[path], None, "only_in_a")
+        elif path not in flat_a:
+            yield ConfigDiff(path, None, flat_b[path], "only_in_b")
+        elif not same_config_value(flat_a[path], flat_b[path]):
+            yield ConfigDiff(path, flat_a[path], flat_b[path], "differs")

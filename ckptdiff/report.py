@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -100,13 +102,45 @@ def make_rows(
 
 @dataclass(frozen=True)
 class ConfigDiff:
-    key: str  # nested keys dotted: "eagle_config.eagle_aux_hidden_state_layer_ids"
+    """One config.json key that differs. ``a``/``b`` is None on the side where the key is absent (the status
+    says which); a JSON null in the file is None too, with status ``differs``."""
+
+    path: tuple[str, ...]  # one component per nesting level: ("eagle_config", "eagle_aux_hidden_state_layer_ids")
     a: Any
     b: Any
     status: ConfigStatus
 
+    @property
+    def key(self) -> str:
+        """The path dotted for humans; a component that holds a dot itself is quoted: ``"a.b"`` vs ``a.b``."""
+        return dotted_key(self.path)
+
+    def present(self, side: str) -> bool:
+        return self.status == "differs" or self.status == f"only_in_{side}"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"key": self.key, "a": self.a, "b": self.b, "status": self.status}
+        a, b = json_safe(self.a), json_safe(self.b)
+        return {"key": self.key, "path": list(self.path), "a": a, "b": b, "status": self.status}
+
+
+def dotted_key(path: tuple[str, ...]) -> str:
+    return ".".join(part if part and "." not in part and '"' not in part else json.dumps(part) for part in path)
+
+
+#: How JSON reports spell the numbers JSON cannot carry (config.json may hold them: Python's json reads them).
+NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN and ±Infinity (anywhere inside) as the strings "NaN", "Infinity", "-Infinity", so that
+    the report is standard JSON that strict parsers (jq, browsers, Go) accept."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NON_FINITE[str(value)]
+    if isinstance(value, list):
+        return [json_safe(item) for item in value]
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -132,11 +166,14 @@ class SideSummary:
     parameters: int
     bytes: int
     dtypes: dict[str, tuple[int, int]]  # dtype → (parameters, bytes)
+    #: For a base model: where it keeps its text model (:class:`ckptdiff.profiles.base_layouts.Resolved`).
+    layout: Any = None
 
     @classmethod
-    def of(cls, checkpoint: Checkpoint) -> SideSummary:
+    def of(cls, checkpoint: Checkpoint, *, layout: Any = None) -> SideSummary:
         dtypes = checkpoint.dtype_totals()  # one pass over the tensors; the totals add up from it
         return cls(
+            layout=layout,
             spec=checkpoint.spec,
             kind=checkpoint.kind,
             location=checkpoint.location,
@@ -152,6 +189,11 @@ class SideSummary:
     def display(self) -> str:
         return f"{self.spec} @ {self.revision[:12]}" if self.revision else self.spec
 
+    @property
+    def display_with_layout(self) -> str:
+        """The display name, and for a base the layout recognised: ``org/x (multimodal; text model under …)``."""
+        return f"{self.display} ({self.layout.description})" if self.layout is not None else self.display
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "spec": self.spec,
@@ -161,6 +203,7 @@ class SideSummary:
             "parameters": self.parameters,
             "bytes": self.bytes,
             "dtypes": {d: {"parameters": p, "bytes": b} for d, (p, b) in self.dtypes.items()},
+            **({"layout": self.layout.to_dict()} if self.layout is not None else {}),
         }
 
 

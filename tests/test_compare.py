@@ -63,7 +63,7 @@ def test_config_differences_are_dotted_and_skip_provenance():
          "only_a": 1, "flag": True}  # fmt: skip
     b = {"hidden_size": 64, "transformers_version": "4.58.1", "eagle_config": {"ids": [2, 30], "use": True},
          "only_b": None, "flag": 1, "_name_or_path": "/home/me"}  # fmt: skip
-    assert flatten_config(a)["eagle_config.ids"] == [2, 30, 58]
+    assert flatten_config(a)[("eagle_config", "ids")] == [2, 30, 58]
     diffs = [(d.key, d.status) for d in diff_configs(a, b)]
     assert diffs == [("eagle_config.ids", "differs"), ("flag", "differs"), ("only_a", "only_in_a"),
                      ("only_b", "only_in_b")]  # fmt: skip

@@ -2,13 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from ..profiles.base_layouts import text_config
 
-
-def text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The settings of the base's language model: a multimodal base keeps them under ``text_config``."""
-    nested = config.get("text_config")
-    if isinstance(nested, Mapping) and nested:
-        return nested
-    return config
+__all__ = ["text_config"]

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import printable
-from ..report import STATUSES, EngineEvent, Report, TensorRow, TensorSide
+from ..report import STATUSES, ConfigDiff, EngineEvent, Report, TensorRow, TensorSide
 
 if TYPE_CHECKING:
     from . import RenderOptions
@@ -107,10 +107,20 @@ def visible_rows(report: Report, only_diffs: bool) -> Sequence[TensorRow]:
     return report.tensors
 
 
+#: How a config key absent from one side shows; a JSON null shows as ``null``.
+ABSENT = "(absent)"
+
+
 def config_value(value: object) -> str:
     import json
 
-    return "—" if value is None else json.dumps(value, sort_keys=True)
+    return json.dumps(value, sort_keys=True)
+
+
+def config_cells(diff: ConfigDiff) -> tuple[str, str]:
+    """A config difference's two values for a human: JSON text, ``null`` for a null, ``(absent)`` for no key."""
+    a = config_value(diff.a) if diff.present("a") else ABSENT
+    return a, config_value(diff.b) if diff.present("b") else ABSENT
 
 
 def outcomes_line(report: Report) -> str:

@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET
 from .. import __version__
 from ..report import Report, TensorRow
 from . import RenderOptions
-from ._common import config_value, event_line, shape_dtype
+from ._common import config_cells, event_line, shape_dtype
 
 #: Characters XML 1.0 cannot carry at all, even escaped; a hostile tensor name must not break the file.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -52,6 +52,8 @@ def render(report: Report, options: RenderOptions) -> str:
         facts += [("b", report.b.spec), ("b.revision", report.b.revision or "")]
     if report.base is not None:
         facts += [("base", report.base.spec), ("base.revision", report.base.revision or "")]
+        if report.base.layout is not None:
+            facts.append(("base.layout", report.base.layout.description))
     facts += [("profile", report.profile or "none"), ("fail_on", report.fail_on)]
     facts += [(f"rule.{i}", rule) for i, rule in enumerate(report.rules_applied, 1)]
     if report.command:
@@ -90,7 +92,7 @@ def render(report: Report, options: RenderOptions) -> str:
         tests += 1
         case = _element(suite, "testcase", classname="config", name="config.json")
         if report.config:
-            lines = [f"{d.key}: {config_value(d.a)} vs {config_value(d.b)} ({d.status})" for d in report.config]
+            lines = [f"{d.key}: {' vs '.join(config_cells(d))} ({d.status})" for d in report.config]
             _element(case, "system-out", "\n".join(lines))
 
     for result in report.engines:

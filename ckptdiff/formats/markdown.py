@@ -9,7 +9,7 @@ from ..report import Report, SideSummary
 from . import RenderOptions
 from ._common import (
     VALUE_HEADERS,
-    config_value,
+    config_cells,
     counts_line,
     display_rows,
     event_text,
@@ -35,8 +35,9 @@ def _cell(text: str) -> str:
 def _side(label: str, side: SideSummary) -> str:
     pinned = "commit" if side.kind == "hub" else "version"  # a store's ETag or VersionId
     revision = f" at {pinned} `{side.revision}`" if side.revision else ""
+    layout = f" ({_cell(side.layout.description)})" if side.layout is not None else ""
     return (
-        f"- **{label}**: {_code(side.spec)}{revision} — {side.files} file(s), {side.tensors} tensors, "
+        f"- **{label}**: {_code(side.spec)}{revision}{layout} — {side.files} file(s), {side.tensors} tensors, "
         f"{human_count(side.parameters)} parameters, {human_bytes(side.bytes)}"
     )
 
@@ -121,7 +122,7 @@ def _comparison(report: Report, options: RenderOptions) -> list[str]:
 
     out += ["### config.json differences", ""]
     if report.config:
-        table = [[_code(d.key), _code(config_value(d.a)), _code(config_value(d.b)), d.status] for d in report.config]
+        table = [[_code(d.key), *(_code(cell) for cell in config_cells(d)), d.status] for d in report.config]
         out.append(tabulate(table, headers=["key", "A", "B", "status"], tablefmt="github", disable_numparse=True))
     else:
         out.append("_None._")

@@ -8,7 +8,7 @@ from ..report import Report
 from . import RenderOptions
 from ._common import (
     VALUE_HEADERS,
-    config_value,
+    config_cells,
     counts_line,
     display_rows,
     event_line,
@@ -35,7 +35,7 @@ def render(report: Report, options: RenderOptions) -> str:
     lines = [f"A: {printable(report.a.display)}"]
     lines += [f"B: {printable(report.b.display)}"] if report.b is not None else []
     if report.base is not None:
-        lines.append(f"base: {printable(report.base.display)}")
+        lines.append(f"base: {printable(report.base.display_with_layout)}")
     if report.profile:
         lines.append(f"profile: {report.profile}")
     shown = display_rows(report, options)
@@ -60,7 +60,7 @@ def render(report: Report, options: RenderOptions) -> str:
     else:
         lines += ["", "no differing tensors" if options.only_diffs else "no tensors"]
     if report.config:
-        config_rows = [[printable(d.key), config_value(d.a), config_value(d.b), d.status] for d in report.config]
+        config_rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
         lines += ["", "config.json differences:", tabulate(config_rows, headers=["key", "A", "B", "status"],
                                                            tablefmt="simple", disable_numparse=True)]  # fmt: skip
     if report.engines:

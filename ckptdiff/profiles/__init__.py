@@ -28,8 +28,14 @@ class InjectedWeight:
     """A frozen weight the serving engine takes from the base model when the checkpoint has none."""
 
     name: str  # the tensor name in this architecture's checkpoints (canonical naming)
-    base_name: str  # where the engine finds it in the base (target) model
+    base_name: str  # where the engine finds it in a text-only base (target) model
     note: str  # what the report says on the row
+    #: What it is in the base, whatever the base's layout names it (:mod:`.base_layouts`).
+    role: str = "embedding"
+
+    def note_for(self, base_name: str) -> str:
+        """The row's note for a base that stores this weight as ``base_name``."""
+        return self.note.replace(self.base_name, base_name)
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,10 @@ class Profile:
     def base_tensors(self, *configs: Config | None) -> set[str]:
         """The base model's tensors to read for ``--base``: those the engine may inject into these drafters."""
         return {weight.base_name for config in configs for weight in self.injected_weights(config)}
+
+    def base_roles(self, *configs: Config | None) -> set[str]:
+        """What the engine may take from the base for these drafters, as roles (``embedding``, ``lm_head``)."""
+        return {weight.role for config in configs for weight in self.injected_weights(config)}
 
     def canonical_name(self, name: str) -> str:
         return self.canonical(name) if self.canonical is not None else name

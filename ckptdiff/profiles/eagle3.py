@@ -26,6 +26,7 @@ from typing import Any
 from ..checkpoint import Checkpoint
 from ..report import Finding, Severity, TensorRow, TensorSide
 from . import Config, Convention, InjectedWeight, Profile
+from .base_layouts import Found, Resolved, lookup, recognise
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096
@@ -244,6 +245,7 @@ LM_HEAD = InjectedWeight(
     name="lm_head.weight",
     base_name="lm_head.weight",
     note="the engine takes the base model's lm_head.weight (no draft_vocab_size of its own)",
+    role="lm_head",
 )
 LM_HEAD_TIED = InjectedWeight(
     name="lm_head.weight",
@@ -314,18 +316,24 @@ def review(
         for label, attr, checkpoint in (("A", "a", a), ("B", "b", b))
     )  # fmt: skip
     found = _Findings()
+    resolved = recognise(base.config, base.tensors.keys()) if base is not None else None
+    base_embedding = (resolved.embedding if resolved else None) or EMBED.base_name
     for side in sides:
-        _check_own_config(side, found)
+        _check_own_config(side, found, base_embedding)
     _check_between(sides[0], sides[1], found)
-    verified: dict[str, str] = {}
+    verified: dict[str, tuple[str, str]] = {}  # row name → (its note for this base, the verdict)
     for side, other in (sides, sides[::-1]):
-        _check_injected(side, other, base, found, verified)
-    if base is not None and base.config is not None:
+        _check_injected(side, other, base, resolved, found, verified)
+    if base is not None and resolved is not None:
+        if base.config is None and any(side.drafter is not None for side in sides):
+            found.add("info", "base_config_missing",
+                      f"the base ({base.spec}) has no config.json: the drafters' vocab_size, hidden size, aux layer "
+                      "ids, dtype and max_position_embeddings are not checked against it")  # fmt: skip
         for side in sides:
-            _check_against_base(side, base, found)
+            _check_against_base(side, base, resolved, found)
     if verified:
         rows = tuple(
-            replace(row, note=f"{row.note}; {verified[row.name]}" if row.note else verified[row.name])
+            replace(row, note=f"{verified[row.name][0]}; {verified[row.name][1]}")
             if row.status == "injected" and row.name in verified
             else row
             for row in rows
@@ -333,7 +341,7 @@ def review(
     return rows, found.to_list()
 
 
-def _check_own_config(side: _Side, found: _Findings) -> None:
+def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> None:
     if side.drafter is None or side.checkpoint.config is None:
         return
     c = side.drafter
@@ -369,7 +377,7 @@ def _check_own_config(side: _Side, found: _Findings) -> None:
                   "from 2.99 to 1.12)", side.label)  # fmt: skip
     if EMBED.name in side.tensors:
         found.add("info", "embed_tokens_carried",
-                  f"carries its own {EMBED.name}: vLLM uses it instead of the base's {EMBED.base_name} (SGLang "
+                  f"carries its own {EMBED.name}: vLLM uses it instead of the base's {base_embedding} (SGLang "
                   "takes the base's), so it must equal the base's; a random one collapses acceptance "
                   "(--values --base compares them)", side.label)  # fmt: skip
     if c.max_positions is not None and c.max_positions.value <= SMALL_MAX_POSITIONS:
@@ -402,7 +410,12 @@ def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
 
 
 def _check_injected(
-    side: _Side, other: _Side, base: Checkpoint | None, found: _Findings, verified: dict[str, str]
+    side: _Side,
+    other: _Side,
+    base: Checkpoint | None,
+    resolved: Resolved | None,
+    found: _Findings,
+    verified: dict[str, tuple[str, str]],
 ) -> None:
     config = side.checkpoint.config
     if config is not None and side.drafter is None:
@@ -410,15 +423,17 @@ def _check_injected(
     for weight in injected_for(config):
         if weight.name in side.tensors:
             continue
-        if base is None:
+        if base is None or resolved is None:
             found.add("info", "injected_from_base",
                       f"{weight.name} is absent; the engine supplies it from the base model's {weight.base_name} "
                       "(give --base to verify it)", side.label)  # fmt: skip
             continue
-        source = base.tensors.get(weight.base_name)
-        if source is None:
+        base_name = resolved.name(weight.role)
+        source = base.tensors.get(base_name) if base_name else None
+        if base_name is None or source is None:
+            looked = " or ".join(resolved.layout.names(weight.role))
             found.add("error", "injected_missing_in_base",
-                      f"{weight.name} is absent and the base ({base.spec}) has no {weight.base_name} to supply it",
+                      f"{weight.name} is absent and the base ({base.spec}) has no {looked} to supply it",
                       side.label)  # fmt: skip
             continue
         got = f"{_shape(source.shape)} {source.dtype}"
@@ -431,54 +446,78 @@ def _check_injected(
             problems.append(f"{other.label} stores its own as {_shape(carried.shape)}")
         if problems:
             found.add("error", "injected_incompatible_with_base",
-                      f"{weight.name} would come from the base's {weight.base_name}, which is {got}, but "
+                      f"{weight.name} would come from the base's {base_name}, which is {got}, but "
                       f"{' and '.join(problems)}", side.label)  # fmt: skip
-            verified.setdefault(weight.name, f"base has {got}: does not fit")
+            verified.setdefault(weight.name, (weight.note_for(base_name), f"base has {got}: does not fit"))
             continue
         dtype = carried.dtype if carried is not None else side.dtype
         if dtype is not None and source.dtype != dtype:
             found.add("warning", "dtype_differs_from_base",
-                      f"{weight.name} would come from the base's {weight.base_name} as {source.dtype}, but the "
+                      f"{weight.name} would come from the base's {base_name} as {source.dtype}, but the "
                       f"drafter's weights are {dtype}", side.label)  # fmt: skip
         found.add("info", "injected_verified",
-                  f"{weight.name}: the base's {weight.base_name} {got} fits", side.label)  # fmt: skip
-        verified.setdefault(weight.name, f"verified: {got}")
+                  f"{weight.name}: the base's {base_name} {got} fits", side.label)  # fmt: skip
+        verified.setdefault(weight.name, (weight.note_for(base_name), f"verified: {got}"))
 
 
-def _check_against_base(side: _Side, base: Checkpoint, found: _Findings) -> None:
+def _base_setting(
+    resolved: Resolved, base: Checkpoint, key: str, checks: str, side: _Side, found: _Findings
+) -> Found | None:
+    """A positive int the base's text config sets, or None and an info finding naming the keys looked for."""
+    value, looked = lookup(base.config, key, resolved.text_config_path)
+    if value is not None and isinstance(value.value, int) and not isinstance(value.value, bool) and value.value > 0:
+        return value
+    what = "has no" if value is None else f"has no usable ({value.key}={json.dumps(value.value)})"
+    found.add("info", "base_setting_missing",
+              f"the base's config.json {what} {' or '.join(looked)}: {checks} not checked against the base",
+              side.label)  # fmt: skip
+    return None
+
+
+def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found: _Findings) -> None:
     if side.drafter is None or base.config is None:
         return
     c = side.drafter
-    base_vocab = _positive(setting(base.config, "vocab_size"))
-    if c.vocab is not None and base_vocab is not None and c.vocab.value != base_vocab.value:
-        found.add("error", "base_config_mismatch",
-                  f"{c.vocab} but the base's vocab_size is {base_vocab.value}: the drafter was trained for "
-                  "another tokenizer", side.label)  # fmt: skip
-    base_hidden = _positive(setting(base.config, "hidden_size"))
+
+    def base_value(key: str, checks: str) -> Found | None:
+        return _base_setting(resolved, base, key, checks, side, found)
+
+    if c.vocab is not None and (vocab := base_value("vocab_size", f"the drafter's {c.vocab}")) is not None:
+        if c.vocab.value != vocab.value:
+            found.add("error", "base_config_mismatch",
+                      f"{c.vocab} but the base's {vocab.key} is {vocab.value}: the drafter was trained for another "
+                      "tokenizer", side.label)  # fmt: skip
     target = c.target_hidden or c.hidden
-    if target is not None and base_hidden is not None and target.value != base_hidden.value:
-        found.add("error", "base_config_mismatch",
-                  f"the drafter expects target hidden states of {target} but the base's hidden_size is "
-                  f"{base_hidden.value}: fc cannot take the base's hidden states", side.label)  # fmt: skip
-    layers = _positive(setting(base.config, "num_hidden_layers"))
-    if c.aux_layer_ids is not None and layers is not None:
+    if target is not None and (hidden := base_value("hidden_size", f"the drafter's target hidden size ({target})")):
+        if target.value != hidden.value:
+            found.add("error", "base_config_mismatch",
+                      f"the drafter expects target hidden states of {target} but the base's {hidden.key} is "
+                      f"{hidden.value}: fc cannot take the base's hidden states", side.label)  # fmt: skip
+    if c.aux_layer_ids is not None and (layers := base_value("num_hidden_layers", str(c.aux_layer_ids))):
         outside = [i for i in c.aux_layer_ids.value if not 0 <= i < layers.value]
         if outside:
             found.add("error", "aux_layer_out_of_range",
                       f"{c.aux_layer_ids} names layer(s) {json.dumps(outside)} but the base has "
-                      f"num_hidden_layers={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
+                      f"{layers.key}={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
                       "off-by-one)", side.label)  # fmt: skip
-    base_dtype = DrafterConfig.of(base.config).safetensors_dtype
-    if base_dtype is not None and side.dtype is not None and side.dtype != base_dtype:
+    _check_dtype_against_base(side, base, resolved, found)
+    if c.max_positions is not None:
+        positions = base_value("max_position_embeddings", f"the drafter's {c.max_positions}")
+        if positions is not None and c.max_positions.value < positions.value:
+            found.add("warning", "max_position_small",
+                      f"{c.max_positions} is below the base's {positions.value}: RoPE positions past it are "
+                      "clamped, and acceptance collapses on longer prompts", side.label)  # fmt: skip
+
+
+def _check_dtype_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found: _Findings) -> None:
+    path = resolved.text_config_path
+    setting_found = lookup(base.config, "torch_dtype", path)[0] or lookup(base.config, "dtype", path)[0]
+    base_dtype = _TORCH_DTYPES.get(str(setting_found.value).removeprefix("torch.")) if setting_found else None
+    if setting_found is not None and base_dtype is not None and side.dtype is not None and side.dtype != base_dtype:
         found.add("warning", "dtype_differs_from_base",
                   f"the drafter is {side.dtype} but the base runs in {base_dtype} "
-                  f"({setting(base.config, 'torch_dtype', 'dtype')}); the engine casts the drafter to the base's "
-                  "dtype", side.label)  # fmt: skip
-    base_positions = _positive(setting(base.config, "max_position_embeddings"))
-    if c.max_positions is not None and base_positions is not None and c.max_positions.value < base_positions.value:
-        found.add("warning", "max_position_small",
-                  f"{c.max_positions} is below the base's {base_positions.value}: RoPE positions past it are "
-                  "clamped, and acceptance collapses on longer prompts", side.label)  # fmt: skip
+                  f"({setting_found.key}={json.dumps(setting_found.value)}); the engine casts the drafter to the "
+                  "base's dtype", side.label)  # fmt: skip
 
 
 #: Findings that only describe what engines do; ``--engine`` reports that as each engine's events instead.

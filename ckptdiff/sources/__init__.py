@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from ..checkpoint import Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError, scrub_secrets
 from .base import Source
+from .wanted import Wanted
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 #: URL schemes read through fsspec, and the extra that installs each one's package.
@@ -106,13 +107,19 @@ def open_source(spec: str, options: SourceOptions | None = None) -> Source:
     return HubSource(spec, parsed, options)
 
 
-def resolve(spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | None = None) -> Checkpoint:
-    """Read a checkpoint's metadata. With ``wanted``, a sharded checkpoint reads only the shards holding them."""
+def resolve(
+    spec: str, options: SourceOptions | None = None, *, wanted: AbstractSet[str] | Wanted | None = None
+) -> Checkpoint:
+    """Read a checkpoint's metadata. With ``wanted`` (names, or a :class:`.wanted.Wanted` of alternatives), a
+    sharded checkpoint reads its first shard, and the index and the shards it names only when that first shard
+    does not hold them all (:mod:`.wanted`)."""
     options = options or SourceOptions()
     return read_source(open_source(spec, options), wanted=wanted, progress=options.progress)
 
 
-def read_source(source: Source, *, wanted: AbstractSet[str] | None = None, progress: bool = False) -> Checkpoint:
+def read_source(
+    source: Source, *, wanted: AbstractSet[str] | Wanted | None = None, progress: bool = False
+) -> Checkpoint:
     """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
     from .planner import read_checkpoint
 

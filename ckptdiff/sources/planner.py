@@ -31,6 +31,7 @@ from ..checkpoint import (
 from ..errors import CkptdiffError, IndexError_, SourceError
 from . import torch_pickle
 from .base import INITIAL_RANGE, ListedFile, Listing, Source
+from .wanted import Wanted, shards_after_index
 
 CONFIG_NAME = "config.json"
 SINGLE_FILE_NAME = "model.safetensors"
@@ -104,8 +105,11 @@ def narrow_to_wanted(
     return shards, {name: file for name, file in weight_map.items() if file in keep}
 
 
-def read_checkpoint(source: Source, *, wanted: AbstractSet[str] | None = None, progress: bool = False) -> Checkpoint:
-    """Read a checkpoint's metadata from any store. With ``wanted``, read only the shards holding those tensors."""
+def read_checkpoint(
+    source: Source, *, wanted: AbstractSet[str] | Wanted | None = None, progress: bool = False
+) -> Checkpoint:
+    """Read a checkpoint's metadata from any store. With ``wanted``, read only the shards holding those tensors:
+    the first shard, and the index and the shards it names only when that one lacks some (:mod:`.wanted`)."""
     listing = source.list_files()
     plan = choose_weights(listing, source)
     files = listing.files
@@ -157,15 +161,19 @@ def _start_indexed(
     small: Executor,
     files: Mapping[RelativePath, ListedFile],
     index: RelativePath,
-    wanted: AbstractSet[str] | None,
+    wanted: AbstractSet[str] | Wanted | None,
     read_one: Callable[[ListedFile, int | None], Any],
     torch: bool,
-) -> tuple[dict[RelativePath, Future[Any]], Mapping[str, RelativePath]]:
+) -> tuple[dict[RelativePath, Future[Any]], Mapping[str, RelativePath] | None]:
     """Jobs for the shards the index names (only those holding ``wanted``), and the weight map they cover.
 
     Reading every shard of a remote safetensors checkpoint, the ones the listing shows are started while the
     index downloads, their first range sized from the index's size; the index then decides which are kept.
     """
+    if wanted is not None and not torch:
+        return _start_wanted(source, pool, small, files, index, Wanted.of(wanted), read_one)
+    if wanted is not None:
+        wanted = Wanted.of(wanted).names
     index_name = source.name_of(index)
     index_job = small.submit(source.read_small, files[index], what="index", error=IndexError_)
     early: dict[RelativePath, Future[Any]] = {}
@@ -190,6 +198,41 @@ def _start_indexed(
     for unused in early.values():
         unused.cancel()
     return jobs, weight_map
+
+
+def _start_wanted(
+    source: Source,
+    pool: Executor,
+    small: Executor,
+    files: Mapping[RelativePath, ListedFile],
+    index: RelativePath,
+    wanted: Wanted,
+    read_one: Callable[[ListedFile, int | None], Any],
+) -> tuple[dict[RelativePath, Future[Any]], Mapping[str, RelativePath] | None]:
+    """The first shard's header; the index, and the shards it names, only when that header lacks a wanted tensor
+    (:mod:`.wanted`). Without the index there is no weight map to check the header against."""
+    guesses = _shard_guesses(files, index)  # the first in sort order holds the embedding in every real layout
+    first = guesses[0] if guesses else None
+    jobs: dict[RelativePath, Future[Any]] = {}
+    if first is not None:
+        jobs[first] = pool.submit(read_one, files[first], None)
+        if wanted.met_by(jobs[first].result().tensors.keys()):
+            return jobs, None
+    index_name = source.name_of(index)
+    raw = small.submit(source.read_small, files[index], what="index", error=IndexError_).result()
+    weight_map = parse_index(raw, index_name=index_name)
+    shards = shards_after_index(wanted, weight_map, first)
+    keep = set(shards)
+    weight_map = {name: file for name, file in weight_map.items() if file in keep}
+    estimates = _header_estimates(weight_map) if source.remote else {}
+    for shard in shards:
+        if shard in jobs:
+            continue
+        entry = files.get(shard) or source.stat(shard)
+        if entry is None:
+            raise IndexError_(index_name, f"shard {shard} listed in the index is {source.absent}")
+        jobs[shard] = pool.submit(read_one, entry, estimates.get(shard))
+    return {shard: jobs[shard] for shard in shards}, weight_map
 
 
 def _collect(source: Source, jobs: Mapping[RelativePath, Future[T]], progress: bool) -> dict[RelativePath, T]:

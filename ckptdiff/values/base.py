@@ -13,14 +13,15 @@ if TYPE_CHECKING:  # pragma: no cover
 EmbedJob = tuple[str, str, str]
 
 
-def embed_pairs_for(profile: Profile | None, base: Checkpoint) -> list[tuple[str, str]]:
-    """Which of a side's tensors must equal which of the base's: the profile's injected weights, else embeds."""
-    if profile is not None and profile.injected:
-        return [(weight.name, weight.base_name) for weight in profile.injected if "embed" in weight.name]
-    base_embeds = [name for name in base.tensors if name.endswith("embed_tokens.weight")]
-    if len(base_embeds) != 1:
-        return []
-    return [("embed_tokens.weight", base_embeds[0]), ("model.embed_tokens.weight", base_embeds[0])]
+def embed_pairs_for(
+    profile: Profile | None, base: Checkpoint, a: Checkpoint, b: Checkpoint
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """Which of a side's tensors must equal which of the base's, under each side's own naming and the base's layout
+    (:func:`ckptdiff.profiles.base_layouts.value_pairs`), and why a role a side carries could not be paired."""
+    from ..profiles.base_layouts import value_pairs
+
+    pairs, unpaired = value_pairs(profile, a, b, base)
+    return list(dict.fromkeys((pair.own, pair.base) for pair in pairs)), unpaired
 
 
 def embed_jobs(sides: dict[str, Checkpoint], base: Checkpoint, embed_pairs: list[tuple[str, str]]) -> list[EmbedJob]:

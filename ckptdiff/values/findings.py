@@ -38,7 +38,7 @@ def attach_values(
         for row in report.tensors
         if row.a is not None and row.b is not None and row.a.shape == row.b.shape
     ]
-    pairs = embed_pairs_for(profile, base) if base is not None else []
+    pairs, unpaired = embed_pairs_for(profile, base, a, b) if base is not None else ([], [])
     result = compare_values(
         a, b, names, base=base, embed_pairs=pairs, offline=offline, progress=progress, notify=notify
     )
@@ -47,6 +47,7 @@ def attach_values(
         for row in report.tensors
     )
     findings = list(report.findings) + [Finding(*f) for f in value_findings(result)]
+    findings += [Finding("info", "base_pair_unavailable", why) for why in unpaired]
     return replace(report, tensors=rows, findings=tuple(findings))
 
 
