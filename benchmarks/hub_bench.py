@@ -1,24 +1,34 @@
-"""ckptdiff's Hub reader vs huggingface_hub's ``get_safetensors_metadata`` on the same emulated 50-shard repos.
+"""ckptdiff reading both sides from the Hub vs huggingface_hub's ``get_safetensors_metadata`` reading one, as processes.
 
-    python benchmarks/hub_bench.py            # 0/20/50 ms per request, with and without LFS redirects
-    python benchmarks/hub_bench.py --quick    # 50 ms, no redirects
+    python benchmarks/hub_bench.py                  # 50 ms a request (5 rounds), 50 ms with LFS redirects, 0 ms
+    python benchmarks/hub_bench.py --quick          # 50 ms a request only, 3 rounds
+    python benchmarks/hub_bench.py --against main   # also ckptdiff as of another git revision (before/after)
 
-The anchor reads one side (``HfApi().get_safetensors_metadata``); ckptdiff reads both sides of a comparison
-(``ckptdiff.sources.resolve_both``, what the CLI does before comparing, on two different 50-shard repos),
-each from a cold HF cache; every setting is run 3 times and the best time kept (the machine is shared).
-The emulator (tests/hub_emulator.py) runs in a child process and adds the latency to every request, so it
-models round trips, not bandwidth. It counts requests and bytes; ``warm`` is ckptdiff's second run on the branch.
+Two emulated 50-shard repos (Kimi-K2 layout, 8 experts a layer: ~100 tensors and a ~12 kB header a shard) are
+served by tests/hub_emulator.py in a child process, which adds the latency to every request (it models round
+trips, not bandwidth). Every measured thing is a whole process (start-up and imports included) with a cold
+HF cache of its own (a fresh HF_HOME), run in turn with the others each round; the table gives medians:
+
+- anchor: ``python -c`` running ``HfApi().get_safetensors_metadata`` on ONE side;
+- floor: a plain script on httpx2 (the client huggingface_hub uses) that lists both repos, then sends every
+  ranged GET both sides need (config.json, index, the first 100 kB of each shard) at once;
+- ckptdiff: ``ckptdiff A B --format json -o /dev/null`` (BOTH sides, compared and reported), then again on
+  the same cache ("again": a branch costs one listing call a side).
+
+The target (issue 15): ckptdiff's both-sides time ≤ 0.55× the anchor's one-side time at 50 ms a request.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import multiprocessing
+import os
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +42,48 @@ from hub_emulator import HubEmulator  # noqa: E402
 from fixtures.generate import write_kimi_k2_base  # noqa: E402
 
 SHARDS = 50
-DEFAULT_JOBS = 8  # the CLI's --jobs default
-WIDE_JOBS = 32
-LATENCIES_MS = (0, 20, 50)
+TARGET_RATIO = 0.55
+#: (latency ms, LFS redirects, rounds); --quick keeps only the first.
+SETTINGS = ((50, False, 5), (50, True, 3), (0, False, 3))
+QUICK_ROUNDS = 3
+
+ANCHOR = """
+import sys
+from huggingface_hub import HfApi
+HfApi().get_safetensors_metadata(sys.argv[1])
+"""
+#: The network floor: no parsing, no cache, only the requests a comparison cannot do without, all at once.
+FLOOR = """
+import os, sys
+from concurrent.futures import ThreadPoolExecutor
+import httpx2
+endpoint, repos = os.environ["HF_ENDPOINT"], sys.argv[1:]
+client = httpx2.Client(limits=httpx2.Limits(max_connections=None), follow_redirects=True, timeout=30)
+def get(url, **kwargs):
+    response = client.get(url, **kwargs)
+    response.raise_for_status()
+    return response
+with ThreadPoolExecutor(256) as pool:
+    infos = list(pool.map(lambda repo: get(f"{endpoint}/api/models/{repo}/revision/main?blobs=true").json(), repos))
+    jobs = []
+    for repo, info in zip(repos, infos):
+        for sibling in info["siblings"]:
+            name = sibling["rfilename"]
+            url = f"{endpoint}/{repo}/resolve/{info['sha']}/{name}"
+            headers = {"Range": "bytes=0-99999"} if name.endswith(".safetensors") else {}
+            jobs.append(pool.submit(get, url, headers=headers))
+    assert len(jobs) == len(repos) * 52, len(jobs)
+    for job in jobs:
+        job.result()
+"""
+#: ckptdiff as of another commit (``--against REV``): that tree's package, not this checkout's installed one.
+OTHER_REVISION = """
+import sys
+sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in repr(finder).lower()]
+sys.path.insert(0, sys.argv.pop(1))
+from ckptdiff.cli import main
+main(sys.argv[1:])
+"""
 
 
 def build_repos(root: Path) -> tuple[Path, Path]:
@@ -45,7 +94,7 @@ def build_repos(root: Path) -> tuple[Path, Path]:
 
 
 class EmulatorProcess:
-    """The emulator in a child process, so its request handling does not share this process's GIL."""
+    """The emulator in a child process, so its request handling does not share a GIL with anything measured."""
 
     def __init__(self, repos: dict[str, Path], *, lfs_redirect: bool) -> None:
         context = multiprocessing.get_context("spawn")
@@ -93,133 +142,159 @@ def _serve(conn: Any, repos: dict[str, Path], lfs_redirect: bool) -> None:
         conn.send(None)
 
 
-@contextlib.contextmanager
-def client_for(endpoint: str, home: Path) -> Iterator[None]:
-    """Point the in-process huggingface_hub at the emulator with a fresh cache (it reads env only at import)."""
-    from huggingface_hub import constants
+@dataclass
+class Command:
+    label: str
+    argv: list[str]
+    warm: bool = False  # reuse the previous command's HF_HOME instead of a fresh one
+    seconds: list[float] = field(default_factory=list)
+    requests: int = 0
+    sent: int = 0
 
-    values = {
-        "ENDPOINT": endpoint,
-        "HUGGINGFACE_CO_URL_TEMPLATE": endpoint + "/{repo_id}/resolve/{revision}/{filename}",
-        "HF_HOME": str(home),
-        "HF_HUB_CACHE": str(home / "hub"),
-        "HF_TOKEN_PATH": str(home / "token"),
-        "HF_STORED_TOKENS_PATH": str(home / "stored_tokens"),
-        "HF_HUB_OFFLINE": False,
-        "HF_HUB_DISABLE_TELEMETRY": True,
-    }
-    saved = {name: getattr(constants, name) for name in values}
-    for name, value in values.items():
-        setattr(constants, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(constants, name, value)
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
 
 
-def _measure(emulator: EmulatorProcess, home: Path, action: Callable[[], object]) -> dict[str, Any]:
-    with client_for(emulator.endpoint, home):
-        emulator.reset_counters()
-        start = time.perf_counter()
-        action()
-        seconds = time.perf_counter() - start
-    requests, sent = emulator.counters()
-    return {"seconds": seconds, "requests": requests, "bytes": sent}
+def environment(endpoint: str, home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PYTHON", "HUGGING"))}
+    env.update(
+        PYTHONPATH=str(ROOT),
+        HF_ENDPOINT=endpoint,
+        HF_HOME=str(home),
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HUB_DISABLE_IMPLICIT_TOKEN="1",
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+    )
+    return env
 
 
-def _best(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    return min(runs, key=lambda run: run["seconds"])
+def measure_once(emulator: EmulatorProcess, command: Command, home: Path) -> None:
+    """Run the command once as a process: wall time from spawn to exit, and the requests it made."""
+    emulator.reset_counters()
+    start = time.perf_counter()
+    done = subprocess.run(command.argv, env=environment(emulator.endpoint, home), cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    seconds = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"benchmark command failed ({done.returncode}): {command.label}\n{done.stderr[-2000:]}")
+    command.seconds.append(seconds)
+    command.requests, command.sent = emulator.counters()
 
 
-def run_setting(emulator: EmulatorProcess, scratch: Path, latency_ms: int, redirect: bool, repeats: int) -> dict:
-    from huggingface_hub import HfApi
+def commands(against: str | None) -> list[Command]:
+    ckptdiff = [sys.executable, "-m", "ckptdiff", "bench/a", "bench/b", "--format", "json", "-o", "/dev/null"]
+    listed = [
+        Command("anchor: get_safetensors_metadata, 1 side", [sys.executable, "-c", ANCHOR, "bench/a"]),
+        Command("floor: httpx2, 2 sides at once", [sys.executable, "-c", FLOOR, "bench/a", "bench/b"]),
+        Command("ckptdiff A B, 2 sides", ckptdiff),
+        Command("ckptdiff A B again (warm cache)", ckptdiff, warm=True),
+    ]
+    if against:
+        tree = str(checkout(against))
+        before = [sys.executable, "-c", OTHER_REVISION, tree, *ckptdiff[3:]]
+        listed.insert(3, Command(f"ckptdiff at {against}, 2 sides", before))
+    return listed
 
-    from ckptdiff.sources import SourceOptions, resolve_both
 
+def checkout(revision: str) -> Path:
+    """This repository's ckptdiff package at ``revision`` (git archive), under benchmarks/.work/."""
+    commit = subprocess.run(["git", "rev-parse", "--verify", f"{revision}^{{commit}}"], cwd=ROOT, check=True,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    folder = ROOT / "benchmarks" / ".work" / f"tree-{commit[:12]}"
+    if not (folder / "ckptdiff" / "cli.py").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        archive = subprocess.run(["git", "archive", commit, "ckptdiff"], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return folder
+
+
+def run_setting(emulator: EmulatorProcess, scratch: Path, latency_ms: int, redirect: bool, rounds: int,
+                against: str | None) -> dict[str, Any]:  # fmt: skip
+    """Each round runs every command once, in turn, so load on a shared machine hits all of them alike."""
     emulator.set_latency(latency_ms / 1000)
-    name = f"{latency_ms}ms-{'cdn' if redirect else 'direct'}"
-    anchor, cold, cold_wide, warm = [], [], [], []
-    for attempt in range(repeats):
-        anchor.append(_measure(emulator, scratch / f"anchor-{name}-{attempt}",
-                               lambda: HfApi().get_safetensors_metadata("bench/a")))  # fmt: skip
-        for jobs, runs in ((DEFAULT_JOBS, cold), (WIDE_JOBS, cold_wide)):
-            home = scratch / f"ckptdiff-{name}-{jobs}-{attempt}"
-            both = lambda jobs=jobs: resolve_both("bench/a", "bench/b", SourceOptions(jobs=jobs))  # noqa: E731
-            runs.append(_measure(emulator, home, both))
-            if jobs == DEFAULT_JOBS:
-                warm.append(_measure(emulator, home, both))
-    best_anchor, best_cold, best_wide = _best(anchor), _best(cold), _best(cold_wide)
+    listed = commands(against)
+    for attempt in range(rounds):
+        home = scratch
+        for number, command in enumerate(listed):
+            if not command.warm:
+                home = Path(tempfile.mkdtemp(prefix=f"run-{attempt}-{number}-", dir=scratch))
+            measure_once(emulator, command, home)
+    anchor = listed[0].median
     return {
         "latency_ms": latency_ms,
         "lfs_redirect": redirect,
-        "shards": SHARDS,
-        "repeats": repeats,
-        "anchor_one_side": best_anchor,
-        "ckptdiff_both_sides": best_cold,
-        f"ckptdiff_both_sides_jobs_{WIDE_JOBS}": best_wide,
-        "ckptdiff_warm": _best(warm),
-        "ratio": best_cold["seconds"] / best_anchor["seconds"],
-        f"ratio_jobs_{WIDE_JOBS}": best_wide["seconds"] / best_anchor["seconds"],
+        "rounds": rounds,
+        "commands": [
+            dict(
+                label=c.label,
+                median=c.median,
+                min=min(c.seconds),
+                ratio=c.median / anchor,
+                requests=c.requests,
+                bytes=c.sent,
+            )
+            for c in listed
+        ],
     }
 
 
-def run(quick: bool = False) -> list[dict[str, Any]]:
-    """One row per setting (latency × redirect), best of 3 runs each; ``quick``: 50 ms, no redirects, one run."""
-    from huggingface_hub.utils import disable_progress_bars
-
-    disable_progress_bars()  # the anchor draws one per repo
-    redirects = (False,) if quick else (False, True)
-    latencies = (50,) if quick else LATENCIES_MS
-    repeats = 1 if quick else 3
+def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]:
+    """One row per setting; ``quick``: 50 ms a request, no redirects, 3 rounds."""
+    settings = ((SETTINGS[0][0], SETTINGS[0][1], QUICK_ROUNDS),) if quick else SETTINGS
     rows = []
     with tempfile.TemporaryDirectory(prefix="ckptdiff-hub-bench-") as scratch:
         root = Path(scratch)
         a, b = build_repos(root / "repos")
-        for redirect in redirects:
+        for redirect in sorted({redirect for _, redirect, _ in settings}):
             emulator = EmulatorProcess({"bench/a": a, "bench/b": b}, lfs_redirect=redirect)
             try:
-                run_setting(emulator, root / "warmup", 0, redirect, 1)  # imports, first connections: not counted
-                for latency in latencies:
-                    rows.append(run_setting(emulator, root, latency, redirect, repeats))
+                run_setting(emulator, root, 0, redirect, 1, None)  # page cache, .pyc files: not counted
+                for latency, setting_redirect, rounds in settings:
+                    if setting_redirect == redirect:
+                        rows.append(run_setting(emulator, root, latency, redirect, rounds, against))
             finally:
                 emulator.stop()
-    return rows
+    order = {(latency, redirect): n for n, (latency, redirect, _) in enumerate(settings)}
+    return sorted(rows, key=lambda row: order[(row["latency_ms"], row["lfs_redirect"])])
 
 
 def render(rows: list[dict[str, Any]]) -> str:
     from tabulate import tabulate
 
-    def cell(run: dict[str, Any]) -> str:
-        return f"{run['seconds']:.3f} s, {run['requests']} req, {run['bytes'] / 1e6:.2f} MB"
+    parts = []
+    for row in rows:
+        redirect = ", LFS files through a 302 to the CDN" if row["lfs_redirect"] else ""
+        parts.append(f"{row['latency_ms']} ms a request{redirect}; medians of {row['rounds']} rounds")
+        table = [[c["label"], f"{c['median']:.3f}", f"{c['min']:.3f}", f"{c['ratio']:.2f}", c["requests"],
+                  f"{c['bytes'] / 1e6:.2f}"] for c in row["commands"]]  # fmt: skip
+        headers = ["process", "median s", "min s", "× anchor", "requests", "MB sent"]
+        parts.append(tabulate(table, headers=headers, disable_numparse=True))
+        parts.append("")
+    return "\n".join(parts).rstrip()
 
-    table = [
-        [
-            f"{row['latency_ms']} ms",
-            "yes" if row["lfs_redirect"] else "no",
-            cell(row["anchor_one_side"]),
-            cell(row["ckptdiff_both_sides"]),
-            f"{row['ratio']:.2f}",
-            f"{row[f'ckptdiff_both_sides_jobs_{WIDE_JOBS}']['seconds']:.3f} s",
-            f"{row[f'ratio_jobs_{WIDE_JOBS}']:.2f}",
-            f"{row['ckptdiff_warm']['seconds']:.3f} s, {row['ckptdiff_warm']['requests']} req",
-        ]
-        for row in rows
-    ]
-    headers = ["latency", "LFS 302", "anchor: 1 side", f"ckptdiff: 2 sides (--jobs {DEFAULT_JOBS})", "ratio",
-               f"--jobs {WIDE_JOBS}", "ratio", "ckptdiff again"]  # fmt: skip
-    return tabulate(table, headers=headers, disable_numparse=True)
+
+def checks(rows: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    """The issue's target, on the 50 ms row without redirects."""
+    row = next(r for r in rows if r["latency_ms"] == 50 and not r["lfs_redirect"])
+    ours = next(c for c in row["commands"] if c["label"].startswith("ckptdiff A B, 2 sides"))
+    floor = next(c for c in row["commands"] if c["label"].startswith("floor"))
+    text = (f"Hub, 2 sides ≤ {TARGET_RATIO}× the anchor's 1 side at 50 ms a request ({ours['ratio']:.2f}×; "
+            f"the httpx2 floor: {floor['ratio']:.2f}×)")  # fmt: skip
+    return [(text, ours["ratio"] <= TARGET_RATIO)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="only 50 ms per request, no redirects, one run")
+    parser.add_argument("--quick", action="store_true", help="only 50 ms a request, no redirects, 3 rounds")
+    parser.add_argument("--against", metavar="REV", help="also time ckptdiff as of git REV (before/after)")
     args = parser.parse_args()
-    rows = run(quick=args.quick)
-    print(f"{SHARDS}-shard repos; anchor = huggingface_hub.HfApi().get_safetensors_metadata (one side);")
-    print("ckptdiff = resolve_both on two such repos (both sides), cold HF cache; ratio = ckptdiff time / anchor time;")
-    print("'again' = the same ckptdiff run repeated on the branch (1 request a side). Best of 3 runs each.")
+    rows = run(quick=args.quick, against=args.against)
+    print(f"Two {SHARDS}-shard repos on tests/hub_emulator.py; whole processes, cold HF cache each; "
+          "× anchor = median time / the anchor's median time.")  # fmt: skip
     print(render(rows))
+    for text, ok in checks(rows):
+        print(f"- {'met' if ok else 'NOT met'}: {text}")
 
 
 if __name__ == "__main__":

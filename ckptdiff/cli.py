@@ -15,6 +15,7 @@ import threading
 import traceback
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -23,6 +24,9 @@ from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
 from .formats import FORMAT_NAMES
 from .profiles import profile_choices
+
+if TYPE_CHECKING:
+    from .config_file import FileSettings
 
 EXIT_TROUBLE = 2
 #: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
@@ -101,6 +105,16 @@ def append_step_summary(markdown: str, path: str | None) -> None:
                                "or pass --no-step-summary") from None  # fmt: skip
 
 
+def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
+    """A and B as given; with neither, the config file's ``reference`` and ``candidate`` (the pre-commit hook's way)."""
+    if a is not None:
+        return a, b
+    reference, candidate = settings.spec("reference"), settings.spec("candidate")
+    if reference is None or candidate is None:
+        raise click.UsageError("Missing argument 'A' (or set reference and candidate in the config file).")
+    return reference, candidate
+
+
 _SECRET_OPTIONS = ("--token",)
 
 
@@ -116,7 +130,7 @@ def command_line(ctx: click.Context) -> str:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("a", metavar="A")
+@click.argument("a", metavar="A", required=False)
 @click.argument("b", metavar="[B]", required=False)
 @click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES),
               help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).")  # fmt: skip
@@ -133,8 +147,8 @@ def command_line(ctx: click.Context) -> str:
               help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
                    "into the HF cache; .bin/.pt files need ckptdiff[torch].")  # fmt: skip
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
-@click.option("--jobs", type=click.IntRange(1, 64), default=8, show_default=True,
-              help="Shard headers fetched in parallel from the Hub or an object store.")  # fmt: skip
+@click.option("--jobs", type=click.IntRange(1, 256), default=128, show_default=True,
+              help="Most shard-header reads in flight at once, both sides together (Hub, object stores).")  # fmt: skip
 @click.option("--ignore", multiple=True, metavar="GLOB", help="Leave tensors matching GLOB out (repeatable).")
 @click.option("--allow-missing", multiple=True, metavar="GLOB",
               help="Accept tensors matching GLOB that are in A but not in B (repeatable).")  # fmt: skip
@@ -157,7 +171,7 @@ def command_line(ctx: click.Context) -> str:
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
-    a: str, b: str | None, fmt: str | None, output: str | None, profile: str | None, base: str | None,
+    a: str | None, b: str | None, fmt: str | None, output: str | None, profile: str | None, base: str | None,
     ignore: tuple[str, ...], allow_missing: tuple[str, ...], allow_extra: tuple[str, ...],
     allow_dtype_change: tuple[str, ...], fail_on: str | None, config_path: str | None, expand: bool | None,
     only_diffs: bool | None, no_step_summary: bool,
@@ -173,6 +187,8 @@ def command(
     loads A as trained.
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
+
+    Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
     from .compare import compare_specs
     from .config_file import load_config, merge_policy
@@ -180,6 +196,7 @@ def command(
     from .sources import SourceOptions
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
+    a, b = specs_from_config(a, b, settings)
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
                                      "allow_dtype_change": allow_dtype_change, "allow_event": allow_event,
                                      "fail_on": fail_on})  # fmt: skip

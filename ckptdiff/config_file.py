@@ -1,9 +1,10 @@
 """Settings from a config file, so a CI gate's policy lives in the repository instead of a long command line.
 
-Looked for from the working directory upward, first hit wins; in each folder ``ckptdiff.toml`` (settings
-at the top level) comes before ``pyproject.toml`` (settings under ``[tool.ckptdiff]``; a pyproject without
-that table is passed over). ``--config FILE`` names the file instead. Flags override the file: a flag given
-on the command line replaces that setting's value from the file (lists are replaced, not extended).
+Looked for from the working directory upward to the git repository's root, first hit wins; in each folder
+``ckptdiff.toml`` (settings at the top level) comes before ``pyproject.toml`` (settings under
+``[tool.ckptdiff]``; a pyproject without that table is passed over). ``--config FILE`` names the file
+instead. Flags override the file: a flag given on the command line replaces that setting's value from the
+file (lists are replaced, not extended).
 
     [tool.ckptdiff]
     ignore = ["*.rotary_emb.inv_freq"]
@@ -38,7 +39,8 @@ CHOICE_SETTINGS: dict[str, tuple[str, ...]] = {
     "fail_on": FAIL_ON_CHOICES,
     "format": FORMAT_NAMES,
 }
-TEXT_SETTINGS: tuple[str, ...] = ("profile",)
+#: ``reference`` and ``candidate`` are A and B for a run that names neither (the pre-commit hook's way).
+TEXT_SETTINGS: tuple[str, ...] = ("profile", "reference", "candidate")
 KNOWN_SETTINGS: tuple[str, ...] = (*LIST_SETTINGS, *BOOL_SETTINGS, *CHOICE_SETTINGS, *TEXT_SETTINGS)
 
 
@@ -65,6 +67,20 @@ class FileSettings:
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
+
+    def spec(self, key: str) -> str | None:
+        """A checkpoint spec from the file: a relative path found beside the file is taken from there (so the
+        gate works from any folder below it); anything else, such as a Hub repo ``org/name``, is kept as written."""
+        value = self.values.get(key)
+        if value is None or self.path is None:
+            return value
+        beside = self.path.parent / Path(value).expanduser()
+        if not Path(value).expanduser().is_absolute() and beside.exists():
+            try:
+                return os.path.relpath(beside)
+            except ValueError:  # another drive on Windows
+                return str(beside)
+        return value
 
 
 def _toml_loads(text: str) -> dict[str, Any]:
@@ -150,7 +166,11 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def find_config(start: Path | None = None) -> Path | None:
-    """The nearest ckptdiff.toml, or pyproject.toml with a [tool.ckptdiff] table, from ``start`` upward."""
+    """The nearest ckptdiff.toml, or pyproject.toml with a [tool.ckptdiff] table, from ``start`` upward.
+
+    The search ends at the root of the git repository it starts in (the folder holding ``.git``): a gate's
+    policy belongs to its repository, not to whatever folder happens to hold the checkout.
+    """
     folder = (start or Path.cwd()).resolve()
     for candidate in (folder, *folder.parents):
         own = candidate / CKPTDIFF_TOML
@@ -159,6 +179,8 @@ def find_config(start: Path | None = None) -> Path | None:
         pyproject = candidate / PYPROJECT_TOML
         if pyproject.is_file() and _section(pyproject, _read_toml(pyproject), required=False) is not None:
             return pyproject
+        if (candidate / ".git").exists():
+            return None
     return None
 
 

@@ -127,8 +127,8 @@ def test_a_hub_base_costs_its_config_and_one_shard_header(kimi_pair, tmp_path, h
     assert report.base.files == 1 and report.base.revision is not None
     weight_files = {e.path.rsplit("/", 1)[1] for e in hub_client.log if ".safetensors" in e.path}
     assert weight_files == {FIRST_SHARD}  # the first shard holds the embedding: the index is not needed
-    # one listing call, config.json through the HF cache (HEAD + GET), one ranged GET
-    assert hub_client.requests == {"api-info": 1, "resolve": 3}
+    # one listing call, config.json (one GET), one ranged GET
+    assert hub_client.requests == {"api-info": 1, "resolve": 2}
 
 
 def test_the_cli_with_a_hub_base_and_a_bad_embedding_exits_1(kimi_pair, tmp_path, hub, run_cli):
@@ -139,7 +139,7 @@ def test_the_cli_with_a_hub_base_and_a_bad_embedding_exits_1(kimi_pair, tmp_path
 
     assert result.returncode == 1, result.stderr
     assert "error [injected_incompatible_with_base] A: embed_tokens.weight would come from the base's" in result.stdout
-    assert hub.requests == {"api-info": 1, "resolve": 3}  # listing; config.json (HEAD + GET); one shard header
+    assert hub.requests == {"api-info": 1, "resolve": 2}  # listing; config.json (one GET); one shard header
 
 
 # --- more base checks, on small bases ---------------------------------------------------------------------

@@ -122,7 +122,7 @@ def test_a_k25_layout_hub_base_costs_its_config_and_one_shard_header(kimi_pair, 
     assert report.base.display_with_layout.endswith("(multimodal; text model under language_model.)")
     read = [entry.path.rsplit("/", 1)[1] for entry in hub_client.log if entry.route == "resolve"]
     assert sorted(set(read)) == ["config.json", K25_FIRST]  # no index, one shard
-    assert hub_client.requests == {"api-info": 1, "resolve": 3}  # listing; config.json (HEAD + GET); one range
+    assert hub_client.requests == {"api-info": 1, "resolve": 2}  # listing; config.json (one GET); one range
     assert (
         "B: carries its own embed_tokens.weight: vLLM uses it instead of the base's language_model.model."
         "embed_tokens.weight" in messages(report, "embed_tokens_carried")[0]

@@ -120,6 +120,33 @@ def test_an_explicit_config_file_and_a_missing_one(run_cli, pair, tmp_path):
     assert line == f"ckptdiff: {tmp_path / 'nope.toml'}: no such config file"
 
 
+def test_without_a_and_b_the_config_files_reference_and_candidate_are_compared(run_cli, tmp_path):
+    """The pre-commit hook's way: paths are taken from the config file's folder, wherever ckptdiff runs below it."""
+    import shutil
+
+    shutil.copytree(PUBLISHED, tmp_path / "reference")
+    shutil.copytree(TWO_AUX, tmp_path / "checkpoints" / "drafter")
+    (tmp_path / "ckptdiff.toml").write_text('reference = "reference"\ncandidate = "checkpoints/drafter"\n')
+    (tmp_path / "docs").mkdir()
+    result = run_cli(cwd=tmp_path / "docs")
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("A: ../reference\nB: ../checkpoints/drafter\n")
+    assert result.stdout.endswith("\nincompatible: 14 match, 1 injected, 1 shape_mismatch\n")
+    # A and B on the command line win over the file's
+    assert run_cli(PUBLISHED, OURS, cwd=tmp_path).returncode == 0
+    # a spec that is not beside the file (a Hub repo) is kept as written
+    (tmp_path / "ckptdiff.toml").write_text('reference = "./gone"\ncandidate = "checkpoints/drafter"\n')
+    assert one_error_line(run_cli(cwd=tmp_path)) == "ckptdiff: ./gone: no such file or folder"
+
+
+def test_one_spec_without_the_other_is_a_usage_error(run_cli, tmp_path):
+    (tmp_path / "ckptdiff.toml").write_text('reference = "a"\n')
+    for args in ((), (PUBLISHED,)):
+        result = run_cli(*args, cwd=tmp_path)
+        assert result.returncode == 2 and "Missing argument" in result.stderr
+    assert "set reference and candidate in the config file" in run_cli(cwd=tmp_path).stderr
+
+
 @pytest.mark.parametrize(
     ("text", "defect"),
     [("allow-missing = [\n", "is not valid TOML"), ("fail-on = 'never'\n", "fail-on: must be one of error, warning"),
@@ -178,7 +205,8 @@ def test_a_step_summary_over_githubs_limit_keeps_only_the_differences(run_cli, t
 
 def test_an_unwritable_step_summary_is_exit_2_after_the_report(run_cli, pair, tmp_path):
     result = run_cli(*pair, env={"GITHUB_STEP_SUMMARY": str(tmp_path / "missing-folder" / "summary.md")})
-    assert "compatible" in result.stdout  # the report itself was written first
+    # the report itself was written first, verdict line and all
+    assert result.stdout.endswith("\nincompatible: 1 match, 1 dtype_mismatch, 1 only_in_a, 1 only_in_b\n")
     line = one_error_line(result)
     assert "cannot append the step summary" in line and "--no-step-summary" in line
 

@@ -48,9 +48,9 @@ def test_hub_drafter_against_local_reproduces_the_reference_table(hub, ckptdiff,
         name: (shape, dtype) for name, (shape, dtype) in REFERENCE.items()
     }
     assert {row["status"] for row in rows.values()} == {"match"}
-    # the Hub side cost: one listing call, config.json (HEAD + GET), one ranged GET; only header bytes
+    # the Hub side cost: one listing call, config.json (one GET), one ranged GET; only header bytes
     repo_bytes = sum(p.stat().st_size for p in published.iterdir())
-    assert hub.total_requests <= 1 + 3
+    assert hub.total_requests <= 1 + 2
     assert hub.total_bytes < repo_bytes * 0.0001, (hub.total_bytes, repo_bytes)
 
 
@@ -63,7 +63,7 @@ def test_a_hub_base_costs_its_config_and_one_shard_header(hub, ckptdiff, kimi_pa
 
     assert result.returncode == 0, result.stderr
     base_requests = [entry.path for entry in hub.log if "moonshotai/" in entry.path]
-    assert len(base_requests) == 1 + 2 + 1, base_requests  # listing, config, the first shard (holds the embed)
+    assert len(base_requests) == 1 + 1 + 1, base_requests  # listing, config, the first shard (holds the embed)
     assert sum(path.endswith("-of-000006.safetensors") for path in base_requests) == 1
 
 

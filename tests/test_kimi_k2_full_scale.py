@@ -1,15 +1,21 @@
-"""The full-scale Kimi-K2 drafter pair (sparse files) reproduces the published reference table, reading only headers."""
+"""The full-scale Kimi-K2 drafter pair (sparse files) has the published tensor table, reading only headers.
+
+The expectation is the published table itself (AQ-MedAI/Kimi-K2-Instruct-eagle3, as listed in the shared reference
+notes), written out here, not shapes read back from what fixtures/generate.py wrote.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from ckptdiff import compare
 from fixtures.generate import write_kimi_k2_drafter_pair
 
-# From shared/reference/README.md: the published AQ-MedAI/Kimi-K2-Instruct-eagle3 tensors (nn.Linear is [out, in]).
+# The published AQ-MedAI/Kimi-K2-Instruct-eagle3 tensors (nn.Linear is [out, in]): H 7168, I 18432, 64 heads × 128,
+# 3 aux layers, draft vocab 32000, vocab 163840; bf16 except d2t (int64) and t2d (bool).
 REFERENCE = {
     "fc.weight": ([7168, 21504], "BF16"),
     "midlayer.self_attn.q_proj.weight": ([8192, 14336], "BF16"),
@@ -27,7 +33,17 @@ REFERENCE = {
     "d2t": ([32000], "I64"),
     "t2d": ([163840], "BOOL"),
 }
+# Not in the published file: frozen, copied from the base's model.embed_tokens.weight; an in-house drafter may carry it.
+EMBED_TOKENS = ([163840, 7168], "BF16")
+PUBLISHED_BF16_PARAMETERS = 1_190_948_864
 PUBLISHED_DATA_BYTES = 2_382_317_568  # 2.22 GiB, the published model.safetensors without its header
+
+
+def test_the_expected_table_adds_up_to_the_published_file_size():
+    """The table above is the published one: its parameters and bytes are those of the published file."""
+    bf16 = sum(math.prod(shape) for shape, dtype in REFERENCE.values() if dtype == "BF16")
+    assert bf16 == PUBLISHED_BF16_PARAMETERS
+    assert bf16 * 2 + 32000 * 8 + 163840 * 1 == PUBLISHED_DATA_BYTES
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +64,9 @@ def test_reference_table_is_reproduced(kimi_pair):
         assert (list(rows[name].b.shape), rows[name].b.dtype) == (shape, dtype)
     embed = rows["embed_tokens.weight"]
     assert embed.status == "injected"
-    assert embed.a is None and (list(embed.b.shape), embed.b.dtype) == ([163840, 7168], "BF16")
+    assert embed.a is None and (list(embed.b.shape), embed.b.dtype) == EMBED_TOKENS
     assert report.a.bytes == PUBLISHED_DATA_BYTES
-    assert report.a.parameters == 1_190_948_864 + 32000 + 163840
+    assert report.a.parameters == PUBLISHED_BF16_PARAMETERS + 32000 + 163840
 
 
 def _bytes_read_by_this_process() -> int:
@@ -75,6 +91,11 @@ def test_cli_json_reports_the_reference_pair(kimi_pair, run_cli):
     document = json.loads(result.stdout)
     assert document["verdict"] == "compatible"
     assert document["a"]["bytes"] == PUBLISHED_DATA_BYTES
-    statuses = {t["name"]: t["status"] for t in document["tensors"]}
-    assert statuses.pop("embed_tokens.weight") == "injected"
-    assert set(statuses.values()) == {"match"}
+    rows = {t["name"]: t for t in document["tensors"]}
+    embed = rows.pop("embed_tokens.weight")
+    assert embed["status"] == "injected" and embed["a"] is None
+    assert (embed["b"]["shape"], embed["b"]["dtype"]) == EMBED_TOKENS
+    assert {name: row["status"] for name, row in rows.items()} == dict.fromkeys(REFERENCE, "match")
+    for name, (shape, dtype) in REFERENCE.items():
+        for side in ("a", "b"):
+            assert rows[name][side] == {"shape": shape, "dtype": dtype}, (name, side)

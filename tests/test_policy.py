@@ -165,9 +165,25 @@ def test_ckptdiff_toml_comes_before_pyproject_in_the_same_folder(tmp_path):
 
 
 def test_no_config_file_gives_empty_settings(tmp_path):
-    settings = load_config(start=tmp_path)
-    assert settings.path is None or tmp_path not in settings.path.parents  # (unless a folder above has one)
-    assert merge_policy(settings, {}).is_default or settings.path is not None
+    # the search stops at the repository's root, so what lies above tmp_path cannot leak in
+    repository = tmp_path / "repo"
+    (repository / ".git").mkdir(parents=True)
+    (repository / "runs").mkdir()
+    for start in (repository, repository / "runs"):
+        settings = load_config(start=start)
+        assert settings.path is None and dict(settings.values) == {}
+        assert merge_policy(settings, {}).is_default
+
+
+def test_the_search_ends_at_the_repository_root(tmp_path):
+    write(tmp_path / "ckptdiff.toml", 'fail-on = "warning"\n')  # outside the repository: not its policy
+    repository = tmp_path / "repo"
+    (repository / "runs").mkdir(parents=True)
+    assert load_config(start=repository / "runs").path == tmp_path / "ckptdiff.toml"  # no repository yet
+    (repository / ".git").write_text("gitdir: /elsewhere\n")  # a worktree's .git is a file
+    assert load_config(start=repository / "runs").path is None
+    write(repository / "pyproject.toml", '[tool.ckptdiff]\nfail-on = "error"\n')
+    assert load_config(start=repository / "runs").values == {"fail_on": "error"}
 
 
 def test_flags_replace_the_files_setting_and_rules_say_where_they_came_from(tmp_path, monkeypatch):

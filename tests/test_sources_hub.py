@@ -14,7 +14,7 @@ import pytest
 from huggingface_hub import constants, hf_hub_download, snapshot_download
 
 from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
-from ckptdiff.sources import SourceOptions, resolve
+from ckptdiff.sources import SourceOptions, resolve, resolve_both
 from ckptdiff.sources.header_cache import HeaderCache
 from ckptdiff.sources.hub import INITIAL_RANGE
 from fixtures.generate import HERE as FIXTURES
@@ -51,8 +51,8 @@ def test_a_hub_repo_reads_like_the_same_folder_on_disk(hub_client):
     (file,) = remote.files
     assert (file.path, file.size) == ("model.safetensors", len(weights))
     assert file.sha256 == hashlib.sha256(weights).hexdigest()  # from the listing, not from reading the file
-    # one listing call, config.json through the HF cache (HEAD + GET), one ranged GET for the header
-    assert hub_client.requests == {"api-info": 1, "resolve": 3}
+    # one listing call, config.json (one GET: the listing gave its commit and size), one ranged GET for the header
+    assert hub_client.requests == {"api-info": 1, "resolve": 2}
     assert ranged_gets(hub_client) == [f"bytes=0-{INITIAL_RANGE - 1}"]
 
 
@@ -62,7 +62,7 @@ def test_every_request_is_pinned_to_the_resolved_commit(hub_client, small_base):
     resolve("org/base")
 
     files = [entry.path for entry in hub_client.log if entry.route == "resolve"]
-    assert len(files) == 2 + 2 + 4  # config and index (HEAD + GET each), four shard headers
+    assert len(files) == 1 + 1 + 4  # config and index (one GET each), four shard headers
     assert all(f"/resolve/{commit}/" in path for path in files)
 
 
@@ -75,7 +75,7 @@ def test_a_sharded_repo_reads_like_the_same_folder_on_disk(hub_client, small_bas
     assert remote.tensors == local.tensors and remote.config == local.config
     assert [f.path for f in remote.files] == [f"model-{i:05d}-of-000004.safetensors" for i in range(1, 5)]
     assert all(f.sha256 and f.size for f in remote.files)
-    assert hub_client.total_requests == 1 + 4 + 4  # listing, config + index, one GET per shard
+    assert hub_client.total_requests == 1 + 2 + 4  # listing, config + index, one GET per shard
 
 
 def test_wanted_tensors_read_only_the_shard_that_holds_them(hub_client, small_base):
@@ -86,7 +86,7 @@ def test_wanted_tensors_read_only_the_shard_that_holds_them(hub_client, small_ba
     assert [f.path for f in base.files] == ["model-00001-of-000004.safetensors"]
     assert base.tensors["model.embed_tokens.weight"].shape == (163840, 7168)
     assert base.config["model_type"] == "kimi_k2"
-    assert hub_client.total_requests == 1 + 2 + 1  # listing, config, the first shard's header (the index: not needed)
+    assert hub_client.total_requests == 1 + 1 + 1  # listing, config, the first shard's header (the index: not needed)
 
 
 def test_a_branch_that_moves_is_followed_and_a_tag_stays(hub_client, tmp_path):
@@ -112,7 +112,31 @@ def test_shards_are_read_in_parallel_on_a_bounded_pool(hub_client, tmp_path):
 
     # 3 header workers, plus config.json and the index downloading beside them
     assert 2 <= hub_client.max_in_flight["resolve"] <= 3 + 2
-    assert hub_client.requests["resolve"] == 2 + 2 + 12
+    assert hub_client.requests["resolve"] == 1 + 1 + 12
+
+
+def test_both_sides_share_one_bound_on_header_reads(hub_client, tmp_path):
+    for repo in ("org/a", "org/b"):
+        hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=12, experts=1))
+    hub_client.latency = 0.05
+
+    resolve_both("org/a", "org/b", SourceOptions(jobs=5))
+
+    # 5 header reads for the two sides together, plus config.json and the index of each side beside them
+    assert 2 <= hub_client.max_in_flight["resolve"] <= 5 + 4
+    assert hub_client.requests["resolve"] == 2 * (1 + 1 + 12)
+
+
+def test_by_default_every_shard_of_both_sides_is_in_flight_at_once(hub_client, tmp_path):
+    for repo in ("org/a", "org/b"):
+        hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=12, experts=1))
+    hub_client.latency = 0.3  # long enough for all 24 shard reads to be sent before the first is answered
+
+    resolve_both("org/a", "org/b")
+
+    shard_reads = [entry for entry in hub_client.log if entry.path.endswith(".safetensors")]
+    assert len(shard_reads) == 24
+    assert max(entry.started for entry in shard_reads) - min(entry.started for entry in shard_reads) < 0.3
 
 
 # --- cache and offline ------------------------------------------------------------------------------------
@@ -204,6 +228,20 @@ def test_a_damaged_cache_entry_is_fetched_again(hub_client):
     assert hub_client.requests == {"resolve": 1}
 
 
+def test_a_damaged_cached_config_is_fetched_again(hub_client):
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    first = resolve("org/drafter")
+    cache = HeaderCache(constants.HF_HUB_CACHE, "org/drafter")
+    assert cache.read_file(commit, "config.json") == (PUBLISHED / "config.json").read_bytes()
+    cache.write_file(commit, "config.json", b'{"model_type": "trunc')
+    hub_client.reset_counters()
+
+    again = resolve(f"org/drafter@{commit}")
+
+    assert again.config == first.config
+    assert hub_client.requests == {"resolve": 1}  # config.json, one GET
+
+
 # --- ranged reads -----------------------------------------------------------------------------------------
 
 
@@ -271,7 +309,7 @@ def test_lfs_files_are_read_through_the_redirect_without_the_token(hub_client, m
     checkpoint = resolve("org/drafter")
 
     assert "fc.weight" in checkpoint.tensors
-    assert hub_client.requests == {"api-info": 1, "resolve": 3, "cdn": 1}
+    assert hub_client.requests == {"api-info": 1, "resolve": 2, "cdn": 1}  # config.json; the shard's 302
     (cdn,) = [entry for entry in hub_client.log if entry.route == "cdn"]
     assert cdn.range == f"bytes=0-{INITIAL_RANGE - 1}" and not cdn.authenticated
 

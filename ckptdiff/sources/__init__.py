@@ -12,12 +12,16 @@ from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from ..checkpoint import Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError, scrub_secrets
 from .base import Source
 from .wanted import Wanted
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 #: URL schemes read through fsspec, and the extra that installs each one's package.
@@ -48,7 +52,9 @@ class SourceOptions:
     """How sources may fetch: shared by both sides and the base model."""
 
     offline: bool = False
-    jobs: int = 8
+    #: Most header reads in flight at once for a whole run: both sides share one pool (two 61-shard Kimi-K2
+    #: repos fit in one round trip; huggingface_hub's HTTP session keeps up to 100 connections).
+    jobs: int = 128
     progress: bool = False
 
 
@@ -118,13 +124,17 @@ def resolve(
 
 
 def read_source(
-    source: Source, *, wanted: AbstractSet[str] | Wanted | None = None, progress: bool = False
+    source: Source,
+    *,
+    wanted: AbstractSet[str] | Wanted | None = None,
+    progress: bool = False,
+    pool: Executor | None = None,
 ) -> Checkpoint:
     """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
     from .planner import read_checkpoint
 
     try:
-        return read_checkpoint(source, wanted=wanted, progress=progress)
+        return read_checkpoint(source, wanted=wanted, progress=progress, pool=pool)
     except CkptdiffError:
         raise
     except Exception as err:
@@ -157,17 +167,26 @@ def fetch_files(
 
 
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
-    """Read both sides of a comparison; remote sides are fetched at the same time (their waits overlap).
+    """Read both sides of a comparison; remote sides are fetched at the same time (their waits overlap), their
+    header reads on one pool of ``options.jobs`` threads, so every shard of both sides can be in flight at once.
 
     If both fail, side A's error is the one raised.
     """
+    options = options or SourceOptions()
     if not (_is_remote(a) or _is_remote(b)):
         return resolve(a, options), resolve(b, options)
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as pool:
-        side_a, side_b = pool.submit(resolve, a, options), pool.submit(resolve, b, options)
-        return side_a.result(), side_b.result()
+    def read(spec: str) -> Checkpoint:
+        return read_source(open_source(spec, options), progress=options.progress, pool=headers)
+
+    headers = ThreadPoolExecutor(options.jobs, "ckptdiff-read")
+    try:
+        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as sides:
+            side_a, side_b = sides.submit(read, a), sides.submit(read, b)
+            return side_a.result(), side_b.result()
+    finally:
+        headers.shutdown(wait=True, cancel_futures=True)
 
 
 def _is_remote(spec: str) -> bool:

@@ -6,6 +6,7 @@ A commit never changes, so entries never expire. Layout, inside the Hugging Face
         refs/{revision}                  the commit a branch/tag pointed at when last resolved (for offline runs)
         {commit}/listing.json            every file of the commit: path, size, LFS sha256
         {commit}/headers/{path}.header   the first 8 + N bytes of a safetensors file (its whole header)
+        {commit}/files/{path}            a small file read whole: config.json, the index
 
 Headers are stored as the raw bytes read from the file and validated again when loaded, so a damaged cache
 entry is a miss rather than a wrong answer. Every write goes to a temporary file renamed into place.
@@ -79,6 +80,20 @@ class HeaderCache:
 
     def write_header(self, commit: str, path: str, prefix: bytes) -> None:
         _atomic_write(self._header_path(commit, path), prefix)
+
+    # --- small files (config.json, the index) -----------------------------------------------------------
+
+    def _file_path(self, commit: str, path: str) -> Path:
+        return self.root / commit / "files" / quote(path, safe="")
+
+    def read_file(self, commit: str, path: str) -> bytes | None:
+        try:
+            return self._file_path(commit, path).read_bytes()
+        except OSError:
+            return None
+
+    def write_file(self, commit: str, path: str, data: bytes) -> None:
+        _atomic_write(self._file_path(commit, path), data)
 
 
 _made_dirs: set[Path] = set()

@@ -4,26 +4,32 @@ One run against ``org/name@rev``:
 
 1. resolve ``rev`` to a commit and list every file with its size and LFS sha256 in one call
    (``/api/models/{repo}/revision/{rev}?blobs=true``); every later request is pinned to that commit;
-2. download ``config.json`` and the index through ``hf_hub_download`` (the normal HF cache);
+2. read ``config.json`` and the index whole with one GET each (the listing gave their commit and size, so no HEAD
+   first), or from the HF cache when a download put them there;
 3. read each shard's header with one ranged GET sized for typical headers (or, with an index, for the tensors
-   it lists), then only the missing remainder (the planner runs shards in parallel on ``options.jobs`` threads).
+   it lists), then only the missing remainder (the planner runs shards in parallel: both sides of a comparison
+   share one pool of ``options.jobs`` threads, so every shard of both can be in flight at once).
 
-Listings and headers are kept in :mod:`.header_cache` by repo + commit + file, so a second run pinned to a
-commit makes no request and one on a branch makes one. ``--offline`` / ``HF_HUB_OFFLINE=1`` reads only caches.
-All traffic goes through huggingface_hub: its endpoint, token, HTTP session, retry policy and error classes.
+Listings, headers, config.json and the index are kept in :mod:`.header_cache` by repo + commit + file, so a
+second run pinned to a commit makes no request and one on a branch makes one. ``--offline`` /
+``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint, token, HTTP
+session, retry policy and error classes.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
+import sys
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..checkpoint import INDEX_SUFFIX, MAX_JSON_BYTES, RelativePath
+from ..checkpoint import INDEX_SUFFIX, MAX_JSON_BYTES, RelativePath, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
 from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
@@ -127,16 +133,36 @@ class HubSource(Source):
         return Listing(files, named)
 
     def read_small(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
-        """config.json or the index, through huggingface_hub's download cache, pinned to the commit."""
-        return Path(self._fetch_file(self._repo_path(file.path))).read_bytes()
+        """config.json or the index: from our cache, from the HF cache, or by one GET pinned to the commit (the
+        listing already gave its commit and size, so no HEAD is needed first), then cached."""
+        assert self.commit is not None
+        repo_path = self._repo_path(file.path)
+        cached = self.cache.read_file(self.commit, repo_path)
+        if cached is not None and (file.size is None or len(cached) == file.size):  # else damaged: a miss
+            return cached
+        local = self.local_path(file.path)
+        if local is not None:
+            return local.read_bytes()
+        if self.offline:
+            raise SourceError(self.name_of(file.path), "not in the local cache and offline mode is on", OFFLINE_HINT)
+        check_json_size(file.size, self.name_of(file.path), what=what, error=error)
+        data = self._get(file.path, 0, MAX_JSON_BYTES + 1, ranged=False)
+        check_json_size(len(data), self.name_of(file.path), what=what, error=error)
+        self.cache.write_file(self.commit, repo_path, data)
+        return data
 
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
+        return self._get(file, start, stop, ranged=True)
+
+    def _get(self, file: RelativePath, start: int, stop: int, *, ranged: bool) -> bytes:
         from huggingface_hub import hf_hub_url
 
         url = hf_hub_url(self.repo_id, self._repo_path(file), revision=self.commit)
         needed = needed_from_prefix if start == 0 and file.endswith(".safetensors") else None
-        headers = self._auth_headers()
-        return get_range(url, start, stop, self.name_of(file), headers=headers, timeout=self.timeout, needed=needed)
+        headers, timeout = self._auth_headers(), self.timeout
+        return get_range(
+            url, start, stop, self.name_of(file), headers=headers, timeout=timeout, needed=needed, ranged=ranged
+        )
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached)."""
@@ -203,17 +229,9 @@ class HubSource(Source):
             if commit is None or listing is None:
                 raise SourceError(self.where, "not in the local cache and offline mode is on", OFFLINE_HINT)
             return commit, listing
-        info = self._model_info(revision)
-        commit = info.sha
+        commit, listing = self._model_info(revision)
         if not isinstance(commit, str) or not _COMMIT.match(commit):
             raise SourceError(self.where, f"the Hub at {self.endpoint} did not say which commit {revision!r} is")
-        try:
-            listing = [
-                ListedFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs is not None else None)
-                for s in info.siblings or []
-            ]
-        except (AttributeError, TypeError) as err:
-            raise SourceError(self.where, f"the Hub at {self.endpoint} sent a malformed file listing ({err})") from None
         malformed = next((f for f in listing if not _well_formed(f)), None)
         if malformed is not None:
             raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry {malformed}")
@@ -223,16 +241,18 @@ class HubSource(Source):
             self.cache.write_ref(revision, commit)
         return commit, listing
 
-    def _model_info(self, revision: str | None) -> Any:
+    def _model_info(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
         """One call: the commit, and every file with its size and LFS sha256."""
-        from huggingface_hub.hf_api import ModelInfo
-        from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
+        from huggingface_hub.utils import get_session, hf_raise_for_status, http_stream_backoff
 
         url = f"{self.endpoint}/api/models/{self.repo_id}"
         if revision:
             url += f"/revision/{quote(revision, safe='')}"
+        headers = self._auth_headers()
+        get_session()  # made before the import below starts, so the two do not slow each other down
+        _import_in_background("huggingface_hub.file_download")  # the reads after the listing need it
         with http_stream_backoff(
-            "GET", url, headers=self._auth_headers(), params={"blobs": True}, timeout=self.timeout, **retry_policy()
+            "GET", url, headers=headers, params={"blobs": True}, timeout=self.timeout, **retry_policy()
         ) as response:
             if response.status_code >= 400:
                 response.read()
@@ -245,7 +265,10 @@ class HubSource(Source):
                         self.where, f"the Hub at {self.endpoint} sent a file listing over {MAX_JSON_BYTES:,} bytes"
                     )
         try:
-            return ModelInfo(**json.loads(body))
+            info = json.loads(body)
+            siblings = info.get("siblings") or []
+            listing = [_listed(sibling) for sibling in siblings]
+            return info.get("sha"), listing
         except (AttributeError, KeyError, TypeError, ValueError) as err:  # not JSON, or not a model's info
             detail = f"{type(err).__name__}: {err}"
             raise SourceError(
@@ -282,21 +305,23 @@ class HubSource(Source):
             return None
         return listing
 
-    # --- files through the HF cache ---------------------------------------------------------------------
 
-    def _fetch_file(self, name: str) -> str:
-        from huggingface_hub import hf_hub_download, try_to_load_from_cache
-        from huggingface_hub.utils.tqdm import silent_tqdm
+def _listed(sibling: dict[str, Any]) -> ListedFile:
+    """One entry of the listing (``?blobs=true``): its path, size and, for an LFS file, its sha256."""
+    lfs = sibling.get("lfs")
+    return ListedFile(sibling["rfilename"], sibling.get("size"), lfs["sha256"] if lfs is not None else None)
 
-        assert self.commit is not None
-        if self.offline:
-            cached = try_to_load_from_cache(self.repo_id, name, revision=self.commit)
-            if not isinstance(cached, str):
-                raise SourceError(f"{self.where}:{name}", "not in the local cache and offline mode is on", OFFLINE_HINT)
-            return cached
-        return hf_hub_download(
-            self.repo_id, name, revision=self.commit, etag_timeout=self.etag_timeout, tqdm_class=silent_tqdm
-        )
+
+_imported_in_background: set[str] = set()
+
+
+def _import_in_background(module: str) -> None:
+    """Import a module on a thread of its own, once: its import then overlaps a request's wait on the network
+    instead of holding up the requests that follow."""
+    if module in _imported_in_background or module in sys.modules:
+        return
+    _imported_in_background.add(module)
+    threading.Thread(target=importlib.import_module, args=(module,), name="ckptdiff-import", daemon=True).start()
 
 
 def _well_formed(listed: ListedFile) -> bool:

@@ -29,12 +29,18 @@ def get_range(
     headers: dict[str, str],
     timeout: float,
     needed: Callable[[bytes | bytearray], int | None] | None = None,
+    ranged: bool = True,
 ) -> bytes:
     """Bytes [start, stop) of a remote file (fewer at its end). A server that ignores Range and sends the
-    whole body is read only as far as needed, then the connection is dropped."""
+    whole body is read only as far as needed, then the connection is dropped. ``ranged=False``: a plain GET
+    from byte 0, read up to ``stop`` (a small file fetched whole)."""
     from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
 
-    headers = {**headers, "Range": f"bytes={start}-{stop - 1}", "Accept-Encoding": "identity"}
+    headers = {**headers, "Accept-Encoding": "identity"}
+    if ranged:
+        headers["Range"] = f"bytes={start}-{stop - 1}"
+    elif start != 0:
+        raise ValueError("a plain GET starts at byte 0")
     for attempt in range(MAX_RETRIES + 1):
         try:
             with http_stream_backoff("GET", url, headers=headers, timeout=timeout, **retry_policy()) as resp:

@@ -3,8 +3,9 @@
 One run: list the files; choose the weights (``model.safetensors``, an index and its shards, loose
 ``.safetensors`` files, then torch ``.bin``/``.pt``); read config.json and the index whole (size-capped); read
 every needed shard's header, narrowed to the shards holding ``wanted`` tensors, sized from the index. A remote
-source's reads overlap on a pool of ``source.jobs`` threads: config.json and the index download beside the shard
-headers, and with an index the shards the listing already shows start before the index has arrived.
+source's reads overlap on a pool of ``source.jobs`` threads (or one pool shared by both sides of a comparison):
+config.json and the index download beside the shard headers, and with an index the shards the listing already
+shows start before the index has arrived.
 """
 
 from __future__ import annotations
@@ -106,10 +107,18 @@ def narrow_to_wanted(
 
 
 def read_checkpoint(
-    source: Source, *, wanted: AbstractSet[str] | Wanted | None = None, progress: bool = False
+    source: Source,
+    *,
+    wanted: AbstractSet[str] | Wanted | None = None,
+    progress: bool = False,
+    pool: Executor | None = None,
 ) -> Checkpoint:
     """Read a checkpoint's metadata from any store. With ``wanted``, read only the shards holding those tensors:
-    the first shard, and the index and the shards it names only when that one lacks some (:mod:`.wanted`)."""
+    the first shard, and the index and the shards it names only when that one lacks some (:mod:`.wanted`).
+
+    ``pool``: where a remote source's header reads run, shared with other reads of the same run (both sides of a
+    comparison: one bound on the requests in flight); by default a pool of ``source.jobs`` threads of its own.
+    """
     listing = source.list_files()
     plan = choose_weights(listing, source)
     files = listing.files
@@ -118,7 +127,11 @@ def read_checkpoint(
     for entry, what, error in checks:
         if entry is not None:  # refused before downloading anything: no real config or index is this big
             check_json_size(entry.size, source.name_of(entry.path), what=what, error=error)
-    pool: Executor = ThreadPoolExecutor(source.jobs, "ckptdiff-read") if source.remote else _Inline()
+    own_pool = source.remote and pool is None
+    if not source.remote:
+        pool = _Inline()
+    elif pool is None:
+        pool = ThreadPoolExecutor(source.jobs, "ckptdiff-read")
     small: Executor = ThreadPoolExecutor(2, "ckptdiff-read-json") if source.remote else _Inline()
     read_one = _torch_reader(source) if plan.torch else source.read_header
     try:
@@ -131,7 +144,8 @@ def read_checkpoint(
         per_file = _collect(source, jobs, progress)
         config = config_job.result() if config_job is not None else None
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if own_pool:
+            pool.shutdown(wait=True, cancel_futures=True)
         small.shutdown(wait=True, cancel_futures=True)
     index_name = source.name_of(plan.index) if plan.index else source.name_of()
     order = sorted(per_file)
