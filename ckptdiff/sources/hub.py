@@ -106,10 +106,8 @@ class HubSource(Source):
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
         explained = explain_hub_error(err, where=self.where, endpoint=self.endpoint, revision=self.revision)
-        from huggingface_hub.errors import RepositoryNotFoundError
-
-        if explained is not None and self.may_be_a_path and isinstance(err, RepositoryNotFoundError):
-            # `runs/ckpt-100` looks like a repo id: say that no such path exists either
+        if explained is not None and self.may_be_a_path:
+            # `runs/ckpt-100` looks like a repo id: whatever the Hub said, no such path exists either
             defect = f"{explained.defect}, and there is no local file or folder of that name"
             return SourceError(explained.where, defect, explained.hint)
         return explained
