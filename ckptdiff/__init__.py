@@ -12,9 +12,10 @@ from .report import Report  # noqa: E402
 __all__ = ["__version__", "compare", "Report"]
 
 
-def compare(a: str, b: str, **options: object) -> Report:
+def compare(a: str, b: str | None = None, **options: object) -> Report:
     """Compare two checkpoint specs (paths or ``org/name[@revision]``) and return the Report.
 
-    Keyword options are those of :func:`ckptdiff.compare.compare_specs` (profile, policy, base, source_options).
+    Keyword options are those of :func:`ckptdiff.compare.compare_specs` (profile, policy, base, source_options,
+    engines). With ``engines=("sglang",)`` and no ``b``, the one checkpoint is checked against those engines.
     """
     return _compare_module.compare_specs(a, b, **options)  # type: ignore[arg-type]

@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING
 import click
 
 from . import __version__
+from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
+from .formats import FORMAT_NAMES
+from .profiles import profile_choices
 
 if TYPE_CHECKING:
     from .config_file import FileSettings
@@ -128,13 +131,16 @@ def command_line(ctx: click.Context) -> str:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("a", metavar="A", required=False)
-@click.argument("b", metavar="B", required=False)
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json", "junit"]),
+@click.argument("b", metavar="[B]", required=False)
+@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES),
               help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).")  # fmt: skip
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
-@click.option("--profile", metavar="auto|eagle3|none",
+@click.option("--profile", metavar="|".join(profile_choices()),
               help="Architecture knowledge to apply (default: auto, which detects it from config.json).")  # fmt: skip
 @click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
+@click.option("--engine", "engines", multiple=True, type=click.Choice(ENGINE_CHOICES),
+              help="Replay this serving engine's drafter loader on each side (repeatable; all: every engine). "
+                   "With --engine, B is optional: one checkpoint is checked on its own.")  # fmt: skip
 @click.option("--rename", "renames", multiple=True, metavar="REGEX=REPLACEMENT",
               help="Rename tensors of both sides before matching (re.sub, in order; repeatable).")  # fmt: skip
 @click.option("--values", "values", is_flag=True,
@@ -150,6 +156,9 @@ def command_line(ctx: click.Context) -> str:
               help="Accept tensors matching GLOB that are in B but not in A (repeatable).")  # fmt: skip
 @click.option("--allow-dtype-change", multiple=True, is_flag=False, flag_value="*", metavar="[FROM:TO]",
               help="Accept dtype FROM in A becoming TO in B (e.g. BF16:F32); bare: any (repeatable).")  # fmt: skip
+@click.option("--allow-event", multiple=True, metavar="ENGINE:CODE",
+              help="Accept an engine event that would fail the gate, e.g. sglang:lm_head_random (globs; "
+                   "repeatable).")  # fmt: skip
 @click.option("--fail-on", type=click.Choice(["error", "warning"]),
               help="Which findings fail the gate: errors only (default) or warnings too.")  # fmt: skip
 @click.option("--config", "config_path", metavar="FILE",
@@ -167,12 +176,15 @@ def command(
     allow_dtype_change: tuple[str, ...], fail_on: str | None, config_path: str | None, expand: bool | None,
     only_diffs: bool | None, no_step_summary: bool,
     offline: bool, jobs: int, quiet: bool, debug: bool, values: bool = False, renames: tuple[str, ...] = (),
+    engines: tuple[str, ...] = (), allow_event: tuple[str, ...] = (),
 ) -> None:  # fmt: skip
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
     A and B are local files or folders (model.safetensors, a *.safetensors.index.json, ...), Hugging Face
     Hub repos (org/name[@revision], hf://org/name[@revision][/subfolder]), or object-store URLs (s3://, gs://,
     az://, https://; needs ckptdiff[s3], [gcs], [azure] or [http]). Only headers are read, never weights.
+    With --engine, B may be left out: ckptdiff A --engine sglang [--base BASE] checks whether that engine
+    loads A as trained.
 
     Exit status: 0 compatible, 1 incompatible, 2 trouble (bad usage, unreadable or invalid checkpoint).
 
@@ -181,18 +193,21 @@ def command(
     from .compare import compare_specs
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
-    from .profiles import profile_names
     from .sources import SourceOptions
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     a, b = specs_from_config(a, b, settings)
     policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
-                                     "allow_dtype_change": allow_dtype_change, "fail_on": fail_on})  # fmt: skip
+                                     "allow_dtype_change": allow_dtype_change, "allow_event": allow_event,
+                                     "fail_on": fail_on})  # fmt: skip
     profile = profile or settings.get("profile", "auto")
-    if profile not in ("auto", "none", *profile_names()):
-        raise click.BadParameter(f"choose from auto, none, {', '.join(profile_names())}", param_hint="--profile")
-    if b is None:
-        raise click.UsageError("Missing argument 'B'.")
+    if profile not in profile_choices():
+        raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
+    engines = engines or tuple(settings.get("engine", ()))
+    if b is None and not engines:
+        raise click.UsageError("Missing argument 'B': give B to compare A with, or --engine NAME to check A on its own")
+    if b is None and values:
+        raise click.UsageError("--values compares A's tensor values with B's: give B")
     from .profiles.naming import parse_rename
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
@@ -201,7 +216,7 @@ def command(
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
     report = compare_specs(a, b, profile=profile, base=base, policy=policy,
                            source_options=options, values=values, notify=notify,
-                           renames=rename_rules)  # fmt: skip
+                           renames=rename_rules, engines=engines)  # fmt: skip
     report = replace(report, command=command_line(click.get_current_context()))
     fmt = _format_for(fmt, output, settings.get("format"))
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ

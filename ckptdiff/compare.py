@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import replace
-from operator import attrgetter
 from typing import Any
 
 from .checkpoint import Checkpoint, TensorInfo
-from .policy import Policy, apply_policy, fail_on_rule
+from .policy import Policy, apply_event_policy, apply_policy
 from .profiles import Profile, detect_profile, get_profile
 from .profiles.base_layouts import recognise, wanted_groups
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
-    OK_STATUSES,
     ConfigDiff,
+    EngineResult,
     Finding,
     Report,
     SideSummary,
@@ -32,7 +30,7 @@ AUTO = "auto"
 
 def compare_specs(
     a: str,
-    b: str,
+    b: str | None,
     *,
     profile: str = AUTO,
     policy: Policy | None = None,
@@ -41,15 +39,21 @@ def compare_specs(
     values: bool = False,
     notify: Callable[[str], None] | None = None,
     renames: Sequence[str | RenameRule] = (),
+    engines: Sequence[str] = (),
 ) -> Report:
     """Resolve two specs (and an optional base) through the sources, then compare them.
 
     With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
-    receives its announcements (downloads).
+    receives its announcements (downloads). ``engines`` (``--engine``) replays those engines' drafter loaders on
+    each side; with ``b`` None the one checkpoint is checked on its own against them.
     """
     from .sources import resolve, resolve_both
     from .sources.wanted import Wanted
 
+    if b is None:
+        side = resolve(a, source_options)
+        base_checkpoint = resolve(base, source_options, wanted=set()) if base is not None else None
+        return check_checkpoint(side, engines=engines, policy=policy, base=base_checkpoint)
     side_a, side_b = resolve_both(a, b, source_options)
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
@@ -57,15 +61,48 @@ def compare_specs(
         roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
         wanted = Wanted(wanted_groups(roles)) if roles else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)
-    report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames)
+    report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames,
+                                 engines=engines)  # fmt: skip
     if values:
         from .values import attach_values
 
         report = attach_values(report, side_a, side_b, base=base_checkpoint, profile=chosen,
                                offline=getattr(source_options, "offline", False),
                                progress=getattr(source_options, "progress", False), notify=notify)  # fmt: skip
-        report = replace(report, verdict=_verdict(report.tensors, list(report.findings), policy or Policy()))
     return report
+
+
+def simulate_engines(
+    engines: Sequence[str], sides: Sequence[tuple[str, Checkpoint]], base: Checkpoint | None, policy: Policy
+) -> tuple[EngineResult, ...]:
+    """Each requested engine's loader replayed on each side (in that order), with the policy's --allow-event."""
+    if not engines:
+        return ()
+    from .engines import engine_names, get_engine
+    from .engines.simulate import simulate
+
+    base_config = base.config if base is not None else None
+    results = [
+        simulate(get_engine(name), checkpoint, label, base_config)
+        for name in engine_names(engines)
+        for label, checkpoint in sides
+    ]
+    return apply_event_policy(policy, results)
+
+
+def check_checkpoint(
+    checkpoint: Checkpoint, *, engines: Sequence[str], policy: Policy | None = None, base: Checkpoint | None = None
+) -> Report:
+    """One checkpoint on its own (no B): what each engine's loader does with it."""
+    policy = policy or Policy()
+    return Report(
+        a=SideSummary.of(checkpoint),
+        b=None,
+        tensors=(),
+        base=SideSummary.of(base) if base is not None else None,
+        policy=policy,
+        engines=simulate_engines(engines, [("A", checkpoint)], base, policy),
+    )
 
 
 def choose_profile(name: str, a: Checkpoint, b: Checkpoint) -> Profile | None:
@@ -82,6 +119,7 @@ def compare_checkpoints(
     policy: Policy | None = None,
     base: Checkpoint | None = None,
     renames: Sequence[str | RenameRule] = (),
+    engines: Sequence[str] = (),
 ) -> Report:
     """Compare two checkpoints. ``renames`` (``--rename REGEX=REPLACEMENT``) and the profile's canonical naming
     apply to both sides before tensors are matched; rows keep each side's own name."""
@@ -92,11 +130,11 @@ def compare_checkpoints(
     findings = list(_config_findings(a, b)) + convention_findings(named_a, named_b)
     if profile is not None:
         rows, profile_findings = profile.findings(a, b, rows, base)
-        findings += profile_findings
-    rows, rules_applied = apply_policy(policy, rows)
+        # with --engine, what engines do is told by their events, not in the findings' prose
+        findings += profile.engine_view(profile_findings) if engines and profile.engine_view else profile_findings
+    rows, ignored = apply_policy(policy, rows)
     config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
     return Report(
-        verdict=_verdict(rows, findings, policy),
         a=SideSummary.of(a),
         b=SideSummary.of(b),
         tensors=rows,
@@ -104,17 +142,10 @@ def compare_checkpoints(
         findings=tuple(findings),
         profile=profile.name if profile else None,
         base=SideSummary.of(base, layout=recognise(base.config, base.tensors.keys())) if base is not None else None,
-        rules_applied=rules_applied + tuple(filter(None, [fail_on_rule(policy, findings)])),
-        fail_on=policy.fail_on,
+        policy=policy,
+        ignored=ignored,
+        engines=simulate_engines(engines, [("A", a), ("B", b)], base, policy),
     )
-
-
-def _verdict(rows: tuple[TensorRow, ...], findings: list[Finding], policy: Policy) -> str:
-    failing = {"error", "warning"} if policy.fail_on == "warning" else {"error"}
-    passes = set(map(attrgetter("status"), rows)) <= OK_STATUSES or all(row.passes for row in rows)
-    if passes and not any(f.severity in failing for f in findings):
-        return "compatible"
-    return "incompatible"
 
 
 def _tensor_rows(

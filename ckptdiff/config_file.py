@@ -10,6 +10,8 @@ file (lists are replaced, not extended).
     ignore = ["*.rotary_emb.inv_freq"]
     allow-missing = ["lm_head.weight"]
     allow-dtype-change = ["BF16:F32"]   # or true: any dtype change
+    engine = ["sglang", "vllm"]         # --engine: replay these engines' drafter loaders
+    allow-event = ["sglang:aux_ids_default"]
     fail-on = "warning"
     format = "markdown"
 """
@@ -23,17 +25,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError
+from .formats import FORMAT_NAMES
 from .policy import FAIL_ON_CHOICES, PATTERN_FIELDS, Policy
 
 CKPTDIFF_TOML = "ckptdiff.toml"
 PYPROJECT_TOML = "pyproject.toml"
 #: Settings a config file may hold (snake_case; kebab-case spellings are accepted too).
-LIST_SETTINGS: tuple[str, ...] = (*PATTERN_FIELDS, "rename")
+LIST_SETTINGS: tuple[str, ...] = (*PATTERN_FIELDS, "rename", "engine")
 BOOL_SETTINGS: tuple[str, ...] = ("only_diffs", "expand", "step_summary")
 CHOICE_SETTINGS: dict[str, tuple[str, ...]] = {
     "fail_on": FAIL_ON_CHOICES,
-    "format": ("table", "markdown", "json", "junit"),
+    "format": FORMAT_NAMES,
 }
 #: ``reference`` and ``candidate`` are A and B for a run that names neither (the pre-commit hook's way).
 TEXT_SETTINGS: tuple[str, ...] = ("profile", "reference", "candidate")
@@ -137,9 +141,12 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
             value = [value]
         if key in LIST_SETTINGS:
             if not isinstance(value, list) or not all(isinstance(item, str) and item for item in value):
-                what = "REGEX=REPLACEMENT rules" if key == "rename" else "globs"
+                what = {"rename": "REGEX=REPLACEMENT rules", "engine": "engine names"}.get(key, "globs")
                 raise ConfigError(where, f"must be a list of non-empty strings ({what})")
             value = tuple(value)
+            unknown = [name for name in value if key == "engine" and name not in ENGINE_CHOICES]
+            if unknown:
+                raise ConfigError(where, f"{unknown[0]!r} is not an engine", f"one of {', '.join(ENGINE_CHOICES)}")
         elif key in BOOL_SETTINGS:
             if not isinstance(value, bool):
                 raise ConfigError(where, "must be true or false")
@@ -149,9 +156,9 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
         elif not isinstance(value, str) or not value:
             raise ConfigError(where, "must be a non-empty string")
         if key == "profile":
-            from .profiles import profile_names
+            from .profiles import profile_choices
 
-            choices = ("auto", "none", *profile_names())
+            choices = profile_choices()
             if value not in choices:
                 raise ConfigError(where, f"must be one of {', '.join(choices)}, not {value!r}")
         values[key] = value

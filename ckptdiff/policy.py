@@ -7,6 +7,9 @@ Vocabulary (A is the reference, B the candidate):
 - ``--allow-extra GLOB``: a tensor in B but **not in A** (status ``only_in_b``) is acceptable.
 - ``--allow-dtype-change [FROM:TO]``: a tensor whose dtype is FROM in A and TO in B, shapes equal, is
   acceptable; bare (no value) accepts any dtype change. Either side may be ``*``.
+- ``--allow-event ENGINE:CODE``: an engine event (``--engine``) with that code does not fail the gate, e.g.
+  ``sglang:lm_head_random``; both parts are globs (``*:embed_tokens_overridden``). The engine's outcome is
+  still reported as it is.
 - ``--fail-on error|warning``: whether warning findings fail the gate too (errors always do).
 
 Globs use :func:`fnmatch.fnmatchcase` (``*`` also crosses dots) against the row's name and each side's own
@@ -26,13 +29,13 @@ from typing import TYPE_CHECKING, Literal
 from .errors import CkptdiffError
 
 if TYPE_CHECKING:
-    from .report import Finding, TensorRow
+    from .report import EngineResult, Finding, TensorRow
 
 FailOn = Literal["error", "warning"]
 FAIL_ON_CHOICES: tuple[str, ...] = ("error", "warning")
 ANY_DTYPE_CHANGE = "*"
 #: Policy fields that hold lists of patterns, in the order reports name them.
-PATTERN_FIELDS: tuple[str, ...] = ("ignore", "allow_missing", "allow_extra", "allow_dtype_change")
+PATTERN_FIELDS: tuple[str, ...] = ("ignore", "allow_missing", "allow_extra", "allow_dtype_change", "allow_event")
 
 
 class PolicyError(CkptdiffError):
@@ -49,6 +52,7 @@ class Policy:
     allow_missing: tuple[str, ...] = ()  # globs: in A but absent from B is fine
     allow_extra: tuple[str, ...] = ()  # globs: in B but absent from A is fine
     allow_dtype_change: tuple[str, ...] = ()  # "*" or "FROM:TO" pairs (A's dtype : B's dtype)
+    allow_event: tuple[str, ...] = ()  # "ENGINE:CODE" globs: engine events that do not fail the gate
     fail_on: FailOn = "error"
     #: Settings that came from a config file rather than the command line: (field, file shown to users).
     origins: tuple[tuple[str, str], ...] = ()
@@ -61,6 +65,10 @@ class Policy:
                 if not isinstance(pattern, str) or not pattern:
                     raise PolicyError(self._where(field), f"{pattern!r} is not a non-empty glob")
         object.__setattr__(self, "allow_dtype_change", tuple(self._dtype_rule(r) for r in self.allow_dtype_change))
+        for rule in self.allow_event:
+            if rule.count(":") != 1 or not all(rule.split(":")):
+                example = "e.g. sglang:lm_head_random"
+                raise PolicyError(self._where("allow_event"), f"{rule!r} is not ENGINE:CODE ({example})")
 
     def _where(self, field: str) -> str:
         origin = dict(self.origins).get(field)
@@ -133,8 +141,11 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
-def apply_policy(policy: Policy, rows: Sequence[TensorRow]) -> tuple[tuple[TensorRow, ...], tuple[str, ...]]:
-    """Leave out ignored rows and mark accepted ones (``allowed_by``); returns the rows and the rules that acted.
+def apply_policy(
+    policy: Policy, rows: Sequence[TensorRow]
+) -> tuple[tuple[TensorRow, ...], tuple[tuple[str, int], ...]]:
+    """Leave out ignored rows and mark accepted ones (``allowed_by``); returns the rows and, per --ignore glob
+    that acted, how many rows it left out.
 
     Linear in the number of rows: each glob list is one compiled regex, tried only on rows it can affect.
     """
@@ -143,13 +154,13 @@ def apply_policy(policy: Policy, rows: Sequence[TensorRow]) -> tuple[tuple[Tenso
     ignore = _Globs(policy.ignore)
     allow = {"only_in_a": ("allow_missing", _Globs(policy.allow_missing)),
              "only_in_b": ("allow_extra", _Globs(policy.allow_extra))}  # fmt: skip
-    hits: dict[tuple[str, str], int] = {}
+    ignored: dict[str, int] = {}
     kept: list[TensorRow] = []
     for row in rows:
         if ignore.patterns:
             pattern = ignore.first(_names(row))
             if pattern is not None:
-                hits[("ignore", pattern)] = hits.get(("ignore", pattern), 0) + 1
+                ignored[pattern] = ignored.get(pattern, 0) + 1
                 continue
         rule: tuple[str, str] | None = None
         if row.status in allow:
@@ -163,18 +174,64 @@ def apply_policy(policy: Policy, rows: Sequence[TensorRow]) -> tuple[tuple[Tenso
             if found is not None:
                 rule = ("allow_dtype_change", found)
         if rule is not None:
-            hits[rule] = hits.get(rule, 0) + 1
             row = replace(row, allowed_by=policy.describe(*rule))
         kept.append(row)
-    what = {"ignore": "left out", "allow_missing": "accepted as missing from B",
-            "allow_extra": "accepted as extra in B", "allow_dtype_change": "accepted with a dtype change"}  # fmt: skip
+    return tuple(kept), tuple((p, ignored[p]) for p in policy.ignore if p in ignored)
+
+
+def apply_event_policy(policy: Policy, results: Sequence[EngineResult]) -> tuple[EngineResult, ...]:
+    """Engine results with ``allowed_by`` on the warning and error events an --allow-event rule accepts."""
+    if not policy.allow_event:
+        return tuple(results)
+    globs = _Globs(policy.allow_event)
+    out = []
+    for result in results:
+        events = []
+        for event in result.events:
+            pattern = globs.first([f"{result.engine}:{event.code}"]) if event.severity != "info" else None
+            events.append(replace(event, allowed_by=policy.describe("allow_event", pattern)) if pattern else event)
+        out.append(replace(result, events=tuple(events)))
+    return tuple(out)
+
+
+_WHAT = {
+    "ignore": "left out",
+    "allow_missing": "accepted as missing from B",
+    "allow_extra": "accepted as extra in B",
+    "allow_dtype_change": "accepted with a dtype change",
+}
+
+
+def rules_applied(
+    policy: Policy,
+    rows: Sequence[TensorRow],
+    ignored: Sequence[tuple[str, int]],
+    findings: Sequence[Finding],
+    engines: Sequence[EngineResult] = (),
+) -> tuple[str, ...]:
+    """The rules that changed a row, an engine event or the verdict, in words, derived from what they marked."""
+    if policy.is_default:
+        return ()
+    hits: dict[str, int] = dict.fromkeys((policy.describe("ignore", p) for p, _ in ignored), 0)
+    for pattern, count in ignored:
+        hits[policy.describe("ignore", pattern)] = count
+    for row in rows:
+        if row.allowed_by is not None:
+            hits[row.allowed_by] = hits.get(row.allowed_by, 0) + 1
+    for result in engines:
+        for event in result.events:
+            if event.allowed_by is not None:
+                hits[event.allowed_by] = hits.get(event.allowed_by, 0) + 1
     rules = []
     for field in PATTERN_FIELDS:
         for pattern in getattr(policy, field):
-            count = hits.get((field, pattern), 0)
-            if count:
-                rules.append(f"{policy.describe(field, pattern)}: {_plural(count, 'tensor')} {what[field]}")
-    return tuple(kept), tuple(rules)
+            count = hits.get(policy.describe(field, pattern), 0)
+            if count and field == "allow_event":
+                rules.append(f"{policy.describe(field, pattern)}: {_plural(count, 'engine event')} accepted")
+            elif count:
+                rules.append(f"{policy.describe(field, pattern)}: {_plural(count, 'tensor')} {_WHAT[field]}")
+    warning = fail_on_rule(policy, findings)
+    return tuple(rules) + ((warning,) if warning else ())
 
 
 def fail_on_rule(policy: Policy, findings: Sequence[Finding]) -> str | None:

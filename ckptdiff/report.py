@@ -7,12 +7,14 @@ import math
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Literal
 
 from . import __version__
 from .checkpoint import Checkpoint
+from .policy import Policy, rules_applied
 
 SCHEMA = "ckptdiff/report/v1"
 
@@ -24,6 +26,10 @@ OK_STATUSES: frozenset[str] = frozenset({"match", "injected"})
 Verdict = Literal["compatible", "incompatible"]
 Severity = Literal["error", "warning", "info"]
 ConfigStatus = Literal["differs", "only_in_a", "only_in_b"]
+#: What an engine does with a checkpoint: uses every trained weight as trained, loads it but not as trained
+#: (something skipped, random, overridden or defaulted), or raises while loading it.
+Outcome = Literal["loads", "degraded", "fails"]
+OUTCOMES: tuple[Outcome, ...] = ("loads", "degraded", "fails")
 
 
 @dataclass(frozen=True)
@@ -202,21 +208,87 @@ class SideSummary:
 
 
 @dataclass(frozen=True)
+class EngineEvent:
+    """One thing a serving engine's loader does with a checkpoint (``tensor``: the checkpoint name, if one)."""
+
+    severity: Severity  # error: the engine raises; warning: loads, not as trained; info: as trained
+    code: str  # stable, e.g. "lm_head_random", "skipped_unknown_name"
+    tensor: str | None
+    message: str
+    #: The policy rule that accepts this event ("--allow-event 'sglang:lm_head_random'").
+    allowed_by: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "severity": self.severity,
+            "code": self.code,
+            "tensor": self.tensor,
+            "message": self.message,
+        }
+        if self.allowed_by is not None:
+            out["allowed_by"] = self.allowed_by
+        return out
+
+
+@dataclass(frozen=True)
+class EngineResult:
+    """One engine's loader replayed on one side: its events, and the outcome they imply."""
+
+    engine: str  # "sglang", "vllm", "trtllm"
+    side: str  # "A" or "B"
+    events: tuple[EngineEvent, ...]
+    #: One line saying why, for the headline ("layers.0.* skipped (10 tensors); 10 weights random (...)").
+    summary: str = ""
+    #: Each checkpoint tensor's fate (loaded, renamed, from_target, skipped, error) and the parameter it filled.
+    tensors: tuple[tuple[str, str, str | None], ...] = ()
+    #: Each parameter the engine builds and its fate (loaded, from_target, random, missing, default, not_needed).
+    parameters: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def outcome(self) -> Outcome:
+        severities = {event.severity for event in self.events}
+        return "fails" if "error" in severities else "degraded" if "warning" in severities else "loads"
+
+    @property
+    def passes(self) -> bool:
+        """Loads as trained, or a policy rule accepts every event that says otherwise."""
+        return all(event.severity == "info" or event.allowed_by is not None for event in self.events)
+
+    @property
+    def headline(self) -> str:
+        return f"{self.engine} {self.side}: {self.outcome}" + (f" — {self.summary}" if self.summary else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "side": self.side,
+            "outcome": self.outcome,
+            "summary": self.summary,
+            "events": [event.to_dict() for event in self.events],
+            "tensors": [{"name": name, "fate": fate, "parameter": param} for name, fate, param in self.tensors],
+            "parameters": [{"name": name, "fate": fate} for name, fate in self.parameters],
+        }
+
+
+@dataclass(frozen=True)
 class Report:
-    verdict: Verdict
+    """Everything a run found. The verdict, counts and rule texts are derived from it, never stored."""
+
     a: SideSummary
-    b: SideSummary
+    b: SideSummary | None  # None: one checkpoint checked on its own (``ckptdiff SPEC --engine ...``)
     tensors: tuple[TensorRow, ...]
     config: tuple[ConfigDiff, ...] = ()
     findings: tuple[Finding, ...] = ()
     profile: str | None = None
     base: SideSummary | None = None
-    #: Policy rules that changed a row or the verdict, in words ("--allow-missing 'embed_*'").
-    rules_applied: tuple[str, ...] = ()
+    #: The user's rules (flags and config file).
+    policy: Policy = field(default_factory=Policy)
+    #: Tensors the policy's --ignore rules left out: (glob, how many).
+    ignored: tuple[tuple[str, int], ...] = ()
+    #: Serving engines replayed on each side (``--engine``), in the order requested.
+    engines: tuple[EngineResult, ...] = ()
     #: The command line that produced the report, when run from the CLI.
     command: str | None = None
-    #: Which finding severities fail the gate besides errors: "error" (only errors) or "warning".
-    fail_on: str = "error"
     counts: dict[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -224,11 +296,32 @@ class Report:
         object.__setattr__(self, "counts", {status: found[status] for status in STATUSES})
 
     @property
-    def compatible(self) -> bool:
-        return self.verdict == "compatible"
+    def fail_on(self) -> str:
+        """Which finding severities fail the gate besides errors: "error" (only errors) or "warning"."""
+        return self.policy.fail_on
 
     def finding_fails(self, finding: Finding) -> bool:
         return finding.severity == "error" or (finding.severity == "warning" and self.fail_on == "warning")
+
+    @cached_property  # the fields are frozen, and dataclasses.replace builds a new Report
+    def verdict(self) -> Verdict:
+        # the counts say at no cost when every row's status is fine; else a row may still pass by a policy rule
+        rows_pass = sum(self.counts[status] for status in OK_STATUSES) == len(self.tensors)
+        ok = (
+            (rows_pass or all(row.passes for row in self.tensors))
+            and not any(self.finding_fails(finding) for finding in self.findings)
+            and all(result.passes for result in self.engines)
+        )
+        return "compatible" if ok else "incompatible"
+
+    @property
+    def compatible(self) -> bool:
+        return self.verdict == "compatible"
+
+    @cached_property
+    def rules_applied(self) -> tuple[str, ...]:
+        """Policy rules that changed a row, an engine event or the verdict, in words ("--allow-missing 'embed_*'")."""
+        return rules_applied(self.policy, self.tensors, self.ignored, self.findings, self.engines)
 
     @property
     def exit_code(self) -> int:
@@ -248,7 +341,7 @@ class Report:
             "verdict": self.verdict,
             "profile": self.profile,
             "a": self.a.to_dict(),
-            "b": self.b.to_dict(),
+            "b": self.b.to_dict() if self.b is not None else None,
         }
         if self.base is not None:
             out["base"] = self.base.to_dict()
@@ -256,6 +349,8 @@ class Report:
         out["tensors"] = [row.to_dict() for row in self.tensors] if tensors else []
         out["config"] = [diff.to_dict() for diff in self.config]
         out["findings"] = [finding.to_dict() for finding in self.findings]
+        if self.engines:
+            out["engines"] = [result.to_dict() for result in self.engines]
         out["fail_on"] = self.fail_on
         out["rules_applied"] = list(self.rules_applied)
         return out

@@ -455,8 +455,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD" and body:
-            self.wfile.write(body)
+            # counted before the write: the client may read the body before this thread runs again
             self.emulator._count_bytes(request.log, len(body))
+            self.wfile.write(body)
 
     def _error(self, request: Request, status: int, code: str, extra: dict[str, str] | None = None) -> None:
         message = _ERROR_MESSAGES[code]
@@ -550,12 +551,13 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = os.pread(handle.fileno(), min(CHUNK, end - offset + 1), offset)
                 if not chunk:
                     break
+                self.emulator._count_bytes(request.log, len(chunk))  # before the write, as in send_all
                 try:
                     self.wfile.write(chunk)
                 except (BrokenPipeError, ConnectionResetError):
-                    self.close_connection = True  # the client stopped reading: count only what went out
+                    self.emulator._count_bytes(request.log, -len(chunk))  # count only what went out
+                    self.close_connection = True
                     return
-                self.emulator._count_bytes(request.log, len(chunk))
                 offset += len(chunk)
 
     def _api(self, request: Request, raw: list[str]) -> None:

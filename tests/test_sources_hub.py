@@ -434,7 +434,9 @@ def test_an_unreachable_hub(hub_client, monkeypatch):
     monkeypatch.setattr(constants, "ENDPOINT", closed)
     with pytest.raises(SourceError) as error:
         resolve("org/drafter")
-    assert error.value.line().startswith(f"org/drafter: cannot reach {closed} (check the network")
+    line = error.value.line()  # org/drafter might have meant a local folder: the line says there is none
+    assert line.startswith(f"org/drafter: cannot reach {closed}, and there is no local file or folder of that name")
+    assert "(check the network" in line
 
 
 def test_a_hub_that_does_not_answer_in_time(hub_client, monkeypatch):

@@ -91,6 +91,16 @@ def test_a_mistyped_relative_path_says_no_local_path_exists(hub, run_cli, tmp_pa
     assert "and there is no local file or folder of that name" in line
 
 
+def test_a_mistyped_relative_path_says_no_local_path_exists_when_the_hub_is_unreachable(hub, run_cli, tmp_path):
+    env = {**hub.client_env(tmp_path / "hf-home"), "HF_ENDPOINT": "http://127.0.0.1:9"}  # nothing listens on port 9
+    result = run_cli("runs/ckpt-100", OURS, env=env, cwd=tmp_path)
+
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("ckptdiff: runs/ckpt-100: cannot reach http://127.0.0.1:9")
+    assert "and there is no local file or folder of that name" in line
+
+
 def test_hf_url_of_a_missing_repo_says_only_what_the_hub_answered(hub, run_cli, tmp_path):
     result = run_cli("hf://runs/ckpt-100", OURS, env=hub.client_env(tmp_path / "hf-home"), cwd=tmp_path)
 

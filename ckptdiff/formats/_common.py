@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import printable
-from ..report import STATUSES, ConfigDiff, Report, TensorRow, TensorSide
+from ..report import STATUSES, ConfigDiff, EngineEvent, Report, TensorRow, TensorSide
 
 if TYPE_CHECKING:
     from . import RenderOptions
@@ -38,10 +38,13 @@ def human_bytes(n: int) -> str:
 
 
 def counts_line(report: Report) -> str:
+    if report.b is None:  # one checkpoint on its own: the engines are the whole story
+        return outcomes_line(report)
     parts = [f"{report.counts[status]} {status}" for status in STATUSES if report.counts[status]]
     text = ", ".join(parts) or "no tensors"
     allowed = sum(1 for row in report.tensors if row.allowed_by is not None)
-    return f"{text} ({allowed} allowed by policy)" if allowed else text
+    text = f"{text} ({allowed} allowed by policy)" if allowed else text
+    return f"{text}; {outcomes_line(report)}" if report.engines else text
 
 
 def row_note(row: TensorRow) -> str:
@@ -118,3 +121,25 @@ def config_cells(diff: ConfigDiff) -> tuple[str, str]:
     """A config difference's two values for a human: JSON text, ``null`` for a null, ``(absent)`` for no key."""
     a = config_value(diff.a) if diff.present("a") else ABSENT
     return a, config_value(diff.b) if diff.present("b") else ABSENT
+
+
+def outcomes_line(report: Report) -> str:
+    """``sglang A loads, vllm A degraded (allowed by policy)``: each engine and side's outcome."""
+    parts = []
+    for result in report.engines:
+        allowed = " (allowed by policy)" if result.outcome != "loads" and result.passes else ""
+        parts.append(f"{result.engine} {result.side} {result.outcome}{allowed}")
+    return ", ".join(parts) or "no engines"
+
+
+def event_text(event: EngineEvent) -> str:
+    """An engine event's tensor (unless the message starts with it), message and the rule that accepts it."""
+    shown = event.tensor is not None and not event.message.startswith(event.tensor)
+    where = f"{printable(event.tensor)}: " if shown and event.tensor is not None else ""
+    allowed = f" (allowed by {event.allowed_by})" if event.allowed_by else ""
+    return f"{where}{printable(event.message)}{allowed}"
+
+
+def event_line(event: EngineEvent) -> str:
+    """``[lm_head_random] lm_head.weight is missing ...``."""
+    return f"[{event.code}] {event_text(event)}"

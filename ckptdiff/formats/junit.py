@@ -1,11 +1,13 @@
 """JUnit XML, the test-report format CI systems already display (Jenkins, GitLab, GitHub test reporters).
 
 One ``<testsuite>`` per comparison; one ``<testcase>`` per tensor (classname ``tensors``), per finding
-(classname ``findings``) and one for config.json (classname ``config``). A tensor that breaks compatibility
-is a ``<failure>`` whose ``type`` is its status and whose message says why; a row a policy rule accepts is
-``<skipped>`` with the rule; findings that fail the gate are failures typed by their code. Only the
-attributes and elements of the common JUnit schema are used, and no timestamps or host names, so the same
-inputs give the same bytes.
+(classname ``findings``), one for config.json (classname ``config``) and one per engine and side
+(classname ``engines``, named like ``sglang B``). A tensor that breaks compatibility is a ``<failure>``
+whose ``type`` is its status and whose message says why; a row a policy rule accepts is ``<skipped>`` with
+the rule; findings that fail the gate are failures typed by their code; an engine that does not load a side
+as trained is a failure typed by its outcome (``degraded``, ``fails``), or skipped when the policy accepts
+its events. Only the attributes and elements of the common JUnit schema are used, and no timestamps or host
+names, so the same inputs give the same bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import xml.etree.ElementTree as ET
 from .. import __version__
 from ..report import Report, TensorRow
 from . import RenderOptions
-from ._common import config_cells, shape_dtype
+from ._common import config_cells, event_line, shape_dtype
 
 #: Characters XML 1.0 cannot carry at all, even escaped; a hostile tensor name must not break the file.
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -41,11 +43,13 @@ def _sides(row: TensorRow) -> str:
 
 def render(report: Report, options: RenderOptions) -> str:
     suites = ET.Element("testsuites", name="ckptdiff")
-    suite = _element(suites, "testsuite", name=f"ckptdiff {report.a.display} vs {report.b.display}")
+    title = f"ckptdiff {report.a.display} vs {report.b.display}" if report.b else f"ckptdiff {report.a.display}"
+    suite = _element(suites, "testsuite", name=title)
     properties = _element(suite, "properties")
     facts = [("ckptdiff.version", __version__), ("verdict", report.verdict), ("a", report.a.spec),
-             ("a.revision", report.a.revision or ""), ("b", report.b.spec),
-             ("b.revision", report.b.revision or "")]  # fmt: skip
+             ("a.revision", report.a.revision or "")]  # fmt: skip
+    if report.b is not None:
+        facts += [("b", report.b.spec), ("b.revision", report.b.revision or "")]
     if report.base is not None:
         facts += [("base", report.base.spec), ("base.revision", report.base.revision or "")]
         if report.base.layout is not None:
@@ -84,11 +88,25 @@ def render(report: Report, options: RenderOptions) -> str:
         else:
             _element(case, "system-out", f"{finding.severity}: {finding.message}")
 
-    tests += 1
-    case = _element(suite, "testcase", classname="config", name="config.json")
-    if report.config:
-        lines = [f"{d.key}: {' vs '.join(config_cells(d))} ({d.status})" for d in report.config]
-        _element(case, "system-out", "\n".join(lines))
+    if report.b is not None:
+        tests += 1
+        case = _element(suite, "testcase", classname="config", name="config.json")
+        if report.config:
+            lines = [f"{d.key}: {' vs '.join(config_cells(d))} ({d.status})" for d in report.config]
+            _element(case, "system-out", "\n".join(lines))
+
+    for result in report.engines:
+        tests += 1
+        case = _element(suite, "testcase", classname="engines", name=f"{result.engine} {result.side}")
+        events = "\n".join(f"{event.severity} {event_line(event)}" for event in result.events)
+        if result.passes and result.outcome != "loads":
+            skipped += 1
+            _element(case, "skipped", events, message=f"{result.headline} (allowed by policy)")
+        elif not result.passes:
+            failures += 1
+            _element(case, "failure", events, message=result.headline, type=result.outcome)
+        elif events:
+            _element(case, "system-out", events)
 
     if not report.compatible and not failures:  # the verdict must show up as a failure somewhere
         tests += 1

@@ -12,6 +12,7 @@ from ._common import (
     config_cells,
     counts_line,
     display_rows,
+    event_text,
     has_values,
     human_bytes,
     human_count,
@@ -46,13 +47,45 @@ def render(report: Report, options: RenderOptions) -> str:
     out.append(f"**{report.verdict}**: {counts_line(report)}.")
     out.append("")
     out.append(_side("A", report.a))
-    out.append(_side("B", report.b))
+    if report.b is not None:
+        out.append(_side("B", report.b))
     if report.base is not None:
         out.append(_side("base", report.base))
     if report.profile:
         out.append(f"- **profile**: {report.profile}")
     out.append("")
 
+    if report.b is not None:
+        out += _comparison(report, options)
+    if report.engines:
+        out += ["### Engines", ""]
+        for result in report.engines:
+            out.append(f"- **{_cell(result.headline)}** {_OUTCOME_MARK[result.outcome]}")
+            out += [f"  - **{e.severity}** `{e.code}`: {_cell(event_text(e))}" for e in result.events]
+        out.append("")
+
+    out += ["### Findings", ""]
+    if report.findings:
+        out += [f"- **{f.severity}** `{f.code}`: {_cell(f.message)}" for f in report.findings]
+    else:
+        out.append("_None._")
+    out.append("")
+    if report.rules_applied:
+        out += ["### Policy rules applied", ""] + [f"- {_code(rule)}" for rule in report.rules_applied] + [""]
+    footer = f"_ckptdiff {__version__}"
+    if report.command:
+        footer += f" — `{report.command}`"
+    out.append(footer + "_")
+    return "\n".join(out) + "\n"
+
+
+_OUTCOME_MARK = {"loads": "✅", "degraded": "⚠️", "fails": "❌"}
+
+
+def _comparison(report: Report, options: RenderOptions) -> list[str]:
+    """Parameters per dtype, the tensor table and the config.json differences of a two-sided report."""
+    assert report.b is not None
+    out: list[str] = []
     dtypes = sorted(report.a.dtypes.keys() | report.b.dtypes.keys())
     if dtypes:
         table = []
@@ -95,16 +128,4 @@ def render(report: Report, options: RenderOptions) -> str:
         out.append("_None._")
     out.append("")
 
-    out += ["### Findings", ""]
-    if report.findings:
-        out += [f"- **{f.severity}** `{f.code}`: {_cell(f.message)}" for f in report.findings]
-    else:
-        out.append("_None._")
-    out.append("")
-    if report.rules_applied:
-        out += ["### Policy rules applied", ""] + [f"- {_code(rule)}" for rule in report.rules_applied] + [""]
-    footer = f"_ckptdiff {__version__}"
-    if report.command:
-        footer += f" — `{report.command}`"
-    out.append(footer + "_")
-    return "\n".join(out) + "\n"
+    return out

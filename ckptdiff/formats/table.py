@@ -11,6 +11,7 @@ from ._common import (
     config_cells,
     counts_line,
     display_rows,
+    event_line,
     has_values,
     printable,
     row_note,
@@ -23,12 +24,16 @@ _COLORS = {"match": "32", "injected": "36", "shape_mismatch": "31", "dtype_misma
            "error": "31", "warning": "33", "info": "36", "allowed": "33"}  # fmt: skip
 
 
+_OUTCOME_COLORS = {"loads": "match", "degraded": "dtype_mismatch", "fails": "shape_mismatch"}
+
+
 def render(report: Report, options: RenderOptions) -> str:
     def paint(text: str, key: str) -> str:
         code = _COLORS.get(key)
         return f"\033[{code}m{text}\033[0m" if options.color and code else text
 
-    lines = [f"A: {printable(report.a.display)}", f"B: {printable(report.b.display)}"]
+    lines = [f"A: {printable(report.a.display)}"]
+    lines += [f"B: {printable(report.b.display)}"] if report.b is not None else []
     if report.base is not None:
         lines.append(f"base: {printable(report.base.display_with_layout)}")
     if report.profile:
@@ -48,7 +53,9 @@ def render(report: Report, options: RenderOptions) -> str:
         table.append(cells)
     headers = ["tensor"] + (["count"] if with_counts else []) + ["A shape dtype", "B shape dtype", "status"]
     headers += (VALUE_HEADERS if with_values else []) + (["note"] if with_notes else [])
-    if table:
+    if report.b is None:
+        pass  # one checkpoint on its own: nothing compared
+    elif table:
         lines += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
     else:
         lines += ["", "no differing tensors" if options.only_diffs else "no tensors"]
@@ -56,6 +63,11 @@ def render(report: Report, options: RenderOptions) -> str:
         config_rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
         lines += ["", "config.json differences:", tabulate(config_rows, headers=["key", "A", "B", "status"],
                                                            tablefmt="simple", disable_numparse=True)]  # fmt: skip
+    if report.engines:
+        lines += ["", "engines:"]
+        for result in report.engines:
+            lines.append(f"  {paint(printable(result.headline), _OUTCOME_COLORS[result.outcome])}")
+            lines += [f"    {paint(e.severity, e.severity)} {event_line(e)}" for e in result.events]
     if report.findings:
         lines += ["", "findings:"]
         lines += [f"  {paint(f.severity, f.severity)} [{f.code}] {printable(f.message)}" for f in report.findings]

@@ -61,6 +61,9 @@ class Profile:
     convention: Callable[[Iterable[str]], Convention | None] | None = None
     #: Architecture checks on a finished comparison.
     review: Review | None = None
+    #: The findings as reported with ``--engine``: those that describe what engines do in prose give way to the
+    #: engines' own events (None: unchanged).
+    engine_view: Callable[[list[Finding]], list[Finding]] | None = None
 
     def injected_weights(self, config: Config | None) -> tuple[InjectedWeight, ...]:
         return self.injects(config) if self.injects is not None else self.injected
@@ -103,6 +106,15 @@ def _registry() -> dict[str, Profile]:
 
 def profile_names() -> tuple[str, ...]:
     return tuple(_registry())
+
+
+#: ``--profile`` values besides the profiles' names.
+AUTO, NONE = "auto", "none"
+
+
+def profile_choices() -> tuple[str, ...]:
+    """Every value ``--profile`` and the config file's ``profile`` accept."""
+    return (AUTO, NONE, *profile_names())
 
 
 def get_profile(name: str) -> Profile | None:

@@ -520,6 +520,22 @@ def _check_dtype_against_base(side: _Side, base: Checkpoint, resolved: Resolved,
                   "base's dtype", side.label)  # fmt: skip
 
 
+#: Findings that only describe what engines do; ``--engine`` reports that as each engine's events instead.
+ENGINE_PROSE = frozenset({"embed_tokens_carried", "lm_head_missing", "injected_from_base"})
+
+
+def engine_view(findings: list[Finding]) -> list[Finding]:
+    """The findings without engine prose: those in ENGINE_PROSE go, aux_layer_ids_differ keeps only the difference."""
+    out = []
+    for finding in findings:
+        if finding.code in ENGINE_PROSE:
+            continue
+        if finding.code == "aux_layer_ids_differ":  # "<key> differs: A [..], B [..]; <what engines do>"
+            finding = replace(finding, message=finding.message.split("; ", 1)[0])
+        out.append(finding)
+    return out
+
+
 EAGLE3 = Profile(
     name="eagle3",
     description="EAGLE-3 speculative-decoding drafter",
@@ -529,4 +545,5 @@ EAGLE3 = Profile(
     canonical=canonical_name,
     convention=naming_convention,
     review=review,
+    engine_view=engine_view,
 )

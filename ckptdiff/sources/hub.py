@@ -106,10 +106,8 @@ class HubSource(Source):
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
         explained = explain_hub_error(err, where=self.where, endpoint=self.endpoint, revision=self.revision)
-        from huggingface_hub.errors import RepositoryNotFoundError
-
-        if explained is not None and self.may_be_a_path and isinstance(err, RepositoryNotFoundError):
-            # `runs/ckpt-100` looks like a repo id: say that no such path exists either
+        if explained is not None and self.may_be_a_path and _repo_unconfirmed(err):
+            # `runs/ckpt-100` looks like a repo id: unless the Hub knew the repo, say no such path exists either
             defect = f"{explained.defect}, and there is no local file or folder of that name"
             return SourceError(explained.where, defect, explained.hint)
         return explained
@@ -332,3 +330,13 @@ def _well_formed(listed: ListedFile) -> bool:
         and (listed.size is None or (type(listed.size) is int and listed.size >= 0))
         and (listed.sha256 is None or isinstance(listed.sha256, str))
     )
+
+
+def _repo_unconfirmed(err: BaseException) -> bool:
+    """Whether the Hub's answer leaves open that no such repo exists (not found, or no answer at all)."""
+    import httpx2
+    from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError
+
+    if isinstance(err, RepositoryNotFoundError):
+        return not isinstance(err, GatedRepoError)
+    return isinstance(err, (httpx2.TransportError, ConnectionError))

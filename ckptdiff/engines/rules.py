@@ -1,0 +1,174 @@
+"""The vocabulary engine rule tables are written in: where a rule was read, and what a loader does."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .settings import Draft
+
+Severity = Literal["error", "warning", "info"]
+Shape = tuple[int, ...]
+#: A condition on the drafter's settings (as this engine reads them).
+When = Callable[["Draft"], bool]
+
+
+#: What becomes of a parameter no tensor fills, by the code of the event its rule raises (else "missing").
+PARAMETER_FATES: dict[str, str] = {
+    "from_target": "from_target",
+    "lm_head_from_target": "from_target",
+    "embed_width_mismatch": "from_target",
+    "random_init": "random",
+    "lm_head_random": "random",
+    "missing_weight": "missing",
+    "d2t_missing": "default",
+    "skipped": "not_needed",
+}
+#: What becomes of a tensor a drop or an on-load rule names, by the event's code (else: dropped → "skipped",
+#: on-load → loaded).
+TENSOR_FATES: dict[str, str] = {"embed_tokens_overridden": "from_target"}
+
+
+def always(_: Draft) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a rule was read: repository, commit, file. ``inferred``: reasoned from that code, not read in it."""
+
+    repo: str
+    commit: str
+    path: str
+    inferred: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.repo}@{self.commit} {self.path}" + (" (inferred)" if self.inferred else "")
+
+    def inferring(self) -> Source:
+        return Source(self.repo, self.commit, self.path, inferred=True)
+
+
+@dataclass(frozen=True)
+class Event:
+    """An event a rule raises: severity, stable code, message template ({name}, {param}, ... filled in)."""
+
+    severity: Severity
+    code: str
+    message: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class Rename:
+    """The loader rewrites a checkpoint name before looking its parameter up: ``re.sub(pattern, replacement)``,
+    applied to every name the pattern is found in. ``shard``: the name is stacked into a fused parameter."""
+
+    pattern: str
+    replacement: str
+    source: Source
+    shard: str | None = None
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Checkpoint names the loader consumes or discards without a parameter of that name (re.search)."""
+
+    pattern: str
+    event: Event
+    when: When = always
+
+
+@dataclass(frozen=True)
+class Case:
+    """``then`` applies when ``when`` holds; a rule lists cases, the first that holds wins."""
+
+    when: When
+    then: Event
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter the engine's drafter module has, under the name its loader looks up.
+
+    ``shape`` is computed from the drafter's settings (None: not checked). ``absent`` says what happens when no
+    checkpoint tensor fills it (first case that holds; none: it stays randomly initialised, silently).
+    ``loaded`` says what the engine then does with a loaded value (e.g. overwrites it with the target's).
+    """
+
+    name: str
+    shape: Callable[[Draft], Shape | None]
+    source: Source
+    shards: tuple[str, ...] = ()  # a fused parameter: the shards it stacks (q, k, v)
+    exists: When = always
+    absent: tuple[Case, ...] = ()
+    loaded: tuple[Case, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuxIds:
+    """How an engine chooses the target layers whose hidden states feed the drafter's fc."""
+
+    keys: tuple[str, ...]  # dotted config keys read, in order
+    #: A config id k makes the engine capture the output of target layer k + offset.
+    offset: int
+    convention: str  # in words, for messages
+    #: The target layers whose outputs are captured when no id is set, for a target of n layers.
+    default_outputs: Callable[[int], tuple[int, ...]]
+    default_event: Event
+    source: Source
+    #: Not read from the drafter's config at all (TensorRT-LLM: a serving setting).
+    from_serving_config: bool = False
+
+
+@dataclass(frozen=True)
+class TargetCheck:
+    """A check against the base (target) model's text config (``--base``)."""
+
+    fails: Callable[[Draft], bool]
+    event: Event
+
+
+@dataclass(frozen=True)
+class Loader:
+    """One drafter class of an engine: the architectures it serves and how its load_weights treats names."""
+
+    architectures: tuple[str, ...]
+    source: Source
+    renames: tuple[Rename, ...]
+    drops: tuple[Drop, ...]
+    #: Templates tried in order to find a name's parameter ("{name}", "model.{name}").
+    lookups: tuple[str, ...]
+    params: tuple[Param, ...]
+    #: A name no parameter answers to: an error (the loader raises) or a silent skip.
+    unknown: Event
+    shape_error: Event  # message may use {name}, {param}, {got}, {want}
+    checks: tuple[Case, ...] = ()  # config checks at construction (e.g. one layer only)
+    #: Names under these prefixes are accepted without a per-parameter check (attention this table does not
+    #: spell out, e.g. MLA).
+    unchecked_prefixes: tuple[str, ...] = ()
+    #: Config sections whose keys the loader reads as top-level ones (the speculators format's
+    #: transformer_layer_config); the top level wins.
+    nested_config: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Engine:
+    """A serving engine: its drafter loaders, how it resolves architectures, and its config conventions."""
+
+    name: str
+    label: str
+    version: str  # which code the rules were read from, in words
+    #: ``config.architectures[0]`` → the class name the engine looks up (re.sub pairs, in order).
+    architecture_mapping: tuple[tuple[str, str], ...]
+    loaders: tuple[Loader, ...]
+    unregistered: Event  # {arch}, {looked_up}
+    aux_ids: AuxIds
+    target_checks: tuple[TargetCheck, ...] = ()
+    config_checks: tuple[Case, ...] = ()
+    #: Target model_types this version serves EAGLE-3 for (a substring match on the base's text config);
+    #: None: no restriction. ``target_refused`` is raised for any other ({model_type}, {supported}).
+    target_model_types: tuple[str, ...] | None = None
+    target_refused: Event | None = None

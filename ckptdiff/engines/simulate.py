@@ -1,0 +1,277 @@
+"""Replay an engine's drafter loader (ckptdiff.engines data) on a checkpoint's names, shapes and config.json."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..checkpoint import Checkpoint
+from ..report import EngineEvent, EngineResult
+from .rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param
+from .settings import Draft, Target, lookup
+
+AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+#: Where drafters keep aux layer ids, whichever an engine reads.
+AUX_LOCATIONS = (AUX_KEY, f"eagle_config.{AUX_KEY}")
+
+
+class _Fields(dict):
+    """Message fields; a field a message names but this case does not know shows as "?"."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _shape(shape: Any) -> str:
+    return "[" + ", ".join(map(str, shape)) + "]"
+
+
+class _Events:
+    def __init__(self, fields: Mapping[str, Any]) -> None:
+        self.items: list[EngineEvent] = []
+        self.fields = _Fields(fields)
+
+    def add(self, event: Event, tensor: str | None = None, **fields: Any) -> None:
+        text = event.message.format_map(_Fields({**self.fields, **fields}))
+        source = f" [{event.source}]"
+        self.items.append(EngineEvent(event.severity, event.code, tensor, text + source))
+
+
+def simulate(
+    engine: Engine, checkpoint: Checkpoint, side: str, base_config: Mapping[str, Any] | None = None
+) -> EngineResult:
+    """What ``engine`` does with ``checkpoint`` served as an EAGLE-3 drafter (``base_config``: the target's)."""
+    config = checkpoint.config
+    if config is None:
+        message = f"{checkpoint.spec} has no config.json: {engine.label} cannot build a drafter from it"
+        event = EngineEvent("error", "no_config", None, message)
+        return EngineResult(engine.name, side, (event,), "no config.json")
+    architectures = config.get("architectures")
+    arch = architectures[0] if isinstance(architectures, list) and architectures else None
+    if not isinstance(arch, str):
+        message = f"config.json has no architectures list: {engine.label} cannot choose a drafter class"
+        event = EngineEvent("error", "no_architecture", None, message)
+        return EngineResult(engine.name, side, (event,), "no architectures in config.json")
+    looked_up = arch
+    for pattern, replacement in engine.architecture_mapping:
+        looked_up = re.sub(pattern, replacement, looked_up, count=1)
+    loader = next((loader for loader in engine.loaders if looked_up in loader.architectures), None)
+    registered = ", ".join(a for loader in engine.loaders for a in loader.architectures)
+    if loader is None:
+        events = _Events({"arch": arch, "looked_up": looked_up, "registered": registered})
+        events.add(engine.unregistered)
+        return EngineResult(engine.name, side, tuple(events.items), f"{arch} is not an EAGLE-3 class it serves")
+    target = Target.of(base_config) if base_config is not None else None
+    for section in loader.nested_config:
+        nested = config.get(section)
+        if isinstance(nested, Mapping):
+            config = {**nested, **config}
+    draft = Draft.of(config, frozenset(checkpoint.tensors), engine.aux_ids, target)
+    if not draft.hidden:
+        message = f"config.json has no hidden_size: {engine.label} cannot build the drafter's layers"
+        event = EngineEvent("error", "no_hidden_size", None, message)
+        return EngineResult(engine.name, side, (event,), "no hidden_size in config.json")
+    events = _Events(_draft_fields(draft))
+    for case in (*engine.config_checks, *loader.checks):
+        if case.when(draft):
+            events.add(case.then)
+    if target is not None:
+        for check in engine.target_checks:
+            if check.fails(draft):
+                events.add(check.event)
+        supported = engine.target_model_types
+        if supported is not None and engine.target_refused is not None and target.model_type is not None:
+            if not any(kind in target.model_type for kind in supported):
+                events.add(engine.target_refused, model_type=target.model_type, supported=list(supported))
+    _aux_ids(engine, draft, events)
+    fates = _Fates()
+    _load(loader, checkpoint, draft, events, fates)
+    ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
+    return EngineResult(
+        engine.name,
+        side,
+        tuple(ordered),
+        _summary(ordered, fates),
+        tensors=tuple(fates.tensors),
+        parameters=tuple(fates.parameters),
+    )
+
+
+_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+def _draft_fields(d: Draft) -> dict[str, Any]:
+    return {
+        "hidden": d.hidden,
+        "target_hidden": d.target_hidden,
+        "vocab": d.vocab,
+        "draft_vocab": d.draft_vocab,
+        "layers": d.layers,
+        "target_width": d.target_width,
+        "target_hidden_actual": d.target.hidden if d.target else None,
+    }
+
+
+class _Fates:
+    """What became of each tensor (loaded, renamed, from_target, skipped, error) and each parameter."""
+
+    def __init__(self) -> None:
+        self.tensors: list[tuple[str, str, str | None]] = []
+        self.parameters: list[tuple[str, str]] = []
+
+    def of_parameters(self, fate: str) -> list[str]:
+        return [name for name, each in self.parameters if each == fate]
+
+
+def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events, fates: _Fates) -> None:
+    """Every tensor to a parameter (or a drop, a skip, an error); then every parameter's fate."""
+    params: dict[str, Param] = {p.name: p for p in loader.params if p.exists(draft)}
+    filled: dict[str, str] = {}  # parameter → its fate
+    for name in sorted(checkpoint.tensors):
+        info = checkpoint.tensors[name]
+        drop = next((d for d in loader.drops if re.search(d.pattern, name) and d.when(draft)), None)
+        if drop is not None:
+            events.add(drop.event, name, name=name)
+            fates.tensors.append((name, TENSOR_FATES.get(drop.event.code, "skipped"), None))
+            continue
+        renamed, shard = name, None
+        for rename in loader.renames:
+            if re.search(rename.pattern, renamed):
+                renamed = re.sub(rename.pattern, rename.replacement, renamed, count=1)
+                shard = rename.shard or shard
+        suffix = f"[{shard}]" if shard else ""
+        candidates = [template.format(name=renamed) + suffix for template in loader.lookups]
+        param_name = next((c for c in candidates if c in params), None)
+        if param_name is None:
+            if any(c.startswith(loader.unchecked_prefixes) for c in candidates) and loader.unchecked_prefixes:
+                fates.tensors.append((name, "loaded", None))  # attention this table does not spell out (MLA)
+                continue
+            looked_up = candidates[-1].split("[")[0]
+            events.add(loader.unknown, name, name=name, candidate=looked_up, inner=looked_up.removeprefix("model."))
+            fates.tensors.append((name, "error" if loader.unknown.severity == "error" else "skipped", None))
+            continue
+        param = params[param_name]
+        want = param.shape(draft)
+        if want is not None and tuple(info.shape) != tuple(want):
+            events.add(loader.shape_error, name, name=name, param=param_name, got=_shape(info.shape), want=_shape(want))
+            fates.tensors.append((name, "error", param_name))
+            filled[param_name] = "error"  # the load raised on it: nothing more happens to this parameter
+            continue
+        after = next((case for case in param.loaded if case.when(draft)), None)
+        if after is not None:
+            events.add(after.then, name, name=name, param=param_name)
+        fate = TENSOR_FATES.get(after.then.code, "") if after is not None else ""
+        fates.tensors.append((name, fate or ("renamed" if _moved(name, param_name) else "loaded"), param_name))
+        filled[param_name] = fate or "loaded"
+    for param in params.values():
+        if param.name in filled:
+            fates.parameters.append((param.name, filled[param.name]))
+            continue
+        case = next((c for c in param.absent if c.when(draft)), None)
+        if case is None:
+            fates.parameters.append((param.name, "random"))
+            continue
+        fates.parameters.append((param.name, PARAMETER_FATES.get(case.then.code, "missing")))
+        events.add(case.then, None, param=param.name)
+
+
+def _moved(name: str, param: str) -> bool:
+    """Whether the loader renamed the tensor beyond a ``model.`` prefix or a fused shard."""
+    bare = re.sub(r"\[\w+\]$", "", param).removeprefix("model.")
+    bare = re.sub(r"\.(qkv_proj|gate_up_proj)\.", ".", bare)
+    plain = re.sub(r"\.(q_proj|k_proj|v_proj|gate_proj|up_proj)\.", ".", name.removeprefix("model."))
+    return bare != plain
+
+
+def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
+    aux = engine.aux_ids
+    n = draft.target.layers if draft.target is not None else None
+    present = {key: lookup(draft.config, key) for key in AUX_LOCATIONS if lookup(draft.config, key) is not None}
+    ignored = {key: value for key, value in present.items() if key not in aux.keys}
+    ignored_text = "".join(f" (it ignores {key}={json.dumps(value)})" for key, value in ignored.items())
+    if draft.aux_ids is None or aux.from_serving_config:
+        outputs = _list(aux.default_outputs(n)) if n else "[1, n//2-1, n-4] for a target of n layers"
+        events.add(aux.default_event, None, ignored=ignored_text, outputs=outputs)
+        return
+    ids = draft.aux_ids
+    outputs_here = [i + aux.offset for i in ids]
+    where = f"{draft.aux_key}={json.dumps(list(ids))}"
+    text = f"reads {where}: captures the outputs of target layers {_list(outputs_here)} ({aux.convention})"
+    if n is not None:
+        outside = [layer for layer in outputs_here if not 0 <= layer < n]
+        if outside:
+            events.add(
+                Event(
+                    "error",
+                    "aux_id_out_of_range",
+                    f"{where} asks for the outputs of layers {_list(outside)} but the target has {n} layers "
+                    f"(0..{n - 1}): fewer hidden states than fc expects",
+                    aux.source.inferring(),
+                )
+            )
+    events.add(Event("info", "aux_ids", text + ignored_text, aux.source))
+    trained = _trained_convention(ids)
+    if trained is not None and trained != aux.offset:
+        sglang_outputs, vllm_outputs = _list(ids), _list([i - 1 for i in ids])
+        base = f" of the {n}-layer target" if n else ""
+        events.add(
+            Event(
+                "warning",
+                "aux_ids_convention",
+                f"{where} starts at {ids[0]}, which is SGLang's convention (id k = output of layer k; "
+                f"the first id is 1 "
+                f"because the embedding output is never used, sglang PR#25454) (inferred); under vLLM's convention (id "
+                f"j = output of layer j-1) {engine.label} captures the outputs of layers "
+                f"{vllm_outputs}{base} instead of "
+                f"the trained {sglang_outputs}: every fused hidden state is one layer early (vllm PR#43671: position-0 "
+                "acceptance ~10 %)",
+                aux.source.inferring(),
+            )
+        )
+
+
+def _trained_convention(ids: tuple[int, ...]) -> int | None:
+    """The offset the ids were written for, when they say so: a first id of 1 (or 0) means "output of layer k"."""
+    if ids and ids[0] in (0, 1):
+        return 0
+    return None
+
+
+def _list(values: Any) -> str:
+    return "[" + ", ".join(map(str, values)) + "]"
+
+
+def _pattern(names: list[str]) -> str:
+    """A short name for several tensor names: their common dotted prefix + ``*``, or the one name."""
+    if len(names) == 1:
+        return names[0]
+    parts = [name.split(".") for name in names]
+    common: list[str] = []
+    for column in zip(*parts):
+        if len(set(column)) != 1:
+            break
+        common.append(column[0])
+    return (".".join(common) + ".*") if common else f"{len(names)} names"
+
+
+def _summary(events: list[EngineEvent], fates: _Fates) -> str:
+    """One line: what went wrong, most serious first; empty when the engine uses every weight as trained."""
+    parts: list[str] = []
+    for event in events:
+        if event.severity == "error" and len(parts) < 2:
+            parts.append(f"{event.code}" + (f" ({event.tensor})" if event.tensor else ""))
+    skipped = [e.tensor for e in events if e.code in ("skipped_unknown_name", "ignored_name") and e.tensor]
+    if skipped:
+        parts.append(f"{_pattern(skipped)} skipped ({len(skipped)} tensor{'s' if len(skipped) > 1 else ''})")
+    random_params = fates.of_parameters("random")
+    if random_params:
+        parts.append(
+            f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random ({_pattern(random_params)})"
+        )
+    for event in events:
+        told = event.code in ("skipped_unknown_name", "ignored_name") or PARAMETER_FATES.get(event.code) == "random"
+        if event.severity == "warning" and not told:
+            parts.append(event.code + (f" ({event.tensor})" if event.tensor else ""))
+    return "; ".join(dict.fromkeys(parts))

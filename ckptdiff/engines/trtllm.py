@@ -1,0 +1,170 @@
+"""TensorRT-LLM's (PyTorch backend) EAGLE-3 drafter loading, as data (modeling_speculative.py, modeling_auto.py)."""
+
+from __future__ import annotations
+
+from .llama_layer import decoder_layer
+from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, TargetCheck
+from .stacking import stacked
+
+REPO = "NVIDIA/TensorRT-LLM"
+MODEL = Source(REPO, "b35ac1b", "tensorrt_llm/_torch/models/modeling_speculative.py")
+AUTO = Source(REPO, "b35ac1b", "tensorrt_llm/_torch/models/modeling_auto.py")
+SPEC = Source(REPO, "b35ac1b", "tensorrt_llm/_torch/speculative/eagle3.py")
+
+#: Loading is module-driven: each module asks for its weights by name, so a missing one raises.
+MISSING = Case(
+    lambda d: True,
+    Event(
+        "error",
+        "missing_weight",
+        "{param} has no weight in the checkpoint: KeyError: '{param}' while loading",
+        MODEL.inferring(),
+    ),
+)
+
+EMBED = Param(
+    "model.embed_tokens.weight",
+    lambda d: (d.vocab, d.hidden) if d.vocab else None,
+    MODEL,
+    exists=lambda d: d.target_hidden != d.hidden,
+    absent=(MISSING,),
+)
+TARGET_EMBED = Param(
+    "model.embed_tokens.weight (the target's)",
+    lambda d: None,
+    MODEL,
+    exists=lambda d: d.target_hidden == d.hidden,
+    absent=(
+        Case(
+            lambda d: True,
+            Event(
+                "info",
+                "from_target",
+                "embed_tokens: TensorRT-LLM uses the target's (target_hidden_size == hidden_size)",
+                MODEL,
+            ),
+        ),
+    ),
+)
+LM_HEAD = Param(
+    "lm_head.weight",
+    lambda d: (d.head_rows, d.hidden) if d.head_rows else None,
+    MODEL,
+    absent=(
+        Case(
+            lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
+            Event(
+                "warning",
+                "lm_head_from_target",
+                "{param}: no lm_head key, so TensorRT-LLM uses the target's {vocab}-row head, but draft_vocab_size is "
+                "{draft_vocab}: draft logits are not draft-vocabulary logits",
+                MODEL.inferring(),
+            ),
+        ),
+        Case(
+            lambda d: True,
+            Event(
+                "info",
+                "from_target",
+                "{param}: no lm_head key in the checkpoint, so TensorRT-LLM uses the target's",
+                MODEL,
+            ),
+        ),
+    ),
+)
+D2T = Param(
+    "model.d2t",
+    lambda d: (d.draft_vocab,) if d.draft_vocab else None,
+    MODEL,
+    exists=lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
+    absent=(MISSING,),
+)
+FC = Param("model.fc.weight", lambda d: (d.hidden, 3 * d.target_hidden), MODEL, absent=(MISSING,))
+NORM = Param("model.norm.weight", lambda d: (d.hidden,), MODEL, absent=(MISSING,))
+
+LLAMA_LOADER = Loader(
+    architectures=("EAGLE3LlamaForCausalLM",),
+    source=MODEL,
+    renames=(Rename(r"^(?!lm_head)", "model.", MODEL), *stacked(MODEL.inferring())),
+    drops=(
+        Drop(
+            r"embed_tokens\.",
+            Event(
+                "info",
+                "embed_tokens_overridden",
+                "{name} is not used: with target_hidden_size == hidden_size TensorRT-LLM takes the target's embedding; "
+                "harmless when it is a frozen copy of the target's (--values --base checks)",
+                MODEL,
+            ),
+            when=lambda d: d.target_hidden == d.hidden,
+        ),
+        Drop(r"t2d", Event("info", "dropped", "{name}: no module asks for it; ignored", MODEL.inferring())),
+    ),
+    lookups=("{name}",),
+    params=(EMBED, TARGET_EMBED, FC, *decoder_layer("model.midlayer.", MODEL, MISSING), NORM, LM_HEAD, D2T),
+    unknown=Event(
+        "warning",
+        "ignored_name",
+        "{name}: no module asks for {candidate}, so TensorRT-LLM ignores it silently",
+        MODEL.inferring(),
+    ),
+    shape_error=Event(
+        "error", "shape_mismatch", "{name} is {got} but TensorRT-LLM's {param} is {want}", MODEL.inferring()
+    ),
+)
+
+ENGINE = Engine(
+    name="trtllm",
+    label="TensorRT-LLM",
+    version="main at b35ac1b (PyTorch backend)",
+    # modeling_auto: an EAGLE-3 drafter's class is "EAGLE3" + architectures[0] without "Eagle3"
+    architecture_mapping=((r"Eagle3", ""), (r"^", "EAGLE3")),
+    loaders=(LLAMA_LOADER,),
+    unregistered=Event(
+        "error",
+        "architecture_not_registered",
+        "architectures[0] is {arch}; TensorRT-LLM looks up {looked_up}, which it does not register ({registered}): "
+        "ValueError: Unknown architecture for AutoModelForCausalLM: {looked_up} (TRT-LLM PR#15426)",
+        AUTO,
+    ),
+    aux_ids=AuxIds(
+        keys=(),
+        offset=0,
+        convention="TensorRT-LLM's: EagleDecodingConfig.eagle3_layers_to_capture, the outputs of those layers",
+        default_outputs=lambda n: (1, n // 2 - 1, n - 4),
+        default_event=Event(
+            "info",
+            "aux_ids_serving_setting",
+            "TensorRT-LLM does not read aux layer ids from the drafter's config{ignored}: it captures "
+            "EagleDecodingConfig.eagle3_layers_to_capture, by default the outputs of target layers {outputs}; set it "
+            "to match training",
+            SPEC,
+        ),
+        source=SPEC,
+        from_serving_config=True,
+    ),
+    config_checks=(
+        Case(
+            lambda d: d.draft_vocab is None,
+            Event(
+                "error",
+                "not_eagle3",
+                "no draft_vocab_size: TensorRT-LLM takes a drafter for EAGLE-3 only when its config has one, so it "
+                "does not build an EAGLE-3 drafter for this checkpoint",
+                AUTO,
+            ),
+        ),
+    ),
+    target_checks=(
+        TargetCheck(
+            lambda d: d.target is not None and d.target.hidden is not None and d.target_hidden != d.target.hidden,
+            Event(
+                "error",
+                "target_hidden_mismatch",
+                "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is "
+                "{target_hidden_actual}",
+                MODEL.inferring(),
+            ),
+        ),
+    ),
+)
