@@ -101,8 +101,9 @@ def append_step_summary(markdown: str, path: str | None) -> None:
             handle.write(markdown)
             handle.flush()
     except OSError as err:
-        raise ReportWriteError(path, f"cannot append the step summary: {err.strerror or err}",
-                               "or pass --no-step-summary") from None  # fmt: skip
+        raise ReportWriteError(
+            path, f"cannot append the step summary: {err.strerror or err}", "or pass --no-step-summary"
+        ) from None
 
 
 def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
@@ -132,52 +133,122 @@ def command_line(ctx: click.Context) -> str:
 @click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.argument("a", metavar="A", required=False)
 @click.argument("b", metavar="[B]", required=False)
-@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES),
-              help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMAT_NAMES),
+    help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).",
+)
 @click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
-@click.option("--profile", metavar="|".join(profile_choices()),
-              help="Architecture knowledge to apply (default: auto, which detects it from config.json).")  # fmt: skip
+@click.option(
+    "--profile",
+    metavar="|".join(profile_choices()),
+    help="Architecture knowledge to apply (default: auto, which detects it from config.json).",
+)
 @click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
-@click.option("--engine", "engines", multiple=True, type=click.Choice(ENGINE_CHOICES),
-              help="Replay this serving engine's drafter loader on each side (repeatable; all: every engine). "
-                   "With --engine, B is optional: one checkpoint is checked on its own.")  # fmt: skip
-@click.option("--rename", "renames", multiple=True, metavar="REGEX=REPLACEMENT",
-              help="Rename tensors of both sides before matching (re.sub, in order; repeatable).")  # fmt: skip
-@click.option("--values", "values", is_flag=True,
-              help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
-                   "into the HF cache; .bin/.pt files need ckptdiff[torch].")  # fmt: skip
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(ENGINE_CHOICES),
+    help="Replay this serving engine's drafter loader on each side (repeatable; all: every engine). "
+    "With --engine, B is optional: one checkpoint is checked on its own.",
+)
+@click.option(
+    "--rename",
+    "renames",
+    multiple=True,
+    metavar="REGEX=REPLACEMENT",
+    help="Rename tensors of both sides before matching (re.sub, in order; repeatable).",
+)
+@click.option(
+    "--values",
+    "values",
+    is_flag=True,
+    help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
+    "into the HF cache; .bin/.pt files need ckptdiff[torch].",
+)
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
-@click.option("--jobs", type=click.IntRange(1, 256), default=128, show_default=True,
-              help="Most shard-header reads in flight at once, both sides together (Hub, object stores).")  # fmt: skip
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 256),
+    default=128,
+    show_default=True,
+    help="Most shard-header reads in flight at once, both sides together (Hub, object stores).",
+)
 @click.option("--ignore", multiple=True, metavar="GLOB", help="Leave tensors matching GLOB out (repeatable).")
-@click.option("--allow-missing", multiple=True, metavar="GLOB",
-              help="Accept tensors matching GLOB that are in A but not in B (repeatable).")  # fmt: skip
-@click.option("--allow-extra", multiple=True, metavar="GLOB",
-              help="Accept tensors matching GLOB that are in B but not in A (repeatable).")  # fmt: skip
-@click.option("--allow-dtype-change", multiple=True, is_flag=False, flag_value="*", metavar="[FROM:TO]",
-              help="Accept dtype FROM in A becoming TO in B (e.g. BF16:F32); bare: any (repeatable).")  # fmt: skip
-@click.option("--allow-event", multiple=True, metavar="ENGINE:CODE",
-              help="Accept an engine event that would fail the gate, e.g. sglang:lm_head_random (globs; "
-                   "repeatable).")  # fmt: skip
-@click.option("--fail-on", type=click.Choice(["error", "warning"]),
-              help="Which findings fail the gate: errors only (default) or warnings too.")  # fmt: skip
-@click.option("--config", "config_path", metavar="FILE",
-              help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).")  # fmt: skip
-@click.option("--expand/--collapse", default=None,
-              help="One row per tensor, or (default) layer/expert patterns collapsed into one row each.")  # fmt: skip
+@click.option(
+    "--allow-missing",
+    multiple=True,
+    metavar="GLOB",
+    help="Accept tensors matching GLOB that are in A but not in B (repeatable).",
+)
+@click.option(
+    "--allow-extra",
+    multiple=True,
+    metavar="GLOB",
+    help="Accept tensors matching GLOB that are in B but not in A (repeatable).",
+)
+@click.option(
+    "--allow-dtype-change",
+    multiple=True,
+    is_flag=False,
+    flag_value="*",
+    metavar="[FROM:TO]",
+    help="Accept dtype FROM in A becoming TO in B (e.g. BF16:F32); bare: any (repeatable).",
+)
+@click.option(
+    "--allow-event",
+    multiple=True,
+    metavar="ENGINE:CODE",
+    help="Accept an engine event that would fail the gate, e.g. sglang:lm_head_random (globs; repeatable).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning"]),
+    help="Which findings fail the gate: errors only (default) or warnings too.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).",
+)
+@click.option(
+    "--expand/--collapse",
+    default=None,
+    help="One row per tensor, or (default) layer/expert patterns collapsed into one row each.",
+)
 @click.option("--only-diffs/--all-rows", default=None, help="Hide tensors that match (default: show all).")
 @click.option("--no-step-summary", is_flag=True, help="Do not append the markdown report to $GITHUB_STEP_SUMMARY.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress or diagnostics on stderr.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
-    a: str | None, b: str | None, fmt: str | None, output: str | None, profile: str | None, base: str | None,
-    ignore: tuple[str, ...], allow_missing: tuple[str, ...], allow_extra: tuple[str, ...],
-    allow_dtype_change: tuple[str, ...], fail_on: str | None, config_path: str | None, expand: bool | None,
-    only_diffs: bool | None, no_step_summary: bool,
-    offline: bool, jobs: int, quiet: bool, debug: bool, values: bool = False, renames: tuple[str, ...] = (),
-    engines: tuple[str, ...] = (), allow_event: tuple[str, ...] = (),
-) -> None:  # fmt: skip
+    a: str | None,
+    b: str | None,
+    fmt: str | None,
+    output: str | None,
+    profile: str | None,
+    base: str | None,
+    ignore: tuple[str, ...],
+    allow_missing: tuple[str, ...],
+    allow_extra: tuple[str, ...],
+    allow_dtype_change: tuple[str, ...],
+    fail_on: str | None,
+    config_path: str | None,
+    expand: bool | None,
+    only_diffs: bool | None,
+    no_step_summary: bool,
+    offline: bool,
+    jobs: int,
+    quiet: bool,
+    debug: bool,
+    values: bool = False,
+    renames: tuple[str, ...] = (),
+    engines: tuple[str, ...] = (),
+    allow_event: tuple[str, ...] = (),
+) -> None:
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
     A and B are local files or folders (model.safetensors, a *.safetensors.index.json, ...), Hugging Face
@@ -197,9 +268,17 @@ def command(
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     a, b = specs_from_config(a, b, settings)
-    policy = merge_policy(settings, {"ignore": ignore, "allow_missing": allow_missing, "allow_extra": allow_extra,
-                                     "allow_dtype_change": allow_dtype_change, "allow_event": allow_event,
-                                     "fail_on": fail_on})  # fmt: skip
+    policy = merge_policy(
+        settings,
+        {
+            "ignore": ignore,
+            "allow_missing": allow_missing,
+            "allow_extra": allow_extra,
+            "allow_dtype_change": allow_dtype_change,
+            "allow_event": allow_event,
+            "fail_on": fail_on,
+        },
+    )
     profile = profile or settings.get("profile", "auto")
     if profile not in profile_choices():
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
@@ -214,14 +293,26 @@ def command(
     rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
     options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
-    report = compare_specs(a, b, profile=profile, base=base, policy=policy,
-                           source_options=options, values=values, notify=notify,
-                           renames=rename_rules, engines=engines)  # fmt: skip
+    report = compare_specs(
+        a,
+        b,
+        profile=profile,
+        base=base,
+        policy=policy,
+        source_options=options,
+        values=values,
+        notify=notify,
+        renames=rename_rules,
+        engines=engines,
+    )
     report = replace(report, command=command_line(click.get_current_context()))
     fmt = _format_for(fmt, output, settings.get("format"))
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    view = RenderOptions(color=color, expand=bool(settings.get("expand") if expand is None else expand),
-                         only_diffs=bool(settings.get("only_diffs") if only_diffs is None else only_diffs))  # fmt: skip
+    view = RenderOptions(
+        color=color,
+        expand=bool(settings.get("expand") if expand is None else expand),
+        only_diffs=bool(settings.get("only_diffs") if only_diffs is None else only_diffs),
+    )
     text = render(report, fmt, view)
     write_report(text, output)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")

@@ -61,14 +61,22 @@ def compare_specs(
         roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
         wanted = Wanted(wanted_groups(roles)) if roles else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)
-    report = compare_checkpoints(side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames,
-                                 engines=engines)  # fmt: skip
+    report = compare_checkpoints(
+        side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames, engines=engines
+    )
     if values:
         from .values import attach_values
 
-        report = attach_values(report, side_a, side_b, base=base_checkpoint, profile=chosen,
-                               offline=getattr(source_options, "offline", False),
-                               progress=getattr(source_options, "progress", False), notify=notify)  # fmt: skip
+        report = attach_values(
+            report,
+            side_a,
+            side_b,
+            base=base_checkpoint,
+            profile=chosen,
+            offline=getattr(source_options, "offline", False),
+            progress=getattr(source_options, "progress", False),
+            notify=notify,
+        )
     return report
 
 

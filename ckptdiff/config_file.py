@@ -111,8 +111,11 @@ def _section(path: Path, document: dict[str, Any], *, required: bool) -> dict[st
     """The ckptdiff settings in a parsed file, or None for a pyproject.toml that has none."""
     if path.name != PYPROJECT_TOML:
         if "tool" in document and isinstance(document["tool"], dict) and "ckptdiff" in document["tool"]:
-            raise ConfigError(str(path), "has a [tool.ckptdiff] table",
-                              f"in {CKPTDIFF_TOML} settings go at the top level, with no table header")  # fmt: skip
+            raise ConfigError(
+                str(path),
+                "has a [tool.ckptdiff] table",
+                f"in {CKPTDIFF_TOML} settings go at the top level, with no table header",
+            )
         return document
     tool = document.get("tool", {})
     section = tool.get("ckptdiff") if isinstance(tool, dict) else None

@@ -75,21 +75,26 @@ class Policy:
         return f"{origin}: {field.replace('_', '-')}" if origin else flag_name(field)
 
     def _dtype_rule(self, rule: str) -> str:
-        from .safetensors_header import DTYPE_BITS
+        from .dtypes import DTYPE_BITS
 
         if rule == ANY_DTYPE_CHANGE:
             return rule
         parts = rule.split(":")
         if len(parts) != 2:
-            raise PolicyError(self._where("allow_dtype_change"), f"{rule!r} is not FROM:TO (e.g. BF16:F32)",
-                              "a bare --allow-dtype-change goes after A and B")  # fmt: skip
+            raise PolicyError(
+                self._where("allow_dtype_change"),
+                f"{rule!r} is not FROM:TO (e.g. BF16:F32)",
+                "a bare --allow-dtype-change goes after A and B",
+            )
         normalised = []
         for dtype in parts:
             dtype = dtype.strip().upper()
             if dtype != ANY_DTYPE_CHANGE and dtype not in DTYPE_BITS:
-                raise PolicyError(self._where("allow_dtype_change"),
-                                  f"{dtype or '(empty)'!r} in {rule!r} is not a safetensors dtype",
-                                  f"one of {', '.join(DTYPE_BITS)} or *")  # fmt: skip
+                raise PolicyError(
+                    self._where("allow_dtype_change"),
+                    f"{dtype or '(empty)'!r} in {rule!r} is not a safetensors dtype",
+                    f"one of {', '.join(DTYPE_BITS)} or *",
+                )
             normalised.append(dtype)
         return ":".join(normalised)
 
@@ -152,8 +157,10 @@ def apply_policy(
     if policy.is_default:
         return tuple(rows), ()
     ignore = _Globs(policy.ignore)
-    allow = {"only_in_a": ("allow_missing", _Globs(policy.allow_missing)),
-             "only_in_b": ("allow_extra", _Globs(policy.allow_extra))}  # fmt: skip
+    allow = {
+        "only_in_a": ("allow_missing", _Globs(policy.allow_missing)),
+        "only_in_b": ("allow_extra", _Globs(policy.allow_extra)),
+    }
     ignored: dict[str, int] = {}
     kept: list[TensorRow] = []
     for row in rows:

@@ -19,9 +19,9 @@ from ckptdiff.profiles.eagle3 import (
     TENSORRT_LLM,
     VLLM,
     canonical_name,
-    expected_shapes,
     naming_convention,
 )
+from ckptdiff.profiles.eagle3_config import expected_shapes
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,

@@ -46,8 +46,12 @@ def render(report: Report, options: RenderOptions) -> str:
     title = f"ckptdiff {report.a.display} vs {report.b.display}" if report.b else f"ckptdiff {report.a.display}"
     suite = _element(suites, "testsuite", name=title)
     properties = _element(suite, "properties")
-    facts = [("ckptdiff.version", __version__), ("verdict", report.verdict), ("a", report.a.spec),
-             ("a.revision", report.a.revision or "")]  # fmt: skip
+    facts = [
+        ("ckptdiff.version", __version__),
+        ("verdict", report.verdict),
+        ("a", report.a.spec),
+        ("a.revision", report.a.revision or ""),
+    ]
     if report.b is not None:
         facts += [("b", report.b.spec), ("b.revision", report.b.revision or "")]
     if report.base is not None:
@@ -83,8 +87,9 @@ def render(report: Report, options: RenderOptions) -> str:
         case = _element(suite, "testcase", classname="findings", name=name)
         if report.finding_fails(finding):
             failures += 1
-            _element(case, "failure", f"{finding.severity}: {finding.message}", message=finding.message,
-                     type=finding.code)  # fmt: skip
+            _element(
+                case, "failure", f"{finding.severity}: {finding.message}", message=finding.message, type=finding.code
+            )
         else:
             _element(case, "system-out", f"{finding.severity}: {finding.message}")
 
@@ -116,7 +121,8 @@ def render(report: Report, options: RenderOptions) -> str:
 
     # the common schema (Jenkins junit-10.xsd) has no "skipped" on <testsuites>, only on <testsuite>
     suites.attrib.update({"tests": str(tests), "failures": str(failures), "errors": "0", "time": "0"})
-    suite.attrib.update({"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": str(skipped),
-                         "time": "0"})  # fmt: skip
+    suite.attrib.update(
+        {"tests": str(tests), "failures": str(failures), "errors": "0", "skipped": str(skipped), "time": "0"}
+    )
     ET.indent(suites, space="  ")
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"

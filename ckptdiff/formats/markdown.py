@@ -94,8 +94,14 @@ def _comparison(report: Report, options: RenderOptions) -> list[str]:
             pb, bb = report.b.dtypes.get(dtype, (0, 0))
             table.append([dtype, f"{pa:,}", human_bytes(ba), f"{pb:,}", human_bytes(bb)])
         out += ["### Parameters per dtype", ""]
-        out.append(tabulate(table, headers=["dtype", "A parameters", "A bytes", "B parameters", "B bytes"],
-                            tablefmt="github", disable_numparse=True))  # fmt: skip
+        out.append(
+            tabulate(
+                table,
+                headers=["dtype", "A parameters", "A bytes", "B parameters", "B bytes"],
+                tablefmt="github",
+                disable_numparse=True,
+            )
+        )
         out.append("")
 
     shown = display_rows(report, options)

@@ -19,9 +19,20 @@ from ._common import (
     value_cells,
 )
 
-_COLORS = {"match": "32", "injected": "36", "shape_mismatch": "31", "dtype_mismatch": "33",
-           "only_in_a": "31", "only_in_b": "31", "compatible": "1;32", "incompatible": "1;31",
-           "error": "31", "warning": "33", "info": "36", "allowed": "33"}  # fmt: skip
+_COLORS = {
+    "match": "32",
+    "injected": "36",
+    "shape_mismatch": "31",
+    "dtype_mismatch": "33",
+    "only_in_a": "31",
+    "only_in_b": "31",
+    "compatible": "1;32",
+    "incompatible": "1;31",
+    "error": "31",
+    "warning": "33",
+    "info": "36",
+    "allowed": "33",
+}
 
 
 _OUTCOME_COLORS = {"loads": "match", "degraded": "dtype_mismatch", "fails": "shape_mismatch"}
@@ -61,8 +72,11 @@ def render(report: Report, options: RenderOptions) -> str:
         lines += ["", "no differing tensors" if options.only_diffs else "no tensors"]
     if report.config:
         config_rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
-        lines += ["", "config.json differences:", tabulate(config_rows, headers=["key", "A", "B", "status"],
-                                                           tablefmt="simple", disable_numparse=True)]  # fmt: skip
+        lines += [
+            "",
+            "config.json differences:",
+            tabulate(config_rows, headers=["key", "A", "B", "status"], tablefmt="simple", disable_numparse=True),
+        ]
     if report.engines:
         lines += ["", "engines:"]
         for result in report.engines:

@@ -19,31 +19,18 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ..checkpoint import Checkpoint
+from ..dtypes import FLOAT_DTYPES
 from ..report import Finding, Severity, TensorRow, TensorSide
 from . import Config, Convention, InjectedWeight, Profile
 from .base_layouts import Found, Resolved, lookup, recognise
+from .eagle3_config import DrafterConfig, config_dtype, expected_shapes, is_eagle3
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096
-#: EAGLE-3 fuses three target layers unless the config lists others.
-DEFAULT_AUX_LAYERS = 3
-#: Where a drafter's config keeps its settings: top level (SpecForge/EAGLE), or nested (speculators, EAGLE).
-_SCOPES = ("", "transformer_layer_config", "eagle_config")
-_TORCH_DTYPES = {"bfloat16": "BF16", "float16": "F16", "half": "F16", "float32": "F32", "float": "F32",
-                 "float64": "F64", "double": "F64"}  # fmt: skip
-_FLOAT_DTYPES = frozenset({"BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"})
-
-
-def is_eagle3(config: Config) -> bool:
-    architectures = config.get("architectures") or []
-    if isinstance(architectures, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in architectures):
-        return True
-    return "eagle_config" in config or config.get("speculators_model_type") == "eagle3"
 
 
 # --- Naming conventions -----------------------------------------------------------------------------------
@@ -84,154 +71,6 @@ def naming_convention(names: Iterable[str]) -> Convention | None:
             if rest.startswith(layer):
                 found.add((prefix, layer))
     return CONVENTIONS[found.pop()] if len(found) == 1 else None
-
-
-# --- What a config says -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Setting:
-    """A config value and the (dotted) key it came from."""
-
-    value: Any
-    key: str
-
-    def __str__(self) -> str:
-        return f"{self.key}={json.dumps(self.value)}"
-
-
-def setting(config: Config, *keys: str) -> Setting | None:
-    """The first of ``keys`` set (not null) at the top level, in ``transformer_layer_config`` or ``eagle_config``."""
-    for key in keys:
-        for scope in _SCOPES:
-            holder = config.get(scope) if scope else config
-            if isinstance(holder, Mapping) and holder.get(key) is not None:
-                return Setting(holder[key], f"{scope}.{key}" if scope else key)
-    return None
-
-
-def _positive(found: Setting | None) -> Setting | None:
-    ok = found is not None and isinstance(found.value, int) and not isinstance(found.value, bool) and found.value > 0
-    return found if ok else None
-
-
-@dataclass(frozen=True)
-class DrafterConfig:
-    """The settings of an EAGLE-3 drafter's config.json that decide its tensors' shapes."""
-
-    hidden: Setting | None
-    target_hidden: Setting | None  # target_hidden_size, or None: the drafter's own hidden size
-    aux_layer_ids: Setting | None
-    vocab: Setting | None
-    draft_vocab: Setting | None
-    heads: Setting | None
-    kv_heads: Setting | None
-    head_dim: Setting | None
-    intermediate: Setting | None
-    tied: bool
-    max_positions: Setting | None
-    dtype: Setting | None
-    mla: bool  # multi-head latent attention (DeepSeek-style): attention tensors this profile does not know
-
-    @classmethod
-    def of(cls, config: Config) -> DrafterConfig:
-        aux = setting(config, "eagle_aux_hidden_state_layer_ids")
-        if aux is not None and not (isinstance(aux.value, list) and all(isinstance(i, int) for i in aux.value)):
-            aux = None
-        dtype = setting(config, "torch_dtype", "dtype")
-        if dtype is not None and _TORCH_DTYPES.get(str(dtype.value).removeprefix("torch.")) is None:
-            dtype = None
-        tied = setting(config, "tie_word_embeddings")
-        return cls(
-            hidden=_positive(setting(config, "hidden_size")),
-            target_hidden=_positive(setting(config, "target_hidden_size")),
-            aux_layer_ids=aux,
-            vocab=_positive(setting(config, "vocab_size")),
-            draft_vocab=_positive(setting(config, "draft_vocab_size")),
-            heads=_positive(setting(config, "num_attention_heads")),
-            kv_heads=_positive(setting(config, "num_key_value_heads")),
-            head_dim=_positive(setting(config, "head_dim")),
-            intermediate=_positive(setting(config, "intermediate_size")),
-            tied=bool(tied is not None and tied.value is True),
-            max_positions=_positive(setting(config, "max_position_embeddings")),
-            dtype=dtype,
-            mla=setting(config, "kv_lora_rank") is not None or setting(config, "q_lora_rank") is not None,
-        )
-
-    @property
-    def safetensors_dtype(self) -> str | None:
-        return _TORCH_DTYPES.get(str(self.dtype.value).removeprefix("torch.")) if self.dtype else None
-
-    @property
-    def needs_d2t(self) -> bool:
-        return self.draft_vocab is not None and self.vocab is not None and self.draft_vocab.value != self.vocab.value
-
-
-@dataclass(frozen=True)
-class Expected:
-    """A tensor shape a config implies, and the settings it follows from."""
-
-    shape: tuple[int, ...]
-    because: str
-
-
-def expected_shapes(config: Config) -> dict[str, Expected]:
-    """Canonical tensor name → the shape the drafter's own config.json implies (nn.Linear stores [out, in]).
-
-    Only tensors whose every dimension the config determines are listed; attention and MLP are left out for
-    an attention this profile does not know (MLA).
-    """
-    c = DrafterConfig.of(config)
-    out: dict[str, Expected] = {}
-    if c.hidden is None:
-        return out
-    h = c.hidden.value
-
-    def put(name: str, shape: tuple[int, ...], *why: Setting | str) -> None:
-        out[name] = Expected(shape, ", ".join(str(w) for w in why))
-
-    for norm in ("midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight",
-                 "midlayer.post_attention_layernorm.weight", "norm.weight"):  # fmt: skip
-        put(norm, (h,), c.hidden)
-    target = c.target_hidden or c.hidden
-    if c.aux_layer_ids is not None:
-        n_aux, aux_why = len(c.aux_layer_ids.value), f"{len(c.aux_layer_ids.value)} aux layers ({c.aux_layer_ids})"
-    else:
-        n_aux = DEFAULT_AUX_LAYERS
-        aux_why = f"{n_aux} aux layers (the default: no eagle_aux_hidden_state_layer_ids)"
-    use_aux = setting(config, "use_aux_hidden_state")
-    if use_aux is None or use_aux.value is not False:  # with use_aux_hidden_state false, engines skip fc
-        put("fc.weight", (h, n_aux * target.value), c.hidden, f"{aux_why} × target hidden ({target})")
-        put("fc.bias", (h,), c.hidden)
-    if not c.mla and c.heads is not None:
-        head_dim = c.head_dim.value if c.head_dim else h // c.heads.value
-        head_why: Setting | str = c.head_dim if c.head_dim else f"head_dim = {c.hidden} / {c.heads}"
-        kv_heads = c.kv_heads or c.heads
-        q_out, kv_out = c.heads.value * head_dim, kv_heads.value * head_dim
-        if c.head_dim or h % c.heads.value == 0:
-            attn = "midlayer.self_attn."
-            put(f"{attn}q_proj.weight", (q_out, 2 * h), c.heads, head_why, f"input 2 × {c.hidden}")
-            put(f"{attn}k_proj.weight", (kv_out, 2 * h), kv_heads, head_why, f"input 2 × {c.hidden}")
-            put(f"{attn}v_proj.weight", (kv_out, 2 * h), kv_heads, head_why, f"input 2 × {c.hidden}")
-            put(f"{attn}o_proj.weight", (h, q_out), c.hidden, c.heads, head_why)
-            put(f"{attn}q_proj.bias", (q_out,), c.heads, head_why)
-            put(f"{attn}k_proj.bias", (kv_out,), kv_heads, head_why)
-            put(f"{attn}v_proj.bias", (kv_out,), kv_heads, head_why)
-            put(f"{attn}o_proj.bias", (h,), c.hidden)
-    if not c.mla and c.intermediate is not None:
-        i = c.intermediate.value
-        put("midlayer.mlp.gate_proj.weight", (i, h), c.intermediate, c.hidden)
-        put("midlayer.mlp.up_proj.weight", (i, h), c.intermediate, c.hidden)
-        put("midlayer.mlp.down_proj.weight", (h, i), c.hidden, c.intermediate)
-    if c.vocab is not None:
-        put("embed_tokens.weight", (c.vocab.value, h), c.vocab, c.hidden)
-        put("t2d", (c.vocab.value,), c.vocab)
-    head_rows = c.draft_vocab or c.vocab
-    if head_rows is not None:
-        put("lm_head.weight", (head_rows.value, h), head_rows, c.hidden)
-    if c.draft_vocab is not None:
-        put("d2t", (c.draft_vocab.value,), c.draft_vocab)
-    return out
 
 
 # --- Injected weights -------------------------------------------------------------------------------------
@@ -298,7 +137,7 @@ class _Side:
         """The drafter's dtype: config.json's torch_dtype, else its most common float dtype."""
         if self.drafter is not None and self.drafter.safetensors_dtype:
             return self.drafter.safetensors_dtype
-        counts = Counter({d: p for d, (p, _) in self.checkpoint.dtype_totals().items() if d in _FLOAT_DTYPES})
+        counts = Counter({d: p for d, (p, _) in self.checkpoint.dtype_totals().items() if d in FLOAT_DTYPES})
         return counts.most_common(1)[0][0] if counts else None
 
 
@@ -311,10 +150,14 @@ def review(
 ) -> tuple[tuple[TensorRow, ...], list[Finding]]:
     """EAGLE-3 findings for a comparison, and injected rows' notes completed with the base's verdict."""
     sides = tuple(
-        _Side(label, checkpoint, {row.name: side for row in rows if (side := getattr(row, attr)) is not None},
-              DrafterConfig.of(checkpoint.config) if checkpoint.config and is_eagle3(checkpoint.config) else None)
+        _Side(
+            label,
+            checkpoint,
+            {row.name: side for row in rows if (side := getattr(row, attr)) is not None},
+            DrafterConfig.of(checkpoint.config) if checkpoint.config and is_eagle3(checkpoint.config) else None,
+        )
         for label, attr, checkpoint in (("A", "a", a), ("B", "b", b))
-    )  # fmt: skip
+    )
     found = _Findings()
     resolved = recognise(base.config, base.tensors.keys()) if base is not None else None
     base_embedding = (resolved.embedding if resolved else None) or EMBED.base_name
@@ -326,9 +169,12 @@ def review(
         _check_injected(side, other, base, resolved, found, verified)
     if base is not None and resolved is not None:
         if base.config is None and any(side.drafter is not None for side in sides):
-            found.add("info", "base_config_missing",
-                      f"the base ({base.spec}) has no config.json: the drafters' vocab_size, hidden size, aux layer "
-                      "ids, dtype and max_position_embeddings are not checked against it")  # fmt: skip
+            found.add(
+                "info",
+                "base_config_missing",
+                f"the base ({base.spec}) has no config.json: the drafters' vocab_size, hidden size, aux layer "
+                "ids, dtype and max_position_embeddings are not checked against it",
+            )
         for side in sides:
             _check_against_base(side, base, resolved, found)
     if verified:
@@ -356,34 +202,56 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
             continue
         own = f" (stored as {stored.name})" if stored.name else ""
         if name == "t2d":
-            found.add("warning", "t2d_length_mismatch",
-                      f"t2d{own} has {_shape(stored.shape)} entries but config.json's {want.because} needs "
-                      f"{_shape(want.shape)}: the draft vocabulary mask was built for a different target vocabulary",
-                      side.label)  # fmt: skip
+            found.add(
+                "warning",
+                "t2d_length_mismatch",
+                f"t2d{own} has {_shape(stored.shape)} entries but config.json's {want.because} needs "
+                f"{_shape(want.shape)}: the draft vocabulary mask was built for a different target vocabulary",
+                side.label,
+            )
         else:
-            found.add("error", "shape_vs_config",
-                      f"{name}{own} is {_shape(stored.shape)} but its config.json implies {_shape(want.shape)} "
-                      f"({want.because}); the engine builds the layer from the config and cannot load this weight",
-                      side.label)  # fmt: skip
+            found.add(
+                "error",
+                "shape_vs_config",
+                f"{name}{own} is {_shape(stored.shape)} but its config.json implies {_shape(want.shape)} "
+                f"({want.because}); the engine builds the layer from the config and cannot load this weight",
+                side.label,
+            )
     if c.draft_vocab is not None and "lm_head.weight" not in side.tensors:
-        found.add("error", "lm_head_missing",
-                  f"config.json sets {c.draft_vocab} but there is no lm_head.weight: engines take the head from the "
-                  "base model only when draft_vocab_size is absent, so it would be randomly initialised "
-                  "(accept length ≈ 1.00)", side.label)  # fmt: skip
+        found.add(
+            "error",
+            "lm_head_missing",
+            f"config.json sets {c.draft_vocab} but there is no lm_head.weight: engines take the head from the "
+            "base model only when draft_vocab_size is absent, so it would be randomly initialised "
+            "(accept length ≈ 1.00)",
+            side.label,
+        )
     if c.needs_d2t and "d2t" not in side.tensors:
-        found.add("error", "d2t_missing",
-                  f"the draft vocabulary ({c.draft_vocab}) differs from the target's ({c.vocab}) but there is no "
-                  "d2t: draft token ids cannot be mapped to target ids (a missing d2t dropped accept length "
-                  "from 2.99 to 1.12)", side.label)  # fmt: skip
+        found.add(
+            "error",
+            "d2t_missing",
+            f"the draft vocabulary ({c.draft_vocab}) differs from the target's ({c.vocab}) but there is no "
+            "d2t: draft token ids cannot be mapped to target ids (a missing d2t dropped accept length "
+            "from 2.99 to 1.12)",
+            side.label,
+        )
     if EMBED.name in side.tensors:
-        found.add("info", "embed_tokens_carried",
-                  f"carries its own {EMBED.name}: vLLM uses it instead of the base's {base_embedding} (SGLang "
-                  "takes the base's), so it must equal the base's; a random one collapses acceptance "
-                  "(--values --base compares them)", side.label)  # fmt: skip
+        found.add(
+            "info",
+            "embed_tokens_carried",
+            f"carries its own {EMBED.name}: vLLM uses it instead of the base's {base_embedding} (SGLang "
+            "takes the base's), so it must equal the base's; a random one collapses acceptance "
+            "(--values --base compares them)",
+            side.label,
+        )
     if c.max_positions is not None and c.max_positions.value <= SMALL_MAX_POSITIONS:
-        found.add("warning", "max_position_small",
-                  f"{c.max_positions} is small: RoPE positions past it are clamped, and acceptance collapses on "
-                  "longer prompts", side.label)  # fmt: skip
+        found.add(
+            "warning",
+            "max_position_small",
+            f"{c.max_positions} is small: RoPE positions past it are clamped, and acceptance collapses on "
+            "longer prompts",
+            side.label,
+        )
 
 
 def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
@@ -400,13 +268,19 @@ def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
             else "the drafters fuse different target layers; SGLang and vLLM also read these ids off by one "
             "from each other, so check which engine each was written for"
         )
-        found.add("warning", "aux_layer_ids_differ",
-                  f"{ids_a.key} differs: A {json.dumps(ids_a.value)}, B {json.dumps(ids_b.value)}; {why}")  # fmt: skip
+        found.add(
+            "warning",
+            "aux_layer_ids_differ",
+            f"{ids_a.key} differs: A {json.dumps(ids_a.value)}, B {json.dumps(ids_b.value)}; {why}",
+        )
     pos_a, pos_b = a.drafter.max_positions, b.drafter.max_positions
     if pos_a is not None and pos_b is not None and pos_a.value != pos_b.value:
-        found.add("info", "max_position_differs",
-                  f"max_position_embeddings differs: A {pos_a.value}, B {pos_b.value}; the smaller one clamps RoPE "
-                  f"past {min(pos_a.value, pos_b.value)} tokens")  # fmt: skip
+        found.add(
+            "info",
+            "max_position_differs",
+            f"max_position_embeddings differs: A {pos_a.value}, B {pos_b.value}; the smaller one clamps RoPE "
+            f"past {min(pos_a.value, pos_b.value)} tokens",
+        )
 
 
 def _check_injected(
@@ -424,17 +298,24 @@ def _check_injected(
         if weight.name in side.tensors:
             continue
         if base is None or resolved is None:
-            found.add("info", "injected_from_base",
-                      f"{weight.name} is absent; the engine supplies it from the base model's {weight.base_name} "
-                      "(give --base to verify it)", side.label)  # fmt: skip
+            found.add(
+                "info",
+                "injected_from_base",
+                f"{weight.name} is absent; the engine supplies it from the base model's {weight.base_name} "
+                "(give --base to verify it)",
+                side.label,
+            )
             continue
         base_name = resolved.name(weight.role)
         source = base.tensors.get(base_name) if base_name else None
         if base_name is None or source is None:
             looked = " or ".join(resolved.layout.names(weight.role))
-            found.add("error", "injected_missing_in_base",
-                      f"{weight.name} is absent and the base ({base.spec}) has no {looked} to supply it",
-                      side.label)  # fmt: skip
+            found.add(
+                "error",
+                "injected_missing_in_base",
+                f"{weight.name} is absent and the base ({base.spec}) has no {looked} to supply it",
+                side.label,
+            )
             continue
         got = f"{_shape(source.shape)} {source.dtype}"
         problems = []
@@ -445,18 +326,24 @@ def _check_injected(
         if carried is not None and carried.shape != source.shape:
             problems.append(f"{other.label} stores its own as {_shape(carried.shape)}")
         if problems:
-            found.add("error", "injected_incompatible_with_base",
-                      f"{weight.name} would come from the base's {base_name}, which is {got}, but "
-                      f"{' and '.join(problems)}", side.label)  # fmt: skip
+            found.add(
+                "error",
+                "injected_incompatible_with_base",
+                f"{weight.name} would come from the base's {base_name}, which is {got}, but {' and '.join(problems)}",
+                side.label,
+            )
             verified.setdefault(weight.name, (weight.note_for(base_name), f"base has {got}: does not fit"))
             continue
         dtype = carried.dtype if carried is not None else side.dtype
         if dtype is not None and source.dtype != dtype:
-            found.add("warning", "dtype_differs_from_base",
-                      f"{weight.name} would come from the base's {base_name} as {source.dtype}, but the "
-                      f"drafter's weights are {dtype}", side.label)  # fmt: skip
-        found.add("info", "injected_verified",
-                  f"{weight.name}: the base's {base_name} {got} fits", side.label)  # fmt: skip
+            found.add(
+                "warning",
+                "dtype_differs_from_base",
+                f"{weight.name} would come from the base's {base_name} as {source.dtype}, but the "
+                f"drafter's weights are {dtype}",
+                side.label,
+            )
+        found.add("info", "injected_verified", f"{weight.name}: the base's {base_name} {got} fits", side.label)
         verified.setdefault(weight.name, (weight.note_for(base_name), f"verified: {got}"))
 
 
@@ -468,9 +355,12 @@ def _base_setting(
     if value is not None and isinstance(value.value, int) and not isinstance(value.value, bool) and value.value > 0:
         return value
     what = "has no" if value is None else f"has no usable ({value.key}={json.dumps(value.value)})"
-    found.add("info", "base_setting_missing",
-              f"the base's config.json {what} {' or '.join(looked)}: {checks} not checked against the base",
-              side.label)  # fmt: skip
+    found.add(
+        "info",
+        "base_setting_missing",
+        f"the base's config.json {what} {' or '.join(looked)}: {checks} not checked against the base",
+        side.label,
+    )
     return None
 
 
@@ -484,40 +374,59 @@ def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found
 
     if c.vocab is not None and (vocab := base_value("vocab_size", f"the drafter's {c.vocab}")) is not None:
         if c.vocab.value != vocab.value:
-            found.add("error", "base_config_mismatch",
-                      f"{c.vocab} but the base's {vocab.key} is {vocab.value}: the drafter was trained for another "
-                      "tokenizer", side.label)  # fmt: skip
+            found.add(
+                "error",
+                "base_config_mismatch",
+                f"{c.vocab} but the base's {vocab.key} is {vocab.value}: the drafter was trained for another tokenizer",
+                side.label,
+            )
     target = c.target_hidden or c.hidden
     if target is not None and (hidden := base_value("hidden_size", f"the drafter's target hidden size ({target})")):
         if target.value != hidden.value:
-            found.add("error", "base_config_mismatch",
-                      f"the drafter expects target hidden states of {target} but the base's {hidden.key} is "
-                      f"{hidden.value}: fc cannot take the base's hidden states", side.label)  # fmt: skip
+            found.add(
+                "error",
+                "base_config_mismatch",
+                f"the drafter expects target hidden states of {target} but the base's {hidden.key} is "
+                f"{hidden.value}: fc cannot take the base's hidden states",
+                side.label,
+            )
     if c.aux_layer_ids is not None and (layers := base_value("num_hidden_layers", str(c.aux_layer_ids))):
         outside = [i for i in c.aux_layer_ids.value if not 0 <= i < layers.value]
         if outside:
-            found.add("error", "aux_layer_out_of_range",
-                      f"{c.aux_layer_ids} names layer(s) {json.dumps(outside)} but the base has "
-                      f"{layers.key}={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
-                      "off-by-one)", side.label)  # fmt: skip
+            found.add(
+                "error",
+                "aux_layer_out_of_range",
+                f"{c.aux_layer_ids} names layer(s) {json.dumps(outside)} but the base has "
+                f"{layers.key}={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
+                "off-by-one)",
+                side.label,
+            )
     _check_dtype_against_base(side, base, resolved, found)
     if c.max_positions is not None:
         positions = base_value("max_position_embeddings", f"the drafter's {c.max_positions}")
         if positions is not None and c.max_positions.value < positions.value:
-            found.add("warning", "max_position_small",
-                      f"{c.max_positions} is below the base's {positions.value}: RoPE positions past it are "
-                      "clamped, and acceptance collapses on longer prompts", side.label)  # fmt: skip
+            found.add(
+                "warning",
+                "max_position_small",
+                f"{c.max_positions} is below the base's {positions.value}: RoPE positions past it are "
+                "clamped, and acceptance collapses on longer prompts",
+                side.label,
+            )
 
 
 def _check_dtype_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found: _Findings) -> None:
     path = resolved.text_config_path
     setting_found = lookup(base.config, "torch_dtype", path)[0] or lookup(base.config, "dtype", path)[0]
-    base_dtype = _TORCH_DTYPES.get(str(setting_found.value).removeprefix("torch.")) if setting_found else None
+    base_dtype = config_dtype(setting_found.value) if setting_found else None
     if setting_found is not None and base_dtype is not None and side.dtype is not None and side.dtype != base_dtype:
-        found.add("warning", "dtype_differs_from_base",
-                  f"the drafter is {side.dtype} but the base runs in {base_dtype} "
-                  f"({setting_found.key}={json.dumps(setting_found.value)}); the engine casts the drafter to the "
-                  "base's dtype", side.label)  # fmt: skip
+        found.add(
+            "warning",
+            "dtype_differs_from_base",
+            f"the drafter is {side.dtype} but the base runs in {base_dtype} "
+            f"({setting_found.key}={json.dumps(setting_found.value)}); the engine casts the drafter to the "
+            "base's dtype",
+            side.label,
+        )
 
 
 #: Findings that only describe what engines do; ``--engine`` reports that as each engine's events instead.
