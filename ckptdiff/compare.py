@@ -7,7 +7,7 @@ from typing import Any
 
 from .checkpoint import Checkpoint, TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy
-from .profiles import Profile, detect_profile, get_profile
+from .profiles import AUTO, Profile, detect_profile, get_profile
 from .profiles.base_layouts import recognise, wanted_groups
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
@@ -24,8 +24,6 @@ from .report import (
 
 #: config.json keys that record who wrote the file, not what the model is.
 PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
-
-AUTO = "auto"
 
 
 def compare_specs(
@@ -164,8 +162,7 @@ def _tensor_rows(
     config_b: Mapping[str, Any] | None = None,
 ) -> list[TensorRow]:
     """One row per name of either side, sorted by name. One pass that touches each tensor once (a Kimi-K2 pair
-    has 140 k rows: several C-level passes over them cost twice this loop, in memory traffic), the rows then
-    built column-wise."""
+    has 140 k rows: memory traffic, not the interpreter, is the cost), the rows then built column-wise."""
     names = sorted(a) if a.keys() == b.keys() else sorted(a.keys() | b.keys())  # the sort is cheaper on dict order
     shared: dict[tuple[tuple[int, ...], str], TensorSide] = {}  # immutable, so rows share them: ~30 in 140 k rows
 

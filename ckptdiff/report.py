@@ -47,7 +47,7 @@ class TensorSide:
         return out
 
 
-@dataclass(frozen=True, slots=True)  # slots: 140 k rows for a Kimi-K2 pair, a third of the memory of dicts
+@dataclass(frozen=True, slots=True)  # slots: a Kimi-K2 pair has 140 k rows
 class TensorRow:
     name: str
     status: Status
@@ -159,7 +159,6 @@ class SideSummary:
 
     spec: str
     kind: str
-    location: str
     revision: str | None
     files: int
     tensors: int
@@ -176,7 +175,6 @@ class SideSummary:
             layout=layout,
             spec=checkpoint.spec,
             kind=checkpoint.kind,
-            location=checkpoint.location,
             revision=checkpoint.revision,
             files=len(checkpoint.files),
             tensors=len(checkpoint.tensors),

@@ -48,8 +48,9 @@ class Convention:
 
 @dataclass(frozen=True)
 class Profile:
+    """One architecture's knowledge as data: how to detect it, what its engines inject, its namings and checks."""
+
     name: str
-    description: str
     detect: Callable[[Config], bool]
     #: The weights the engine injects into any checkpoint of this architecture that lacks them.
     injected: tuple[InjectedWeight, ...] = ()

@@ -447,7 +447,6 @@ def engine_view(findings: list[Finding]) -> list[Finding]:
 
 EAGLE3 = Profile(
     name="eagle3",
-    description="EAGLE-3 speculative-decoding drafter",
     detect=is_eagle3,
     injected=(EMBED,),  # always; lm_head too for a drafter without draft_vocab_size (injected_for)
     injects=injected_for,
