@@ -90,9 +90,8 @@ def make_rows(
     sides_b: Sequence[TensorSide | None],
     notes: Sequence[str | None],
 ) -> list[TensorRow]:
-    """``[TensorRow(name, status, a, b, note), ...]`` at half the cost, filled a column at a time through the
-    slots in C-level passes (the frozen dataclass's ``__init__`` is a Python call per row; a Kimi-K2 pair has
-    140 k rows)."""
+    """``[TensorRow(name, status, a, b, note), ...]`` filled a column at a time through the slots in C-level
+    passes: the frozen dataclass's ``__init__`` would be a Python call for each of a Kimi-K2 pair's 140 k rows."""
     rows = list(map(object.__new__, repeat(TensorRow, len(names))))
     columns = (names, statuses, sides_a, sides_b, notes, repeat(None), repeat(None))
     for set_field, column in zip(_ROW_SETTERS, columns, strict=True):
