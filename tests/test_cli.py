@@ -9,6 +9,7 @@ from fixtures.generate import HERE as FIXTURES
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
 TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
+NO_LM_HEAD = str(FIXTURES / "kimi-k2-eagle3-no-lm-head")
 
 
 def test_compatible_pair_prints_the_table_and_exits_0(run_cli):
@@ -30,6 +31,26 @@ def test_changed_fc_shape_exits_1_and_says_which_tensor_and_how(run_cli):
     fc = next(line for line in result.stdout.splitlines() if line.startswith("fc.weight"))
     assert "[64, 192] BF16" in fc and "[64, 128] BF16" in fc and "shape_mismatch" in fc and "dim 1: 192 vs 128" in fc
     assert result.stdout.rstrip().endswith("incompatible: 14 match, 1 injected, 1 shape_mismatch")
+
+
+def test_one_drafter_checked_against_two_engines_names_the_random_head(run_cli):
+    """README's --engine example: no lm_head.weight but draft_vocab_size set (sglang PR#27908)."""
+    result = run_cli(NO_LM_HEAD, "--engine", "sglang", "--engine", "vllm")
+
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert "  sglang A: degraded — 1 weight random (lm_head.weight)" in lines
+    assert any(line.startswith("  vllm A: degraded") for line in lines)
+    assert any(line.startswith("    warning [lm_head_random] lm_head.weight is missing") for line in lines)
+    assert lines[-1] == "incompatible: sglang A degraded, vllm A degraded"
+
+
+def test_the_bundled_fixtures_are_what_generate_writes(tmp_path):
+    from fixtures.generate import write_bundled
+
+    for folder in write_bundled(tmp_path):
+        for file in folder.iterdir():
+            assert file.read_bytes() == (FIXTURES / folder.name / file.name).read_bytes(), file
 
 
 def test_json_on_stdout(run_cli):

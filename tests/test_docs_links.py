@@ -16,8 +16,6 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 PAGES = sorted([REPO / "README.md", REPO / "CONTRIBUTING.md", REPO / "CHANGELOG.md", *DOCS.glob("*.md")])
 # Pages written on other branches of the same release; linked already, checked once they exist.
-PAGES_FROM_OTHER_BRANCHES = {"base-models.md", "engines.md", "object-stores.md", "values.md", "performance.md"}
-
 FENCE = re.compile(r"^(```|~~~)")
 LINK = re.compile(r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -71,8 +69,6 @@ def broken_links(page: Path) -> list[str]:
         path_part, _, anchor = target.partition("#")
         destination = (page.parent / path_part).resolve() if path_part else page
         if not destination.exists():
-            if destination.parent == DOCS and destination.name in PAGES_FROM_OTHER_BRANCHES:
-                continue
             problems.append(f"{number}: {target}: no such file")
         elif anchor and destination.suffix == ".md" and anchor not in anchors(destination):
             problems.append(f"{number}: {target}: no heading #{anchor} in {destination.name}")
