@@ -8,8 +8,9 @@ always means its store; a spec that exists on disk is a path; ``./x``, ``/x`` an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,15 +134,8 @@ def read_source(
     """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
     from .planner import read_checkpoint
 
-    try:
+    with _explained(source):
         return read_checkpoint(source, wanted=wanted, progress=progress, pool=pool)
-    except CkptdiffError:
-        raise
-    except Exception as err:
-        explained = source.explain(err)
-        if explained is None:
-            raise
-        raise explained from None
 
 
 def source_of(checkpoint: Checkpoint, options: SourceOptions | None = None) -> Source:
@@ -155,8 +149,15 @@ def fetch_files(
     source: Source, folder: Path, files: Iterable[RelativePath], progress: bool = False
 ) -> dict[RelativePath, Path]:
     """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
-    try:
+    with _explained(source):
         return source.fetch_to(folder, sorted(set(files)), progress)
+
+
+@contextmanager
+def _explained(source: Source) -> Iterator[None]:
+    """A store's own exceptions (HTTP, cloud SDK) become the one-line error ``source.explain`` gives."""
+    try:
+        yield
     except CkptdiffError:
         raise
     except Exception as err:
