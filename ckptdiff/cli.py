@@ -261,7 +261,7 @@ def command(
 
     Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
-    from .compare import compare_specs
+    from .comparison import compare_specs
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
     from .sources import SourceOptions

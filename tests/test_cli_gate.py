@@ -284,7 +284,7 @@ def test_markdown_names_the_command_and_version_without_tokens(run_cli):
 def test_names_from_a_checkpoint_cannot_drive_the_terminal():
     # The reader refuses such names in files; checkpoints built through the API reach the formats as they are.
     from ckptdiff.checkpoint import Checkpoint, TensorInfo
-    from ckptdiff.compare import compare_checkpoints
+    from ckptdiff.comparison import compare_checkpoints
 
     evil = "x.\x1b[2J\x1b]0;owned\x07.weight\u202e"
     a = Checkpoint(

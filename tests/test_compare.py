@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
-from ckptdiff.compare import compare_checkpoints, diff_configs, flatten_config
+from ckptdiff.comparison import compare_checkpoints, diff_configs, flatten_config
 from ckptdiff.profiles import detect_profile, get_profile
 from fixtures.generate import HERE as FIXTURES
 

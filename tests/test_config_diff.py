@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptdiff.compare import diff_configs, flatten_config, same_config_value
+from ckptdiff.comparison import diff_configs, flatten_config, same_config_value
 from fixtures.generate import HERE as FIXTURES
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
-from ckptdiff.compare import compare_checkpoints
+from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.profiles import detect_profile, get_profile
 from ckptdiff.profiles.eagle3 import (

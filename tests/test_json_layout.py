@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
-from ckptdiff.compare import compare_checkpoints
+from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.policy import Policy
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
-from ckptdiff.compare import compare_checkpoints
+from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.policy import Policy
 from fixtures.generate import HERE as FIXTURES
 

@@ -8,7 +8,7 @@ import pytest
 
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
-from ckptdiff.compare import compare_checkpoints
+from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.config_file import ConfigError, find_config, load_config, merge_policy
 from ckptdiff.policy import Policy, PolicyError
 from fixtures.generate import HERE as FIXTURES

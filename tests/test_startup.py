@@ -51,6 +51,12 @@ def test_help_and_version_import_no_heavy_library(flag: str) -> None:
     assert top_level_modules_after(flag).isdisjoint(HEAVY)
 
 
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_and_version_need_no_header_decoder(flag: str) -> None:
+    """--help works even where the runtime dependencies of a comparison (msgspec) are missing or broken."""
+    assert "msgspec" not in top_level_modules_after(flag)
+
+
 def test_a_local_comparison_imports_no_heavy_library() -> None:
     published, ours = FIXTURES / "kimi-k2-eagle3-published", FIXTURES / "kimi-k25-eagle3-ours"
     imported = top_level_modules_after(str(published), str(ours), "--format", "json", "-o", "/dev/null")

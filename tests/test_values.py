@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ckptdiff import values
-from ckptdiff.compare import compare_specs
+from ckptdiff.comparison import compare_specs
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.sources import resolve
 from ckptdiff.values import scheduling
@@ -474,7 +474,7 @@ def write_big(path: Path, rows: int, cols: int, seed: int | None) -> None:
 #: are imported, then again at the end: the growth is what the --values pass itself held at its peak.
 PEAK_RSS = """
 import sys
-import numpy, ckptdiff.cli, ckptdiff.values, ckptdiff.compare, ckptdiff.sources.local
+import numpy, ckptdiff.cli, ckptdiff.values, ckptdiff.comparison, ckptdiff.sources.local
 def peak():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))

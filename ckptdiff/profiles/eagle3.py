@@ -445,7 +445,7 @@ def engine_view(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-EAGLE3 = Profile(
+PROFILE = Profile(
     name="eagle3",
     detect=is_eagle3,
     injected=(EMBED,),  # always; lm_head too for a drafter without draft_vocab_size (injected_for)
