@@ -131,6 +131,15 @@ class TargetCheck:
     event: Event
 
 
+def target_hidden_check(source: Source, consequence: str = "") -> TargetCheck:
+    """fc's input width (3 x target_hidden_size) against the target's hidden_size: every engine builds fc so."""
+    message = "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is {target_hidden_actual}"
+    return TargetCheck(
+        lambda d: d.target is not None and d.target.hidden is not None and d.target_hidden != d.target.hidden,
+        Event("error", "target_hidden_mismatch", f"{message}: {consequence}" if consequence else message, source),
+    )
+
+
 @dataclass(frozen=True)
 class Loader:
     """One drafter class of an engine: the architectures it serves and how its load_weights treats names."""

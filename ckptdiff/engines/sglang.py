@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .llama_layer import Biases, decoder_layer, mla_layer
-from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, TargetCheck
+from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
 from .stacking import stacked
 
 REPO = "sgl-project/sglang"
@@ -238,17 +238,5 @@ ENGINE = Engine(
             ),
         ),
     ),
-    target_checks=(
-        TargetCheck(
-            lambda d: d.target is not None and d.target.hidden is not None and d.target_hidden != d.target.hidden,
-            Event(
-                "error",
-                "target_hidden_mismatch",
-                "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is "
-                "{target_hidden_actual}: "
-                "the fc matmul fails on the first forward",
-                LLAMA.inferring(),
-            ),
-        ),
-    ),
+    target_checks=(target_hidden_check(LLAMA.inferring(), "the fc matmul fails on the first forward"),),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .llama_layer import decoder_layer
-from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, TargetCheck
+from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
 from .stacking import stacked
 
 REPO = "NVIDIA/TensorRT-LLM"
@@ -155,16 +155,5 @@ ENGINE = Engine(
             ),
         ),
     ),
-    target_checks=(
-        TargetCheck(
-            lambda d: d.target is not None and d.target.hidden is not None and d.target_hidden != d.target.hidden,
-            Event(
-                "error",
-                "target_hidden_mismatch",
-                "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is "
-                "{target_hidden_actual}",
-                MODEL.inferring(),
-            ),
-        ),
-    ),
+    target_checks=(target_hidden_check(MODEL.inferring()),),
 )
