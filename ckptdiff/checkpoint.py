@@ -6,7 +6,7 @@ import json
 import math
 import posixpath
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
@@ -58,13 +58,15 @@ class FileInfo:
 class Checkpoint:
     """Everything ckptdiff knows about one side of a comparison."""
 
-    spec: str  # what the user typed
+    spec: str  # the source's display-safe identity: what the user typed, less any credentials (sources.display_spec)
     kind: SourceKind
     location: str  # a resolved path, or a repo id
     revision: Revision
     tensors: Mapping[str, TensorInfo]
     config: Mapping[str, Any] | None = None
     files: tuple[FileInfo, ...] = ()
+    #: The spec as typed, credentials and all: only to reopen the source (--values); never printed.
+    source_spec: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def parameters(self) -> int:

@@ -73,17 +73,36 @@ _STORE_SECRET_VARIABLES = (
     "AZURE_CLIENT_SECRET",
     "GOOGLE_OAUTH_ACCESS_TOKEN",
 )
-#: Signatures and keys that travel inside URLs (presigned S3, Azure SAS, GCS signed URLs) and user:password@.
+#: Signatures, keys and tokens that travel inside URLs (presigned S3, Azure SAS, GCS signed URLs, OAuth tokens in a
+#: query string or a fragment): any parameter whose name says token, key, secret, password, signature or credential.
 _URL_SECRETS = re.compile(
-    r"(?i)([?&](?:x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature|x-goog-credential|sig|"
-    r"signature|token|access_token|key)=)[^&\s\"']+"
+    r"(?i)([?&#;](?:[\w.-]*(?:token|key|secret|passw(?:or)?d|pwd|signature|credential|auth)[\w.-]*|sig|code)=)"
+    r"[^&#\s\"']+"
 )
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s:]+:[^/@\s]+@")
+#: ``user:password@``, ``:password@`` and ``token@`` in a URL's authority.
+_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s\"']+@")
+
+
+def display_url(url: str) -> str:
+    """A URL as reports may print it: no ``user:password@``, no query string, no fragment (where signatures and
+    tokens travel)."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        return url
+    authority, slash, path = rest.partition("/")
+    authority = authority.rpartition("@")[2]  # everything up to the last '@' is credentials
+    host = re.split(r"[?#]", authority, maxsplit=1)[0]
+    if host != authority:
+        slash, path = "", ""
+    return f"{scheme}://{host}{slash}{re.split(r'[?#]', path, maxsplit=1)[0]}"
 
 
 def scrub_secrets(text: str) -> str:
     """Remove tokens and keys from anything we print, even one a server reflected into a message."""
     tokens = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
+    endpoint = os.environ.get("HF_ENDPOINT", "")  # http://token@host or http://user:password@host
+    userinfo = endpoint.partition("://")[2].partition("/")[0].rpartition("@")[0]
+    tokens += userinfo.split(":") if userinfo else []
     if "huggingface_hub" in sys.modules:  # the token it sends may be a stored login in no hf_ shape
         from huggingface_hub import get_token
 

@@ -1,8 +1,11 @@
 """Where a checkpoint comes from: a spec string → a Source → a Checkpoint.
 
 A spec is a local path (file or folder), a Hub repo ``org/name[@revision]`` or ``hf://org/name[@rev][/sub]``,
+a Hub page's URL as a browser shows it (``https://huggingface.co/org/name[/tree/REV[/SUB]]``, ``/blob/REV/file``),
 or an object-store URL (``s3://``, ``gs://``, ``az://``, ``abfs://``, ``https://``, ``http://``). A URL scheme
-always means its store; a spec that exists on disk is a path; ``./x``, ``/x`` and ``~/x`` are always paths.
+always means its store (an ``https://`` URL from a host other than the Hub's is a web server); a spec that exists
+on disk is a path; ``./x``, ``/x`` and ``~/x`` are always paths. What reports and errors print of a spec is
+:func:`display_spec`: the spec without credentials, computed here once.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from ..checkpoint import Checkpoint, RelativePath
-from ..errors import CkptdiffError, SourceError, scrub_secrets
+from ..errors import CkptdiffError, SourceError, display_url, scrub_secrets
 from .base import Source
 from .wanted import Wanted
 
@@ -25,8 +28,16 @@ if TYPE_CHECKING:
     from concurrent.futures import Executor
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+#: Hosts whose https:// page URLs are the Hub's (besides the host of HF_ENDPOINT).
+HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
+#: A Hub page URL's path after org/name: the repo page, a folder or a file view at a revision.
+_HUB_PAGE = re.compile(r"^(?:/(?P<view>tree|blob|resolve)/(?P<revision>[^/]+)(?P<path>(?:/[^/]+)*))?/?$")
+#: What git refuses in a ref name (git check-ref-format), and so what no branch, tag or commit can be.
+_BAD_REVISION = re.compile(r"\.\.|@\{|//|[\x00-\x20\x7f~^:?*\[\\]|^[/.]|[/.]$|\.lock$|^@$|/\.")
 #: URL schemes read through fsspec, and the extra that installs each one's package.
 STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
+#: What a Hub file URL may name as the checkpoint itself (anything else names its folder).
+_WEIGHT_FILE_SUFFIXES = (".safetensors", ".safetensors.index.json", ".bin", ".pt", ".pth", ".bin.index.json")
 
 
 @dataclass(frozen=True)
@@ -59,16 +70,25 @@ class SourceOptions:
     progress: bool = False
 
 
+def display_spec(spec: str) -> str:
+    """How every output names a source: the spec without ``user:password@``, tokens, query string or fragment."""
+    return scrub_secrets(display_url(spec))
+
+
 def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
     scheme, separator, rest = spec.partition("://")
     if separator and scheme.lower() == "hf":
         return _parse_hf_url(spec, rest)
+    if separator and scheme.lower() in ("http", "https"):
+        hub_page = _parse_hub_page(spec, rest)
+        if hub_page is not None:
+            return hub_page
     if separator and scheme.lower() in STORE_SCHEMES:
         if not rest.strip("/"):
-            raise SourceError(spec, "names no bucket, container or host")
+            raise SourceError(display_spec(spec), "names no bucket, container or host")
         if "?" in rest or "#" in rest:
             raise SourceError(
-                scrub_secrets(spec.split("?", 1)[0]),
+                display_spec(spec),
                 "a URL with a query string (a signed link) is not supported",
                 "name the object through its store (s3://, gs://, az://) and let its credentials sign the requests",
             )
@@ -81,8 +101,52 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
         return LocalSpec(expanded)
     repo, _, revision = spec.partition("@")
     if _REPO_ID.match(repo) and (not _ or revision):
-        return HubSpec(repo, revision or None)
+        return HubSpec(repo, _checked_revision(spec, revision or None))
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
+
+
+def _checked_revision(spec: str, revision: str | None) -> str | None:
+    """A revision git could name (a branch, tag or commit): ``..``, ``@{``, spaces and the like are refused."""
+    if revision is not None and _BAD_REVISION.search(revision):
+        raise SourceError(
+            display_spec(spec), f"{revision!r} is not a valid revision", "name a branch, a tag or a commit hash"
+        )
+    return revision
+
+
+def _hub_hosts() -> set[str]:
+    """huggingface.co and, when HF_ENDPOINT names another Hub (a mirror, an emulator), its host."""
+    from huggingface_hub import constants
+
+    endpoint = constants.ENDPOINT.partition("://")[2].partition("/")[0].rpartition("@")[2].lower()
+    return {*HUB_HOSTS, endpoint}
+
+
+def _parse_hub_page(spec: str, rest: str) -> HubSpec | None:
+    """A Hub URL pasted from a browser: ``/org/name``, ``/org/name/tree/REV[/SUB]``, ``/org/name/blob/REV/file``
+    (and ``/resolve/``). None for a URL of any other host: that is a plain web server."""
+    authority, _, path = rest.partition("/")
+    host = authority.rpartition("@")[2].split("?")[0].split("#")[0].lower()
+    if host not in _hub_hosts():
+        return None
+    path = "/" + re.split(r"[?#]", path, maxsplit=1)[0]
+    parts = path.strip("/").split("/")
+    if parts and parts[0] in ("datasets", "spaces"):
+        raise SourceError(display_spec(spec), f"a Hub {parts[0][:-1]}, not a model repo")
+    page = _HUB_PAGE.match("/" + "/".join(parts[2:])) if len(parts) >= 2 else None
+    if page is None or not _REPO_ID.match(f"{parts[0]}/{parts[1]}"):
+        raise SourceError(
+            display_spec(spec),
+            "not a Hub model URL",
+            "https://huggingface.co/org/name[/tree/revision[/folder]] or .../blob/revision/file",
+        )
+    revision = _checked_revision(spec, unquote(page["revision"]) if page["revision"] else None)
+    sub = unquote((page["path"] or "").strip("/"))
+    if page["view"] in ("blob", "resolve") and not sub.endswith(_WEIGHT_FILE_SUFFIXES):
+        sub = sub.rpartition("/")[0]  # config.json or a README: the checkpoint is its folder
+    if ".." in sub.split("/"):
+        raise SourceError(display_spec(spec), "not a Hub model URL (a '..' in its path)")
+    return HubSpec(f"{parts[0]}/{parts[1]}", revision, sub or None, explicit=True)
 
 
 def _parse_hf_url(spec: str, rest: str) -> HubSpec:
@@ -94,7 +158,7 @@ def _parse_hf_url(spec: str, rest: str) -> HubSpec:
     name, at, revision = name_rev.partition("@")
     if not _REPO_ID.match(f"{org}/{name}") or (at and not revision) or ".." in sub.split("/"):
         raise SourceError(spec, "not a Hub repo (hf://org/name[@revision][/subfolder])")
-    return HubSpec(f"{org}/{name}", unquote(revision) or None, sub or None, explicit=True)
+    return HubSpec(f"{org}/{name}", _checked_revision(spec, unquote(revision) or None), sub or None, explicit=True)
 
 
 def open_source(spec: str, options: SourceOptions | None = None) -> Source:
@@ -140,7 +204,7 @@ def read_source(
 
 def source_of(checkpoint: Checkpoint, options: SourceOptions | None = None) -> Source:
     """The Source a checkpoint was read from, reopened at the revision it was read at (for --values)."""
-    source = open_source(checkpoint.spec, options)
+    source = open_source(checkpoint.source_spec or checkpoint.spec, options)
     source.pin(checkpoint.revision)
     return source
 

@@ -67,6 +67,13 @@ class Source(ABC):
     #: Where fetch_to puts files that are not on disk yet (for the --values download note).
     downloads_into: str = "a temporary folder"
 
+    @property
+    def display(self) -> str:
+        """The spec as every output prints it: without credentials (``sources.display_spec``)."""
+        from . import display_spec
+
+        return display_spec(self.spec)
+
     @abstractmethod
     def list_files(self) -> Listing:
         """The checkpoint's files with their sizes (and content hashes where the store has them)."""
@@ -152,7 +159,7 @@ class Source(ABC):
             from tqdm import tqdm
 
             total = sum(entry.size or 0 for entry in remote)
-            bar = tqdm(total=total, desc=self.spec, unit="B", unit_scale=True, file=sys.stderr, leave=False)
+            bar = tqdm(total=total, desc=self.display, unit="B", unit_scale=True, file=sys.stderr, leave=False)
         try:
             for entry in remote:
                 target = folder / entry.path

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..checkpoint import INDEX_SUFFIX, MAX_JSON_BYTES, RelativePath, check_json_size
-from ..errors import CkptdiffError, HeaderError, SourceError
+from ..errors import CkptdiffError, HeaderError, SourceError, display_url
 from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
@@ -62,7 +62,7 @@ class HubSource(Source):
         self.revision = parsed.revision
         self.subfolder = parsed.subfolder.strip("/") if parsed.subfolder else ""
         self.may_be_a_path = not parsed.explicit  # a bare org/name, not hf://
-        self.endpoint = constants.ENDPOINT
+        self.endpoint = display_url(constants.ENDPOINT)  # for messages: an HF_ENDPOINT may carry credentials
         self.offline = options.offline or constants.is_offline_mode()
         self.jobs = max(1, options.jobs)
         self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
@@ -241,9 +241,10 @@ class HubSource(Source):
 
     def _model_info(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
         """One call: the commit, and every file with its size and LFS sha256."""
+        from huggingface_hub import constants
         from huggingface_hub.utils import get_session, hf_raise_for_status, http_stream_backoff
 
-        url = f"{self.endpoint}/api/models/{self.repo_id}"
+        url = f"{constants.ENDPOINT}/api/models/{self.repo_id}"
         if revision:
             url += f"/revision/{quote(revision, safe='')}"
         headers = self._auth_headers()

@@ -56,7 +56,7 @@ class LocalSource(Source):
     def list_files(self) -> Listing:
         path = self.path
         if not path.exists():
-            raise SourceError(self.spec, "no such file or folder")
+            raise SourceError(self.display, "no such file or folder")
         if path.is_file():
             self._named = path.name
             named = ListedFile(path.name, path.stat().st_size, None)

@@ -156,7 +156,8 @@ def read_checkpoint(
     sizes = {name: per_file[name].file_size for name in order}
     described = source.describe(plan.index or plan.files[0])
     return Checkpoint(
-        spec=source.spec,
+        spec=source.display,
+        source_spec=source.spec,
         kind=described.kind,  # type: ignore[arg-type]
         location=described.location,
         revision=described.revision,
@@ -252,7 +253,7 @@ def _collect(source: Source, jobs: Mapping[RelativePath, Future[T]], progress: b
     if progress and len(jobs) >= PROGRESS_MIN_SHARDS and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=len(jobs), desc=source.spec, unit="shard", file=sys.stderr, leave=False)
+        bar = tqdm(total=len(jobs), desc=source.display, unit="shard", file=sys.stderr, leave=False)
     by_future = {future: name for name, future in jobs.items()}
     results: dict[RelativePath, T] = {}
     try:

@@ -12,7 +12,7 @@ import posixpath
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import INDEX_SUFFIX, RelativePath
-from ..errors import CkptdiffError, SourceError, scrub_secrets
+from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
 from .store_errors import explain_store_error
 
@@ -50,7 +50,7 @@ class StoreSource(Source):
     # --- naming -----------------------------------------------------------------------------------------
 
     def name_of(self, file: RelativePath | None = None) -> str:
-        base = scrub_secrets(self.spec.split("?", 1)[0])  # a query string may hold a signature
+        base = self.display
         if file is None or base.rstrip("/").endswith("/" + file):
             return base
         if self._named is not None:

@@ -1,0 +1,127 @@
+"""A credential written into a URL never appears in anything ckptdiff prints or writes.
+
+Every URL form that can carry one (``user:password@``, ``:password@``, ``token@``, a token in the query string or
+the fragment, an ``HF_ENDPOINT`` with credentials) is run through the real command with every output format, the
+step summary, a finding that names the source and an error line; the canary must appear in none of them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ckptdiff.errors import scrub_secrets
+from ckptdiff.sources import display_spec, parse_spec
+from fixtures.generate import HERE as FIXTURES
+
+PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
+CANARY = "CanaryPw4242xyzzy"
+
+
+def _outputs(run_cli, tmp_path: Path, a: str, b: str, env: dict[str, str]) -> list[str]:
+    """stdout, stderr and every file of a table, markdown, JSON and JUnit run, with the step summary."""
+    summary = tmp_path / "summary.md"
+    texts: list[str] = []
+    for fmt, name in (("table", "r.txt"), ("markdown", "r.md"), ("json", "r.json"), ("junit", "r.xml")):
+        out = tmp_path / name
+        result = run_cli(a, b, "--format", fmt, "-o", str(out), env={**env, "GITHUB_STEP_SUMMARY": str(summary)})
+        assert result.returncode in (0, 1), result.stderr
+        texts += [result.stdout, result.stderr, out.read_text()]
+    texts.append(summary.read_text())
+    return texts
+
+
+def _no_canary(texts: list[str]) -> None:
+    for text in texts:
+        assert CANARY not in text, text
+        assert CANARY[:8] not in text and CANARY[-8:] not in text, text
+
+
+@pytest.mark.parametrize(
+    "userinfo", [f"user:{CANARY}@", f":{CANARY}@", f"{CANARY}@"], ids=["user-password", "password", "token"]
+)
+def test_a_web_url_with_credentials_is_printed_without_them(hub, run_cli, tmp_path, userinfo):
+    pytest.importorskip("aiohttp")
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    shutil.copy(PUBLISHED / "model.safetensors", lone / "model.safetensors")  # no config.json: a finding names A
+    hub.add_repo("org/drafter", lone)
+    host = hub.endpoint.partition("://")[2]
+    url = f"http://{userinfo}{host}/org/drafter/resolve/main/model.safetensors"
+
+    texts = _outputs(run_cli, tmp_path, url, str(PUBLISHED), {"HF_HOME": str(tmp_path / "hf")})
+
+    _no_canary(texts)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["a"]["spec"] == f"http://{host}/org/drafter/resolve/main/model.safetensors"
+    assert any("has no config.json" in f["message"] for f in report["findings"])
+
+
+def test_an_hf_endpoint_with_credentials_is_printed_without_them(hub, run_cli, tmp_path):
+    hub.add_repo("org/drafter", PUBLISHED)
+    host = hub.endpoint.partition("://")[2]
+    env = {**hub.client_env(tmp_path / "hf"), "HF_ENDPOINT": f"http://{CANARY}@{host}"}
+
+    _no_canary(_outputs(run_cli, tmp_path, "org/drafter", str(PUBLISHED), env))
+    missing = run_cli("org/missing", str(PUBLISHED), env=env)
+    assert missing.returncode == 2 and "repo not found on http://127.0.0.1" in missing.stderr
+    _no_canary([missing.stdout, missing.stderr])
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"https://host.example/m/model.safetensors?access_token={CANARY}",
+        f"https://host.example/m/model.safetensors#access_token={CANARY}",
+        f"https://host.example/m/model.safetensors?X-Amz-Signature={CANARY}&x=1",
+        f"https://user:{CANARY}@host.example/m/model.safetensors?api_key={CANARY}",
+    ],
+    ids=["query-token", "fragment-token", "signature", "userinfo-and-key"],
+)
+def test_a_url_carrying_a_token_is_refused_in_a_line_without_it(run_cli, url):
+    result = run_cli(url, str(PUBLISHED))
+
+    assert result.returncode == 2
+    assert "https://host.example/m/model.safetensors: a URL with a query string" in result.stderr
+    _no_canary([result.stdout, result.stderr])
+
+
+@pytest.mark.parametrize(
+    "spec, shown",
+    [
+        (f"http://user:{CANARY}@h:8/m", "http://h:8/m"),
+        (f"http://:{CANARY}@h/m", "http://h/m"),
+        (f"https://{CANARY}@h/m/", "https://h/m/"),
+        (f"s3://b/p?token={CANARY}", "s3://b/p"),
+        (f"https://h/m#access_token={CANARY}", "https://h/m"),
+        (f"https://u:p#{CANARY}@h/m", "https://h/m"),
+        ("org/name@main", "org/name@main"),
+        ("./runs/ckpt-100", "./runs/ckpt-100"),
+    ],
+)
+def test_the_display_identity_keeps_the_place_and_drops_the_credentials(spec, shown):
+    assert display_spec(spec) == shown
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"GET http://user:{CANARY}@h/x failed",
+        f"GET http://:{CANARY}@h/x failed",
+        f"GET http://{CANARY}@h/x failed",
+        f"see https://h/x#access_token={CANARY}",
+        f"see https://h/x?refresh_token={CANARY}&a=1",
+        f"see https://h/x?sv=1&sig={CANARY}",
+        f"see https://h/x?client_secret={CANARY}",
+    ],
+)
+def test_the_scrubber_catches_every_url_form(text):
+    assert CANARY not in scrub_secrets(text)
+
+
+def test_a_pasted_url_keeps_its_credentials_for_the_requests_only(tmp_path):
+    parsed = parse_spec(f"https://user:{CANARY}@files.example/m/model.safetensors")
+    assert parsed.url.startswith("https://user:")  # type: ignore[union-attr]  # the store still authenticates
