@@ -5,6 +5,11 @@ with S3Server() as s3:                  # ThreadedMotoServer on 127.0.0.1, a fre
     s3.upload(folder, "bucket/prefix")  # every file of a folder, as objects
     s3.bytes_sent["bucket/prefix/model.safetensors"], s3.requests[...]
     s3.require_auth()                   # from now on only the keys moto's IAM knows are accepted
+
+Faults, per object path (``bucket/key``), answered before moto sees the request:
+    s3.generated[path] = (prefix, size)   # an object of ``size`` bytes, ``prefix`` then zeros, made as it is sent
+    s3.ignore_range.add(path)             # GETs answer 200 with the whole object, whatever Range asked
+    s3.endless.add(path)                  # GETs answer 206 with a Content-Range, then bytes that never end
 """
 
 from __future__ import annotations
@@ -38,9 +43,14 @@ class _Counting:
             server.requests[path] += 1
             server.in_flight += 1
             server.max_in_flight = max(server.max_in_flight, server.in_flight)
+        if path in server.ignore_range:
+            environ.pop("HTTP_RANGE", None)
+        app = self.app
+        if path in server.generated or (path in server.endless and environ["REQUEST_METHOD"] == "GET"):
+            app = self._fault
         try:
             time.sleep(server.latency)
-            for chunk in self.app(environ, start_response):
+            for chunk in app(environ, start_response):
                 with server.lock:
                     server.bytes_sent[path] += len(chunk)
                 yield chunk
@@ -48,9 +58,33 @@ class _Counting:
             with server.lock:
                 server.in_flight -= 1
 
+    def _fault(self, environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        """A generated object (HEAD and GET, Range ignored) or an endless 206."""
+        path = unquote(environ.get("PATH_INFO", "")).lstrip("/")
+        prefix, size = self.server.generated.get(path, (b"", 2**40))
+        headers = [("ETag", '"0123456789abcdef0123456789abcdef"'), ("Last-Modified", "Tue, 01 Dec 2026 00:00:00 GMT")]
+        headers.append(("Content-Type", "binary/octet-stream"))
+        if path in self.server.endless and environ["REQUEST_METHOD"] == "GET":
+            start_response("206 Partial Content", [*headers, ("Content-Range", f"bytes 0-99999/{size}")])
+            return self._zeros(prefix, None)
+        start_response("200 OK", [*headers, ("Content-Length", str(size))])
+        return iter(()) if environ["REQUEST_METHOD"] == "HEAD" else self._zeros(prefix, size)
+
+    @staticmethod
+    def _zeros(prefix: bytes, size: int | None) -> Iterator[bytes]:
+        yield prefix
+        sent, block = len(prefix), bytes(1024 * 1024)
+        while size is None or sent < size:
+            piece = block if size is None else block[: size - sent]
+            sent += len(piece)
+            yield piece
+
 
 class S3Server:
     def __init__(self) -> None:
+        self.generated: dict[str, tuple[bytes, int]] = {}
+        self.ignore_range: set[str] = set()
+        self.endless: set[str] = set()
         self.requests: Counter[str] = Counter()
         self.bytes_sent: Counter[str] = Counter()
         self.lock = threading.Lock()

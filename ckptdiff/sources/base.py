@@ -106,7 +106,9 @@ class Source(ABC):
     def read_small(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
         """A config.json or an index, whole; refused unread when it is bigger than any real one."""
         check_json_size(file.size, self.name_of(file.path), what=what, error=error)
-        data = self.read_range(file.path, 0, MAX_JSON_BYTES + 1)
+        # one byte more than the listing's size: a file that grew since is seen, and a slow read's time limit
+        # scales with the file, not with the cap
+        data = self.read_range(file.path, 0, min(file.size, MAX_JSON_BYTES) + 1 if file.size else MAX_JSON_BYTES + 1)
         check_json_size(len(data), self.name_of(file.path), what=what, error=error)
         return data
 

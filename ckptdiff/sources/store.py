@@ -2,7 +2,8 @@
 
 A spec names one object (a ``.safetensors`` file, an index, a ``.bin``) or a folder-like prefix. Files are
 listed with their sizes and versions (ETag, VersionId, generation) in one call, headers are read with ranged
-GETs, and credentials come from each store's own chain (for S3: ``AWS_*`` variables including
+GETs that accept at most the bytes asked for (:mod:`.store_reads`), and credentials come from each store's
+own chain (for S3: ``AWS_*`` variables including
 ``AWS_ENDPOINT_URL``, profiles, instance roles) — ckptdiff never sees them, let alone prints them.
 """
 
@@ -15,6 +16,7 @@ from ..checkpoint import INDEX_SUFFIX, RelativePath
 from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
 from .store_errors import explain_store_error
+from .store_reads import bounded_read
 
 if TYPE_CHECKING:
     from . import SourceOptions, StoreSpec
@@ -45,6 +47,7 @@ class StoreSource(Source):
         self._fs: Any = None
         self.folder = ""  # the prefix every file is relative to, in the filesystem's own spelling
         self.versions: dict[RelativePath, str] = {}
+        self.sizes: dict[RelativePath, int] = {}
         self._named: RelativePath | None = None
 
     # --- naming -----------------------------------------------------------------------------------------
@@ -127,6 +130,8 @@ class StoreSource(Source):
         if version:
             self.versions[name] = version.strip('"')
         size = info.get("size")
+        if isinstance(size, int):
+            self.sizes[name] = size
         return ListedFile(name, size if isinstance(size, int) else None, None)
 
     def stat(self, file: RelativePath) -> ListedFile | None:
@@ -137,7 +142,10 @@ class StoreSource(Source):
         return self._entry(file, info) if info.get("type") != "directory" else None
 
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
-        return bytes(self._filesystem().cat_file(self._path(file), start=start, end=stop))
+        size = self.sizes.get(file)
+        expected = (min(stop, size) if size is not None else stop) - start
+        fs, where = self._filesystem(), self.name_of(file)
+        return bounded_read(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected)
 
     def _path(self, file: RelativePath) -> str:
         return f"{self.folder}/{file}" if self.folder else file
