@@ -24,6 +24,7 @@ import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,7 @@ from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
-from .hub_http import get_range, retry_policy
+from .hub_http import MAX_RETRIES, MIN_BODY_RATE, get_range, open_get
 
 if TYPE_CHECKING:
     from . import HubSpec, SourceOptions
@@ -106,7 +107,7 @@ class HubSource(Source):
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
         explained = explain_hub_error(err, where=self.where, endpoint=self.endpoint, revision=self.revision)
-        if explained is not None and self.may_be_a_path and _repo_unconfirmed(err):
+        if explained is not None and self.may_be_a_path and self.commit is None and _repo_unconfirmed(err):
             # `runs/ckpt-100` looks like a repo id: unless the Hub knew the repo, say no such path exists either
             defect = f"{explained.defect}, and there is no local file or folder of that name"
             return SourceError(explained.where, defect, explained.hint)
@@ -144,7 +145,10 @@ class HubSource(Source):
         if self.offline:
             raise SourceError(self.name_of(file.path), "not in the local cache and offline mode is on", OFFLINE_HINT)
         check_json_size(file.size, self.name_of(file.path), what=what, error=error)
-        data = self._get(file.path, 0, MAX_JSON_BYTES + 1, ranged=False)
+        stop = (
+            min(file.size, MAX_JSON_BYTES) + 1 if file.size else MAX_JSON_BYTES + 1
+        )  # the time allowed scales with it
+        data = self._get(file.path, 0, stop, ranged=False)
         check_json_size(len(data), self.name_of(file.path), what=what, error=error)
         self.cache.write_file(self.commit, repo_path, data)
         return data
@@ -242,7 +246,7 @@ class HubSource(Source):
     def _model_info(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
         """One call: the commit, and every file with its size and LFS sha256."""
         from huggingface_hub import constants
-        from huggingface_hub.utils import get_session, hf_raise_for_status, http_stream_backoff
+        from huggingface_hub.utils import get_session
 
         url = f"{constants.ENDPOINT}/api/models/{self.repo_id}"
         if revision:
@@ -250,15 +254,20 @@ class HubSource(Source):
         headers = self._auth_headers()
         get_session()  # made before the import below starts, so the two do not slow each other down
         _import_in_background("huggingface_hub.file_download")  # the reads after the listing need it
-        with http_stream_backoff(
-            "GET", url, headers=headers, params={"blobs": True}, timeout=self.timeout, **retry_policy()
+        deadline = time.monotonic() + (MAX_RETRIES + 1) * self.timeout + MAX_JSON_BYTES / MIN_BODY_RATE
+        with open_get(
+            url, self.where, headers=headers, params={"blobs": True}, timeout=self.timeout, deadline=deadline
         ) as response:
-            if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
-            body = bytearray()
+            body, started = bytearray(), time.monotonic()
             for chunk in response.iter_bytes():  # streamed, so an endless or bloated listing stops at the cap
                 body += chunk
+                if time.monotonic() > started + self.timeout + len(body) / MIN_BODY_RATE:  # a trickling server
+                    raise SourceError(
+                        self.where,
+                        f"timed out: the Hub at {self.endpoint} sent its file listing slower than "
+                        f"{MIN_BODY_RATE // 1024} kB/s",
+                        "check the network or raise HF_HUB_DOWNLOAD_TIMEOUT",
+                    )
                 if len(body) > MAX_JSON_BYTES:
                     raise SourceError(
                         self.where, f"the Hub at {self.endpoint} sent a file listing over {MAX_JSON_BYTES:,} bytes"

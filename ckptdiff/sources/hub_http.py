@@ -1,19 +1,29 @@
-"""The Hub's ranged-GET protocol: huggingface_hub's session and retries, Content-Range checks, slow-body limits."""
+"""The Hub's ranged-GET protocol: huggingface_hub's session, retries with capped waits, Content-Range checks, slow-body
+limits."""
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import SourceError
 
-#: Retries for one request: status 408/429/5xx (honouring Retry-After) and dropped connections. A timeout or a
-#: refused connection is reported at once.
+#: Retries for one request: status 408/429/5xx (honouring Retry-After up to a cap) and dropped connections. A
+#: timeout or a refused connection is reported at once.
 MAX_RETRIES = 3
 #: A body slower than this on average, past the timeout's grace, counts as a timeout (a trickling server).
 MIN_BODY_RATE = 16 * 1024
+#: The longest Retry-After waited out: a server asking for longer is reported at once (rate limited).
+MAX_RETRY_AFTER = 30.0
+#: Statuses retried (after a wait): the Hub's transient answers.
+RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
+#: Bytes of an error response's body kept for its message.
+MAX_ERROR_BODY = 64 * 1024
+#: The wait before the first retry without a Retry-After, doubling up to MAX_BACKOFF.
+FIRST_BACKOFF, MAX_BACKOFF = 0.5, 4.0
 
 
 class BodyInterrupted(Exception):
@@ -33,38 +43,106 @@ def get_range(
 ) -> bytes:
     """Bytes [start, stop) of a remote file (fewer at its end). A server that ignores Range and sends the
     whole body is read only as far as needed, then the connection is dropped. ``ranged=False``: a plain GET
-    from byte 0, read up to ``stop`` (a small file fetched whole)."""
-    from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
-
+    from byte 0, read up to ``stop`` (a small file fetched whole: ``stop`` is its listed size + 1, so the time
+    allowed scales with the file). Every attempt, wait and body together end by one deadline per call."""
     headers = {**headers, "Accept-Encoding": "identity"}
     if ranged:
         headers["Range"] = f"bytes={start}-{stop - 1}"
     elif start != 0:
         raise ValueError("a plain GET starts at byte 0")
+    deadline = time.monotonic() + (MAX_RETRIES + 1) * timeout + (stop - start) / MIN_BODY_RATE
     for attempt in range(MAX_RETRIES + 1):
         try:
-            with http_stream_backoff("GET", url, headers=headers, timeout=timeout, **retry_policy()) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    hf_raise_for_status(resp)
-                deadline = time.monotonic() + timeout + (stop - start) / MIN_BODY_RATE
-                return read_body(resp, start, stop, source, needed, deadline=deadline)
+            with open_get(url, source, headers=headers, timeout=timeout, deadline=deadline) as resp:
+                body_deadline = min(deadline, time.monotonic() + timeout + (stop - start) / MIN_BODY_RATE)
+                return read_body(resp, start, stop, source, needed, deadline=body_deadline)
         except BodyInterrupted as interrupted:
-            if attempt == MAX_RETRIES:
+            if attempt == MAX_RETRIES or time.monotonic() > deadline:
                 raise interrupted.__cause__ or interrupted from None
     raise AssertionError("unreachable")
 
 
+@contextmanager
+def open_get(
+    url: str,
+    source: str,
+    *,
+    headers: dict[str, str],
+    timeout: float,
+    deadline: float,
+    params: dict[str, Any] | None = None,
+) -> Iterator[Any]:
+    """A streamed GET through huggingface_hub's session, its 408/429/5xx retried here with waits that have a
+    cap (Retry-After up to MAX_RETRY_AFTER, never past ``deadline``); an error status is raised as
+    huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body."""
+    from huggingface_hub.utils import http_stream_backoff
+
+    for attempt in range(MAX_RETRIES + 1):
+        with http_stream_backoff(
+            "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy()
+        ) as response:
+            status = response.status_code
+            if status in RETRY_STATUSES and attempt < MAX_RETRIES:
+                wait = _wait_before_retry(response, attempt, source)
+                if time.monotonic() + wait <= deadline:
+                    response.close()
+                    time.sleep(wait)
+                    continue
+            if status >= 400:
+                raise_for_status(response)
+            yield response
+            return
+
+
+def _wait_before_retry(response: Any, attempt: int, source: str) -> float:
+    """Seconds to wait before retrying: the server's Retry-After (refused above the cap) or a backoff."""
+    retry_after = response.headers.get("Retry-After", "").strip()
+    if retry_after.isdigit():
+        seconds = float(retry_after)
+        if seconds > MAX_RETRY_AFTER:
+            what = "rate limited" if response.status_code == 429 else f"the server answered HTTP {response.status_code}"
+            raise SourceError(
+                source,
+                f"{what} (HTTP {response.status_code}) and asks to wait {int(seconds)} s, "
+                f"more than ckptdiff waits ({MAX_RETRY_AFTER:.0f} s)",
+                "retry later; a token (HF_TOKEN) raises the Hub's rate limits",
+            )
+        return seconds
+    return min(MAX_BACKOFF, FIRST_BACKOFF * 2**attempt)
+
+
+def raise_for_status(response: Any) -> None:
+    """huggingface_hub's error for an error response, made from at most MAX_ERROR_BODY bytes of its body (an
+    endless error body is not read to its end)."""
+    import httpx2
+    from huggingface_hub.utils import hf_raise_for_status
+
+    body = bytearray()
+    try:
+        for chunk in response.iter_raw():
+            body += chunk
+            if len(body) >= MAX_ERROR_BODY:
+                break
+    except (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.TimeoutException):
+        pass  # the status says enough
+    headers = {k: v for k, v in response.headers.items() if k.lower() not in ("content-length", "content-encoding")}
+    kept = httpx2.Response(
+        response.status_code, headers=headers, content=bytes(body[:MAX_ERROR_BODY]), request=response.request
+    )
+    hf_raise_for_status(kept)
+
+
 def retry_policy() -> dict[str, Any]:
-    """huggingface_hub's backoff (408/429/5xx, honouring Retry-After) and retries of dropped connections; a refused
-    connection or a timeout fails at once (the timeout already waited long enough)."""
+    """huggingface_hub's retries of dropped connections only (statuses are retried by :func:`open_get`, whose
+    waits have a cap); a refused connection or a timeout fails at once (the timeout already waited long enough)."""
     import httpx2
 
     return {
         "max_retries": MAX_RETRIES,
-        "base_wait_time": 0.5,
-        "max_wait_time": 4,
+        "base_wait_time": FIRST_BACKOFF,
+        "max_wait_time": MAX_BACKOFF,
         "retry_on_exceptions": (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.WriteError),
+        "retry_on_status_codes": (),
     }
 
 

@@ -36,6 +36,9 @@ _REFUSED = ("ClientError", "ClientResponseError", "BotoCoreError", "HttpResponse
 def explain_store_error(err: BaseException, *, where: str, scheme: str) -> SourceError | None:
     """One line for what went wrong reaching an object, or None for an error that is a bug in ckptdiff."""
     family = _FAMILY.get(scheme, scheme)
+    answered = _http_answer(err)
+    if answered is not None:
+        return _explain_status(answered, where, family)
     if isinstance(err, FileNotFoundError):
         return SourceError(where, "no such bucket, object or prefix", "check the URL")
     if isinstance(err, PermissionError):
@@ -53,3 +56,29 @@ def explain_store_error(err: BaseException, *, where: str, scheme: str) -> Sourc
         detail = scrub_secrets(" ".join(str(err).split()))[:200]
         return SourceError(where, f"the store refused the request ({detail})")
     return None
+
+
+def _http_answer(err: BaseException) -> int | str | None:
+    """The HTTP status a web server answered (aiohttp's error, or the one fsspec wrapped in FileNotFoundError
+    after a HEAD and a GET both failed), or "redirects" for a redirect loop; None if there was no answer."""
+    seen: BaseException | None = err
+    for _ in range(4):
+        if seen is None:
+            return None
+        if type(seen).__name__ == "TooManyRedirects":
+            return "redirects"
+        status = getattr(seen, "status", None)
+        if isinstance(status, int) and status >= 400 and status != 404:
+            return status
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _explain_status(answered: int | str, where: str, family: str) -> SourceError:
+    if answered == "redirects":
+        return SourceError(where, "a redirect loop: the server redirected too many times", "check the URL")
+    if answered in (401, 403):
+        return SourceError(where, f"access denied (HTTP {answered})", CREDENTIAL_HINTS[family])
+    if answered == 429:
+        return SourceError(where, "rate limited by the server (HTTP 429)", "wait and retry")
+    return SourceError(where, f"the server answered HTTP {answered}", "retry later" if int(answered) >= 500 else None)
