@@ -20,6 +20,7 @@ import os
 import pickle
 import struct
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +36,16 @@ TORCH_INDEX_SUFFIX = ".bin.index.json"
 TORCH_SINGLE_FILE_NAME = "pytorch_model.bin"
 TORCH_INDEX_NAME = "pytorch_model.bin.index.json"
 
-#: A pickle of tensor metadata is small; anything near this is not a state dict.
-MAX_PICKLE_BYTES = 512 * 1024 * 1024
-#: Keys under which training scripts commonly nest the state dict.
-STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "ema", "model_ema")
+#: A pickle of tensor metadata is small (about 100 bytes a tensor): anything bigger is not a state dict.
+MAX_PICKLE_BYTES = 64 * 1024 * 1024
+#: A deflated data.pkl inflating more than this many times over is a zip bomb, not a pickle.
+MAX_INFLATE_RATIO = 200
+#: A central directory (about 100 bytes an entry) bigger than this is not a torch checkpoint's.
+MAX_CENTRAL_DIRECTORY_BYTES = 64 * 1024 * 1024
+#: Keys under which training scripts nest the state dict, in the order one is chosen when several hold one.
+STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "network", "ema", "model_ema")
+#: How deep nested checkpoints are searched ({"checkpoint": {"state_dict": ...}} is two).
+MAX_NESTING = 3
 
 
 # --- inert stand-ins for what the pickle may name ------------------------------------------------------
@@ -233,6 +240,7 @@ def read_archive_from(handle: BinaryIO, name: str, file_size: int, *, path: Path
     if not zipfile.is_zipfile(handle):
         handle.seek(0)
         _refuse_non_zip(name, handle.read(len(_LEGACY_MAGIC)))
+    _check_central_directory(handle, file_size, name)
     handle.seek(0)
     try:
         archive = zipfile.ZipFile(handle)
@@ -259,10 +267,7 @@ def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: BinaryIO,
         found = "no" if not pickles else f"{len(pickles)}"
         raise SourceError(name, f"not a torch zip checkpoint ({found} <root>/data.pkl entries)")
     root = pickles[0][: -len("data.pkl")]
-    info = entries[pickles[0]]
-    if info.file_size > MAX_PICKLE_BYTES:
-        raise SourceError(name, f"data.pkl is {info.file_size} bytes, too large for tensor metadata")
-    raw = archive.read(info)
+    raw = _read_pickle_entry(archive, entries[pickles[0]], name, file_size)
     try:
         loaded = _MetadataUnpickler(io.BytesIO(raw)).load()
     except _PickleRefused as refused:
@@ -271,6 +276,8 @@ def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: BinaryIO,
         raise SourceError(name, f"data.pkl is not a readable tensor pickle ({type(err).__name__}: {err})") from None
     records = _state_dict(loaded, name)
     byteorder = entries.get(root + "byteorder")
+    if byteorder is not None and byteorder.file_size > 16:
+        raise SourceError(name, f"its byteorder entry is {byteorder.file_size} bytes; torch writes 'little' or 'big'")
     big_endian = byteorder is not None and archive.read(byteorder).strip() == b"big"
     starts: dict[str, int] = {}
     for record in records.values():
@@ -306,23 +313,108 @@ def _data_start(entry: zipfile.ZipInfo, handle: BinaryIO, name: str) -> int:
     return entry.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
 
 
+def _read_pickle_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, file_size: int) -> bytes:
+    """data.pkl, read no further than its declared size: a size beyond the file or the cap, a deflate ratio of
+    a zip bomb, or more bytes than declared are refused before they are read."""
+    if info.file_size > MAX_PICKLE_BYTES:
+        raise SourceError(name, f"data.pkl is {info.file_size} bytes, too large for tensor metadata")
+    if info.compress_size > file_size:
+        raise SourceError(name, f"data.pkl claims {info.compress_size} bytes in a {file_size}-byte file")
+    if info.compress_type != zipfile.ZIP_STORED and info.file_size > MAX_INFLATE_RATIO * max(info.compress_size, 1):
+        raise SourceError(
+            name, f"data.pkl inflates {info.compress_size} bytes to {info.file_size}: a zip bomb, not tensor metadata"
+        )
+    data = bytearray()
+    try:
+        with archive.open(info) as entry:
+            while chunk := entry.read(min(1024 * 1024, info.file_size + 1 - len(data)) or 1):
+                data += chunk
+                if len(data) > info.file_size:
+                    raise SourceError(name, f"data.pkl holds more than the {info.file_size} bytes it declares")
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError) as err:
+        raise SourceError(name, f"data.pkl cannot be read from the archive ({err})") from None
+    return bytes(data)
+
+
+_EOCD = struct.Struct("<4sHHHHIIH")
+_ZIP64_LOCATOR = struct.Struct("<4sIQI")
+_ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")
+
+
+def _check_central_directory(handle: BinaryIO, file_size: int, name: str) -> None:
+    """Refuse a central directory whose claimed size is beyond the file or the cap, before zipfile reads it whole."""
+    tail_size = min(file_size, 65535 + _EOCD.size + _ZIP64_LOCATOR.size)
+    handle.seek(file_size - tail_size)
+    tail = handle.read(tail_size)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + _EOCD.size > len(tail):
+        return  # zipfile says what is wrong
+    cd_size = _EOCD.unpack_from(tail, at)[5]
+    locator_at = at - _ZIP64_LOCATOR.size
+    if locator_at >= 0 and tail[locator_at : locator_at + 4] == b"PK\x06\x07":
+        record_offset = _ZIP64_LOCATOR.unpack_from(tail, locator_at)[2]
+        if record_offset + _ZIP64_EOCD.size <= file_size:
+            handle.seek(record_offset)
+            record = handle.read(_ZIP64_EOCD.size)
+            if len(record) == _ZIP64_EOCD.size and record[:4] == b"PK\x06\x06":
+                cd_size = _ZIP64_EOCD.unpack(record)[8]
+    if cd_size > min(file_size, MAX_CENTRAL_DIRECTORY_BYTES):
+        raise SourceError(name, f"its zip central directory claims {cd_size} bytes in a {file_size}-byte file")
+
+
 def _tensors_in(obj: Any) -> dict[str, TensorRecord] | None:
-    if isinstance(obj, dict) and obj and all(isinstance(k, str) for k in obj):
-        tensors = {k: v for k, v in obj.items() if isinstance(v, TensorRecord)}
-        return tensors or None
+    """A state dict: string keys, tensors as values, and no tensors nested deeper (those make it a checkpoint
+    holding state dicts, as in ``{"model": sd, "best_loss": t}``, never a one-tensor state dict)."""
+    if not (isinstance(obj, dict) and obj and all(isinstance(k, str) for k in obj)):
+        return None
+    tensors = {k: v for k, v in obj.items() if isinstance(v, TensorRecord)}
+    if not tensors or any(_holds_tensors(v) for v in obj.values() if not isinstance(v, TensorRecord)):
+        return None
+    return tensors
+
+
+def _holds_tensors(obj: Any, depth: int = 0) -> bool:
+    if isinstance(obj, TensorRecord):
+        return True
+    if depth >= MAX_NESTING:
+        return False
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else ()
+    return any(_holds_tensors(v, depth + 1) for v in values)
+
+
+def _find_state_dict(obj: Any, depth: int = 0) -> dict[str, TensorRecord] | None:
+    """The state dict itself, or one under a usual key (``state_dict``, ``model``, ``module``, ``ema``...),
+    searched a few levels down, the keys tried in STATE_DICT_KEYS order."""
+    direct = _tensors_in(obj)
+    if direct is not None or depth >= MAX_NESTING or not isinstance(obj, dict):
+        return direct
+    for key in STATE_DICT_KEYS:
+        found = _find_state_dict(obj.get(key), depth + 1)
+        if found is not None:
+            return found
     return None
 
 
 def _state_dict(loaded: Any, name: str) -> dict[str, TensorRecord]:
-    """The state dict itself, or one nested under a usual key ({"state_dict": ...}, {"model": ...})."""
-    direct = _tensors_in(loaded)
-    if direct is not None:
-        return direct
+    """The state dict the checkpoint holds, or a refusal naming the keys it holds instead."""
+    found = _find_state_dict(loaded)
+    if found is not None:
+        _check_names(found, name)
+        return found
     if isinstance(loaded, dict):
-        for key in STATE_DICT_KEYS:
-            nested = _tensors_in(loaded.get(key))
-            if nested is not None:
-                return nested
-        keys = ", ".join(sorted(str(k) for k in loaded)[:8])
-        raise SourceError(name, f"holds no state dict of tensors (top-level keys: {keys or 'none'})")
+        keys = sorted(ascii(k)[1:-1] if isinstance(k, str) else repr(k) for k in loaded)
+        shown = ", ".join(keys[:12]) + (f", … ({len(keys)} keys)" if len(keys) > 12 else "")
+        usual = ", ".join(STATE_DICT_KEYS)
+        raise SourceError(
+            name,
+            f"holds no state dict of tensors ckptdiff can find (top-level keys: {shown or 'none'})",
+            f"save the state dict itself, or under one of: {usual}",
+        )
     raise SourceError(name, f"holds a {type(loaded).__name__}, not a state dict of tensors")
+
+
+def _check_names(tensors: Mapping[str, TensorRecord], name: str) -> None:
+    """Tensor names as safetensors allows them: printable, valid Unicode (a lone surrogate is not)."""
+    for tensor in tensors:
+        if not tensor.isprintable() or any("\ud800" <= c <= "\udfff" for c in tensor):
+            raise SourceError(name, f"tensor name {ascii(tensor)} has control, unprintable or invalid characters")
