@@ -170,6 +170,11 @@ def command_line(ctx: click.Context) -> str:
 )
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
 @click.option(
+    "--follow-symlinks",
+    is_flag=True,
+    help="Read a local checkpoint's files that are symlinks to outside its folder (refused by default).",
+)
+@click.option(
     "--jobs",
     type=click.IntRange(1, 256),
     default=128,
@@ -241,6 +246,7 @@ def command(
     only_diffs: bool | None,
     no_step_summary: bool,
     offline: bool,
+    follow_symlinks: bool,
     jobs: int,
     quiet: bool,
     debug: bool,
@@ -291,7 +297,9 @@ def command(
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
-    options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
+    options = SourceOptions(
+        offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty(), follow_symlinks=follow_symlinks
+    )
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
     report = compare_specs(
         a,

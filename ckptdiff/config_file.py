@@ -171,20 +171,29 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
 def find_config(start: Path | None = None) -> Path | None:
     """The nearest ckptdiff.toml, or pyproject.toml with a [tool.ckptdiff] table, from ``start`` upward.
 
-    The search ends at the root of the git repository it starts in (the folder holding ``.git``): a gate's
-    policy belongs to its repository, not to whatever folder happens to hold the checkout.
+    The search ends at the root of the git repository it starts in (the folder holding ``.git``) or at the home
+    directory, whichever comes first; outside both it looks in ``start`` only. A gate's policy belongs to its
+    repository or its user, never to a shared folder above them (a ``ckptdiff.toml`` planted in /tmp).
     """
     folder = (start or Path.cwd()).resolve()
-    for candidate in (folder, *folder.parents):
+    home = _home()
+    chain = (folder, *folder.parents)
+    last = next((i for i, c in enumerate(chain) if (c / ".git").exists() or c == home), None)
+    for candidate in chain[: 1 if last is None else last + 1]:
         own = candidate / CKPTDIFF_TOML
         if own.is_file():
             return own
         pyproject = candidate / PYPROJECT_TOML
         if pyproject.is_file() and _section(pyproject, _read_toml(pyproject), required=False) is not None:
             return pyproject
-        if (candidate / ".git").exists():
-            return None
     return None
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home().resolve()
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry
+        return None
 
 
 def load_config(path: str | Path | None = None, *, start: Path | None = None) -> FileSettings:

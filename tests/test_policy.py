@@ -161,7 +161,8 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def test_pyproject_settings_are_found_from_a_subfolder(tmp_path):
+def test_pyproject_settings_are_found_from_a_subfolder(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # the search climbs no higher than home
     pyproject = '[project]\nname = "x"\n\n[tool.ckptdiff]\nallow-missing = ["lm_head*"]\nallow-dtype-change = true\n'
     write(tmp_path / "pyproject.toml", pyproject + 'fail-on = "warning"\nformat = "markdown"\n')
     start = tmp_path / "runs" / "today"
@@ -176,7 +177,8 @@ def test_pyproject_settings_are_found_from_a_subfolder(tmp_path):
     }
 
 
-def test_a_pyproject_without_the_table_is_passed_over(tmp_path):
+def test_a_pyproject_without_the_table_is_passed_over(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # the search climbs no higher than home
     write(tmp_path / "ckptdiff.toml", 'ignore = "optimizer.*"\n')
     write(tmp_path / "inner" / "pyproject.toml", '[project]\nname = "inner"\n')
     assert find_config(tmp_path / "inner") == tmp_path / "ckptdiff.toml"
@@ -200,7 +202,8 @@ def test_no_config_file_gives_empty_settings(tmp_path):
         assert merge_policy(settings, {}).is_default
 
 
-def test_the_search_ends_at_the_repository_root(tmp_path):
+def test_the_search_ends_at_the_repository_root(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))  # the search climbs no higher than home
     write(tmp_path / "ckptdiff.toml", 'fail-on = "warning"\n')  # outside the repository: not its policy
     repository = tmp_path / "repo"
     (repository / "runs").mkdir(parents=True)

@@ -68,6 +68,8 @@ class SourceOptions:
     #: repos fit in one round trip; huggingface_hub's HTTP session keeps up to 100 connections).
     jobs: int = 128
     progress: bool = False
+    #: Read a local checkpoint's files that are symlinks to outside its folder (--follow-symlinks).
+    follow_symlinks: bool = False
 
 
 def display_spec(spec: str) -> str:
@@ -168,7 +170,7 @@ def open_source(spec: str, options: SourceOptions | None = None) -> Source:
     if isinstance(parsed, LocalSpec):
         from .local import LocalSource
 
-        return LocalSource(spec, parsed.path)
+        return LocalSource(spec, parsed.path, follow_symlinks=options.follow_symlinks)
     if isinstance(parsed, StoreSpec):
         from .store import StoreSource
 

@@ -47,11 +47,32 @@ class LocalSource(Source):
 
     remote = False
 
-    def __init__(self, spec: str, path: Path) -> None:
+    def __init__(self, spec: str, path: Path, *, follow_symlinks: bool = False) -> None:
         self.spec = spec
         self.path = path
         self.folder = path.parent if path.is_file() else path
+        self.follow_symlinks = follow_symlinks
         self._named: RelativePath | None = None
+
+    def _inside(self, file: RelativePath) -> Path:
+        """The file's path, refused when it resolves outside the checkpoint's folder (a symlink to a credentials
+        file would otherwise be read, and its bytes shown in a config table or an error). The file the spec
+        names is the user's own choice; a Hugging Face cache snapshot's links into its repo's blobs are inside."""
+        path = self.folder / file
+        if self.follow_symlinks or (self._named == file and path == self.path):
+            return path
+        root, real = os.path.realpath(self.folder), os.path.realpath(path)
+        if _within(real, root):
+            return path
+        if os.path.basename(os.path.dirname(root)) == "snapshots":  # .../models--org--name/snapshots/<commit>
+            blobs = os.path.join(os.path.dirname(os.path.dirname(root)), "blobs")
+            if _within(real, blobs):
+                return path
+        raise SourceError(
+            str(path),
+            "is a symlink to a file outside the checkpoint's folder; not read",
+            "pass --follow-symlinks to read it anyway",
+        )
 
     def list_files(self) -> Listing:
         path = self.path
@@ -84,8 +105,9 @@ class LocalSource(Source):
         return ListedFile(file, status.st_size, None) if stat.S_ISREG(status.st_mode) else None
 
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
+        path = self._inside(file)
         try:
-            with open(self.folder / file, "rb") as handle:
+            with open(path, "rb") as handle:
                 stop = min(stop, os.fstat(handle.fileno()).st_size)  # no buffer sized for a 100 MB cap
                 handle.seek(start)
                 return handle.read(max(0, stop - start))
@@ -93,7 +115,11 @@ class LocalSource(Source):
             raise SourceError(self.name_of(file), f"cannot read: {err.strerror or err}") from None
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
-        return read_header_file(self.folder / file.path)
+        return read_header_file(self._inside(file.path))
+
+    def open_file(self, file: ListedFile) -> BinaryIO:
+        self._inside(file.path)
+        return super().open_file(file)
 
     def local_path(self, file: RelativePath) -> Path | None:
         candidate = self.folder / file
@@ -105,3 +131,7 @@ class LocalSource(Source):
     def describe(self, weights: RelativePath | None = None) -> Described:
         location = self.path if self._named and not self._named.endswith(INDEX_SUFFIX) else self.folder
         return Described("local", str(location), None)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
