@@ -218,7 +218,7 @@ def test_a_shard_already_in_the_hf_cache_is_read_from_disk(hub_client):
 def test_a_damaged_cache_entry_is_fetched_again(hub_client):
     commit = hub_client.add_repo("org/drafter", PUBLISHED)
     resolve("org/drafter")
-    cache = HeaderCache(constants.HF_HUB_CACHE, "org/drafter")
+    cache = HeaderCache("org/drafter")
     cache.write_header(commit, "model.safetensors", b"\x10\x00\x00\x00\x00\x00\x00\x00{garbage")
     hub_client.reset_counters()
 
@@ -231,7 +231,7 @@ def test_a_damaged_cache_entry_is_fetched_again(hub_client):
 def test_a_damaged_cached_config_is_fetched_again(hub_client):
     commit = hub_client.add_repo("org/drafter", PUBLISHED)
     first = resolve("org/drafter")
-    cache = HeaderCache(constants.HF_HUB_CACHE, "org/drafter")
+    cache = HeaderCache("org/drafter")
     assert cache.read_file(commit, "config.json") == (PUBLISHED / "config.json").read_bytes()
     cache.write_file(commit, "config.json", b'{"model_type": "trunc')
     hub_client.reset_counters()
@@ -477,3 +477,29 @@ def test_an_index_naming_a_shard_the_repo_lacks(hub_client, small_base):
     hub_client.add_repo("org/base", small_base)
     with pytest.raises(CkptdiffError, match="model-00009-of-000004.safetensors listed in the index is not in the repo"):
         resolve("org/base")
+
+
+def test_a_same_size_edit_of_a_cached_header_is_caught_and_fetched_again(hub_client):
+    """An edit that keeps the entry's size and leaves a valid header (a renamed tensor) fails its checksum."""
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    first = resolve("org/drafter")
+    [entry] = (HeaderCache("org/drafter").root / commit / "headers").iterdir()
+    raw = entry.read_bytes()
+    assert b"fc.weight" in raw
+    entry.write_bytes(raw.replace(b"fc.weight", b"fc.weighT", 1))
+    hub_client.reset_counters()
+
+    again = resolve(f"org/drafter@{commit}")
+
+    assert again.tensors == first.tensors and "fc.weighT" not in again.tensors
+    assert hub_client.requests == {"resolve": 1}  # the header, fetched again
+
+
+def test_the_cache_lives_in_its_own_folder_under_hf_home_not_in_the_hub_cache(hub_client):
+    from huggingface_hub import constants
+
+    hub_client.add_repo("org/drafter", PUBLISHED)
+    resolve("org/drafter")
+
+    assert (Path(constants.HF_HOME) / "ckptdiff" / "v2" / "models--org--drafter").is_dir()
+    assert not (Path(constants.HF_HUB_CACHE) / "ckptdiff").exists()  # `hf cache` would call it invalid

@@ -1,20 +1,24 @@
 """On-disk memory of what a Hub repo looked like at a commit: its file listing and raw safetensors headers.
 
-A commit never changes, so entries never expire. Layout, inside the Hugging Face cache folder::
+A commit never changes, so entries never expire. Layout, in ckptdiff's own folder under the Hugging Face home
+(``$HF_HOME``, which defaults to ``$XDG_CACHE_HOME/huggingface``), apart from huggingface_hub's cache (whose
+``hf cache`` commands would call a foreign folder there invalid)::
 
-    $HF_HUB_CACHE/ckptdiff/v1/models--{org}--{name}/
+    $HF_HOME/ckptdiff/v2/models--{org}--{name}/
         refs/{revision}                  the commit a branch/tag pointed at when last resolved (for offline runs)
         {commit}/listing.json            every file of the commit: path, size, LFS sha256
         {commit}/headers/{path}.header   the first 8 + N bytes of a safetensors file (its whole header)
         {commit}/files/{path}            a small file read whole: config.json, the index
 
-Headers are stored as the raw bytes read from the file and validated again when loaded, so a damaged cache
-entry is a miss rather than a wrong answer. Every write goes to a temporary file renamed into place.
+Every entry starts with the sha256 of what follows: an entry that fails it (a damaged disk, an edit that kept
+its size) is a miss and is fetched again, never a wrong answer. Headers are validated again when loaded too.
+Every write goes to a temporary file renamed into place.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import json
 import os
@@ -25,17 +29,27 @@ from urllib.parse import quote
 
 from .base import ListedFile
 
-CACHE_VERSION = "v1"
+CACHE_VERSION = "v2"
 #: What the default branch is stored under in ``refs/`` (a real ref name cannot start with '@').
 DEFAULT_REF = "@default"
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_DIGEST_BYTES = hashlib.sha256().digest_size
+
+
+def default_cache_folder() -> Path:
+    """ckptdiff's own cache folder: ``$HF_HOME/ckptdiff`` (huggingface_hub's HF_HOME, so HF_HOME and
+    XDG_CACHE_HOME move it)."""
+    from huggingface_hub import constants
+
+    return Path(constants.HF_HOME) / "ckptdiff"
 
 
 class HeaderCache:
     """The cache folder of one repo. All methods swallow I/O problems: a cache that fails is just a miss."""
 
-    def __init__(self, hub_cache: str | os.PathLike[str], repo_id: str) -> None:
-        self.root = Path(hub_cache) / "ckptdiff" / CACHE_VERSION / ("models--" + repo_id.replace("/", "--"))
+    def __init__(self, repo_id: str, folder: str | os.PathLike[str] | None = None) -> None:
+        base = Path(folder) if folder is not None else default_cache_folder()
+        self.root = base / CACHE_VERSION / ("models--" + repo_id.replace("/", "--"))
 
     # --- refs -------------------------------------------------------------------------------------------
 
@@ -44,8 +58,8 @@ class HeaderCache:
 
     def read_ref(self, revision: str | None) -> str | None:
         try:
-            commit = self._ref_path(revision).read_text().strip()
-        except OSError:
+            commit = _checked_read(self._ref_path(revision)).decode().strip()
+        except (OSError, ValueError):
             return None
         return commit if _COMMIT.match(commit) else None
 
@@ -58,7 +72,7 @@ class HeaderCache:
         if not _COMMIT.match(commit):
             return None
         try:
-            document = json.loads((self.root / commit / "listing.json").read_text())
+            document = json.loads(_checked_read(self.root / commit / "listing.json"))
             return [ListedFile(f["path"], f.get("size"), f.get("sha256")) for f in document["files"]]
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -74,8 +88,8 @@ class HeaderCache:
 
     def read_header(self, commit: str, path: str) -> bytes | None:
         try:
-            return self._header_path(commit, path).read_bytes()
-        except OSError:
+            return _checked_read(self._header_path(commit, path))
+        except (OSError, ValueError):
             return None
 
     def write_header(self, commit: str, path: str, prefix: bytes) -> None:
@@ -88,8 +102,8 @@ class HeaderCache:
 
     def read_file(self, commit: str, path: str) -> bytes | None:
         try:
-            return self._file_path(commit, path).read_bytes()
-        except OSError:
+            return _checked_read(self._file_path(commit, path))
+        except (OSError, ValueError):
             return None
 
     def write_file(self, commit: str, path: str, data: bytes) -> None:
@@ -100,8 +114,19 @@ _made_dirs: set[Path] = set()
 _counter = itertools.count()
 
 
+def _checked_read(path: Path) -> bytes:
+    """An entry's content, or ValueError when it does not match the sha256 it starts with."""
+    raw = path.read_bytes()
+    digest, data = raw[:_DIGEST_BYTES], raw[_DIGEST_BYTES:]
+    if len(digest) != _DIGEST_BYTES or hashlib.sha256(data).digest() != digest:
+        raise ValueError(f"{path}: checksum mismatch")
+    return data
+
+
 def _atomic_write(target: Path, data: bytes) -> None:
-    """Write to a temporary name unique to this process and thread, then rename it into place."""
+    """Write the sha256 of ``data`` and ``data`` to a temporary name unique to this process and thread, then
+    rename it into place."""
+    data = hashlib.sha256(data).digest() + data
     temporary = target.with_name(f".{target.name}.{os.getpid()}-{threading.get_ident()}-{next(_counter)}.part")
     try:
         if target.parent not in _made_dirs:

@@ -69,7 +69,7 @@ class HubSource(Source):
         self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
         self.etag_timeout = float(constants.HF_HUB_ETAG_TIMEOUT)
         self.hf_cache = constants.HF_HUB_CACHE
-        self.cache = HeaderCache(self.hf_cache, self.repo_id)
+        self.cache = HeaderCache(self.repo_id)  # $HF_HOME/ckptdiff, read now (tests move HF_HOME per run)
         self.commit: str | None = None
         self._headers: dict[str, str] | None = None
 
