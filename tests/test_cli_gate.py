@@ -91,6 +91,7 @@ def test_a_ckptdiff_toml_in_the_working_directory_is_the_policy(run_cli, pair, t
 
 def test_pyproject_is_found_from_a_subfolder_and_flags_override_it(run_cli, pair, tmp_path):
     a, b = pair
+    (tmp_path / ".git").mkdir()  # the search climbs to the repository's root, no further
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "gate"\n\n[tool.ckptdiff]\nignore = ["lm_head.*", "value_head.*"]\n'
         'allow-dtype-change = true\nfail-on = "warning"\nformat = "markdown"\n'
@@ -130,6 +131,7 @@ def test_without_a_and_b_the_config_files_reference_and_candidate_are_compared(r
     shutil.copytree(PUBLISHED, tmp_path / "reference")
     shutil.copytree(TWO_AUX, tmp_path / "checkpoints" / "drafter")
     (tmp_path / "ckptdiff.toml").write_text('reference = "reference"\ncandidate = "checkpoints/drafter"\n')
+    (tmp_path / ".git").mkdir()  # the search climbs to the repository's root, no further
     (tmp_path / "docs").mkdir()
     result = run_cli(cwd=tmp_path / "docs")
     assert result.returncode == 1, result.stderr

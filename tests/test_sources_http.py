@@ -52,7 +52,8 @@ def test_a_folder_url_without_a_folder_page_finds_the_usual_names(hub, tmp_path)
 
 
 def test_a_missing_url_is_one_line(hub):
-    url = f"{hub.endpoint}/org/none/resolve/main/model.safetensors"
+    hub.add_repo("org/drafter", PUBLISHED)
+    url = f"{hub.endpoint}/org/drafter/resolve/main/none/model.safetensors"  # a 404, as a web server says it
     with pytest.raises(SourceError) as error:
         resolve(url)
     assert error.value.line() == f"{url}: no such bucket, object or prefix (check the URL)"

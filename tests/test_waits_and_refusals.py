@@ -117,3 +117,34 @@ def test_a_web_server_redirect_loop_says_so(hub, run_cli, tmp_path):
     result = run_cli(url, str(PUBLISHED), env={"HF_HOME": str(tmp_path / "hf")}, timeout=60)
 
     one_line(result, url, "redirect loop")
+
+
+def test_a_web_server_trickling_a_header_times_out(hub, released, monkeypatch):
+    """64 bytes every 0.2 s (320 B/s) against the 16 kB/s floor: the read ends by its deadline, in one line."""
+    pytest.importorskip("aiohttp")
+    from ckptdiff.errors import SourceError
+    from ckptdiff.sources import resolve, store_reads
+
+    monkeypatch.setattr(store_reads, "READ_TIMEOUT", 1.0)  # the grace; the rest of the deadline is the rate
+    hub.add_repo("org/drafter", PUBLISHED)
+
+    def trickle(request: Request) -> bool:
+        if request.method != "GET" or "Range" not in request.headers:
+            return False
+        handler = request.handler
+        handler.send_response(200)  # Range ignored, too
+        handler.send_header("Content-Length", str(10**6))
+        handler.end_headers()
+        handler.close_connection = True
+        try:
+            while not released.wait(0.2):
+                handler.wfile.write(bytes(64))
+                handler.wfile.flush()
+        except OSError:
+            pass
+        return True
+
+    hub.hooks.append(trickle)
+
+    with pytest.raises(SourceError, match=r"timed out: the server sent \d+ of \d+ bytes, slower than 16 kB/s"):
+        resolve(f"{hub.endpoint}/org/drafter/resolve/main/model.safetensors")

@@ -98,19 +98,19 @@ async def _read_capped(
     data = bytearray()
     while len(data) < want:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise SourceError(
-                where,
-                f"timed out: the server sent {len(data)} of {want} bytes, slower than {MIN_BODY_RATE // 1024} kB/s",
-                "check the network, then retry",
-            )
         asked = min(READ_CHUNK, skip or (want - len(data)))
         try:
+            if remaining <= 0:
+                raise asyncio.TimeoutError
             chunk = await asyncio.wait_for(read(asked), timeout=min(remaining, READ_TIMEOUT))
         except asyncio.TimeoutError:
-            raise SourceError(
-                where, f"timed out: no bytes for {READ_TIMEOUT:.0f} s after {len(data)} of {want}", "retry later"
-            ) from None
+            slow = time.monotonic() >= deadline
+            defect = (
+                f"timed out: the server sent {len(data)} of {want} bytes, slower than {MIN_BODY_RATE // 1024} kB/s"
+                if slow
+                else f"timed out: no bytes for {READ_TIMEOUT:.0f} s after {len(data)} of {want}"
+            )
+            raise SourceError(where, defect, "check the network, then retry") from None
         if not chunk:
             break
         if skip:
