@@ -1,18 +1,19 @@
-"""SGLang's EAGLE-3 drafter loading, as data (llama_eagle3.py, kimi_k25_eagle3.py, the EAGLE worker)."""
+"""SGLang's EAGLE-3 drafter loading, as data (llama_eagle3.py, kimi_k25_eagle3.py, the aux-state set-up)."""
 
 from __future__ import annotations
 
-from .llama_layer import Biases, decoder_layer, mla_layer
+from .llama_layer import Biases, decoder_layers, fc_block
 from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
+from .settings import Draft
 from .stacking import stacked
 
 REPO = "sgl-project/sglang"
-LLAMA = Source(REPO, "03d5a77", "python/sglang/srt/models/llama_eagle3.py")
-KIMI = Source(REPO, "054a1ce", "python/sglang/srt/models/kimi_k25_eagle3.py")
-DEEPSEEK = Source(REPO, "5da6cae", "python/sglang/srt/models/deepseek_eagle3.py")
-RUNNER = Source(REPO, "03d5a77", "python/sglang/srt/model_executor/model_runner.py (set_eagle3_layers_to_capture)")
-WORKER = Source(REPO, "03d5a77", "python/sglang/srt/speculative/eagle_worker.py (set_embed)")
-LOADER_UTILS = Source(REPO, "03d5a77", "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
+VERSION = "v0.5.23"
+LLAMA = Source(REPO, VERSION, "python/sglang/srt/models/llama_eagle3.py")
+KIMI = Source(REPO, VERSION, "python/sglang/srt/models/kimi_k25_eagle3.py")
+TARGET_LLAMA = Source(REPO, VERSION, "python/sglang/srt/models/llama.py (set_embed, set_eagle3_layers_to_capture)")
+AUX_SETUP = Source(REPO, VERSION, "python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py")
+LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
 
 RANDOM = Case(
     lambda d: True,
@@ -24,26 +25,57 @@ RANDOM = Case(
     ),
 )
 
+
+def _replaced(d: Draft) -> bool:
+    """set_embed swaps in the target's embedding unless target_hidden_size is set and differs from hidden_size."""
+    return not (d.target_hidden_set and d.target_hidden != d.hidden)
+
+
+def _too_narrow(d: Draft) -> bool:
+    """The target's embedding replaces the drafter's, but is another width than the drafter's layers read."""
+    return _replaced(d) and d.target is not None and d.target.hidden is not None and d.target.hidden != d.hidden
+
+
+EMBED_WIDTH = Event(
+    "error",
+    "embed_width_mismatch",
+    "{param}: SGLang's EAGLE-3 worker replaces the drafter's embedding by the target's (set_embed), which is "
+    "{target_width} wide, but the drafter's layers take hidden_size={hidden} (no target_hidden_size to stop the "
+    "swap): the first forward fails",
+    TARGET_LLAMA.inferring(),
+)
+
 EMBED = Param(
     "model.embed_tokens.weight",
-    lambda d: (d.vocab, d.hidden) if d.vocab else None,
-    WORKER,
+    lambda d: d.shape("embed_tokens.weight"),
+    TARGET_LLAMA,
     absent=(
+        Case(_too_narrow, EMBED_WIDTH),
         Case(
-            lambda d: True,
-            Event("info", "from_target", "{param}: the EAGLE-3 worker sets the target's embedding (set_embed)", WORKER),
+            _replaced,
+            Event("info", "from_target", "{param}: the EAGLE-3 worker sets the target's embedding (set_embed)", LLAMA),
         ),
-    ),
-    loaded=(
         Case(
             lambda d: True,
             Event(
+                "warning",
+                "random_init",
+                "{param}: target_hidden_size differs from hidden_size, so SGLang keeps the drafter's own embedding "
+                "(set_embed returns early), and the drafter has none: it stays randomly initialised",
+                TARGET_LLAMA,
+            ),
+        ),
+    ),
+    loaded=(
+        Case(_too_narrow, EMBED_WIDTH),
+        Case(
+            _replaced,
+            Event(
                 "info",
                 "embed_tokens_overridden",
-                "{name} is loaded, then replaced by the target's embedding (set_embed): harmless "
-                "when it is a frozen copy "
-                "of the target's, as EAGLE-3 training keeps it (--values --base checks)",
-                WORKER,
+                "{name} is loaded, then replaced by the target's embedding (set_embed): harmless when it is a frozen "
+                "copy of the target's, as EAGLE-3 training keeps it (--values --base checks)",
+                TARGET_LLAMA,
             ),
         ),
     ),
@@ -54,6 +86,7 @@ LM_HEAD = Param(
     lambda d: (d.head_rows, d.hidden) if d.head_rows else None,
     LLAMA,
     exists=lambda d: not d.tied,
+    module="lm_head",
     absent=(
         Case(
             lambda d: d.draft_vocab is None,
@@ -77,14 +110,39 @@ LM_HEAD = Param(
     ),
 )
 
+#: load_weights consumes any d2t into hot_token_id = d2t + arange(len(d2t)), whatever the vocabularies; not a
+#: parameter, so nothing checks its length or dtype at load time.
 HOT_TOKENS = Param(
     "hot_token_id",
-    lambda d: (d.draft_vocab,) if d.draft_vocab else None,
+    lambda d: None,
     LLAMA,
-    exists=lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
-    absent=(
+    dtypes=("I64", "I32", "I16", "I8", "U8", "U16", "U32"),
+    dtype_event=Event(
+        "error",
+        "d2t_dtype",
+        "{name} is {dtype}: SGLang computes hot_token_id = d2t + arange, a floating tensor, and token ids must be "
+        "integers: draft tokens cannot be mapped (the first draft step fails)",
+        LLAMA.inferring(),
+    ),
+    loaded=(
+        Case(
+            lambda d: d.d2t_length not in (None, d.head_rows),
+            Event(
+                "error",
+                "d2t_length",
+                "{name} has {d2t_length} entries but the draft head has {head_rows} rows: SGLang consumes it into "
+                "hot_token_id without a check, and draft ids past its end cannot be mapped",
+                LLAMA.inferring(),
+            ),
+        ),
         Case(
             lambda d: True,
+            Event("info", "d2t_consumed", "{name} becomes hot_token_id (d2t + arange)", LLAMA),
+        ),
+    ),
+    absent=(
+        Case(
+            lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
             Event(
                 "warning",
                 "d2t_missing",
@@ -92,12 +150,11 @@ HOT_TOKENS = Param(
                 LLAMA.inferring(),
             ),
         ),
+        Case(lambda d: True, Event("info", "not_needed", "{param}: no d2t; not needed (one vocabulary)", LLAMA)),
     ),
 )
 
-FC = Param("model.fc.weight", lambda d: (d.hidden, 3 * d.target_hidden), LLAMA, absent=(RANDOM,))
-FC_MLA = Param("model.fc.weight", lambda d: (d.hidden, d.aux_count * d.target_hidden), KIMI, absent=(RANDOM,))
-NORM = Param("model.norm.weight", lambda d: (d.hidden,), LLAMA, absent=(RANDOM,))
+NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), LLAMA, absent=(RANDOM,))
 
 UNKNOWN = Event(
     "warning",
@@ -112,25 +169,22 @@ SHAPE = Event(
     'parameter ({want})"',
     LOADER_UTILS,
 )
-ONE_LAYER = Case(
-    lambda d: d.layers != 1,
-    Event(
-        "error",
-        "layers_unsupported",
-        'num_hidden_layers={layers}: ValueError "EAGLE3 currently only supports 1 layer"',
-        KIMI,
-    ),
-)
 
 DROPS = (Drop(r"t2d", Event("info", "dropped", "{name} is not used by SGLang (skipped by load_weights)", LLAMA)),)
-RENAMES = (Rename(r"^d2t$", "hot_token_id", LLAMA), *stacked(LLAMA))
-
-#: llama_eagle3 overrides qkv_proj with bias=False; o_proj keeps LlamaAttention's bias=attention_bias.
-BIASES = Biases(o_proj=lambda d: d.config.get("attention_bias") is True)
-#: fc is Linear(..., bias=getattr(config, "bias", False)).
-FC_BIAS = Param(
-    "model.fc.bias", lambda d: (d.hidden,), LLAMA, exists=lambda d: d.config.get("bias") is True, absent=(RANDOM,)
+#: legacy_name_map, then d2t → hot_token_id, then the stacked q/k/v and gate/up.
+RENAMES = (
+    Rename(r"midlayer", "layers.0", LLAMA),
+    Rename(r"aux_norm_low", "fc_norm.0", LLAMA),
+    Rename(r"aux_norm_mid", "fc_norm.1", LLAMA),
+    Rename(r"aux_norm_high", "fc_norm.2", LLAMA),
+    Rename(r"^.*d2t.*$", "hot_token_id", LLAMA),
+    *stacked(LLAMA),
 )
+
+#: llama_eagle3 overrides qkv_proj with bias=False; o_proj keeps LlamaAttention's bias=attention_bias or bias;
+#: LlamaMLP has no bias.
+BIASES = Biases(o_proj=lambda d: d.spec.attention_bias or d.spec.bias)
+NESTED_IDS = ("eagle_config.eagle_aux_hidden_state_layer_ids",)
 
 LLAMA_LOADER = Loader(
     architectures=("LlamaForCausalLMEagle3",),
@@ -140,48 +194,55 @@ LLAMA_LOADER = Loader(
     lookups=("{name}", "model.{name}"),
     params=(
         EMBED,
-        FC,
-        FC_BIAS,
-        *decoder_layer("model.midlayer.", LLAMA, RANDOM, biases=BIASES),
+        *fc_block(
+            "model.fc",
+            LLAMA,
+            RANDOM,
+            bias=lambda d: d.spec.bias,
+            fc_norm="model.fc_norm",
+            input_norm="model.input_norm",
+        ),
+        *decoder_layers(lambda i: f"model.layers.{i}.", LLAMA, RANDOM, biases=BIASES),
         NORM,
         LM_HEAD,
         HOT_TOKENS,
     ),
     unknown=UNKNOWN,
     shape_error=SHAPE,
+    fc_aux_keys=NESTED_IDS,
 )
 
 MLA_LOADER = Loader(
     architectures=("Eagle3DeepseekV2ForCausalLM",),
     source=KIMI,
-    renames=(Rename(r"^layers\.0\.", "midlayer.", KIMI), *RENAMES),
-    drops=DROPS,
-    lookups=("{name}", "model.{name}"),
-    params=(EMBED, FC_MLA, *mla_layer("model.midlayer.", KIMI, RANDOM), NORM, LM_HEAD, HOT_TOKENS),
+    renames=(
+        Rename(r"^layers\.0\.", "midlayer.", KIMI),
+        Rename(r"^(d2t|.*\.d2t)$", "hot_token_id", KIMI),
+        Rename(r"^(?!lm_head\.|hot_token_id)", "model.", KIMI),
+        Rename(r"\.gate_proj\.", ".gate_up_proj.", KIMI, shard="0"),
+        Rename(r"\.up_proj\.", ".gate_up_proj.", KIMI, shard="1"),
+        Rename(r"\.q_a_proj\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="0"),
+        Rename(r"\.kv_a_proj_with_mqa\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="1"),
+    ),
+    drops=(Drop(r"(^|\.)t2d$", Event("info", "dropped", "{name} is not used by SGLang (skipped)", KIMI)),),
+    lookups=("{name}",),
+    params=(
+        EMBED,
+        *fc_block("model.fc", KIMI, RANDOM, bias=lambda d: d.spec.bias, fc_norm="model.fc_norm"),
+        *decoder_layers(
+            lambda i: "model.midlayer.",
+            KIMI,
+            RANDOM,
+            attention="mla",
+            layers=1,
+            fused_qkv_a="fused_qkv_a_proj_with_mqa",
+        ),
+        NORM,
+        LM_HEAD,
+        HOT_TOKENS,
+    ),
     unknown=Event(
         "warning", "skipped_unknown_name", '{name}: logged "Eagle3 MLA: skipping unexpected weight" and not used', KIMI
-    ),
-    shape_error=SHAPE,
-    checks=(ONE_LAYER,),
-    unchecked_prefixes=("model.midlayer.self_attn.",),
-)
-
-DEEPSEEK_LOADER = Loader(
-    # deepseek_eagle3.py registers V2 too; at 054a1ce kimi_k25_eagle3.py serves that name (MLA_LOADER)
-    architectures=("Eagle3DeepseekV3ForCausalLM",),
-    source=DEEPSEEK,
-    renames=(Rename(r"^layers\.0\.", "midlayer.", DEEPSEEK), *RENAMES),
-    drops=(
-        *DROPS,
-        Drop(r"rotary_emb\.inv_freq", Event("info", "dropped", "{name} is skipped by load_weights", DEEPSEEK)),
-    ),
-    lookups=("{name}", "model.{name}"),
-    params=(EMBED, FC_MLA, *mla_layer("model.midlayer.", DEEPSEEK, RANDOM), NORM, LM_HEAD, HOT_TOKENS),
-    unknown=Event(
-        "warning",
-        "skipped_unknown_name",
-        "SGLang has no parameter {name} or model.{name}: skipped without a word",
-        DEEPSEEK,
     ),
     shape_error=SHAPE,
     checks=(
@@ -190,20 +251,44 @@ DEEPSEEK_LOADER = Loader(
             Event(
                 "error",
                 "layers_unsupported",
-                'num_hidden_layers={layers}: ValueError "Eagle3 currently only supports 1 decoder layer"',
-                DEEPSEEK,
+                'num_hidden_layers={layers}: ValueError "EAGLE3 currently only supports 1 layer"',
+                KIMI,
+            ),
+        ),
+        Case(
+            lambda d: d.spec.mla is not None and d.spec.mla.q_lora_rank is None,
+            Event(
+                "error",
+                "mla_needs_q_lora_rank",
+                'no q_lora_rank: ValueError "Eagle3 MLA layer requires q_lora_rank in the draft config"',
+                KIMI,
             ),
         ),
     ),
-    unchecked_prefixes=("model.midlayer.self_attn.",),
+    # _get_eagle_aux_layer_count: eagle_config's ids, then the top-level ones, else 3.
+    fc_aux_keys=(*NESTED_IDS, "eagle_aux_hidden_state_layer_ids"),
+    # Eagle3DeepseekV2ForCausalLM drops a modelopt_fp4 quant config: its layers are built unquantized.
+    quantization=lambda d: d.spec.quantization is None or d.spec.quantization.weight_format != "nvfp4",
+    quantization_refused=(
+        Case(
+            lambda d: d.spec.quantization is not None and d.spec.quantization.weight_format == "nvfp4",
+            Event(
+                "warning",
+                "quantization_ignored",
+                "quantization_config is NVFP4 ({method}): SGLang's Eagle3DeepseekV2ForCausalLM overrides a "
+                "modelopt_fp4 config and builds the drafter unquantized (it expects bf16 draft weights)",
+                KIMI,
+            ),
+        ),
+    ),
 )
 
 ENGINE = Engine(
     name="sglang",
     label="SGLang",
-    version="main at 03d5a77 (llama_eagle3), 054a1ce (kimi_k25_eagle3), 5da6cae (deepseek_eagle3)",
+    version="0.5.23 (installed source)",
     architecture_mapping=(),
-    loaders=(LLAMA_LOADER, MLA_LOADER, DEEPSEEK_LOADER),
+    loaders=(LLAMA_LOADER, MLA_LOADER),
     unregistered=Event(
         "error",
         "architecture_not_eagle3",
@@ -213,7 +298,7 @@ ENGINE = Engine(
         LLAMA,
     ),
     aux_ids=AuxIds(
-        keys=("eagle_config.eagle_aux_hidden_state_layer_ids",),
+        keys=NESTED_IDS,
         offset=0,
         convention="SGLang's: id k = the output of target layer k (it captures before layer k+1)",
         default_outputs=lambda n: (1, n // 2 - 1, n - 4),
@@ -222,13 +307,15 @@ ENGINE = Engine(
             "aux_ids_default",
             "SGLang reads aux layer ids only from eagle_config.eagle_aux_hidden_state_layer_ids{ignored}; it uses "
             "its default capture [2, n//2, n-3] = the outputs of target layers {outputs}",
-            RUNNER,
+            AUX_SETUP,
         ),
-        source=RUNNER,
+        source=TARGET_LLAMA,
+        # layers_to_capture = [id + 1]: captured before layer id+1, so the last layer's output (id n-1) never is.
+        valid=lambda n: range(-1, n - 1),
     ),
     config_checks=(
         Case(
-            lambda d: d.config.get("norm_before_residual") is True,
+            lambda d: d.spec.norm_before_residual is not None and d.spec.norm_before_residual.value is True,
             Event(
                 "warning",
                 "config_ignored",
