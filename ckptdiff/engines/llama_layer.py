@@ -146,8 +146,10 @@ def fc_block(
     bias: When = never,
     fc_norm: str | None = None,
     input_norm: str | None = None,
+    quantizable: bool = True,
 ) -> tuple[Param, ...]:
-    """fc (sized by the engine's aux count), its bias, the per-chunk fc_norm and the input_norm before it."""
+    """fc (sized by the engine's aux count), its bias, the per-chunk fc_norm and the input_norm before it.
+    ``quantizable``: fc is built with the drafter's quant config (False: a plain torch.nn.Linear)."""
     out: tuple[Param, ...] = (
         Param(
             f"{fc}.weight",
@@ -155,7 +157,7 @@ def fc_block(
             source,
             exists=lambda d: d.use_aux,
             absent=absent,
-            module="fc",
+            module="fc" if quantizable else None,
         ),
         Param(f"{fc}.bias", lambda d: (d.hidden,), source, exists=lambda d: d.use_aux and bias(d), absent=absent),
     )

@@ -201,6 +201,7 @@ LLAMA_LOADER = Loader(
             bias=lambda d: d.spec.bias,
             fc_norm="model.fc_norm",
             input_norm="model.input_norm",
+            quantizable=False,  # fc is a plain torch.nn.Linear
         ),
         *decoder_layers(lambda i: f"model.layers.{i}.", LLAMA, RANDOM, biases=BIASES),
         NORM,
