@@ -181,9 +181,9 @@ class SpeculatorsAdapter:
 
     #: transformer_layer_config.model_type (default "llama") → the architecture it builds.
     architectures: tuple[tuple[str, str], ...]
-    types: tuple[str, ...]  # speculators_model_type values it accepts for EAGLE-3
+    types: tuple[str, ...]  # speculators_model_type values it accepts for EAGLE-3 (none: it refuses the format)
     source: Source
-    invalid: Event  # {defect}: the config fails its validation
+    invalid: Event  # {defect}: the config fails its validation (or, with no types, the format is refused)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from .llama_layer import Biases, decoder_layers, fc_block
-from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
+from .rules import (
+    AuxIds,
+    Case,
+    Drop,
+    Engine,
+    Event,
+    Loader,
+    Param,
+    Rename,
+    Source,
+    SpeculatorsAdapter,
+    target_hidden_check,
+)
 from .settings import Draft
 from .stacking import stacked
 
@@ -14,6 +26,7 @@ KIMI = Source(REPO, VERSION, "python/sglang/srt/models/kimi_k25_eagle3.py")
 TARGET_LLAMA = Source(REPO, VERSION, "python/sglang/srt/models/llama.py (set_embed, set_eagle3_layers_to_capture)")
 AUX_SETUP = Source(REPO, VERSION, "python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py")
 LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
+HF_CONFIG = Source(REPO, VERSION, "python/sglang/srt/utils/hf_transformers/config.py (get_config)", inferred=True)
 
 RANDOM = Case(
     lambda d: True,
@@ -327,4 +340,17 @@ ENGINE = Engine(
         ),
     ),
     target_checks=(target_hidden_check(LLAMA.inferring(), "the fc matmul fails on the first forward"),),
+    # No adapter: config.json goes to transformers' AutoConfig, which has no "speculators" model_type.
+    speculators=SpeculatorsAdapter(
+        architectures=(),
+        types=(),
+        source=HF_CONFIG,
+        invalid=Event(
+            "error",
+            "speculators_format_unsupported",
+            "{defect}: SGLang has no speculators adapter and transformers' AutoConfig refuses a config without a "
+            'model_type it knows: ValueError "Unrecognized model ..."',
+            HF_CONFIG,
+        ),
+    ),
 )

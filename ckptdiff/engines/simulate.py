@@ -119,6 +119,8 @@ _RANK = {"error": 0, "warning": 1, "info": 2}
 def _speculators_architecture(adapter: SpeculatorsAdapter, spec: DrafterSpec) -> tuple[str, str | None]:
     """The architecture the engine's speculators adapter builds, or why it refuses the config."""
     assert spec.speculators is not None
+    if not adapter.types:
+        return "", "a speculators-format config"
     if spec.speculators.model_type not in adapter.types:
         kind = json.dumps(spec.speculators.model_type)
         return "", f"speculators_model_type is {kind}: ValueError: Expected one of: {list(adapter.types)}"
@@ -265,6 +267,8 @@ def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
     if draft.aux_ids is None or aux.from_serving_config:
         default = aux.default_outputs(n) if n else None
         outputs = _list(default) if default else "[1, n//2-1, n-4] for a target of n layers"
+        if ignored and default is None and not aux.from_serving_config:
+            outputs += " (give --base to see whether those are the layers the ignored ids name)"
         # Ids it ignores show the drafter may have been trained on other layers, unless they name the default
         # capture under either convention (SGLang's "output of layer k", vLLM's "output of layer k-1").
         same = default is not None and all(
