@@ -159,7 +159,9 @@ def fc_block(
             absent=absent,
             module="fc" if quantizable else None,
         ),
-        Param(f"{fc}.bias", lambda d: (d.hidden,), source, exists=lambda d: d.use_aux and bias(d), absent=absent),
+        Param(
+            f"{fc}.bias", lambda d: d.shape("fc.bias"), source, exists=lambda d: d.use_aux and bias(d), absent=absent
+        ),
     )
     if input_norm is not None:
         out += (

@@ -96,7 +96,7 @@ EMBED = Param(
 
 LM_HEAD = Param(
     "lm_head.weight",
-    lambda d: (d.head_rows, d.hidden) if d.head_rows else None,
+    lambda d: d.shape("lm_head.weight"),
     LLAMA,
     exists=lambda d: not d.tied,
     module="lm_head",

@@ -24,7 +24,7 @@ MISSING = Case(
 
 EMBED = Param(
     "model.embed_tokens.weight",
-    lambda d: (d.vocab, d.hidden) if d.vocab else None,
+    lambda d: d.shape("embed_tokens.weight"),
     MODEL,
     exists=lambda d: d.target_hidden != d.hidden,
     absent=(MISSING,),
@@ -48,7 +48,7 @@ TARGET_EMBED = Param(
 )
 LM_HEAD = Param(
     "lm_head.weight",
-    lambda d: (d.head_rows, d.hidden) if d.head_rows else None,
+    lambda d: d.shape("lm_head.weight"),
     MODEL,
     absent=(
         Case(
@@ -74,10 +74,18 @@ LM_HEAD = Param(
 )
 D2T = Param(
     "model.d2t",
-    lambda d: (d.draft_vocab,) if d.draft_vocab else None,
+    lambda d: d.shape("d2t"),
     MODEL,
     exists=lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
     absent=(MISSING,),
+    dtypes=("I64", "I32"),
+    dtype_event=Event(
+        "warning",
+        "d2t_dtype",
+        "{name} is {dtype}: TensorRT-LLM keeps d2t as integer offsets, so a floating one maps draft tokens to the "
+        "wrong target ids",
+        MODEL.inferring(),
+    ),
 )
 #: fc (and, under bias: true, its bias) sized by the serving setting's capture count (three by default).
 FC = fc_block("model.fc", MODEL.inferring(), MISSING, bias=lambda d: d.spec.bias)
