@@ -77,7 +77,7 @@ def test_each_published_layout_gives_the_engines_outcome(name):
     assert got == expected, {e: (r.outcome, r.summary) for e, r in results.items()}
     for engine, outcome in zip(("sglang", "vllm", "trtllm"), expected):
         if outcome == "loads":  # every tensor reaches a parameter, none is left random or raised on
-            assert {fate for _, fate, _ in results[engine].tensors} <= {"loaded", "renamed", "skipped", "consumed"}
+            assert {fate for _, fate, _ in results[engine].tensors} <= {"loaded", "renamed", "skipped"}
             assert "random" not in {fate for _, fate in results[engine].parameters}
 
 
@@ -153,7 +153,7 @@ def test_a_d2t_with_one_vocabulary_is_consumed_by_sglang_and_refused_by_vllm(tmp
                for n, d, s in llama_layer("midlayer.", first=True) + head()]  # fmt: skip
     results = outcomes(drafter(tmp_path / "d", config, tensors), engines=("vllm", "sglang"))
     assert results["sglang"].outcome == "loads"
-    assert dict((n, f) for n, f, _ in results["sglang"].tensors)["d2t"] == "consumed"
+    assert dict((n, (f, p)) for n, f, p in results["sglang"].tensors)["d2t"] == ("renamed", "hot_token_id")
     assert results["vllm"].outcome == "fails"
     assert "no module or parameter named 'draft_id_to_target_id'" in results["vllm"].events[0].message
 

@@ -29,7 +29,7 @@ PARAMETER_FATES: dict[str, str] = {
 }
 #: What becomes of a tensor a drop or an on-load rule names, by the event's code (else: dropped → "skipped",
 #: on-load → loaded).
-TENSOR_FATES: dict[str, str] = {"embed_tokens_overridden": "from_target", "d2t_consumed": "consumed"}
+TENSOR_FATES: dict[str, str] = {"embed_tokens_overridden": "from_target"}
 
 
 def always(_: Draft) -> bool:

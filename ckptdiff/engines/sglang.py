@@ -139,12 +139,22 @@ HOT_TOKENS = Param(
     ),
     loaded=(
         Case(
-            lambda d: d.d2t_length not in (None, d.head_rows),
+            lambda d: d.d2t_length is not None and d.head_rows is not None and d.d2t_length < d.head_rows,
             Event(
                 "error",
                 "d2t_length",
                 "{name} has {d2t_length} entries but the draft head has {head_rows} rows: SGLang consumes it into "
                 "hot_token_id without a check, and draft ids past its end cannot be mapped",
+                LLAMA.inferring(),
+            ),
+        ),
+        Case(
+            lambda d: d.d2t_length is not None and d.head_rows is not None and d.d2t_length > d.head_rows,
+            Event(
+                "warning",
+                "d2t_length",
+                "{name} has {d2t_length} entries but the draft head has {head_rows} rows: SGLang consumes it into "
+                "hot_token_id without a check; the map was built for another draft vocabulary",
                 LLAMA.inferring(),
             ),
         ),

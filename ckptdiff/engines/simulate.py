@@ -224,7 +224,7 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
             events.add(after.then, name, name=name, param=param_name)
         fate = TENSOR_FATES.get(after.then.code, "") if after is not None else ""
         fates.tensors.append((name, fate or ("renamed" if _moved(name, param_name) else "loaded"), param_name))
-        filled[param_name] = "loaded" if fate in ("", "consumed") else fate
+        filled[param_name] = fate or "loaded"
     for param in params.values():
         if param.name in filled:
             fates.parameters.append((param.name, filled[param.name]))
