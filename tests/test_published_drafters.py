@@ -140,10 +140,12 @@ def test_d2t_stored_as_bf16(tmp_path):
 
 
 def test_d2t_of_another_length_under_sglang(tmp_path):
-    tensors = [(n, d, [64] if n == "d2t" else s) for n, d, s in llama_layer("midlayer.", first=True) + head()]
-    results = outcomes(drafter(tmp_path / "d", SPECFORGE_QWEN3, tensors), engines=("vllm", "sglang"))
-    assert results["sglang"].outcome == "fails" and results["sglang"].events[0].code == "d2t_length"
-    assert results["vllm"].outcome == "fails" and results["vllm"].events[0].code == "shape_mismatch"
+    for length, sglang_outcome in ((16, "fails"), (64, "degraded")):  # the head has 32 rows
+        tensors = [(n, d, [length] if n == "d2t" else s) for n, d, s in llama_layer("midlayer.", first=True) + head()]
+        spec = drafter(tmp_path / str(length), SPECFORGE_QWEN3, tensors)
+        results = outcomes(spec, engines=("vllm", "sglang"))
+        assert results["sglang"].outcome == sglang_outcome and results["sglang"].events[0].code == "d2t_length"
+        assert results["vllm"].outcome == "fails" and results["vllm"].events[0].code == "shape_mismatch"
 
 
 def test_a_d2t_with_one_vocabulary_is_consumed_by_sglang_and_refused_by_vllm(tmp_path):
