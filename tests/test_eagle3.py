@@ -538,8 +538,8 @@ def test_rename_rules_can_live_in_the_config_file_and_a_flag_replaces_them(tmp_p
     [("bfloat16", "BF16"), ("torch.float16", "F16"), ("float8_e4m3fn", "F8_E4M3"), ("int8", None), ("bf16", None)],
 )
 def test_a_drafter_configs_torch_dtype_is_read_through_the_dtype_registry(torch_dtype, expected):
-    from ckptdiff.profiles.drafter import DrafterSpec as DrafterConfig
+    from ckptdiff.profiles.drafter import DrafterSpec
 
-    drafter = DrafterConfig.of(small_drafter_config(torch_dtype=torch_dtype))
+    drafter = DrafterSpec.of(small_drafter_config(torch_dtype=torch_dtype))
 
     assert drafter.safetensors_dtype == expected
