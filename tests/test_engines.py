@@ -376,13 +376,19 @@ def test_a_speculators_format_drafter_is_vllms(tmp_path):
     config.pop("norm_before_residual")
     write_config(folder, config)
     vllm = result(check(str(folder), "vllm"), "vllm")
-    assert vllm.outcome == "degraded" and codes(vllm) == {**codes(vllm), "config_default_differs": "warning"}
-    # vLLM's adapter validates speculators_config before anything else
+    assert vllm.outcome == "loads" and codes(vllm)["config_default_differs"] == "info"
+    # vLLM validates speculators_config when the checkpoint is served as the model, not as a drafter
     del config["speculators_config"]["proposal_methods"]
     write_config(folder, config)
     vllm = result(check(str(folder), "vllm"), "vllm")
-    assert vllm.outcome == "fails" and vllm.events[0].code == "speculators_config_invalid"
+    assert vllm.outcome == "degraded" and vllm.events[0].code == "speculators_config_invalid"
     assert "ValueError: Invalid speculators config structure" in vllm.events[0].message
+    assert "vllm serve" in vllm.events[0].message
+    # an architecture its adapter cannot build is refused either way
+    config["transformer_layer_config"]["model_type"] = "mistral"
+    write_config(folder, config)
+    vllm = result(check(str(folder), "vllm"), "vllm")
+    assert vllm.outcome == "fails" and "Unsupported model_type mistral" in vllm.events[0].message
 
 
 def test_a_hub_drafter_checked_alone_reads_the_bases_config_and_at_most_one_shard_header(hub, run_cli, tmp_path):

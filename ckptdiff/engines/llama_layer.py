@@ -147,21 +147,22 @@ def fc_block(
     fc_norm: str | None = None,
     input_norm: str | None = None,
     quantizable: bool = True,
+    needs_aux: bool = True,
 ) -> tuple[Param, ...]:
     """fc (sized by the engine's aux count), its bias, the per-chunk fc_norm and the input_norm before it.
-    ``quantizable``: fc is built with the drafter's quant config (False: a plain torch.nn.Linear)."""
+    ``quantizable``: fc is built with the drafter's quant config (False: a plain torch.nn.Linear); ``needs_aux``:
+    only built when eagle_config.use_aux_hidden_state is not false."""
+    built: When = (lambda d: d.use_aux) if needs_aux else (lambda d: True)
     out: tuple[Param, ...] = (
         Param(
             f"{fc}.weight",
             lambda d: (d.hidden, d.fc_aux * d.target_hidden),
             source,
-            exists=lambda d: d.use_aux,
+            exists=built,
             absent=absent,
             module="fc" if quantizable else None,
         ),
-        Param(
-            f"{fc}.bias", lambda d: d.shape("fc.bias"), source, exists=lambda d: d.use_aux and bias(d), absent=absent
-        ),
+        Param(f"{fc}.bias", lambda d: d.shape("fc.bias"), source, exists=lambda d: built(d) and bias(d), absent=absent),
     )
     if input_norm is not None:
         out += (
@@ -169,18 +170,18 @@ def fc_block(
                 f"{input_norm}.weight",
                 lambda d: (d.fc_aux * d.target_hidden,),
                 source,
-                exists=lambda d: d.use_aux and d.spec.norm_before_fc,
+                exists=lambda d: built(d) and d.spec.norm_before_fc,
                 absent=absent,
             ),
         )
     if fc_norm is not None:
         out += tuple(
-            Param(f"{fc_norm}.{i}.weight", lambda d: (d.target_hidden,), source, exists=_chunk(i), absent=absent)
+            Param(f"{fc_norm}.{i}.weight", lambda d: (d.target_hidden,), source, exists=_chunk(i, built), absent=absent)
             for i in range(MAX_AUX)
         )
     return out
 
 
-def _chunk(index: int) -> When:
+def _chunk(index: int, built: When) -> When:
     """fc_norm.{index} exists when fc_norm is configured and fc takes more than ``index`` hidden states."""
-    return lambda d: d.use_aux and d.spec.fc_norm and d.fc_aux > index
+    return lambda d: built(d) and d.spec.fc_norm and d.fc_aux > index

@@ -183,7 +183,9 @@ class SpeculatorsAdapter:
     architectures: tuple[tuple[str, str], ...]
     types: tuple[str, ...]  # speculators_model_type values it accepts for EAGLE-3 (none: it refuses the format)
     source: Source
-    invalid: Event  # {defect}: the config fails its validation (or, with no types, the format is refused)
+    invalid: Event  # {defect}: the config cannot be read (or, with no types, the format is refused)
+    #: {defect}: what its validation of speculators_config finds, when that is not fatal to loading (None: it is)
+    validation: Event | None = None
 
 
 @dataclass(frozen=True)
@@ -206,3 +208,6 @@ class Engine:
     target_refused: Event | None = None
     #: None: a speculators-format config is looked up by its architectures like any other.
     speculators: SpeculatorsAdapter | None = None
+    #: The drafter's model_type → the architecture the engine substitutes before its mapping (vLLM turns a
+    #: deepseek_v3 draft into an MTP model); ``{why}`` in ``unregistered`` says so.
+    model_type_architectures: tuple[tuple[tuple[str, ...], str, str], ...] = ()

@@ -99,8 +99,8 @@ class Draft:
 
     @property
     def captured(self) -> int:
-        """How many hidden states the engine captures: its ids, else its default three."""
-        return len(self.aux.value) if self.aux is not None else 3
+        """How many hidden states the engine captures: its distinct ids (a layer is captured once), else three."""
+        return len(set(self.aux.value)) if self.aux is not None else 3
 
     @property
     def target_width(self) -> int | None:

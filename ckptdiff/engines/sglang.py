@@ -49,6 +49,11 @@ def _too_narrow(d: Draft) -> bool:
     return _replaced(d) and d.target is not None and d.target.hidden is not None and d.target.hidden != d.hidden
 
 
+def _rows(d: Draft) -> int | None:
+    """The draft head's rows: the embedding's (vocab_size) when tied, else draft_vocab_size or vocab_size."""
+    return d.vocab if d.tied else d.head_rows
+
+
 EMBED_WIDTH = Event(
     "error",
     "embed_width_mismatch",
@@ -129,31 +134,34 @@ HOT_TOKENS = Param(
     "hot_token_id",
     lambda d: None,
     LLAMA,
+    exists=lambda d: d.d2t_length is not None or (d.draft_vocab is not None and d.draft_vocab != d.vocab),
     dtypes=("I64", "I32", "I16", "I8", "U8", "U16", "U32"),
     dtype_event=Event(
-        "error",
+        "warning",
         "d2t_dtype",
-        "{name} is {dtype}: SGLang computes hot_token_id = d2t + arange, a floating tensor, and token ids must be "
-        "integers: draft tokens cannot be mapped (the first draft step fails)",
+        "{name} is {dtype}: SGLang computes hot_token_id = d2t + arange in that floating type, so draft token ids "
+        "go through a float (rounded past 256 for BF16) before indexing the target vocabulary",
         LLAMA.inferring(),
     ),
     loaded=(
         Case(
-            lambda d: d.d2t_length is not None and d.head_rows is not None and d.d2t_length < d.head_rows,
+            lambda d: d.d2t_length is not None and _rows(d) is not None and d.d2t_length < _rows(d),
             Event(
                 "error",
                 "d2t_length",
-                "{name} has {d2t_length} entries but the draft head has {head_rows} rows: SGLang consumes it into "
+                "{name} has {d2t_length} entries, not one per row of the draft head (draft_vocab_size, or vocab_size "
+                "when tied): SGLang consumes it into "
                 "hot_token_id without a check, and draft ids past its end cannot be mapped",
                 LLAMA.inferring(),
             ),
         ),
         Case(
-            lambda d: d.d2t_length is not None and d.head_rows is not None and d.d2t_length > d.head_rows,
+            lambda d: d.d2t_length is not None and _rows(d) is not None and d.d2t_length > _rows(d),
             Event(
                 "warning",
                 "d2t_length",
-                "{name} has {d2t_length} entries but the draft head has {head_rows} rows: SGLang consumes it into "
+                "{name} has {d2t_length} entries, not one per row of the draft head (draft_vocab_size, or vocab_size "
+                "when tied): SGLang consumes it into "
                 "hot_token_id without a check; the map was built for another draft vocabulary",
                 LLAMA.inferring(),
             ),
@@ -193,7 +201,14 @@ SHAPE = Event(
     LOADER_UTILS,
 )
 
-DROPS = (Drop(r"t2d", Event("info", "dropped", "{name} is not used by SGLang (skipped by load_weights)", LLAMA)),)
+DROPS = (
+    Drop(r"t2d", Event("info", "dropped", "{name} is not used by SGLang (skipped by load_weights)", LLAMA)),
+    # no parameter answers to these: skipped like any unknown name, but no trained weight is lost
+    Drop(
+        r"(^|\.)(mask_hidden|rotary_emb\.inv_freq)$",
+        Event("info", "dropped", "{name}: no parameter of that name; skipped (not a trained weight)", LLAMA),
+    ),
+)
 #: legacy_name_map, then d2t → hot_token_id, then the stacked q/k/v and gate/up.
 RENAMES = (
     Rename(r"midlayer", "layers.0", LLAMA),
@@ -225,6 +240,7 @@ LLAMA_LOADER = Loader(
             fc_norm="model.fc_norm",
             input_norm="model.input_norm",
             quantizable=False,  # fc is a plain torch.nn.Linear
+            needs_aux=False,  # built whatever use_aux_hidden_state says
         ),
         *decoder_layers(lambda i: f"model.layers.{i}.", LLAMA, RANDOM, biases=BIASES),
         NORM,
@@ -233,7 +249,36 @@ LLAMA_LOADER = Loader(
     ),
     unknown=UNKNOWN,
     shape_error=SHAPE,
+    checks=(
+        Case(
+            lambda d: "draft_vocab_size" not in d.config,
+            Event(
+                "error",
+                "draft_vocab_size_absent",
+                "config.json has no draft_vocab_size key: LlamaForCausalLMEagle3.__init__ reads "
+                "config.draft_vocab_size, AttributeError: 'LlamaConfig' object has no attribute 'draft_vocab_size' "
+                "(set it, to null for the target's head)",
+                LLAMA,
+            ),
+        ),
+    ),
     fc_aux_keys=NESTED_IDS,
+    # The draft's quant config is --speculative-draft-model-quantization (default: the target's --quantization),
+    # not the drafter's quantization_config.
+    quantization=lambda d: False,
+    quantization_refused=(
+        Case(
+            lambda d: True,
+            Event(
+                "warning",
+                "quantization_ignored",
+                "quantization_config ({method}) is not what SGLang builds the drafter with: it uses "
+                "--speculative-draft-model-quantization (default: the target's --quantization), so without that "
+                "flag the layers are unquantized, the scales are skipped and the quantized values cast",
+                Source(REPO, VERSION, "python/sglang/srt/arg_groups/serving_hook.py", inferred=True),
+            ),
+        ),
+    ),
 )
 
 MLA_LOADER = Loader(
@@ -248,11 +293,26 @@ MLA_LOADER = Loader(
         Rename(r"\.q_a_proj\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="0"),
         Rename(r"\.kv_a_proj_with_mqa\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="1"),
     ),
-    drops=(Drop(r"(^|\.)t2d$", Event("info", "dropped", "{name} is not used by SGLang (skipped)", KIMI)),),
+    drops=(
+        Drop(r"(^|\.)t2d$", Event("info", "dropped", "{name} is not used by SGLang (skipped)", KIMI)),
+        # q_a_proj and kv_a_proj_with_mqa are cached until both arrive, then fused: one alone is never loaded
+        Drop(
+            r"\.kv_a_proj_with_mqa\.weight$",
+            Event("warning", "unfused_weight", "{name}: cached for fusing with q_a_proj, which is missing", KIMI),
+            when=lambda d: not any(n.endswith("q_a_proj.weight") for n in d.names),
+        ),
+        Drop(
+            r"\.q_a_proj\.weight$",
+            Event(
+                "warning", "unfused_weight", "{name}: cached for fusing with kv_a_proj_with_mqa, which is missing", KIMI
+            ),
+            when=lambda d: not any(n.endswith("kv_a_proj_with_mqa.weight") for n in d.names),
+        ),
+    ),
     lookups=("{name}",),
     params=(
         EMBED,
-        *fc_block("model.fc", KIMI, RANDOM, bias=lambda d: d.spec.bias, fc_norm="model.fc_norm"),
+        *fc_block("model.fc", KIMI, RANDOM, bias=lambda d: d.spec.bias, fc_norm="model.fc_norm", needs_aux=False),
         *decoder_layers(
             lambda i: "model.midlayer.",
             KIMI,

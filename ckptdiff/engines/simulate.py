@@ -54,7 +54,7 @@ def simulate(
         event = EngineEvent("error", "no_architecture", None, message)
         return EngineResult(engine.name, side, (event,), "no architectures in config.json")
     spec = DrafterSpec.of(config)
-    looked_up = arch
+    looked_up, override = arch, ""
     adapter = engine.speculators
     if adapter is not None and spec.speculators is not None:
         chosen, defect = _speculators_architecture(adapter, spec)
@@ -64,15 +64,21 @@ def simulate(
             return EngineResult(engine.name, side, tuple(events.items), f"{adapter.invalid.code}: {defect}")
         looked_up = chosen
     else:
+        model_type = spec.model_type.value if spec.model_type else None
+        for types, replacement, why in engine.model_type_architectures:
+            if model_type in types:
+                looked_up, override = replacement, why.format(model_type=model_type, replacement=replacement)
         for pattern, replacement in engine.architecture_mapping:
             looked_up = re.sub(pattern, replacement, looked_up, count=1)
     loader = next((loader for loader in engine.loaders if looked_up in loader.architectures), None)
     registered = ", ".join(a for loader in engine.loaders for a in loader.architectures)
     if loader is None:
-        events = _Events({"arch": arch, "looked_up": looked_up, "registered": registered})
+        events = _Events({"arch": arch, "looked_up": looked_up, "registered": registered, "why": override})
         events.add(engine.unregistered)
         return EngineResult(engine.name, side, tuple(events.items), f"{arch} is not an EAGLE-3 class it serves")
     target = Target.of(base_config) if base_config is not None else None
+    validation = adapter.validation if adapter is not None and spec.speculators is not None else None
+    defect = spec.speculators.defect() if validation is not None and spec.speculators is not None else None
     draft = Draft(
         spec=spec,
         names=frozenset(checkpoint.tensors),
@@ -87,6 +93,8 @@ def simulate(
         event = EngineEvent("error", "no_hidden_size", None, message)
         return EngineResult(engine.name, side, (event,), "no hidden_size in config.json")
     events = _Events(_draft_fields(draft))
+    if validation is not None and defect is not None:
+        events.add(validation, defect=defect)
     for case in (*engine.config_checks, *loader.checks):
         if case.when(draft):
             events.add(case.then)
@@ -125,7 +133,7 @@ def _speculators_architecture(adapter: SpeculatorsAdapter, spec: DrafterSpec) ->
         kind = json.dumps(spec.speculators.model_type)
         return "", f"speculators_model_type is {kind}: ValueError: Expected one of: {list(adapter.types)}"
     defect = spec.speculators.defect()
-    if defect is not None:
+    if defect is not None and adapter.validation is None:
         return "", defect
     layer = spec.speculators.layer_config
     model_type = layer.get("model_type", "llama") if isinstance(layer, Mapping) else "llama"
@@ -180,6 +188,7 @@ def _resolve(loader: Loader, name: str) -> list[str]:
 def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events, fates: _Fates) -> None:
     """Every tensor to a parameter (or a drop, a skip, an error); then every parameter's fate."""
     params: dict[str, Param] = {p.name: p for p in loader.params if p.exists(draft)}
+    params |= _scale_params(loader, params, draft)
     filled: dict[str, str] = {}  # parameter → its fate
     for name in sorted(checkpoint.tensors):
         info = checkpoint.tensors[name]
@@ -193,7 +202,8 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
         if param_name is None:
             scale = _scale_param(loader, name, params, draft)
             if scale is not None:
-                fates.tensors.append((name, "loaded", scale))
+                fates.tensors.append((name, "renamed" if _moved(name, scale) else "loaded", scale))
+                filled[scale] = "loaded"
                 continue
             looked_up = candidates[-1].split("[")[0]
             ignored = loader.ignored_unexpected
@@ -237,6 +247,20 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
         events.add(case.then, None, param=param.name)
 
 
+def _scale_params(loader: Loader, params: dict[str, Param], draft: Draft) -> dict[str, Param]:
+    """The scales each quantized linear layer builds beside its weight (one per fused parameter)."""
+    q = draft.spec.quantization
+    if q is None or not loader.quantization(draft):
+        return {}
+    out: dict[str, Param] = {}
+    for param in params.values():
+        if covered(param, draft):
+            for suffix in q.scales:
+                name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, param.name)
+                out.setdefault(name, Param(name, lambda d: None, param.source, absent=param.absent))
+    return out
+
+
 def _scale_param(loader: Loader, name: str, params: dict[str, Param], draft: Draft) -> str | None:
     """The scale parameter a quantized linear layer builds for this tensor (``x.weight_scale``), or None."""
     scale = scale_of(name)
@@ -245,8 +269,9 @@ def _scale_param(loader: Loader, name: str, params: dict[str, Param], draft: Dra
     weight, suffix = scale
     for candidate in _resolve(loader, weight):
         param = params.get(candidate)
-        if param is not None and covered(param, draft):
-            return re.sub(r"\.weight(\[\w+\])?$", "." + suffix, candidate)
+        scale_name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, candidate)
+        if param is not None and covered(param, draft) and scale_name in params:
+            return scale_name
     return None
 
 
@@ -333,25 +358,12 @@ def _count(draft: Draft, events: _Events, source: Any, captured_from: str) -> No
 
 
 def _quantization(engine: Engine, loader: Loader, draft: Draft, events: _Events) -> None:
-    """A quantization_config the loader does not honour, or quantized tensors without one."""
+    """A quantization_config the loader does not build the drafter with."""
     q = draft.spec.quantization
     if q is not None:
         case = next((c for c in loader.quantization_refused if c.when(draft)), None)
         if case is not None:
             events.add(case.then, None, method=q.method, algorithm=q.algorithm)
-        return
-    packed = sorted(name for name, dtype in draft.dtypes.items() if dtype.startswith(("F8_", "F4", "F6_")))
-    if packed:
-        events.add(
-            Event(
-                "warning",
-                "quantized_without_config",
-                f"{len(packed)} tensor(s) are stored quantized ({packed[0]} is {draft.dtypes[packed[0]]}) but "
-                f"config.json has no quantization_config: {engine.label} builds unquantized layers and casts the "
-                "values without their scales",
-                loader.source.inferring(),
-            )
-        )
 
 
 def _trained_convention(ids: tuple[int, ...]) -> int | None:

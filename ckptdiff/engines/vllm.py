@@ -305,9 +305,17 @@ ENGINE = Engine(
     unregistered=Event(
         "error",
         "architecture_not_registered",
-        "architectures[0] is {arch}; vLLM's EAGLEConfig makes it {looked_up}, which vLLM does not register "
+        "architectures[0] is {arch}; vLLM's EAGLEConfig makes it {looked_up}{why}, which vLLM does not register "
         "({registered}): ValueError: Model architectures ['{looked_up}'] are not supported for now.",
         REGISTRY,
+    ),
+    model_type_architectures=(
+        (
+            ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp"),
+            "DeepSeekMTPModel",
+            " (SpeculativeConfig.hf_config_override first turns a model_type {model_type} draft into "
+            "{replacement}: use model_type deepseek_v2 for an EAGLE-3 MLA drafter)",
+        ),
     ),
     aux_ids=AuxIds(
         # The V2 model runner (the default for EAGLE-3 in 0.33.0) reads the top-level ids, then
@@ -341,7 +349,7 @@ ENGINE = Engine(
         Case(
             lambda d: d.spec.speculators is not None and d.spec.norm_before_residual is None,
             Event(
-                "warning",
+                "info",
                 "config_default_differs",
                 "no norm_before_residual: vLLM's speculators adapter defaults it to true, the speculators library "
                 "(which trained this drafter) to false, so the hidden norm is applied at another point than in "
@@ -356,5 +364,14 @@ ENGINE = Engine(
         types=("eagle3", "peagle"),
         source=SPECULATORS,
         invalid=Event("error", "speculators_config_invalid", "{defect}", SPECULATORS),
+        # validate_speculators_config runs only when the checkpoint is served as the model
+        # (maybe_override_with_speculators); as --speculative-config's model it loads without it.
+        validation=Event(
+            "warning",
+            "speculators_config_invalid",
+            "{defect}: vLLM loads it as --speculative-config's model, but `vllm serve` on this checkpoint (the "
+            "speculators auto-detection, transformers_utils/config.py maybe_override_with_speculators) raises it",
+            SPECULATORS,
+        ),
     ),
 )

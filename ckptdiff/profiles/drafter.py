@@ -106,6 +106,16 @@ class Quantization:
     algorithm: str | None  # quant_algo ("FP8", "NVFP4") when the method names one
     ignore: tuple[str, ...]  # module names or patterns left unquantized ("lm_head", "*midlayer.self_attn*")
     key: str  # where it was read
+    activation_scheme: str | None = None  # "static": input scales are stored; "dynamic": computed
+
+    @property
+    def scales(self) -> tuple[str, ...]:
+        """The scale parameters a quantized linear layer has beside its weight."""
+        if self.weight_format == "nvfp4":
+            return ("weight_scale", "weight_scale_2", "input_scale")
+        if self.weight_format == "fp8":
+            return ("weight_scale", "input_scale") if self.activation_scheme == "static" else ("weight_scale",)
+        return ()
 
     @property
     def weight_format(self) -> Literal["fp8", "nvfp4", "other"]:
@@ -129,6 +139,35 @@ class Quantization:
         return True
 
 
+#: transformers' DeepseekV2Config/DeepseekV3Config defaults: what the engines build when a key is absent.
+MLA_DEFAULTS = {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64}
+MLA_DEFAULTS |= {"v_head_dim": 128}
+MLA_KEYS = tuple(MLA_DEFAULTS)
+
+
+def _present(config: Config, key: str) -> bool:
+    """Whether ``key`` is set at all (even to null) at the top level or in a nested section."""
+    return any(isinstance(h, Mapping) and key in h for h in (config, *(config.get(s) for s in SCOPES[1:])))
+
+
+def _mla(config: Config) -> MlaDims | None:
+    """MLA widths when the config sets any MLA key; an absent key takes the config class's default, an explicit
+    null q_lora_rank means a plain q_proj."""
+    if not any(_present(config, key) for key in ("kv_lora_rank", "q_lora_rank")):
+        return None
+    values: dict[str, int | None] = {}
+    for key, default in MLA_DEFAULTS.items():
+        found = _positive(setting(config, key))
+        values[key] = found.value if found else (None if _present(config, key) else default)
+    return MlaDims(
+        values["q_lora_rank"],
+        values["kv_lora_rank"] or 0,
+        values["qk_nope_head_dim"] or 0,
+        values["qk_rope_head_dim"] or 0,
+        values["v_head_dim"] or 0,
+    )
+
+
 def _quantization(config: Config) -> Quantization | None:
     found = setting(config, "quantization_config")
     if found is None or not isinstance(found.value, Mapping):
@@ -143,7 +182,14 @@ def _quantization(config: Config) -> Quantization | None:
         listed = q.get(key) or nested.get(key)
         if isinstance(listed, list):
             ignore.extend(str(item) for item in listed)
-    return Quantization(str(method or "unknown"), str(algorithm) if algorithm else None, tuple(ignore), found.key)
+    scheme = q.get("activation_scheme")
+    return Quantization(
+        str(method or "unknown"),
+        str(algorithm) if algorithm else None,
+        tuple(ignore),
+        found.key,
+        scheme if isinstance(scheme, str) else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -183,6 +229,7 @@ class DrafterSpec:
     config: Config
     layout: Layout
     architecture: str | None
+    model_type: Setting | None
     hidden: Setting | None
     target_hidden: Setting | None  # target_hidden_size; None: the drafter's own hidden size
     layers: Setting | None  # num_hidden_layers
@@ -217,18 +264,7 @@ class DrafterSpec:
         dtype = setting(config, "torch_dtype", "dtype")
         if dtype is not None and config_dtype(dtype.value) is None:
             dtype = None
-        kv_lora = _positive(setting(config, "kv_lora_rank"))
-        q_lora = _positive(setting(config, "q_lora_rank"))
-        mla = None
-        if kv_lora is not None or q_lora is not None:
-            mla = MlaDims(
-                q_lora.value if q_lora else None,
-                kv_lora.value if kv_lora else 0,
-                *(
-                    (s.value if (s := _positive(setting(config, key))) else 0)
-                    for key in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
-                ),
-            )
+        mla = _mla(config)
         aux = tuple(Setting(ids, key) for key in AUX_LOCATIONS if (ids := _ids(lookup(config, key))) is not None)
         speculators = None
         layout: Layout = "eagle_config" if isinstance(config.get("eagle_config"), Mapping) else "plain"
@@ -247,6 +283,7 @@ class DrafterSpec:
             config=config,
             layout=layout,
             architecture=arch if isinstance(arch, str) else None,
+            model_type=setting(config, "model_type"),
             hidden=_positive(setting(config, "hidden_size")),
             target_hidden=_positive(setting(config, "target_hidden_size")),
             layers=_positive(setting(config, "num_hidden_layers")),
