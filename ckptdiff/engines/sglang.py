@@ -54,6 +54,12 @@ def _rows(d: Draft) -> int | None:
     return d.vocab if d.tied else d.head_rows
 
 
+def _d2t_against_rows(d: Draft) -> int:
+    """d2t's length minus the head's rows (0 when either is unknown)."""
+    rows, length = _rows(d), d.d2t_length
+    return length - rows if rows is not None and length is not None else 0
+
+
 EMBED_WIDTH = Event(
     "error",
     "embed_width_mismatch",
@@ -145,7 +151,7 @@ HOT_TOKENS = Param(
     ),
     loaded=(
         Case(
-            lambda d: d.d2t_length is not None and _rows(d) is not None and d.d2t_length < _rows(d),
+            lambda d: _d2t_against_rows(d) < 0,
             Event(
                 "error",
                 "d2t_length",
@@ -156,7 +162,7 @@ HOT_TOKENS = Param(
             ),
         ),
         Case(
-            lambda d: d.d2t_length is not None and _rows(d) is not None and d.d2t_length > _rows(d),
+            lambda d: _d2t_against_rows(d) > 0,
             Event(
                 "warning",
                 "d2t_length",
