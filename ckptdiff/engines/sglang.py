@@ -110,7 +110,6 @@ LM_HEAD = Param(
     lambda d: d.shape("lm_head.weight"),
     LLAMA,
     exists=lambda d: not d.tied,
-    module="lm_head",
     absent=(
         Case(
             lambda d: d.draft_vocab is None,

@@ -54,12 +54,12 @@ EMBED = Param(
         Case(
             lambda d: d.target_width not in (None, d.hidden),
             Event(
-                "error",
-                "embed_width_mismatch",
-                "{param}: the drafter has none, so vLLM shares the target's, which is {target_width} wide, but "
-                "hidden_size is {hidden}: AssertionError in LlamaModel.forward (hidden_states and input_embeds must "
-                "have the same last dimension) (vllm#18906)",
-                LLAMA,
+                "warning",
+                "random_init",
+                "{param}: the drafter has none, and vLLM shares the target's only when the widths match; the "
+                "target's is {target_width} wide but hidden_size is {hidden}, so it keeps its own, never loaded: "
+                "random (before the width check, vllm#18906's AssertionError)",
+                PROPOSER,
             ),
         ),
         Case(
@@ -82,11 +82,11 @@ EMBED = Param(
     ),
 )
 
+#: ParallelLMHead is not a LinearBase: quant configs leave it unquantized.
 LM_HEAD = Param(
     "lm_head.weight",
     lambda d: d.shape("lm_head.weight"),
     LLAMA,
-    module="lm_head",
     absent=(
         Case(
             lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
