@@ -57,3 +57,19 @@ def test_mla_layers_and_quantization():
 
 def test_not_a_drafter():
     assert drafter_spec({"architectures": ["LlamaForCausalLM"]}) is None and drafter_spec(None) is None
+
+
+def test_the_scales_each_quantization_stores():
+    def scales(q: dict) -> tuple[str, ...]:
+        found = DrafterSpec.of({"hidden_size": 8, "quantization_config": q}).quantization
+        assert found is not None
+        return found.scales
+
+    assert scales({"quant_method": "fp8", "activation_scheme": "dynamic"}) == ("weight_scale",)
+    assert scales({"quant_method": "fp8", "activation_scheme": "static"}) == ("weight_scale", "input_scale")
+    assert scales({"quant_method": "modelopt", "quant_algo": "FP8"}) == ("weight_scale", "input_scale")
+    assert scales({"quant_method": "modelopt", "quant_algo": "NVFP4"}) == (
+        "weight_scale",
+        "weight_scale_2",
+        "input_scale",
+    )

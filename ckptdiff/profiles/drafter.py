@@ -117,7 +117,9 @@ class Quantization:
         if self.weight_format == "nvfp4":
             return ("weight_scale", "weight_scale_2", "input_scale")
         if self.weight_format == "fp8":
-            return ("weight_scale", "input_scale") if self.activation_scheme == "static" else ("weight_scale",)
+            # ModelOpt's FP8 stores static input scales; the fp8 method only with activation_scheme "static"
+            static = self.method == "modelopt" or self.activation_scheme == "static"
+            return ("weight_scale", "input_scale") if static else ("weight_scale",)
         return ()
 
     @property
