@@ -13,6 +13,7 @@ from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.profiles import detect_profile, get_profile
+from ckptdiff.profiles.drafter import expected_shapes
 from ckptdiff.profiles.eagle3 import (
     SPECFORGE,
     SPECULATORS,
@@ -21,7 +22,6 @@ from ckptdiff.profiles.eagle3 import (
     canonical_name,
     naming_convention,
 )
-from ckptdiff.profiles.eagle3_config import expected_shapes
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,
@@ -316,7 +316,7 @@ def test_t2d_length_mismatch(tmp_path):
     assert finding(report, "t2d_length_mismatch").startswith("B: t2d has [1000] entries but config.json's vocab_size")
 
 
-def test_an_mla_drafter_is_compared_generically_without_false_findings(tmp_path):
+def test_an_mla_drafters_attention_is_checked_against_its_config(tmp_path):
     """Eagle3DeepseekV2ForCausalLM: MLA attention tensors this profile has no rule for."""
     config = small_drafter_config(
         architectures=["Eagle3DeepseekV2ForCausalLM"],
@@ -346,7 +346,11 @@ def test_an_mla_drafter_is_compared_generically_without_false_findings(tmp_path)
     assert {f.severity for f in same.findings} <= {"info"}
     rows = {row.name: row for row in changed.tensors}
     assert rows["midlayer.self_attn.kv_b_proj.weight"].status == "shape_mismatch"
-    assert changed.findings == same.findings  # the difference is a generic row, not a profile finding
+    # MLA widths are checked against the config like Llama's: B's kv_b_proj is not 4 heads x (16 + 16) rows
+    wrong = next(f for f in changed.findings if f.code == "shape_vs_config")
+    assert wrong.message.startswith(
+        "B: midlayer.self_attn.kv_b_proj.weight is [256, 32] but its config.json implies [128, 32]"
+    )
 
 
 def test_unknown_attention_tensors_are_not_checked_even_when_the_config_does_not_say_mla(tmp_path):
@@ -534,8 +538,8 @@ def test_rename_rules_can_live_in_the_config_file_and_a_flag_replaces_them(tmp_p
     [("bfloat16", "BF16"), ("torch.float16", "F16"), ("float8_e4m3fn", "F8_E4M3"), ("int8", None), ("bf16", None)],
 )
 def test_a_drafter_configs_torch_dtype_is_read_through_the_dtype_registry(torch_dtype, expected):
-    from ckptdiff.profiles.eagle3_config import DrafterConfig
+    from ckptdiff.profiles.drafter import DrafterSpec
 
-    drafter = DrafterConfig.of(small_drafter_config(torch_dtype=torch_dtype))
+    drafter = DrafterSpec.of(small_drafter_config(torch_dtype=torch_dtype))
 
     assert drafter.safetensors_dtype == expected

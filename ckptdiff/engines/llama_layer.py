@@ -1,15 +1,24 @@
-"""The parameters of a Llama-style EAGLE-3 decoder layer (the layout every engine's llama_eagle3 builds).
+"""The parameters of an EAGLE-3 drafter's decoder layers and fc block (Llama-style or MLA attention), by index.
 
-Shapes are [out, in] like nn.Linear; the first layer's attention reads 2 x hidden (embeddings and hidden
-states concatenated). Fused parameters are listed per shard, named ``param[shard]``.
+Shapes come from the drafter's :class:`DrafterSpec` under canonical (SpecForge) names, so an engine table only
+says what its own loader names the parameter. Shapes are [out, in] like nn.Linear; the first layer's attention
+reads 2 x hidden (embeddings and hidden states concatenated), later layers read hidden. Fused parameters are
+listed per shard, named ``param[shard]``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..profiles.drafter import layer_prefix
 from .rules import Case, Param, Source, When
 from .settings import Draft
+
+#: Decoder layers a table spells out; a config asking for more gets only these checked.
+MAX_LAYERS = 8
+#: fc_norm chunks a table spells out.
+MAX_AUX = 8
 
 
 def never(_: Draft) -> bool:
@@ -28,84 +37,151 @@ class Biases:
 NO_BIASES = Biases()
 
 
-def _attn(d: Draft, out: int | None) -> tuple[int, ...] | None:
-    return (out, 2 * d.hidden) if out else None
+def _param(name: str, canonical: str, source: Source, absent: tuple[Case, ...], exists: When, linear: bool) -> Param:
+    module = canonical.rsplit(".", 1)[0] if linear else None
+    return Param(name, lambda d: d.shape(canonical), source, exists=exists, absent=absent, module=module)
 
 
-def decoder_layer(prefix: str, source: Source, *absent: Case, biases: Biases = NO_BIASES) -> tuple[Param, ...]:
-    """The layer's parameters under ``prefix`` ("model.midlayer."); ``absent``: what an unfilled one becomes."""
-    attn, mlp = f"{prefix}self_attn.", f"{prefix}mlp."
+def _layer_exists(index: int, exists: When) -> When:
+    return lambda d: d.layers > index and exists(d)
+
+
+def layer_exists(index: int) -> When:
+    """Layer ``index`` exists when num_hidden_layers is above it."""
+    return lambda d: d.layers > index
+
+
+def decoder_layers(
+    name_of: Callable[[int], str],
+    source: Source,
+    *absent: Case,
+    biases: Biases = NO_BIASES,
+    attention: str = "llama",
+    layers: int = MAX_LAYERS,
+    fused_qkv_a: str = "fused_qkv_a_proj",
+    when: When = lambda d: True,
+) -> tuple[Param, ...]:
+    """Every layer's parameters; ``name_of(i)`` is the engine's prefix for layer i ("model.layers.0."); ``when``:
+    a condition on the drafter for this naming to apply."""
+    out: tuple[Param, ...] = ()
+    for index in range(layers):
+        out += decoder_layer(
+            name_of(index),
+            source,
+            *absent,
+            biases=biases,
+            attention=attention,
+            index=index,
+            fused_qkv_a=fused_qkv_a,
+            when=when,
+        )
+    return out
+
+
+def decoder_layer(
+    prefix: str,
+    source: Source,
+    *absent: Case,
+    biases: Biases = NO_BIASES,
+    attention: str = "llama",
+    index: int = 0,
+    fused_qkv_a: str = "fused_qkv_a_proj",
+    when: When = lambda d: True,
+) -> tuple[Param, ...]:
+    """Layer ``index``'s parameters under ``prefix``; ``absent``: what an unfilled one becomes."""
+    canon = layer_prefix(index)
+
+    def one(name: str, canonical: str, exists: When = lambda d: True, linear: bool = False) -> Param:
+        both: When = lambda d: when(d) and exists(d)  # noqa: E731
+        return _param(prefix + name, canon + canonical, source, absent, _layer_exists(index, both), linear)
+
+    if attention == "mla":
+        attn = _mla_attention(one, fused_qkv_a)
+    else:
+        attn = (
+            one("self_attn.qkv_proj.weight[q]", "self_attn.q_proj.weight", linear=True),
+            one("self_attn.qkv_proj.weight[k]", "self_attn.k_proj.weight", linear=True),
+            one("self_attn.qkv_proj.weight[v]", "self_attn.v_proj.weight", linear=True),
+            one("self_attn.o_proj.weight", "self_attn.o_proj.weight", linear=True),
+            one("self_attn.qkv_proj.bias[q]", "self_attn.q_proj.bias", biases.qkv),
+            one("self_attn.qkv_proj.bias[k]", "self_attn.k_proj.bias", biases.qkv),
+            one("self_attn.qkv_proj.bias[v]", "self_attn.v_proj.bias", biases.qkv),
+            one("self_attn.o_proj.bias", "self_attn.o_proj.bias", biases.o_proj),
+        )
+    return attn + (
+        one("mlp.gate_up_proj.weight[0]", "mlp.gate_proj.weight", linear=True),
+        one("mlp.gate_up_proj.weight[1]", "mlp.up_proj.weight", linear=True),
+        one("mlp.down_proj.weight", "mlp.down_proj.weight", linear=True),
+        one("mlp.gate_up_proj.bias[0]", "mlp.gate_proj.bias", biases.mlp),
+        one("mlp.gate_up_proj.bias[1]", "mlp.up_proj.bias", biases.mlp),
+        one("mlp.down_proj.bias", "mlp.down_proj.bias", biases.mlp),
+        one("input_layernorm.weight", "input_layernorm.weight"),
+        one("hidden_norm.weight", "hidden_norm.weight"),
+        one("post_attention_layernorm.weight", "post_attention_layernorm.weight"),
+    )
+
+
+def _mla_attention(one: Callable[..., Param], fused: str) -> tuple[Param, ...]:
+    """DeepSeek-V2 MLA, fused the way vLLM and SGLang fuse it: q_a_proj and kv_a_proj_with_mqa stack into
+    one down projection (shards 0 and 1), the rest keep their names."""
+    with_q_lora: When = lambda d: d.spec.mla is not None and d.spec.mla.q_lora_rank is not None  # noqa: E731
+    without_q_lora: When = lambda d: d.spec.mla is not None and d.spec.mla.q_lora_rank is None  # noqa: E731
     return (
-        _biases(attn, mlp, source, absent, biases)
-        + (
-            Param(f"{attn}qkv_proj.weight[q]", lambda d: _attn(d, d.q_out()), source, absent=absent),
-            Param(f"{attn}qkv_proj.weight[k]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
-            Param(f"{attn}qkv_proj.weight[v]", lambda d: _attn(d, d.kv_out()), source, absent=absent),
+        one(f"self_attn.{fused}.weight[0]", "self_attn.q_a_proj.weight", with_q_lora, linear=True),
+        one(f"self_attn.{fused}.weight[1]", "self_attn.kv_a_proj_with_mqa.weight", with_q_lora, linear=True),
+        one("self_attn.kv_a_proj_with_mqa.weight", "self_attn.kv_a_proj_with_mqa.weight", without_q_lora, linear=True),
+        one("self_attn.q_proj.weight", "self_attn.q_proj.weight", without_q_lora, linear=True),
+        one("self_attn.q_a_layernorm.weight", "self_attn.q_a_layernorm.weight", with_q_lora),
+        one("self_attn.q_b_proj.weight", "self_attn.q_b_proj.weight", with_q_lora, linear=True),
+        one("self_attn.kv_a_layernorm.weight", "self_attn.kv_a_layernorm.weight"),
+        one("self_attn.kv_b_proj.weight", "self_attn.kv_b_proj.weight", linear=True),
+        one("self_attn.o_proj.weight", "self_attn.o_proj.weight", linear=True),
+    )
+
+
+def fc_block(
+    fc: str,
+    source: Source,
+    *absent: Case,
+    bias: When = never,
+    fc_norm: str | None = None,
+    input_norm: str | None = None,
+    quantizable: bool = True,
+    needs_aux: bool = True,
+) -> tuple[Param, ...]:
+    """fc (sized by the engine's aux count), its bias, the per-chunk fc_norm and the input_norm before it.
+    ``quantizable``: fc is built with the drafter's quant config (False: a plain torch.nn.Linear); ``needs_aux``:
+    only built when eagle_config.use_aux_hidden_state is not false."""
+    built: When = (lambda d: d.use_aux) if needs_aux else (lambda d: True)
+    out: tuple[Param, ...] = (
+        Param(
+            f"{fc}.weight",
+            lambda d: (d.hidden, d.fc_aux * d.target_hidden),
+            source,
+            exists=built,
+            absent=absent,
+            module="fc" if quantizable else None,
+        ),
+        Param(f"{fc}.bias", lambda d: d.shape("fc.bias"), source, exists=lambda d: built(d) and bias(d), absent=absent),
+    )
+    if input_norm is not None:
+        out += (
             Param(
-                f"{attn}o_proj.weight", lambda d: (d.hidden, d.q_out()) if d.q_out() else None, source, absent=absent
+                f"{input_norm}.weight",
+                lambda d: (d.fc_aux * d.target_hidden,),
+                source,
+                exists=lambda d: built(d) and d.spec.norm_before_fc,
+                absent=absent,
             ),
         )
-        + _mlp_and_norms(prefix, source, absent)
-    )
-
-
-def mla_layer(prefix: str, source: Source, *absent: Case) -> tuple[Param, ...]:
-    """An MLA (DeepSeek-style) EAGLE-3 layer: the norms and MLP are checked; attention is accepted by prefix."""
-    return _mlp_and_norms(prefix, source, absent)
-
-
-def _biases(attn: str, mlp: str, source: Source, absent: tuple[Case, ...], biases: Biases) -> tuple[Param, ...]:
-    def one(name: str, size: str, when: When) -> Param:
-        return Param(
-            name, lambda d: (getattr(d, size)(),) if getattr(d, size)() else None, source, exists=when, absent=absent
+    if fc_norm is not None:
+        out += tuple(
+            Param(f"{fc_norm}.{i}.weight", lambda d: (d.target_hidden,), source, exists=_chunk(i, built), absent=absent)
+            for i in range(MAX_AUX)
         )
-
-    return (
-        one(f"{attn}qkv_proj.bias[q]", "q_out", biases.qkv),
-        one(f"{attn}qkv_proj.bias[k]", "kv_out", biases.qkv),
-        one(f"{attn}qkv_proj.bias[v]", "kv_out", biases.qkv),
-        Param(f"{attn}o_proj.bias", lambda d: (d.hidden,), source, exists=biases.o_proj, absent=absent),
-        Param(
-            f"{mlp}gate_up_proj.bias[0]",
-            lambda d: (d.intermediate,) if d.intermediate else None,
-            source,
-            exists=biases.mlp,
-            absent=absent,
-        ),
-        Param(
-            f"{mlp}gate_up_proj.bias[1]",
-            lambda d: (d.intermediate,) if d.intermediate else None,
-            source,
-            exists=biases.mlp,
-            absent=absent,
-        ),
-        Param(f"{mlp}down_proj.bias", lambda d: (d.hidden,), source, exists=biases.mlp, absent=absent),
-    )
+    return out
 
 
-def _mlp_and_norms(prefix: str, source: Source, absent: tuple[Case, ...]) -> tuple[Param, ...]:
-    """The parts every EAGLE-3 layer shares, whatever its attention: the gated MLP and the three norms."""
-    mlp = f"{prefix}mlp."
-    return (
-        Param(
-            f"{mlp}gate_up_proj.weight[0]",
-            lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
-            source,
-            absent=absent,
-        ),
-        Param(
-            f"{mlp}gate_up_proj.weight[1]",
-            lambda d: (d.intermediate, d.hidden) if d.intermediate else None,
-            source,
-            absent=absent,
-        ),
-        Param(
-            f"{mlp}down_proj.weight",
-            lambda d: (d.hidden, d.intermediate) if d.intermediate else None,
-            source,
-            absent=absent,
-        ),
-        Param(f"{prefix}input_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
-        Param(f"{prefix}hidden_norm.weight", lambda d: (d.hidden,), source, absent=absent),
-        Param(f"{prefix}post_attention_layernorm.weight", lambda d: (d.hidden,), source, absent=absent),
-    )
+def _chunk(index: int, built: When) -> When:
+    """fc_norm.{index} exists when fc_norm is configured and fc takes more than ``index`` hidden states."""
+    return lambda d: built(d) and d.spec.fc_norm and d.fc_aux > index

@@ -25,6 +25,7 @@ PARAMETER_FATES: dict[str, str] = {
     "missing_weight": "missing",
     "d2t_missing": "default",
     "skipped": "not_needed",
+    "not_needed": "not_needed",
 }
 #: What becomes of a tensor a drop or an on-load rule names, by the event's code (else: dropped → "skipped",
 #: on-load → loaded).
@@ -105,6 +106,12 @@ class Param:
     exists: When = always
     absent: tuple[Case, ...] = ()
     loaded: tuple[Case, ...] = ()
+    #: The canonical module a linear layer's weight belongs to ("midlayer.self_attn.q_proj"): quantization
+    #: applies to it unless the drafter's ignore list names it. None: not a quantizable linear weight.
+    module: str | None = None
+    #: The stored dtypes it takes as they are (None: any); another dtype raises ``dtype_event`` ({dtype}).
+    dtypes: tuple[str, ...] | None = None
+    dtype_event: Event | None = None
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,8 @@ class AuxIds:
     source: Source
     #: Not read from the drafter's config at all (TensorRT-LLM: a serving setting).
     from_serving_config: bool = False
+    #: The config ids it can capture for a target of n layers (others are never captured).
+    valid: Callable[[int], range] = lambda n: range(0, n)
 
 
 @dataclass(frozen=True)
@@ -155,12 +164,28 @@ class Loader:
     unknown: Event
     shape_error: Event  # message may use {name}, {param}, {got}, {want}
     checks: tuple[Case, ...] = ()  # config checks at construction (e.g. one layer only)
-    #: Names under these prefixes are accepted without a per-parameter check (attention this table does not
-    #: spell out, e.g. MLA).
-    unchecked_prefixes: tuple[str, ...] = ()
-    #: Config sections whose keys the loader reads as top-level ones (the speculators format's
-    #: transformer_layer_config); the top level wins.
-    nested_config: tuple[str, ...] = ()
+    #: A name with this suffix that no parameter answers to is skipped with this event instead of ``unknown``
+    #: (vLLM's AutoWeightsLoader ignores unexpected ``.bias`` tensors).
+    ignored_unexpected: tuple[str, Event] | None = None
+    #: The aux-id keys its fc is sized from (num_aux_hidden_states first, else the first of these, else 3).
+    fc_aux_keys: tuple[str, ...] = ("eagle_config.eagle_aux_hidden_state_layer_ids",)
+    #: Whether it builds its linear layers from the drafter's own quantization_config.
+    quantization: When = always
+    #: Events when the drafter's quantization_config is one it does not honour (first that holds).
+    quantization_refused: tuple[Case, ...] = ()
+
+
+@dataclass(frozen=True)
+class SpeculatorsAdapter:
+    """How an engine reads a speculators-format config (speculators_model_type, transformer_layer_config)."""
+
+    #: transformer_layer_config.model_type (default "llama") → the architecture it builds.
+    architectures: tuple[tuple[str, str], ...]
+    types: tuple[str, ...]  # speculators_model_type values it accepts for EAGLE-3 (none: it refuses the format)
+    source: Source
+    invalid: Event  # {defect}: the config cannot be read (or, with no types, the format is refused)
+    #: {defect}: what its validation of speculators_config finds, when that is not fatal to loading (None: it is)
+    validation: Event | None = None
 
 
 @dataclass(frozen=True)
@@ -181,3 +206,8 @@ class Engine:
     #: None: no restriction. ``target_refused`` is raised for any other ({model_type}, {supported}).
     target_model_types: tuple[str, ...] | None = None
     target_refused: Event | None = None
+    #: None: a speculators-format config is looked up by its architectures like any other.
+    speculators: SpeculatorsAdapter | None = None
+    #: The drafter's model_type → the architecture the engine substitutes before its mapping (vLLM turns a
+    #: deepseek_v3 draft into an MTP model); ``{why}`` in ``unregistered`` says so.
+    model_type_architectures: tuple[tuple[tuple[str, ...], str, str], ...] = ()

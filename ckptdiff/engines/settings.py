@@ -1,4 +1,5 @@
-"""A drafter's settings as an engine reads them from its config.json, plus the target's from ``--base``."""
+"""One engine's view of a drafter: the shared :class:`DrafterSpec`, plus what this engine reads differently
+(which aux-id keys, how fc is sized) and the target's settings from ``--base``."""
 
 from __future__ import annotations
 
@@ -6,22 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .rules import AuxIds
+from ..profiles.drafter import DrafterSpec, Setting, lookup
 from .target import text_config
+
+__all__ = ["Draft", "Target", "lookup"]
 
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def lookup(config: Mapping[str, Any], dotted: str) -> Any:
-    """A dotted key ("eagle_config.eagle_aux_hidden_state_layer_ids") in a config, or None."""
-    holder: Any = config
-    for part in dotted.split("."):
-        if not isinstance(holder, Mapping):
-            return None
-        holder = holder.get(part)
-    return holder
 
 
 @dataclass(frozen=True)
@@ -47,62 +40,67 @@ class Target:
 
 @dataclass(frozen=True)
 class Draft:
-    """The settings a drafter class builds itself from (HF config attributes are top-level keys)."""
+    """A drafter as one engine builds it: the spec's facts, the ids this engine reads, the target's settings.
 
-    config: Mapping[str, Any]
+    Every width comes from the spec; the fields below are only what the engine's own code decides.
+    """
+
+    spec: DrafterSpec
     names: frozenset[str]  # the checkpoint's tensor names
-    hidden: int
-    target_hidden: int  # target_hidden_size, else hidden_size
-    target_hidden_set: bool
-    vocab: int | None
-    draft_vocab: int | None  # None: draft_vocab_size absent
-    heads: int | None
-    kv_heads: int | None
-    head_dim: int | None
-    intermediate: int | None
-    layers: int
-    tied: bool
-    use_aux: bool  # eagle_config.use_aux_hidden_state (default true)
-    aux_ids: tuple[int, ...] | None  # as this engine reads them (None: not set where it looks)
-    aux_key: str | None  # the key it read them from
+    dtypes: Mapping[str, str]  # tensor name → stored dtype
+    tensor_shapes: Mapping[str, tuple[int, ...]]  # tensor name → stored shape
+    aux: Setting | None  # the aux ids this engine reads (None: not set where it looks)
+    fc_aux: int  # how many target hidden states this engine sizes fc for
     target: Target | None
 
-    @classmethod
-    def of(cls, config: Mapping[str, Any], names: frozenset[str], aux: AuxIds, target: Target | None) -> Draft:
-        hidden = _int(config.get("hidden_size")) or 0
-        target_hidden = _int(config.get("target_hidden_size"))
-        heads = _int(config.get("num_attention_heads"))
-        head_dim = _int(config.get("head_dim")) or (hidden // heads if heads and hidden % heads == 0 else None)
-        use_aux = lookup(config, "eagle_config.use_aux_hidden_state")
-        aux_ids, aux_key = None, None
-        for key in aux.keys:
-            found = lookup(config, key)
-            if isinstance(found, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in found):
-                aux_ids, aux_key = tuple(found), key
-                break
-        return cls(
-            config=config,
-            names=names,
-            hidden=hidden,
-            target_hidden=target_hidden or hidden,
-            target_hidden_set=target_hidden is not None,
-            vocab=_int(config.get("vocab_size")),
-            draft_vocab=_int(config.get("draft_vocab_size")),
-            heads=heads,
-            kv_heads=_int(config.get("num_key_value_heads")) or heads,
-            head_dim=head_dim,
-            intermediate=_int(config.get("intermediate_size")),
-            layers=_int(config.get("num_hidden_layers")) or 1,
-            tied=config.get("tie_word_embeddings") is True,
-            use_aux=use_aux is not False,
-            aux_ids=aux_ids,
-            aux_key=aux_key,
-            target=target,
-        )
+    @property
+    def config(self) -> Mapping[str, Any]:
+        return self.spec.config
 
     @property
-    def aux_count(self) -> int:
-        return len(self.aux_ids) if self.aux_ids is not None else 3
+    def hidden(self) -> int:
+        return self.spec.hidden_size
+
+    @property
+    def target_hidden(self) -> int:
+        return self.spec.target_hidden_size
+
+    @property
+    def target_hidden_set(self) -> bool:
+        return self.spec.target_hidden is not None
+
+    @property
+    def vocab(self) -> int | None:
+        return self.spec.vocab_size
+
+    @property
+    def draft_vocab(self) -> int | None:
+        return self.spec.draft_vocab_size
+
+    @property
+    def layers(self) -> int:
+        return self.spec.layer_count
+
+    @property
+    def tied(self) -> bool:
+        return self.spec.tied
+
+    @property
+    def use_aux(self) -> bool:
+        return self.spec.use_aux
+
+    @property
+    def aux_ids(self) -> tuple[int, ...] | None:
+        return tuple(self.aux.value) if self.aux is not None else None
+
+    @property
+    def aux_key(self) -> str | None:
+        return self.aux.key if self.aux is not None else None
+
+    @property
+    def captured(self) -> int:
+        """How many hidden states the engine captures: its distinct ids (a layer is captured once), else three."""
+        return len(set(self.aux.value)) if self.aux is not None else 3
 
     @property
     def target_width(self) -> int | None:
@@ -112,15 +110,25 @@ class Draft:
         return self.target_hidden if self.target_hidden_set else None
 
     @property
+    def target_vocab(self) -> int | None:
+        """The target's vocabulary: from --base, else the drafter's vocab_size (EAGLE-3 shares the tokenizer)."""
+        if self.target is not None and self.target.vocab is not None:
+            return self.target.vocab
+        return self.vocab
+
+    @property
     def head_rows(self) -> int | None:
-        """Rows of the drafter's own lm_head: draft_vocab_size, else vocab_size."""
-        return self.draft_vocab or self.vocab
+        return self.spec.head_rows
+
+    @property
+    def d2t_length(self) -> int | None:
+        """The length of the checkpoint's d2t, if it stores one."""
+        found = next((shape for name, shape in self.tensor_shapes.items() if name.split(".")[-1] == "d2t"), None)
+        return found[0] if found else None
 
     def has(self, name: str) -> bool:
         return name in self.names
 
-    def q_out(self) -> int | None:
-        return self.heads * self.head_dim if self.heads and self.head_dim else None
-
-    def kv_out(self) -> int | None:
-        return self.kv_heads * self.head_dim if self.kv_heads and self.head_dim else None
+    def shape(self, canonical: str) -> tuple[int, ...] | None:
+        """The shape the spec implies for a canonical (SpecForge) tensor name."""
+        return self.spec.shape(canonical)

@@ -1,18 +1,32 @@
-"""SGLang's EAGLE-3 drafter loading, as data (llama_eagle3.py, kimi_k25_eagle3.py, the EAGLE worker)."""
+"""SGLang's EAGLE-3 drafter loading, as data (llama_eagle3.py, kimi_k25_eagle3.py, the aux-state set-up)."""
 
 from __future__ import annotations
 
-from .llama_layer import Biases, decoder_layer, mla_layer
-from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
+from .llama_layer import Biases, decoder_layers, fc_block
+from .rules import (
+    AuxIds,
+    Case,
+    Drop,
+    Engine,
+    Event,
+    Loader,
+    Param,
+    Rename,
+    Source,
+    SpeculatorsAdapter,
+    target_hidden_check,
+)
+from .settings import Draft
 from .stacking import stacked
 
 REPO = "sgl-project/sglang"
-LLAMA = Source(REPO, "03d5a77", "python/sglang/srt/models/llama_eagle3.py")
-KIMI = Source(REPO, "054a1ce", "python/sglang/srt/models/kimi_k25_eagle3.py")
-DEEPSEEK = Source(REPO, "5da6cae", "python/sglang/srt/models/deepseek_eagle3.py")
-RUNNER = Source(REPO, "03d5a77", "python/sglang/srt/model_executor/model_runner.py (set_eagle3_layers_to_capture)")
-WORKER = Source(REPO, "03d5a77", "python/sglang/srt/speculative/eagle_worker.py (set_embed)")
-LOADER_UTILS = Source(REPO, "03d5a77", "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
+VERSION = "v0.5.23"
+LLAMA = Source(REPO, VERSION, "python/sglang/srt/models/llama_eagle3.py")
+KIMI = Source(REPO, VERSION, "python/sglang/srt/models/kimi_k25_eagle3.py")
+TARGET_LLAMA = Source(REPO, VERSION, "python/sglang/srt/models/llama.py (set_embed, set_eagle3_layers_to_capture)")
+AUX_SETUP = Source(REPO, VERSION, "python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py")
+LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
+HF_CONFIG = Source(REPO, VERSION, "python/sglang/srt/utils/hf_transformers/config.py (get_config)", inferred=True)
 
 RANDOM = Case(
     lambda d: True,
@@ -24,26 +38,68 @@ RANDOM = Case(
     ),
 )
 
+
+def _replaced(d: Draft) -> bool:
+    """set_embed swaps in the target's embedding unless target_hidden_size is set and differs from hidden_size."""
+    return not (d.target_hidden_set and d.target_hidden != d.hidden)
+
+
+def _too_narrow(d: Draft) -> bool:
+    """The target's embedding replaces the drafter's, but is another width than the drafter's layers read."""
+    return _replaced(d) and d.target is not None and d.target.hidden is not None and d.target.hidden != d.hidden
+
+
+def _rows(d: Draft) -> int | None:
+    """The draft head's rows: the embedding's (vocab_size) when tied, else draft_vocab_size or vocab_size."""
+    return d.vocab if d.tied else d.head_rows
+
+
+def _d2t_against_rows(d: Draft) -> int:
+    """d2t's length minus the head's rows (0 when either is unknown)."""
+    rows, length = _rows(d), d.d2t_length
+    return length - rows if rows is not None and length is not None else 0
+
+
+EMBED_WIDTH = Event(
+    "error",
+    "embed_width_mismatch",
+    "{param}: SGLang's EAGLE-3 worker replaces the drafter's embedding by the target's (set_embed), which is "
+    "{target_width} wide, but the drafter's layers take hidden_size={hidden} (no target_hidden_size to stop the "
+    "swap): the first forward fails",
+    TARGET_LLAMA.inferring(),
+)
+
 EMBED = Param(
     "model.embed_tokens.weight",
-    lambda d: (d.vocab, d.hidden) if d.vocab else None,
-    WORKER,
+    lambda d: d.shape("embed_tokens.weight"),
+    TARGET_LLAMA,
     absent=(
+        Case(_too_narrow, EMBED_WIDTH),
         Case(
-            lambda d: True,
-            Event("info", "from_target", "{param}: the EAGLE-3 worker sets the target's embedding (set_embed)", WORKER),
+            _replaced,
+            Event("info", "from_target", "{param}: the EAGLE-3 worker sets the target's embedding (set_embed)", LLAMA),
         ),
-    ),
-    loaded=(
         Case(
             lambda d: True,
             Event(
+                "warning",
+                "random_init",
+                "{param}: target_hidden_size differs from hidden_size, so SGLang keeps the drafter's own embedding "
+                "(set_embed returns early), and the drafter has none: it stays randomly initialised",
+                TARGET_LLAMA,
+            ),
+        ),
+    ),
+    loaded=(
+        Case(_too_narrow, EMBED_WIDTH),
+        Case(
+            _replaced,
+            Event(
                 "info",
                 "embed_tokens_overridden",
-                "{name} is loaded, then replaced by the target's embedding (set_embed): harmless "
-                "when it is a frozen copy "
-                "of the target's, as EAGLE-3 training keeps it (--values --base checks)",
-                WORKER,
+                "{name} is loaded, then replaced by the target's embedding (set_embed): harmless when it is a frozen "
+                "copy of the target's, as EAGLE-3 training keeps it (--values --base checks)",
+                TARGET_LLAMA,
             ),
         ),
     ),
@@ -51,7 +107,7 @@ EMBED = Param(
 
 LM_HEAD = Param(
     "lm_head.weight",
-    lambda d: (d.head_rows, d.hidden) if d.head_rows else None,
+    lambda d: d.shape("lm_head.weight"),
     LLAMA,
     exists=lambda d: not d.tied,
     absent=(
@@ -77,14 +133,52 @@ LM_HEAD = Param(
     ),
 )
 
+#: load_weights consumes any d2t into hot_token_id = d2t + arange(len(d2t)), whatever the vocabularies; not a
+#: parameter, so nothing checks its length or dtype at load time.
 HOT_TOKENS = Param(
     "hot_token_id",
-    lambda d: (d.draft_vocab,) if d.draft_vocab else None,
+    lambda d: None,
     LLAMA,
-    exists=lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
-    absent=(
+    exists=lambda d: d.d2t_length is not None or (d.draft_vocab is not None and d.draft_vocab != d.vocab),
+    dtypes=("I64", "I32", "I16", "I8", "U8", "U16", "U32"),
+    dtype_event=Event(
+        "warning",
+        "d2t_dtype",
+        "{name} is {dtype}: SGLang computes hot_token_id = d2t + arange in that floating type, so draft token ids "
+        "go through a float (rounded past 256 for BF16) before indexing the target vocabulary",
+        LLAMA.inferring(),
+    ),
+    loaded=(
+        Case(
+            lambda d: _d2t_against_rows(d) < 0,
+            Event(
+                "error",
+                "d2t_length",
+                "{name} has {d2t_length} entries, not one per row of the draft head (draft_vocab_size, or vocab_size "
+                "when tied): SGLang consumes it into "
+                "hot_token_id without a check, and draft ids past its end cannot be mapped",
+                LLAMA.inferring(),
+            ),
+        ),
+        Case(
+            lambda d: _d2t_against_rows(d) > 0,
+            Event(
+                "warning",
+                "d2t_length",
+                "{name} has {d2t_length} entries, not one per row of the draft head (draft_vocab_size, or vocab_size "
+                "when tied): SGLang consumes it into "
+                "hot_token_id without a check; the map was built for another draft vocabulary",
+                LLAMA.inferring(),
+            ),
+        ),
         Case(
             lambda d: True,
+            Event("info", "d2t_consumed", "{name} becomes hot_token_id (d2t + arange)", LLAMA),
+        ),
+    ),
+    absent=(
+        Case(
+            lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
             Event(
                 "warning",
                 "d2t_missing",
@@ -92,12 +186,11 @@ HOT_TOKENS = Param(
                 LLAMA.inferring(),
             ),
         ),
+        Case(lambda d: True, Event("info", "not_needed", "{param}: no d2t; not needed (one vocabulary)", LLAMA)),
     ),
 )
 
-FC = Param("model.fc.weight", lambda d: (d.hidden, 3 * d.target_hidden), LLAMA, absent=(RANDOM,))
-FC_MLA = Param("model.fc.weight", lambda d: (d.hidden, d.aux_count * d.target_hidden), KIMI, absent=(RANDOM,))
-NORM = Param("model.norm.weight", lambda d: (d.hidden,), LLAMA, absent=(RANDOM,))
+NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), LLAMA, absent=(RANDOM,))
 
 UNKNOWN = Event(
     "warning",
@@ -112,25 +205,29 @@ SHAPE = Event(
     'parameter ({want})"',
     LOADER_UTILS,
 )
-ONE_LAYER = Case(
-    lambda d: d.layers != 1,
-    Event(
-        "error",
-        "layers_unsupported",
-        'num_hidden_layers={layers}: ValueError "EAGLE3 currently only supports 1 layer"',
-        KIMI,
+
+DROPS = (
+    Drop(r"t2d", Event("info", "dropped", "{name} is not used by SGLang (skipped by load_weights)", LLAMA)),
+    # no parameter answers to these: skipped like any unknown name, but no trained weight is lost
+    Drop(
+        r"(^|\.)(mask_hidden|rotary_emb\.inv_freq)$",
+        Event("info", "dropped", "{name}: no parameter of that name; skipped (not a trained weight)", LLAMA),
     ),
 )
-
-DROPS = (Drop(r"t2d", Event("info", "dropped", "{name} is not used by SGLang (skipped by load_weights)", LLAMA)),)
-RENAMES = (Rename(r"^d2t$", "hot_token_id", LLAMA), *stacked(LLAMA))
-
-#: llama_eagle3 overrides qkv_proj with bias=False; o_proj keeps LlamaAttention's bias=attention_bias.
-BIASES = Biases(o_proj=lambda d: d.config.get("attention_bias") is True)
-#: fc is Linear(..., bias=getattr(config, "bias", False)).
-FC_BIAS = Param(
-    "model.fc.bias", lambda d: (d.hidden,), LLAMA, exists=lambda d: d.config.get("bias") is True, absent=(RANDOM,)
+#: legacy_name_map, then d2t → hot_token_id, then the stacked q/k/v and gate/up.
+RENAMES = (
+    Rename(r"midlayer", "layers.0", LLAMA),
+    Rename(r"aux_norm_low", "fc_norm.0", LLAMA),
+    Rename(r"aux_norm_mid", "fc_norm.1", LLAMA),
+    Rename(r"aux_norm_high", "fc_norm.2", LLAMA),
+    Rename(r"^.*d2t.*$", "hot_token_id", LLAMA),
+    *stacked(LLAMA),
 )
+
+#: llama_eagle3 overrides qkv_proj with bias=False; o_proj keeps LlamaAttention's bias=attention_bias or bias;
+#: LlamaMLP has no bias.
+BIASES = Biases(o_proj=lambda d: d.spec.attention_bias or d.spec.bias)
+NESTED_IDS = ("eagle_config.eagle_aux_hidden_state_layer_ids",)
 
 LLAMA_LOADER = Loader(
     architectures=("LlamaForCausalLMEagle3",),
@@ -140,48 +237,101 @@ LLAMA_LOADER = Loader(
     lookups=("{name}", "model.{name}"),
     params=(
         EMBED,
-        FC,
-        FC_BIAS,
-        *decoder_layer("model.midlayer.", LLAMA, RANDOM, biases=BIASES),
+        *fc_block(
+            "model.fc",
+            LLAMA,
+            RANDOM,
+            bias=lambda d: d.spec.bias,
+            fc_norm="model.fc_norm",
+            input_norm="model.input_norm",
+            quantizable=False,  # fc is a plain torch.nn.Linear
+            needs_aux=False,  # built whatever use_aux_hidden_state says
+        ),
+        *decoder_layers(lambda i: f"model.layers.{i}.", LLAMA, RANDOM, biases=BIASES),
         NORM,
         LM_HEAD,
         HOT_TOKENS,
     ),
     unknown=UNKNOWN,
     shape_error=SHAPE,
+    checks=(
+        Case(
+            lambda d: "draft_vocab_size" not in d.config,
+            Event(
+                "error",
+                "draft_vocab_size_absent",
+                "config.json has no draft_vocab_size key: LlamaForCausalLMEagle3.__init__ reads "
+                "config.draft_vocab_size, AttributeError: 'LlamaConfig' object has no attribute 'draft_vocab_size' "
+                "(set it, to null for the target's head)",
+                LLAMA,
+            ),
+        ),
+    ),
+    fc_aux_keys=NESTED_IDS,
+    # The draft's quant config is --speculative-draft-model-quantization (default: the target's --quantization),
+    # not the drafter's quantization_config.
+    quantization=lambda d: False,
+    quantization_refused=(
+        Case(
+            lambda d: True,
+            Event(
+                "warning",
+                "quantization_ignored",
+                "quantization_config ({method}) is not what SGLang builds the drafter with: it uses "
+                "--speculative-draft-model-quantization (default: the target's --quantization), so without that "
+                "flag the layers are unquantized, the scales are skipped and the quantized values cast",
+                Source(REPO, VERSION, "python/sglang/srt/arg_groups/serving_hook.py", inferred=True),
+            ),
+        ),
+    ),
 )
 
 MLA_LOADER = Loader(
     architectures=("Eagle3DeepseekV2ForCausalLM",),
     source=KIMI,
-    renames=(Rename(r"^layers\.0\.", "midlayer.", KIMI), *RENAMES),
-    drops=DROPS,
-    lookups=("{name}", "model.{name}"),
-    params=(EMBED, FC_MLA, *mla_layer("model.midlayer.", KIMI, RANDOM), NORM, LM_HEAD, HOT_TOKENS),
+    renames=(
+        Rename(r"^layers\.0\.", "midlayer.", KIMI),
+        Rename(r"^(d2t|.*\.d2t)$", "hot_token_id", KIMI),
+        Rename(r"^(?!lm_head\.|hot_token_id)", "model.", KIMI),
+        Rename(r"\.gate_proj\.", ".gate_up_proj.", KIMI, shard="0"),
+        Rename(r"\.up_proj\.", ".gate_up_proj.", KIMI, shard="1"),
+        Rename(r"\.q_a_proj\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="0"),
+        Rename(r"\.kv_a_proj_with_mqa\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="1"),
+    ),
+    drops=(
+        Drop(r"(^|\.)t2d$", Event("info", "dropped", "{name} is not used by SGLang (skipped)", KIMI)),
+        # q_a_proj and kv_a_proj_with_mqa are cached until both arrive, then fused: one alone is never loaded
+        Drop(
+            r"\.kv_a_proj_with_mqa\.weight$",
+            Event("warning", "unfused_weight", "{name}: cached for fusing with q_a_proj, which is missing", KIMI),
+            when=lambda d: not any(n.endswith("q_a_proj.weight") for n in d.names),
+        ),
+        Drop(
+            r"\.q_a_proj\.weight$",
+            Event(
+                "warning", "unfused_weight", "{name}: cached for fusing with kv_a_proj_with_mqa, which is missing", KIMI
+            ),
+            when=lambda d: not any(n.endswith("kv_a_proj_with_mqa.weight") for n in d.names),
+        ),
+    ),
+    lookups=("{name}",),
+    params=(
+        EMBED,
+        *fc_block("model.fc", KIMI, RANDOM, bias=lambda d: d.spec.bias, fc_norm="model.fc_norm", needs_aux=False),
+        *decoder_layers(
+            lambda i: "model.midlayer.",
+            KIMI,
+            RANDOM,
+            attention="mla",
+            layers=1,
+            fused_qkv_a="fused_qkv_a_proj_with_mqa",
+        ),
+        NORM,
+        LM_HEAD,
+        HOT_TOKENS,
+    ),
     unknown=Event(
         "warning", "skipped_unknown_name", '{name}: logged "Eagle3 MLA: skipping unexpected weight" and not used', KIMI
-    ),
-    shape_error=SHAPE,
-    checks=(ONE_LAYER,),
-    unchecked_prefixes=("model.midlayer.self_attn.",),
-)
-
-DEEPSEEK_LOADER = Loader(
-    # deepseek_eagle3.py registers V2 too; at 054a1ce kimi_k25_eagle3.py serves that name (MLA_LOADER)
-    architectures=("Eagle3DeepseekV3ForCausalLM",),
-    source=DEEPSEEK,
-    renames=(Rename(r"^layers\.0\.", "midlayer.", DEEPSEEK), *RENAMES),
-    drops=(
-        *DROPS,
-        Drop(r"rotary_emb\.inv_freq", Event("info", "dropped", "{name} is skipped by load_weights", DEEPSEEK)),
-    ),
-    lookups=("{name}", "model.{name}"),
-    params=(EMBED, FC_MLA, *mla_layer("model.midlayer.", DEEPSEEK, RANDOM), NORM, LM_HEAD, HOT_TOKENS),
-    unknown=Event(
-        "warning",
-        "skipped_unknown_name",
-        "SGLang has no parameter {name} or model.{name}: skipped without a word",
-        DEEPSEEK,
     ),
     shape_error=SHAPE,
     checks=(
@@ -190,20 +340,44 @@ DEEPSEEK_LOADER = Loader(
             Event(
                 "error",
                 "layers_unsupported",
-                'num_hidden_layers={layers}: ValueError "Eagle3 currently only supports 1 decoder layer"',
-                DEEPSEEK,
+                'num_hidden_layers={layers}: ValueError "EAGLE3 currently only supports 1 layer"',
+                KIMI,
+            ),
+        ),
+        Case(
+            lambda d: d.spec.mla is not None and d.spec.mla.q_lora_rank is None,
+            Event(
+                "error",
+                "mla_needs_q_lora_rank",
+                'no q_lora_rank: ValueError "Eagle3 MLA layer requires q_lora_rank in the draft config"',
+                KIMI,
             ),
         ),
     ),
-    unchecked_prefixes=("model.midlayer.self_attn.",),
+    # _get_eagle_aux_layer_count: eagle_config's ids, then the top-level ones, else 3.
+    fc_aux_keys=(*NESTED_IDS, "eagle_aux_hidden_state_layer_ids"),
+    # Eagle3DeepseekV2ForCausalLM drops a modelopt_fp4 quant config: its layers are built unquantized.
+    quantization=lambda d: d.spec.quantization is None or d.spec.quantization.weight_format != "nvfp4",
+    quantization_refused=(
+        Case(
+            lambda d: d.spec.quantization is not None and d.spec.quantization.weight_format == "nvfp4",
+            Event(
+                "warning",
+                "quantization_ignored",
+                "quantization_config is NVFP4 ({method}): SGLang's Eagle3DeepseekV2ForCausalLM overrides a "
+                "modelopt_fp4 config and builds the drafter unquantized (it expects bf16 draft weights)",
+                KIMI,
+            ),
+        ),
+    ),
 )
 
 ENGINE = Engine(
     name="sglang",
     label="SGLang",
-    version="main at 03d5a77 (llama_eagle3), 054a1ce (kimi_k25_eagle3), 5da6cae (deepseek_eagle3)",
+    version="0.5.23 (installed source)",
     architecture_mapping=(),
-    loaders=(LLAMA_LOADER, MLA_LOADER, DEEPSEEK_LOADER),
+    loaders=(LLAMA_LOADER, MLA_LOADER),
     unregistered=Event(
         "error",
         "architecture_not_eagle3",
@@ -213,7 +387,7 @@ ENGINE = Engine(
         LLAMA,
     ),
     aux_ids=AuxIds(
-        keys=("eagle_config.eagle_aux_hidden_state_layer_ids",),
+        keys=NESTED_IDS,
         offset=0,
         convention="SGLang's: id k = the output of target layer k (it captures before layer k+1)",
         default_outputs=lambda n: (1, n // 2 - 1, n - 4),
@@ -222,13 +396,15 @@ ENGINE = Engine(
             "aux_ids_default",
             "SGLang reads aux layer ids only from eagle_config.eagle_aux_hidden_state_layer_ids{ignored}; it uses "
             "its default capture [2, n//2, n-3] = the outputs of target layers {outputs}",
-            RUNNER,
+            AUX_SETUP,
         ),
-        source=RUNNER,
+        source=TARGET_LLAMA,
+        # layers_to_capture = [id + 1]: captured before layer id+1, so the last layer's output (id n-1) never is.
+        valid=lambda n: range(-1, n - 1),
     ),
     config_checks=(
         Case(
-            lambda d: d.config.get("norm_before_residual") is True,
+            lambda d: d.spec.norm_before_residual is not None and d.spec.norm_before_residual.value is True,
             Event(
                 "warning",
                 "config_ignored",
@@ -239,4 +415,17 @@ ENGINE = Engine(
         ),
     ),
     target_checks=(target_hidden_check(LLAMA.inferring(), "the fc matmul fails on the first forward"),),
+    # No adapter: config.json goes to transformers' AutoConfig, which has no "speculators" model_type.
+    speculators=SpeculatorsAdapter(
+        architectures=(),
+        types=(),
+        source=HF_CONFIG,
+        invalid=Event(
+            "error",
+            "speculators_format_unsupported",
+            "{defect}: SGLang has no speculators adapter and transformers' AutoConfig refuses a config without a "
+            'model_type it knows: ValueError "Unrecognized model ..."',
+            HF_CONFIG,
+        ),
+    ),
 )

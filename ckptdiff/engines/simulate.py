@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..checkpoint import Checkpoint
+from ..profiles.drafter import DrafterSpec
 from ..report import EngineEvent, EngineResult
-from .rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param
-from .settings import Draft, Target, lookup
-
-AUX_KEY = "eagle_aux_hidden_state_layer_ids"
-#: Where drafters keep aux layer ids, whichever an engine reads.
-AUX_LOCATIONS = (AUX_KEY, f"eagle_config.{AUX_KEY}")
+from .quantized import covered, quantized_shape, scale_of
+from .rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param, Severity, SpeculatorsAdapter
+from .settings import Draft, Target
 
 
 class _Fields(dict):
@@ -54,26 +53,48 @@ def simulate(
         message = f"config.json has no architectures list: {engine.label} cannot choose a drafter class"
         event = EngineEvent("error", "no_architecture", None, message)
         return EngineResult(engine.name, side, (event,), "no architectures in config.json")
-    looked_up = arch
-    for pattern, replacement in engine.architecture_mapping:
-        looked_up = re.sub(pattern, replacement, looked_up, count=1)
+    spec = DrafterSpec.of(config)
+    looked_up, override = arch, ""
+    adapter = engine.speculators
+    if adapter is not None and spec.speculators is not None:
+        chosen, defect = _speculators_architecture(adapter, spec)
+        if defect is not None:
+            events = _Events({"defect": defect})
+            events.add(adapter.invalid)
+            return EngineResult(engine.name, side, tuple(events.items), f"{adapter.invalid.code}: {defect}")
+        looked_up = chosen
+    else:
+        model_type = spec.model_type.value if spec.model_type else None
+        for types, replacement, why in engine.model_type_architectures:
+            if model_type in types:
+                looked_up, override = replacement, why.format(model_type=model_type, replacement=replacement)
+        for pattern, replacement in engine.architecture_mapping:
+            looked_up = re.sub(pattern, replacement, looked_up, count=1)
     loader = next((loader for loader in engine.loaders if looked_up in loader.architectures), None)
     registered = ", ".join(a for loader in engine.loaders for a in loader.architectures)
     if loader is None:
-        events = _Events({"arch": arch, "looked_up": looked_up, "registered": registered})
+        events = _Events({"arch": arch, "looked_up": looked_up, "registered": registered, "why": override})
         events.add(engine.unregistered)
         return EngineResult(engine.name, side, tuple(events.items), f"{arch} is not an EAGLE-3 class it serves")
     target = Target.of(base_config) if base_config is not None else None
-    for section in loader.nested_config:
-        nested = config.get(section)
-        if isinstance(nested, Mapping):
-            config = {**nested, **config}
-    draft = Draft.of(config, frozenset(checkpoint.tensors), engine.aux_ids, target)
+    validation = adapter.validation if adapter is not None and spec.speculators is not None else None
+    defect = spec.speculators.defect() if validation is not None and spec.speculators is not None else None
+    draft = Draft(
+        spec=spec,
+        names=frozenset(checkpoint.tensors),
+        dtypes={name: info.dtype for name, info in checkpoint.tensors.items()},
+        tensor_shapes={name: tuple(info.shape) for name, info in checkpoint.tensors.items()},
+        aux=None if engine.aux_ids.from_serving_config else spec.aux_at(engine.aux_ids.keys),
+        fc_aux=spec.fc_aux_count(loader.fc_aux_keys),
+        target=target,
+    )
     if not draft.hidden:
         message = f"config.json has no hidden_size: {engine.label} cannot build the drafter's layers"
         event = EngineEvent("error", "no_hidden_size", None, message)
         return EngineResult(engine.name, side, (event,), "no hidden_size in config.json")
     events = _Events(_draft_fields(draft))
+    if validation is not None and defect is not None:
+        events.add(validation, defect=defect)
     for case in (*engine.config_checks, *loader.checks):
         if case.when(draft):
             events.add(case.then)
@@ -86,6 +107,7 @@ def simulate(
             if not any(kind in target.model_type for kind in supported):
                 events.add(engine.target_refused, model_type=target.model_type, supported=list(supported))
     _aux_ids(engine, draft, events)
+    _quantization(engine, loader, draft, events)
     fates = _Fates()
     _load(loader, checkpoint, draft, events, fates)
     ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
@@ -102,6 +124,28 @@ def simulate(
 _RANK = {"error": 0, "warning": 1, "info": 2}
 
 
+def _speculators_architecture(adapter: SpeculatorsAdapter, spec: DrafterSpec) -> tuple[str, str | None]:
+    """The architecture the engine's speculators adapter builds, or why it refuses the config."""
+    assert spec.speculators is not None
+    if not adapter.types:
+        return "", "a speculators-format config"
+    if spec.speculators.model_type not in adapter.types:
+        kind = json.dumps(spec.speculators.model_type)
+        return "", f"speculators_model_type is {kind}: ValueError: Expected one of: {list(adapter.types)}"
+    defect = spec.speculators.defect()
+    if defect is not None and adapter.validation is None:
+        return "", defect
+    layer = spec.speculators.layer_config
+    model_type = layer.get("model_type", "llama") if isinstance(layer, Mapping) else "llama"
+    chosen = dict(adapter.architectures).get(model_type)
+    if chosen is None:
+        return "", (
+            f"transformer_layer_config.model_type is {model_type!r}: ValueError: Unsupported model_type "
+            f"{model_type} for Eagle3 speculator"
+        )
+    return chosen, None
+
+
 def _draft_fields(d: Draft) -> dict[str, Any]:
     return {
         "hidden": d.hidden,
@@ -109,6 +153,11 @@ def _draft_fields(d: Draft) -> dict[str, Any]:
         "vocab": d.vocab,
         "draft_vocab": d.draft_vocab,
         "layers": d.layers,
+        "fc_aux": d.fc_aux,
+        "head_rows": d.head_rows,
+        "d2t_length": d.d2t_length,
+        "captured": d.captured,
+        "target_vocab": d.target_vocab,
         "target_width": d.target_width,
         "target_hidden_actual": d.target.hidden if d.target else None,
     }
@@ -125,9 +174,21 @@ class _Fates:
         return [name for name, each in self.parameters if each == fate]
 
 
+def _resolve(loader: Loader, name: str) -> list[str]:
+    """The parameter names the loader tries for a checkpoint name, after its renames (``param[shard]``)."""
+    renamed, shard = name, None
+    for rename in loader.renames:
+        if re.search(rename.pattern, renamed):
+            renamed = re.sub(rename.pattern, rename.replacement, renamed, count=1)
+            shard = rename.shard or shard
+    suffix = f"[{shard}]" if shard else ""
+    return [template.format(name=renamed) + suffix for template in loader.lookups]
+
+
 def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events, fates: _Fates) -> None:
     """Every tensor to a parameter (or a drop, a skip, an error); then every parameter's fate."""
     params: dict[str, Param] = {p.name: p for p in loader.params if p.exists(draft)}
+    params |= _scale_params(loader, params, draft)
     filled: dict[str, str] = {}  # parameter → its fate
     for name in sorted(checkpoint.tensors):
         info = checkpoint.tensors[name]
@@ -136,29 +197,38 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
             events.add(drop.event, name, name=name)
             fates.tensors.append((name, TENSOR_FATES.get(drop.event.code, "skipped"), None))
             continue
-        renamed, shard = name, None
-        for rename in loader.renames:
-            if re.search(rename.pattern, renamed):
-                renamed = re.sub(rename.pattern, rename.replacement, renamed, count=1)
-                shard = rename.shard or shard
-        suffix = f"[{shard}]" if shard else ""
-        candidates = [template.format(name=renamed) + suffix for template in loader.lookups]
+        candidates = _resolve(loader, name)
         param_name = next((c for c in candidates if c in params), None)
         if param_name is None:
-            if any(c.startswith(loader.unchecked_prefixes) for c in candidates) and loader.unchecked_prefixes:
-                fates.tensors.append((name, "loaded", None))  # attention this table does not spell out (MLA)
+            scale = _scale_param(loader, name, params, draft)
+            if scale is not None:
+                fates.tensors.append((name, "renamed" if _moved(name, scale) else "loaded", scale))
+                filled[scale] = "loaded"
                 continue
             looked_up = candidates[-1].split("[")[0]
+            ignored = loader.ignored_unexpected
+            if ignored is not None and name.endswith(ignored[0]):
+                events.add(ignored[1], name, name=name, candidate=looked_up)
+                fates.tensors.append((name, "skipped", None))
+                continue
             events.add(loader.unknown, name, name=name, candidate=looked_up, inner=looked_up.removeprefix("model."))
             fates.tensors.append((name, "error" if loader.unknown.severity == "error" else "skipped", None))
             continue
         param = params[param_name]
         want = param.shape(draft)
+        if loader.quantization(draft):
+            want = quantized_shape(param, want, draft)
         if want is not None and tuple(info.shape) != tuple(want):
             events.add(loader.shape_error, name, name=name, param=param_name, got=_shape(info.shape), want=_shape(want))
             fates.tensors.append((name, "error", param_name))
             filled[param_name] = "error"  # the load raised on it: nothing more happens to this parameter
             continue
+        if param.dtypes is not None and info.dtype not in param.dtypes and param.dtype_event is not None:
+            events.add(param.dtype_event, name, name=name, param=param_name, dtype=info.dtype)
+            if param.dtype_event.severity == "error":
+                fates.tensors.append((name, "error", param_name))
+                filled[param_name] = "error"
+                continue
         after = next((case for case in param.loaded if case.when(draft)), None)
         if after is not None:
             events.add(after.then, name, name=name, param=param_name)
@@ -177,6 +247,34 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
         events.add(case.then, None, param=param.name)
 
 
+def _scale_params(loader: Loader, params: dict[str, Param], draft: Draft) -> dict[str, Param]:
+    """The scales each quantized linear layer builds beside its weight (one per fused parameter)."""
+    q = draft.spec.quantization
+    if q is None or not loader.quantization(draft):
+        return {}
+    out: dict[str, Param] = {}
+    for param in params.values():
+        if covered(param, draft):
+            for suffix in q.scales:
+                name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, param.name)
+                out.setdefault(name, Param(name, lambda d: None, param.source, absent=param.absent))
+    return out
+
+
+def _scale_param(loader: Loader, name: str, params: dict[str, Param], draft: Draft) -> str | None:
+    """The scale parameter a quantized linear layer builds for this tensor (``x.weight_scale``), or None."""
+    scale = scale_of(name)
+    if scale is None or not loader.quantization(draft) or draft.spec.quantization is None:
+        return None
+    weight, suffix = scale
+    for candidate in _resolve(loader, weight):
+        param = params.get(candidate)
+        scale_name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, candidate)
+        if param is not None and covered(param, draft) and scale_name in params:
+            return scale_name
+    return None
+
+
 def _moved(name: str, param: str) -> bool:
     """Whether the loader renamed the tensor beyond a ``model.`` prefix or a fused shard."""
     bare = re.sub(r"\[\w+\]$", "", param).removeprefix("model.")
@@ -188,29 +286,42 @@ def _moved(name: str, param: str) -> bool:
 def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
     aux = engine.aux_ids
     n = draft.target.layers if draft.target is not None else None
-    present = {key: lookup(draft.config, key) for key in AUX_LOCATIONS if lookup(draft.config, key) is not None}
-    ignored = {key: value for key, value in present.items() if key not in aux.keys}
-    ignored_text = "".join(f" (it ignores {key}={json.dumps(value)})" for key, value in ignored.items())
+    read_key = draft.aux_key
+    ignored = [found for found in draft.spec.aux_ids if found.key != read_key]
+    ignored_text = "".join(f" (it ignores {found})" for found in ignored)
     if draft.aux_ids is None or aux.from_serving_config:
-        outputs = _list(aux.default_outputs(n)) if n else "[1, n//2-1, n-4] for a target of n layers"
-        events.add(aux.default_event, None, ignored=ignored_text, outputs=outputs)
+        default = aux.default_outputs(n) if n else None
+        outputs = _list(default) if default else "[1, n//2-1, n-4] for a target of n layers"
+        if ignored and default is None and not aux.from_serving_config:
+            outputs += " (give --base to see whether those are the layers the ignored ids name)"
+        # Ids it ignores show the drafter may have been trained on other layers, unless they name the default
+        # capture under either convention (SGLang's "output of layer k", vLLM's "output of layer k-1").
+        same = default is not None and all(
+            tuple(default) in (tuple(found.value), tuple(i - 1 for i in found.value)) for found in ignored
+        )
+        severity: Severity = "warning" if ignored and not same and not aux.from_serving_config else "info"
+        events.add(replace(aux.default_event, severity=severity), None, ignored=ignored_text, outputs=outputs)
+        if not aux.from_serving_config:
+            _count(draft, events, aux.source, "its default three")
         return
     ids = draft.aux_ids
     outputs_here = [i + aux.offset for i in ids]
     where = f"{draft.aux_key}={json.dumps(list(ids))}"
     text = f"reads {where}: captures the outputs of target layers {_list(outputs_here)} ({aux.convention})"
     if n is not None:
-        outside = [layer for layer in outputs_here if not 0 <= layer < n]
+        valid = aux.valid(n)
+        outside = [i for i in ids if i not in valid]
         if outside:
             events.add(
                 Event(
                     "error",
                     "aux_id_out_of_range",
-                    f"{where} asks for the outputs of layers {_list(outside)} but the target has {n} layers "
-                    f"(0..{n - 1}): fewer hidden states than fc expects",
-                    aux.source.inferring(),
+                    f"{where}: id(s) {_list(outside)} are never captured from a {n}-layer target ({aux.convention}; "
+                    f"ids {valid.start}..{valid.stop - 1} are): fewer hidden states than fc takes",
+                    aux.source,
                 )
             )
+    _count(draft, events, aux.source, where)
     events.add(Event("info", "aux_ids", text + ignored_text, aux.source))
     trained = _trained_convention(ids)
     if trained is not None and trained != aux.offset:
@@ -230,6 +341,29 @@ def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
                 aux.source.inferring(),
             )
         )
+
+
+def _count(draft: Draft, events: _Events, source: Any, captured_from: str) -> None:
+    """The number of hidden states the engine captures against the width it built fc for."""
+    if draft.use_aux and draft.captured != draft.fc_aux:
+        events.add(
+            Event(
+                "error",
+                "aux_count_mismatch",
+                f"{draft.captured} target hidden states are captured ({captured_from}) but fc takes "
+                f"{draft.fc_aux} x target_hidden_size={draft.target_hidden}: the fc matmul fails on the first forward",
+                source,
+            )
+        )
+
+
+def _quantization(engine: Engine, loader: Loader, draft: Draft, events: _Events) -> None:
+    """A quantization_config the loader does not build the drafter with."""
+    q = draft.spec.quantization
+    if q is not None:
+        case = next((c for c in loader.quantization_refused if c.when(draft)), None)
+        if case is not None:
+            events.add(case.then, None, method=q.method, algorithm=q.algorithm)
 
 
 def _trained_convention(ids: tuple[int, ...]) -> int | None:

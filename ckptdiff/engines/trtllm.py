@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .llama_layer import decoder_layer
+from .llama_layer import decoder_layers, fc_block
 from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
 from .stacking import stacked
 
@@ -24,7 +24,7 @@ MISSING = Case(
 
 EMBED = Param(
     "model.embed_tokens.weight",
-    lambda d: (d.vocab, d.hidden) if d.vocab else None,
+    lambda d: d.shape("embed_tokens.weight"),
     MODEL,
     exists=lambda d: d.target_hidden != d.hidden,
     absent=(MISSING,),
@@ -48,7 +48,7 @@ TARGET_EMBED = Param(
 )
 LM_HEAD = Param(
     "lm_head.weight",
-    lambda d: (d.head_rows, d.hidden) if d.head_rows else None,
+    lambda d: d.shape("lm_head.weight"),
     MODEL,
     absent=(
         Case(
@@ -74,13 +74,28 @@ LM_HEAD = Param(
 )
 D2T = Param(
     "model.d2t",
-    lambda d: (d.draft_vocab,) if d.draft_vocab else None,
+    lambda d: d.shape("d2t"),
     MODEL,
     exists=lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
     absent=(MISSING,),
+    dtypes=("I64", "I32"),
+    dtype_event=Event(
+        "warning",
+        "d2t_dtype",
+        "{name} is {dtype}: TensorRT-LLM keeps d2t as integer offsets, so a floating one maps draft tokens to the "
+        "wrong target ids",
+        MODEL.inferring(),
+    ),
 )
-FC = Param("model.fc.weight", lambda d: (d.hidden, 3 * d.target_hidden), MODEL, absent=(MISSING,))
-NORM = Param("model.norm.weight", lambda d: (d.hidden,), MODEL, absent=(MISSING,))
+#: fc (and, under bias: true, its bias) sized by the serving setting's capture count (three by default).
+FC = fc_block("model.fc", MODEL.inferring(), MISSING, bias=lambda d: d.spec.bias)
+NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), MODEL, absent=(MISSING,))
+#: One layer is model.midlayer; with num_hidden_layers > 1 the layers are model.midlayer.{i} (inferred).
+LAYERS = (
+    *decoder_layers(lambda i: "model.midlayer.", MODEL, MISSING, layers=1, when=lambda d: d.layers == 1),
+    *decoder_layers(lambda i: f"model.midlayer.{i}.", MODEL.inferring(), MISSING, when=lambda d: d.layers > 1),
+)
+
 
 LLAMA_LOADER = Loader(
     architectures=("EAGLE3LlamaForCausalLM",),
@@ -101,7 +116,7 @@ LLAMA_LOADER = Loader(
         Drop(r"t2d", Event("info", "dropped", "{name}: no module asks for it; ignored", MODEL.inferring())),
     ),
     lookups=("{name}",),
-    params=(EMBED, TARGET_EMBED, FC, *decoder_layer("model.midlayer.", MODEL, MISSING), NORM, LM_HEAD, D2T),
+    params=(EMBED, TARGET_EMBED, *FC, *LAYERS, NORM, LM_HEAD, D2T),
     unknown=Event(
         "warning",
         "ignored_name",

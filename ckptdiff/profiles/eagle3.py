@@ -9,10 +9,10 @@ What the serving engines do with a drafter checkpoint (facts from their loaders)
   ``lm_head`` comes from the target only when the drafter has no ``draft_vocab_size`` of its own (or from
   ``embed_tokens`` when embeddings are tied); ``d2t`` maps draft ids to target ids and is needed whenever the
   draft vocabulary is smaller than the target's.
-- every other tensor's shape follows from the drafter's own config.json (see :func:`expected_shapes`).
+- every other tensor's shape follows from the drafter's own config.json (:class:`.drafter.DrafterSpec`), for
+  Llama-style and MLA attention and for every decoder layer.
 
-Only what applies is checked: tensors this module has no rule for are compared generically, and an attention
-it does not know (e.g. MLA in ``Eagle3DeepseekV2ForCausalLM``) is not checked against the config.
+Only what applies is checked: tensors this module has no rule for are compared generically.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from ..dtypes import FLOAT_DTYPES
 from ..report import Finding, Severity, TensorRow, TensorSide
 from . import Config, Convention, InjectedWeight, Profile
 from .base_layouts import Found, Resolved, lookup, recognise
-from .eagle3_config import DrafterConfig, config_dtype, expected_shapes, is_eagle3
+from .drafter import DrafterSpec, config_dtype, is_eagle3, layer_prefix
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096
@@ -97,7 +97,7 @@ def injected_for(config: Config | None) -> tuple[InjectedWeight, ...]:
     """embed_tokens always; lm_head only when the drafter has no draft_vocab_size of its own."""
     if config is None or not is_eagle3(config):
         return (EMBED,)
-    drafter = DrafterConfig.of(config)
+    drafter = DrafterSpec.of(config)
     if drafter.draft_vocab is not None:
         return (EMBED,)
     return (EMBED, LM_HEAD_TIED if drafter.tied else LM_HEAD)
@@ -130,7 +130,7 @@ class _Side:
     label: str
     checkpoint: Checkpoint
     tensors: dict[str, TensorSide]  # canonical name → as stored
-    drafter: DrafterConfig | None  # None: no config.json, or not an EAGLE-3 one
+    drafter: DrafterSpec | None  # None: no config.json, or not an EAGLE-3 one
 
     @property
     def dtype(self) -> str | None:
@@ -154,7 +154,7 @@ def review(
             label,
             checkpoint,
             {row.name: side for row in rows if (side := getattr(row, attr)) is not None},
-            DrafterConfig.of(checkpoint.config) if checkpoint.config and is_eagle3(checkpoint.config) else None,
+            DrafterSpec.of(checkpoint.config) if checkpoint.config and is_eagle3(checkpoint.config) else None,
         )
         for label, attr, checkpoint in (("A", "a", a), ("B", "b", b))
     )
@@ -191,8 +191,9 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
     if side.drafter is None or side.checkpoint.config is None:
         return
     c = side.drafter
-    expected = expected_shapes(side.checkpoint.config)
-    for module in ("midlayer.self_attn.", "midlayer.mlp."):
+    expected = c.shapes
+    modules = [f"{layer_prefix(i)}{part}" for i in range(c.layer_count) for part in ("self_attn.", "mlp.")]
+    for module in modules:
         # a module holding tensors this profile has no rule for (MLA attention, experts) is not the one it knows
         if any(name.startswith(module) and name not in expected for name in side.tensors):
             expected = {name: want for name, want in expected.items() if not name.startswith(module)}
@@ -319,7 +320,7 @@ def _check_injected(
             continue
         got = f"{_shape(source.shape)} {source.dtype}"
         problems = []
-        want = expected_shapes(config).get(weight.name) if side.drafter and config else None
+        want = side.drafter.shapes.get(weight.name) if side.drafter else None
         if want is not None and source.shape != want.shape:
             problems.append(f"{side.label}'s config.json needs {_shape(want.shape)} ({want.because})")
         carried = other.tensors.get(weight.name)

@@ -1,0 +1,418 @@
+"""One EAGLE-3 drafter's description (:class:`DrafterSpec`), computed once from its config.json wherever it nests.
+
+The profile (expected shapes, findings) and every engine simulation read this one object; engines keep only
+what differs per engine (which keys their code reads, names, renames, what they skip, raise or take from the
+target). Each setting remembers the dotted key it was read from, so a message can say where a value came from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
+
+from ..dtypes import FLOAT_DTYPES, DType, from_torch_name
+
+if TYPE_CHECKING:
+    from .drafter_shapes import Expected
+
+Config = Mapping[str, Any]
+#: Where a drafter's config keeps its settings: top level (SpecForge/EAGLE), nested (speculators, EAGLE).
+SCOPES = ("", "transformer_layer_config", "eagle_config")
+#: EAGLE-3 fuses three target layers unless the config says otherwise.
+DEFAULT_AUX_LAYERS = 3
+AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+#: Every place a drafter's config can hold aux layer ids (an engine reads some of them, in its own order).
+AUX_LOCATIONS = (AUX_KEY, f"eagle_config.{AUX_KEY}", "eagle_config.layer_ids", f"transformer_layer_config.{AUX_KEY}")
+Attention = Literal["llama", "mla"]
+Layout = Literal["plain", "eagle_config", "speculators"]
+
+
+def is_eagle3(config: Config) -> bool:
+    architectures = config.get("architectures") or []
+    if isinstance(architectures, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in architectures):
+        return True
+    return "eagle_config" in config or config.get("speculators_model_type") == "eagle3"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A config value and the (dotted) key it came from."""
+
+    value: Any
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.key}={json.dumps(self.value)}"
+
+
+def lookup(config: Config, dotted: str) -> Any:
+    """The value at a dotted key ("eagle_config.eagle_aux_hidden_state_layer_ids"), or None."""
+    holder: Any = config
+    for part in dotted.split("."):
+        if not isinstance(holder, Mapping):
+            return None
+        holder = holder.get(part)
+    return holder
+
+
+def setting(config: Config, *keys: str) -> Setting | None:
+    """The first of ``keys`` set (not null) at the top level, in ``transformer_layer_config`` or ``eagle_config``."""
+    for key in keys:
+        for scope in SCOPES:
+            holder = config.get(scope) if scope else config
+            if isinstance(holder, Mapping) and holder.get(key) is not None:
+                return Setting(holder[key], f"{scope}.{key}" if scope else key)
+    return None
+
+
+def _positive(found: Setting | None) -> Setting | None:
+    ok = found is not None and isinstance(found.value, int) and not isinstance(found.value, bool) and found.value > 0
+    return found if ok else None
+
+
+def _flag(config: Config, *keys: str) -> bool:
+    found = setting(config, *keys)
+    return found is not None and found.value is True
+
+
+def _ids(value: Any) -> tuple[int, ...] | None:
+    if isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
+        return tuple(value)
+    return None
+
+
+def config_dtype(value: Any) -> DType | None:
+    """The floating-point safetensors dtype a config's ``torch_dtype``/``dtype`` names (``bfloat16``), else None."""
+    dtype = from_torch_name(str(value))
+    return dtype if dtype in FLOAT_DTYPES else None
+
+
+@dataclass(frozen=True)
+class MlaDims:
+    """Multi-head latent attention (DeepSeek-V2/V3 style) widths; q_lora_rank None: a plain q_proj."""
+
+    q_lora_rank: int | None
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Quantization:
+    """``quantization_config``: the method, the weight format it implies and the modules it leaves alone."""
+
+    method: str  # quant_method ("fp8", "modelopt", "compressed-tensors", ...)
+    algorithm: str | None  # quant_algo ("FP8", "NVFP4") when the method names one
+    ignore: tuple[str, ...]  # module names or patterns left unquantized ("lm_head", "*midlayer.self_attn*")
+    key: str  # where it was read
+    activation_scheme: str | None = None  # "static": input scales are stored; "dynamic": computed
+
+    @property
+    def scales(self) -> tuple[str, ...]:
+        """The scale parameters a quantized linear layer has beside its weight."""
+        if self.weight_format == "nvfp4":
+            return ("weight_scale", "weight_scale_2", "input_scale")
+        if self.weight_format == "fp8":
+            # ModelOpt's FP8 stores static input scales; the fp8 method only with activation_scheme "static"
+            static = self.method == "modelopt" or self.activation_scheme == "static"
+            return ("weight_scale", "input_scale") if static else ("weight_scale",)
+        return ()
+
+    @property
+    def weight_format(self) -> Literal["fp8", "nvfp4", "other"]:
+        algo = (self.algorithm or "").upper()
+        if "FP4" in algo:
+            return "nvfp4"
+        if self.method == "fp8" or algo.startswith("FP8"):
+            return "fp8"
+        return "other"
+
+    def covers(self, module: str) -> bool:
+        """Whether ``module`` ("midlayer.self_attn.q_proj", "fc") is quantized (not in the ignore list)."""
+        import fnmatch
+
+        for pattern in self.ignore:
+            bare = pattern.removeprefix("re:")
+            if fnmatch.fnmatch(module, bare) or module == bare or module.startswith(bare + "."):
+                return False
+            if module.endswith("." + bare) or fnmatch.fnmatch(module, "*." + bare):
+                return False
+        return True
+
+
+#: transformers' DeepseekV2Config/DeepseekV3Config defaults: what the engines build when a key is absent.
+MLA_DEFAULTS = {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64}
+MLA_DEFAULTS |= {"v_head_dim": 128}
+MLA_KEYS = tuple(MLA_DEFAULTS)
+
+
+def _present(config: Config, key: str) -> bool:
+    """Whether ``key`` is set at all (even to null) at the top level or in a nested section."""
+    return any(isinstance(h, Mapping) and key in h for h in (config, *(config.get(s) for s in SCOPES[1:])))
+
+
+def _mla(config: Config) -> MlaDims | None:
+    """MLA widths when the config sets any MLA key; an absent key takes the config class's default, an explicit
+    null q_lora_rank means a plain q_proj."""
+    if not any(_present(config, key) for key in ("kv_lora_rank", "q_lora_rank")):
+        return None
+    values: dict[str, int | None] = {}
+    for key, default in MLA_DEFAULTS.items():
+        found = _positive(setting(config, key))
+        values[key] = found.value if found else (None if _present(config, key) else default)
+    return MlaDims(
+        values["q_lora_rank"],
+        values["kv_lora_rank"] or 0,
+        values["qk_nope_head_dim"] or 0,
+        values["qk_rope_head_dim"] or 0,
+        values["v_head_dim"] or 0,
+    )
+
+
+def _quantization(config: Config) -> Quantization | None:
+    found = setting(config, "quantization_config")
+    if found is None or not isinstance(found.value, Mapping):
+        return None
+    q = found.value
+    held = q.get("quantization")
+    nested: Mapping[str, Any] = held if isinstance(held, Mapping) else {}
+    method = q.get("quant_method") or ("modelopt" if nested else None)
+    algorithm = q.get("quant_algo") or nested.get("quant_algo")
+    ignore: list[str] = []
+    for key in ("ignore", "ignored_layers", "exclude_modules", "modules_to_not_convert"):
+        listed = q.get(key) or nested.get(key)
+        if isinstance(listed, list):
+            ignore.extend(str(item) for item in listed)
+    scheme = q.get("activation_scheme")
+    return Quantization(
+        str(method or "unknown"),
+        str(algorithm) if algorithm else None,
+        tuple(ignore),
+        found.key,
+        scheme if isinstance(scheme, str) else None,
+    )
+
+
+@dataclass(frozen=True)
+class Speculators:
+    """The speculators-format sections vLLM's adapter validates (configs/speculators/base.py)."""
+
+    model_type: Any  # speculators_model_type
+    layer_config: Any  # transformer_layer_config
+    proposal_methods: Any  # speculators_config.proposal_methods
+    verifier: Any  # speculators_config.verifier
+
+    def defect(self) -> str | None:
+        """What vLLM's validate_speculators_config raises on, in its words, or None."""
+        methods = self.proposal_methods
+        if not isinstance(methods, list) or not methods or not isinstance(methods[0], Mapping):
+            return "speculators_config.proposal_methods[0] is missing: ValueError: Invalid speculators config structure"
+        if "speculative_tokens" not in methods[0]:
+            return (
+                "speculators_config.proposal_methods[0] has no speculative_tokens: ValueError: Invalid speculators "
+                "config structure"
+            )
+        if not isinstance(self.verifier, Mapping) or "name_or_path" not in self.verifier:
+            return (
+                "speculators_config.verifier.name_or_path is missing: ValueError: Invalid speculators config structure"
+            )
+        if self.layer_config is None:
+            return "no transformer_layer_config: ValueError: Must provide transformer_layer_config"
+        if not isinstance(self.layer_config, Mapping):
+            return "transformer_layer_config is not an object: TypeError"
+        return None
+
+
+@dataclass(frozen=True)
+class DrafterSpec:
+    """An EAGLE-3 drafter as its config.json describes it: every fact the profile and the engines need, once."""
+
+    config: Config
+    layout: Layout
+    architecture: str | None
+    model_type: Setting | None
+    hidden: Setting | None
+    target_hidden: Setting | None  # target_hidden_size; None: the drafter's own hidden size
+    layers: Setting | None  # num_hidden_layers
+    vocab: Setting | None
+    draft_vocab: Setting | None
+    heads: Setting | None
+    kv_heads: Setting | None
+    head_dim: Setting | None
+    intermediate: Setting | None
+    max_positions: Setting | None
+    dtype: Setting | None
+    attention: Attention
+    mla: MlaDims | None
+    #: Aux layer ids at every location the config sets them (see AUX_LOCATIONS), in that order.
+    aux_ids: tuple[Setting, ...]
+    num_aux_hidden_states: Setting | None
+    use_aux: bool  # eagle_config.use_aux_hidden_state (default true)
+    norm_before_fc: bool
+    fc_norm: bool  # fc_norm, or the legacy use_aux_norm
+    norm_before_residual: Setting | None
+    bias: bool  # config.bias: fc (and o_proj) biases
+    attention_bias: bool
+    mlp_bias: bool
+    tied: bool
+    quantization: Quantization | None
+    speculators: Speculators | None
+
+    @classmethod
+    def of(cls, config: Config) -> DrafterSpec:
+        architectures = config.get("architectures")
+        arch = architectures[0] if isinstance(architectures, list) and architectures else None
+        dtype = setting(config, "torch_dtype", "dtype")
+        if dtype is not None and config_dtype(dtype.value) is None:
+            dtype = None
+        mla = _mla(config)
+        aux = tuple(Setting(ids, key) for key in AUX_LOCATIONS if (ids := _ids(lookup(config, key))) is not None)
+        speculators = None
+        layout: Layout = "eagle_config" if isinstance(config.get("eagle_config"), Mapping) else "plain"
+        if "speculators_model_type" in config or "speculators_config" in config:
+            layout = "speculators"
+            section = config.get("speculators_config")
+            section = section if isinstance(section, Mapping) else {}
+            speculators = Speculators(
+                config.get("speculators_model_type"),
+                config.get("transformer_layer_config"),
+                section.get("proposal_methods"),
+                section.get("verifier"),
+            )
+        use_aux = lookup(config, "eagle_config.use_aux_hidden_state")
+        return cls(
+            config=config,
+            layout=layout,
+            architecture=arch if isinstance(arch, str) else None,
+            model_type=setting(config, "model_type"),
+            hidden=_positive(setting(config, "hidden_size")),
+            target_hidden=_positive(setting(config, "target_hidden_size")),
+            layers=_positive(setting(config, "num_hidden_layers")),
+            vocab=_positive(setting(config, "vocab_size")),
+            draft_vocab=_positive(setting(config, "draft_vocab_size")),
+            heads=_positive(setting(config, "num_attention_heads")),
+            kv_heads=_positive(setting(config, "num_key_value_heads")),
+            head_dim=_positive(setting(config, "head_dim")),
+            intermediate=_positive(setting(config, "intermediate_size")),
+            max_positions=_positive(setting(config, "max_position_embeddings")),
+            dtype=dtype,
+            attention="mla" if mla is not None else "llama",
+            mla=mla,
+            aux_ids=aux,
+            num_aux_hidden_states=_positive(setting(config, "num_aux_hidden_states")),
+            use_aux=use_aux is not False,
+            norm_before_fc=_flag(config, "norm_before_fc"),
+            fc_norm=_flag(config, "fc_norm", "use_aux_norm"),
+            norm_before_residual=setting(config, "norm_before_residual"),
+            bias=_flag(config, "bias"),
+            attention_bias=_flag(config, "attention_bias"),
+            mlp_bias=_flag(config, "mlp_bias"),
+            tied=_flag(config, "tie_word_embeddings"),
+            quantization=_quantization(config),
+            speculators=speculators,
+        )
+
+    # --- values the settings imply (each derived here only) ------------------------------------------------
+
+    @property
+    def hidden_size(self) -> int:
+        return self.hidden.value if self.hidden else 0
+
+    @property
+    def target_hidden_size(self) -> int:
+        """The width of the target hidden states fc takes: target_hidden_size, else hidden_size."""
+        return self.target_hidden.value if self.target_hidden else self.hidden_size
+
+    @property
+    def layer_count(self) -> int:
+        return self.layers.value if self.layers else 1
+
+    @property
+    def head_dim_size(self) -> int | None:
+        if self.head_dim:
+            return int(self.head_dim.value)
+        if self.heads and self.hidden and self.hidden.value % self.heads.value == 0:
+            return int(self.hidden.value // self.heads.value)
+        return None
+
+    @property
+    def kv_head_count(self) -> int | None:
+        setting_ = self.kv_heads or self.heads
+        return setting_.value if setting_ else None
+
+    def q_out(self) -> int | None:
+        hd = self.head_dim_size
+        return self.heads.value * hd if self.heads and hd else None
+
+    def kv_out(self) -> int | None:
+        hd, kv = self.head_dim_size, self.kv_head_count
+        return kv * hd if kv and hd else None
+
+    @property
+    def vocab_size(self) -> int | None:
+        return self.vocab.value if self.vocab else None
+
+    @property
+    def draft_vocab_size(self) -> int | None:
+        return self.draft_vocab.value if self.draft_vocab else None
+
+    @property
+    def head_rows(self) -> int | None:
+        """Rows of the drafter's own lm_head: draft_vocab_size, else vocab_size."""
+        return self.draft_vocab_size or self.vocab_size
+
+    @property
+    def needs_d2t(self) -> bool:
+        return self.draft_vocab is not None and self.vocab is not None and self.draft_vocab.value != self.vocab.value
+
+    @property
+    def safetensors_dtype(self) -> str | None:
+        return config_dtype(self.dtype.value) if self.dtype else None
+
+    @property
+    def aux_layer_ids(self) -> Setting | None:
+        """The ids the drafter was trained with, as its config states them (first location found)."""
+        return self.aux_ids[0] if self.aux_ids else None
+
+    def aux_at(self, keys: tuple[str, ...]) -> Setting | None:
+        """The ids at the first of ``keys`` (dotted) the config sets: what an engine reading those keys gets."""
+        by_key = {found.key: found for found in self.aux_ids}
+        return next((by_key[key] for key in keys if key in by_key), None)
+
+    def fc_aux_count(self, keys: tuple[str, ...]) -> int:
+        """fc's number of target hidden states for an engine that sizes it from ``keys``: num_aux_hidden_states,
+        else the length of the first of ``keys`` set, else 3."""
+        if self.num_aux_hidden_states is not None:
+            return int(self.num_aux_hidden_states.value)
+        found = self.aux_at(keys)
+        return len(found.value) if found else DEFAULT_AUX_LAYERS
+
+    @cached_property
+    def shapes(self) -> dict[str, Expected]:
+        """Canonical (SpecForge) tensor name → the shape these settings imply (:mod:`.drafter_shapes`)."""
+        from .drafter_shapes import shapes_of
+
+        return shapes_of(self)
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        found = self.shapes.get(name)
+        return found.shape if found else None
+
+
+def drafter_spec(config: Config | None) -> DrafterSpec | None:
+    """The spec of an EAGLE-3 drafter's config, or None (no config, or not an EAGLE-3 drafter's)."""
+    return DrafterSpec.of(config) if config is not None and is_eagle3(config) else None
+
+
+def layer_prefix(index: int) -> str:
+    """The canonical name prefix of decoder layer ``index``: SpecForge's ``midlayer.`` for the first."""
+    return "midlayer." if index == 0 else f"layers.{index}."
+
+
+def expected_shapes(config: Config) -> dict[str, Expected]:
+    """Canonical tensor name → the shape the drafter's own config.json implies (nn.Linear stores [out, in])."""
+    return DrafterSpec.of(config).shapes
