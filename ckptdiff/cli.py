@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
+from .version import __version__
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
 from .formats import FORMAT_NAMES
@@ -261,7 +261,7 @@ def command(
 
     Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
-    from .comparison import compare_specs
+    from .pipeline import compare_specs
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
     from .sources import SourceOptions
@@ -304,8 +304,8 @@ def command(
         notify=notify,
         renames=rename_rules,
         engines=engines,
+        command=command_line(click.get_current_context()),
     )
-    report = replace(report, command=command_line(click.get_current_context()))
     fmt = _format_for(fmt, output, settings.get("format"))
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     view = RenderOptions(

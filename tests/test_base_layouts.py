@@ -443,7 +443,7 @@ def small_k25_base(tmp_path) -> tuple[Path, bytes]:
 
 def test_values_base_compares_a_vllm_named_embedding_with_the_bases(small_k25_base, tmp_path):
     pytest.importorskip("torch")
-    from ckptdiff.comparison import compare_specs
+    from ckptdiff.pipeline import compare_specs
 
     base, embed = small_k25_base
     random_one = vllm_drafter(tmp_path / "random", bf16(1024 * 64, seed=7))
@@ -466,7 +466,7 @@ def test_values_base_compares_a_vllm_named_embedding_with_the_bases(small_k25_ba
 
 def test_values_base_pairs_a_head_taken_from_the_base(small_k25_base, tmp_path):
     pytest.importorskip("torch")
-    from ckptdiff.comparison import compare_specs
+    from ckptdiff.pipeline import compare_specs
 
     base, embed = small_k25_base
     drafter = vllm_drafter(tmp_path / "d", embed, head_rows=1024)
@@ -480,7 +480,7 @@ def test_values_base_pairs_a_head_taken_from_the_base(small_k25_base, tmp_path):
 
 def test_values_base_says_when_a_role_cannot_be_paired(small_k25_base, tmp_path):
     pytest.importorskip("torch")
-    from ckptdiff.comparison import compare_specs
+    from ckptdiff.pipeline import compare_specs
 
     base, _ = small_k25_base
     config = json.loads((base / "config.json").read_text())

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ckptdiff.comparison import compare_specs
+from ckptdiff.pipeline import compare_specs
 from ckptdiff.policy import Policy
 from ckptdiff.report import Finding
 from fixtures.generate import HERE as FIXTURES

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ckptdiff import values
-from ckptdiff.comparison import compare_specs
+from ckptdiff.pipeline import compare_specs
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.sources import resolve
 from ckptdiff.values import scheduling

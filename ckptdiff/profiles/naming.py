@@ -11,7 +11,9 @@ import bisect
 import difflib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import msgspec
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CkptdiffError
@@ -169,4 +171,4 @@ def _shown(row: TensorRow, side: str) -> str:
 
 
 def _with_note(row: TensorRow, note: str) -> TensorRow:
-    return replace(row, note=f"{row.note}; {note}" if row.note else note)
+    return msgspec.structs.replace(row, note=f"{row.note}; {note}" if row.note else note)
