@@ -11,7 +11,7 @@ import msgspec
 from .checkpoint import Checkpoint, TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
 from .profiles import AUTO, Profile, detect_profile, get_profile
-from .profiles.base_layouts import recognise, wanted_groups
+from .profiles.base_layouts import recognise
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
     ConfigDiff,

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import cast

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from report_json import json_document
+
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints, diff_configs, flatten_config
 from ckptdiff.profiles import detect_profile, get_profile
 from fixtures.generate import HERE as FIXTURES
-from report_json import json_document
 
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 OURS = str(FIXTURES / "kimi-k25-eagle3-ours")

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ckptdiff import values
-from ckptdiff.pipeline import compare_specs
 from ckptdiff.errors import CkptdiffError
+from ckptdiff.formats import render
+from ckptdiff.pipeline import compare_specs
 from ckptdiff.sources import resolve
 from ckptdiff.values import scheduling
 from ckptdiff.values.dtypes import VALUE_TYPES, widen
@@ -278,7 +279,7 @@ def test_the_table_ranks_value_changes(tmp_path: Path) -> None:
     published, tuned = fine_tuned_pair(tmp_path)
 
     report = compare_specs(str(published), str(tuned), values=True)
-    table, markdown = report.render("table"), report.render("markdown")
+    table, markdown = render(report, "table"), render(report, "markdown")
 
     for text in (table, markdown):
         assert "rel L2" in text and "cos" in text

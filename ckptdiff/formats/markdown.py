@@ -24,8 +24,9 @@ from ._common import (
 from .messages import allowed_by_text, finding_message, headline, rules_applied
 
 _MARK = {"compatible": "✅", "incompatible": "❌"}
-#: What markdown acts on in text: emphasis, code, links and images, raw HTML and entities, table cells.
-_MARKUP = re.compile(r"[\\`*_\[<>|~&!]")
+#: What markdown acts on in text: emphasis, code, links and images, raw HTML and entities, table cells (an
+#: underscore inside a word, as in most names, emphasises nothing).
+_MARKUP = re.compile(r"[\\`*\[<>|~&!]")
 #: A scheme's "://" or "www.": GFM turns the text after them into a link.
 _AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(?=://)|(?<=www)(?=\.)", re.IGNORECASE)
 _BACKTICKS = re.compile("`+")

@@ -71,12 +71,11 @@ def headline(result: EngineResult) -> str:
 
 
 def _nothing_compared(params: Mapping[str, Any], report: Report) -> str:
-    ignored = params.get("ignored", 0)
-    why = (
-        f"--ignore rules left out all {plural(ignored, 'tensor')} both sides share"
-        if ignored
-        else f"A has {plural(params.get('tensors_a', 0), 'tensor')}, B {params.get('tensors_b', 0)}, none under one name"
-    )
+    ignored, in_a, in_b = params.get("ignored", 0), params.get("tensors_a", 0), params.get("tensors_b", 0)
+    if ignored:
+        why = f"--ignore rules left out all {plural(ignored, 'tensor')} both sides share"
+    else:
+        why = f"A has {plural(in_a, 'tensor')}, B {in_b}, none under one name"
     return f"no tensor was compared ({why}): an empty comparison is not a pass (--allow-empty accepts it)"
 
 
