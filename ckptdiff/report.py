@@ -77,7 +77,7 @@ class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
     mean_abs: Number | None
     cosine: Number | None  # None when a side is all zeros (undefined) or the file was not read
     rel_l2: Number | None  # ‖b−a‖/‖a‖; None when a is all zeros and b is not
-    method: Literal["read", "sha256"] = "read"
+    method: Literal["read", "sha256"]
     note: str | None = None
 
     @classmethod
