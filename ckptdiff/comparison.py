@@ -41,7 +41,7 @@ def simulate_engines(
     base_config = base.config if base is not None else None
     results = [
         simulate(get_engine(name), checkpoint, label, base_config)
-        for name in engine_names(engines)
+        for name in engine_names(tuple(engines))
         for label, checkpoint in sides
     ]
     return apply_event_policy(policy, results)

@@ -41,11 +41,12 @@ def compare_specs(
     from .sources import resolve, resolve_both
     from .sources.wanted import Wanted
 
-    built = {"command": command, "tool_version": __version__}
     if b is None:
         side = resolve(a, source_options)
         base_checkpoint = resolve(base, source_options, wanted=set()) if base is not None else None
-        return check_checkpoint(side, engines=engines, policy=policy, base=base_checkpoint, **built)
+        return check_checkpoint(
+            side, engines=engines, policy=policy, base=base_checkpoint, command=command, tool_version=__version__
+        )
     side_a, side_b = resolve_both(a, b, source_options)
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
@@ -61,7 +62,8 @@ def compare_specs(
         base=base_checkpoint,
         renames=renames,
         engines=engines,
-        **built,
+        command=command,
+        tool_version=__version__,
     )
     if values:
         from .values import attach_values

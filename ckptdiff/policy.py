@@ -32,7 +32,7 @@ from typing import cast
 import msgspec
 
 from .errors import CkptdiffError
-from .report import EngineResult, FailOn, Finding, PolicyRule, RuleKind, TensorRow, rule_id
+from .report import EngineResult, FailOn, Finding, PolicyRule, RuleKind, RuleOrigin, TensorRow, rule_id
 
 __all__ = ["FailOn", "Policy", "PolicyError", "apply_event_policy", "apply_policy", "idle_rule_findings"]
 
@@ -127,7 +127,7 @@ class Policy:
             kind = cast(RuleKind, field)
             path = self.origin(field)
             for position, pattern in enumerate(getattr(self, field), 1):
-                origin = "config" if path else "flag"
+                origin: RuleOrigin = "config" if path else "flag"
                 out.append(PolicyRule(rule_id(kind, position), kind, pattern, origin, path))
         return tuple(out)
 

@@ -92,8 +92,9 @@ class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
         note: str | None = None,
     ) -> RowValues:
         """From the statistics' floats, with non-finite numbers spelled as JSON reports carry them."""
-        numbers = map(json_number, (max_abs, mean_abs, cosine, rel_l2))
-        return cls(equal, *numbers, method=method, note=note)
+        return cls(
+            equal, json_number(max_abs), json_number(mean_abs), json_number(cosine), json_number(rel_l2), method, note
+        )
 
     def number(self, field_name: str) -> float | None:
         """A statistic as a float (NaN and infinities included), for sorting and display."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import printable
+from ..errors import printable as printable  # the terminal's escaping, for the table
 from ..report import STATUSES, ConfigDiff, EngineEvent, Report, SideSummary, TensorRow, TensorSide
 from .messages import allowed_by_text
 

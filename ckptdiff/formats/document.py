@@ -96,7 +96,7 @@ class ReportDocument(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=Tr
 def document(report: Report, *, tensors: bool = True) -> ReportDocument:
     """The JSON document of a report. ``tensors=False`` leaves the rows out, for a writer that adds them."""
     return ReportDocument(
-        schema=SCHEMA,
+        schema="ckptdiff/report/v1",
         tool=Tool("ckptdiff", report.tool_version or __version__),
         verdict=report.verdict,
         profile=report.profile,

@@ -106,8 +106,23 @@ def _config_missing(params: Mapping[str, Any], report: Report) -> str:
     return f"{params['side']}{spec} has no config.json; configs not compared"
 
 
+#: Finding code → its text as a template over its params (``str.format``).
+TEMPLATES: dict[str, str] = {
+    "naming_conventions_differ": (
+        "A uses the {a} naming, B the {b} one; tensors were matched after mapping both to one naming (the JSON "
+        "report keeps each side's own names). Check that the engine you deploy loads these names: SGLang skips "
+        "names it does not know silently, leaving those weights randomly initialised"
+    ),
+}
+
+
+def _template(code: str) -> Callable[[Mapping[str, Any], Report], str]:
+    return lambda params, report: TEMPLATES[code].format_map(params)
+
+
 #: Finding code → how its text is made from its params (and the report, for the rules it names).
 CATALOGUE: dict[str, Callable[[Mapping[str, Any], Report], str]] = {
+    **{code: _template(code) for code in TEMPLATES},
     "nothing_compared": _nothing_compared,
     "policy_rule_unmatched": _rule_unmatched,
     "policy_rule_other_side": _rule_other_side,
