@@ -31,7 +31,7 @@ from typing import cast
 
 import msgspec
 
-from .errors import CkptdiffError
+from .errors import CkptdiffError, scrub_secrets
 from .report import EngineResult, FailOn, Finding, PolicyRule, RuleKind, RuleOrigin, TensorRow, rule_id
 
 __all__ = ["FailOn", "Policy", "PolicyError", "apply_event_policy", "apply_policy", "idle_rule_findings"]
@@ -128,7 +128,8 @@ class Policy:
             path = self.origin(field)
             for position, pattern in enumerate(getattr(self, field), 1):
                 origin: RuleOrigin = "config" if path else "flag"
-                out.append(PolicyRule(rule_id(kind, position), kind, pattern, origin, path))
+                # the record is what reports show: a token pasted into a glob is scrubbed there
+                out.append(PolicyRule(rule_id(kind, position), kind, scrub_secrets(pattern), origin, path))
         return tuple(out)
 
     def rule_ids(self, field: str) -> dict[str, str]:

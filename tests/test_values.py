@@ -295,7 +295,7 @@ def test_values_follow_renamed_tensors(tmp_path: Path) -> None:
 
     report = compare_specs(str(published), str(renamed), values=True, renames=[r"^model\.="])
 
-    changed = sorted(row.name for row in report.tensors if row.values and not row.values["equal"])
+    changed = sorted(row.name for row in report.tensors if row.values is not None and not row.values.equal)
     assert changed == ["fc.weight", UP_PROJ]
 
 
@@ -416,7 +416,7 @@ def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path
     assert downloaded_before < size  # headers only
     assert downloaded >= size
     assert len(notes) == 1 and "downloading 1 file(s) of B (org/tuned@" in notes[0]
-    changed = [row.name for row in report.tensors if row.values and not row.values["equal"]]
+    changed = [row.name for row in report.tensors if row.values is not None and not row.values.equal]
     assert changed == ["fc.weight", UP_PROJ]
 
 
