@@ -49,6 +49,7 @@ outside_text = st.lists(
 
 GFM = MarkdownIt("gfm-like", {"html": True, "linkify": False})
 MENTION = re.compile(r"(?<![\w`])@[A-Za-z0-9]")
+EMAIL = re.compile(r"\w@[\w-]+\.\w")
 
 
 def inline_html_links_and_text(markdown: str) -> tuple[list[str], list[str], list[str]]:
@@ -73,7 +74,7 @@ def test_markdown_text_renders_as_the_same_characters_and_nothing_else(text: str
     for escaped in (md_escape(text), md_escape(text, table=True)):
         html, links, texts = inline_html_links_and_text(f"- **info** note: {escaped}")
         assert html == [] and links == []
-        assert not any(MENTION.search(part) for part in texts)
+        assert not any(MENTION.search(part) or EMAIL.search(part) for part in texts)
         # GFM's extended autolinks start at a scheme's "://" or "www.": in the source, each is broken by an escape
         assert not re.search(r"(?i)[a-z0-9]://|www\.", escaped)
 

@@ -30,17 +30,18 @@ _MARKUP = re.compile(r"[\\`*\[<>|~&!]")
 #: A scheme's "://" or "www.": GFM turns the text after them into a link.
 _AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(?=://)|(?<=www)(?=\.)", re.IGNORECASE)
 _BACKTICKS = re.compile("`+")
-#: After an "@", so that neither a GitHub @-mention nor an e-mail autolink forms (U+2060 WORD JOINER).
-_NO_MENTION = "@\u2060"
+#: An "@" that could start a GitHub @-mention (not after a word character) or an e-mail autolink (a domain
+#: with a dot after it) gets U+2060 WORD JOINER after it; "org/repo@commit" stays as it is.
+_MENTION_OR_EMAIL = re.compile(r"(?<!\w)@|@(?=[\w-]+\.\w)")
 
 
 def escape(text: str, *, code: bool = False, table: bool = False) -> str:
     """Outside text (names, specs, messages, server strings) made inert for a PR comment or step summary.
 
     Control characters are shown escaped. As text (``code=False``), markdown's punctuation is backslash-
-    escaped, autolinks are broken before "://" and "www.", and "@" cannot start a mention. As a code span
-    (``code=True``), the fence is longer than any run of backticks inside, so nothing ends it early. In a table
-    cell (``table=True``) "|" is escaped in both, so a name cannot shift the columns.
+    escaped, autolinks are broken before "://" and "www.", and an "@" starts neither a mention nor an e-mail
+    link. As a code span (``code=True``), the fence is longer than any run of backticks inside, so nothing ends
+    it early. In a table cell (``table=True``) "|" is escaped in both, so a name cannot shift the columns.
     """
     text = printable(text)
     if code:
@@ -49,7 +50,7 @@ def escape(text: str, *, code: bool = False, table: bool = False) -> str:
         pad = " " if body[:1] in ("`", " ", "") or body[-1:] in ("`", " ") else ""
         return f"{fence}{pad}{body}{pad}{fence}"
     text = _AUTOLINK.sub(lambda m: "\\", _MARKUP.sub(lambda m: "\\" + m.group(), text))
-    return text.replace("@", _NO_MENTION)
+    return _MENTION_OR_EMAIL.sub("@\u2060", text)
 
 
 def _side(label: str, side: SideSummary) -> str:
