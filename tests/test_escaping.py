@@ -115,3 +115,14 @@ def test_every_format_carries_hostile_names_inertly(names: list[str]) -> None:
     table = render(report, "table")
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f\u202e]", table)
     ET.fromstring(render(report, "junit").split("\n", 1)[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(outside_text.filter(bool), min_size=1, max_size=4, unique=True))
+def test_json_carries_any_name_exactly(names: list[str]) -> None:
+    import json
+
+    report = compare_checkpoints(checkpoint(names), checkpoint(names))
+    text = render(report, "json")
+    text.encode("utf-8")  # lone surrogates come out escaped, so the report is always writable
+    assert [row["name"] for row in json.loads(text)["tensors"]] == sorted(names)
