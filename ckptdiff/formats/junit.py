@@ -12,7 +12,6 @@ names, so the same inputs give the same bytes.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
 from ..report import Report, TensorRow
@@ -20,15 +19,15 @@ from . import RenderOptions
 from ._common import config_cells, event_line, shape_dtype, side_display
 from .messages import allowed_by_text, finding_message, headline, rules_applied
 
-#: Characters XML 1.0 cannot carry at all, even escaped (and lone surrogates); a hostile tensor name must not
-#: break the file.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
 
 def escape(value: str) -> str:
-    """Text XML 1.0 can carry: characters it cannot are shown as ``\\xNN``/``\\uNNNN`` (ElementTree escapes
-    ``&``, ``<``, ``>`` and quotes itself). Every attribute and text of the document goes through it."""
-    return _NOT_XML.sub(lambda m: ascii(m.group())[1:-1], value)
+    """Text a JUnit viewer shows as written: every character that is not printable (controls, bidi overrides,
+    line separators, lone surrogates: a superset of what XML 1.0 cannot carry at all) is shown as ``\\xNN``,
+    ``\\uNNNN``; newlines and tabs stay, as layout. ElementTree escapes ``&``, ``<``, ``>`` and quotes itself.
+    Every attribute and text of the document goes through it."""
+    if value.isprintable():
+        return value
+    return "".join(c if c.isprintable() or c in "\n\t" else ascii(c)[1:-1] for c in value)
 
 
 def _element(parent: ET.Element, tag: str, text: str | None = None, **attributes: str) -> ET.Element:

@@ -49,8 +49,8 @@ def escape(text: str, *, code: bool = False, table: bool = False) -> str:
         fence = "`" * (max(map(len, _BACKTICKS.findall(body)), default=0) + 1)
         pad = " " if body[:1] in ("`", " ", "") or body[-1:] in ("`", " ") else ""
         return f"{fence}{pad}{body}{pad}{fence}"
-    text = _AUTOLINK.sub(lambda m: "\\", _MARKUP.sub(lambda m: "\\" + m.group(), text))
-    return _MENTION_OR_EMAIL.sub("@\u2060", text)
+    text = _MENTION_OR_EMAIL.sub("@\u2060", text)
+    return _AUTOLINK.sub(lambda m: "\\", _MARKUP.sub(lambda m: "\\" + m.group(), text))
 
 
 def _side(label: str, side: SideSummary) -> str:
