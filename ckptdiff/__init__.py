@@ -2,32 +2,128 @@
 
 from __future__ import annotations
 
+import sys
+import types
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .errors import CkptdiffError
+from .version import __version__
 
 if TYPE_CHECKING:
+    from .formats import RenderOptions
+    from .policy import Policy
+    from .profiles.naming import RenameRule
     from .report import Report
 
-__all__ = ["__version__", "compare", "Report"]
+__all__ = ["CkptdiffError", "Policy", "RenderOptions", "Report", "__version__", "compare", "render"]
 
 
-def compare(a: str, b: str | None = None, **options: object) -> Report:
-    """Compare two checkpoint specs (paths, ``org/name[@revision]``, store URLs) and return the Report.
+def compare(
+    a: str,
+    b: str | None = None,
+    *,
+    profile: str = "auto",
+    policy: Policy | None = None,
+    base: str | None = None,
+    engines: Sequence[str] = (),
+    renames: Sequence[str | RenameRule] = (),
+    values: bool = False,
+    offline: bool = False,
+    jobs: int = 128,
+    progress: bool = False,
+    notify: Callable[[str], None] | None = None,
+) -> Report:
+    """Compare two checkpoint specs and return the :class:`~ckptdiff.report.Report`; the CLI's options by name.
 
-    Keyword options are those of :func:`ckptdiff.comparison.compare_specs` (profile, policy, base,
-    source_options, engines). With ``engines=("sglang",)`` and no ``b``, the one checkpoint is checked against
-    those engines.
+    ``a`` and ``b`` are local paths, Hub repos ``org/name[@revision]`` or store URLs, as on the command line (a
+    revision is part of the spec). ``profile`` is ``auto``, ``none`` or a profile name (``--profile``); ``policy``
+    holds the rules (``--ignore``, ``--allow-*``, ``--fail-on``, ``--allow-empty``); ``base`` is ``--base``;
+    ``engines`` is ``--engine`` (with ``b`` None the one checkpoint is checked against them); ``renames`` is
+    ``--rename``; ``values`` is ``--values`` (needs numpy, torch for .bin/.pt); ``offline`` and ``jobs`` are
+    ``--offline`` and ``--jobs``; ``progress`` draws progress bars on stderr; ``notify`` receives announcements.
+
+    Raises :class:`CkptdiffError` for every mistake in the input: an unreadable or invalid checkpoint, an
+    unknown profile or engine, a bad rule, a missing ``b`` without ``engines``. Its ``where``, ``defect`` and
+    ``hint`` say what and where.
     """
-    from .comparison import compare_specs
+    from .engines import ENGINE_CHOICES
+    from .pipeline import compare_specs
+    from .profiles import profile_names
+    from .sources import SourceOptions
 
-    return compare_specs(a, b, **options)  # type: ignore[arg-type]
+    profiles = ("auto", "none", *profile_names())
+    if profile not in profiles:
+        raise CkptdiffError("profile", f"unknown profile {profile!r}", f"choose from {', '.join(profiles)}")
+    if isinstance(engines, str):
+        raise CkptdiffError("engines", f"{engines!r} is a string", "give a list of engine names, e.g. ['sglang']")
+    for engine in engines:
+        if engine not in ENGINE_CHOICES:
+            raise CkptdiffError("engines", f"unknown engine {engine!r}", f"choose from {', '.join(ENGINE_CHOICES)}")
+    if b is None and not engines:
+        raise CkptdiffError("b", "missing", "give B to compare A with, or engines to check A on its own")
+    if b is None and values:
+        raise CkptdiffError("values", "compares A's tensor values with B's", "give B")
+    if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
+        raise CkptdiffError("jobs", f"{jobs!r} is not a positive number")
+    if policy is not None and not _is_policy(policy):
+        raise CkptdiffError("policy", f"{type(policy).__name__} is not a ckptdiff.Policy")
+    options = SourceOptions(offline=offline, jobs=jobs, progress=progress)
+    return compare_specs(
+        a,
+        b,
+        profile=profile,
+        policy=policy,
+        base=base,
+        source_options=options,
+        values=values,
+        notify=notify,
+        renames=renames,
+        engines=tuple(engines),
+    )
+
+
+def _is_policy(value: object) -> bool:
+    from .policy import Policy
+
+    return isinstance(value, Policy)
+
+
+def render(report: Report, fmt: str = "table", options: RenderOptions | None = None) -> str:
+    """A report in one of the formats (table, markdown, json, junit), as the CLI writes it."""
+    from .formats import render as render_format
+
+    return render_format(report, fmt, options)
+
+
+_LAZY = {
+    "Report": "ckptdiff.report",
+    "Policy": "ckptdiff.policy",
+    "RenderOptions": "ckptdiff.formats",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # Report on demand: `import ckptdiff` (and so `ckptdiff --help`) loads none of the comparison machinery
-    if name == "Report":
-        from .report import Report
+    # on demand: `import ckptdiff` (and so `ckptdiff --help`) loads none of the comparison machinery
+    if name in _LAZY:
+        import importlib
 
-        return Report
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _CompareModuleAlias(types.ModuleType):
+    """``ckptdiff.compare`` the module, as it was before it became ``ckptdiff.comparison`` (the package's
+    ``compare`` attribute stays the function): names resolve in the comparison, then the pipeline."""
+
+    def __getattr__(self, name: str) -> Any:
+        import importlib
+
+        for module in ("ckptdiff.comparison", "ckptdiff.pipeline"):
+            found = importlib.import_module(module)
+            if hasattr(found, name):
+                return getattr(found, name)
+        raise AttributeError(f"module 'ckptdiff.compare' has no attribute {name!r}")
+
+
+sys.modules.setdefault(f"{__name__}.compare", _CompareModuleAlias(f"{__name__}.compare"))

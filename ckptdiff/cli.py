@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 import click
 
-from . import __version__
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
 from .formats import FORMAT_NAMES
 from .profiles import profile_choices
+from .version import __version__
 
 if TYPE_CHECKING:
     from .config_file import FileSettings
@@ -209,6 +209,12 @@ def command_line(ctx: click.Context) -> str:
     help="Accept an engine event that would fail the gate, e.g. sglang:lm_head_random (globs; repeatable).",
 )
 @click.option(
+    "--allow-empty",
+    is_flag=True,
+    default=False,
+    help="Let a comparison in which no tensor is compared pass (by default it fails: nothing_compared).",
+)
+@click.option(
     "--fail-on",
     type=click.Choice(["error", "warning"]),
     help="Which findings fail the gate: errors only (default) or warnings too.",
@@ -254,6 +260,7 @@ def command(
     renames: tuple[str, ...] = (),
     engines: tuple[str, ...] = (),
     allow_event: tuple[str, ...] = (),
+    allow_empty: bool = False,
 ) -> None:
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
@@ -267,9 +274,9 @@ def command(
 
     Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
-    from .comparison import compare_specs
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
+    from .pipeline import compare_specs
     from .sources import SourceOptions
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
@@ -282,6 +289,7 @@ def command(
             "allow_extra": allow_extra,
             "allow_dtype_change": allow_dtype_change,
             "allow_event": allow_event,
+            "allow_empty": allow_empty,
             "fail_on": fail_on,
         },
     )
@@ -312,8 +320,8 @@ def command(
         notify=notify,
         renames=rename_rules,
         engines=engines,
+        command=command_line(click.get_current_context()),
     )
-    report = replace(report, command=command_line(click.get_current_context()))
     fmt = _format_for(fmt, output, settings.get("format"))
     color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     view = RenderOptions(

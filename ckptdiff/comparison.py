@@ -1,81 +1,32 @@
-"""Two checkpoints (+ profile, policy, optional base) → a Report. Pure: decides, never prints or fetches."""
+"""Two checkpoints (+ profile, policy, optional base) → a Report. Pure: decides, never prints or reads sources."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
+import msgspec
+
 from .checkpoint import Checkpoint, TensorInfo
-from .policy import Policy, apply_event_policy, apply_policy
+from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
 from .profiles import AUTO, Profile, detect_profile, get_profile
-from .profiles.base_layouts import recognise, wanted_groups
+from .profiles.base_layouts import recognise
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
     ConfigDiff,
     EngineResult,
     Finding,
+    Layout,
     Report,
     SideSummary,
     Status,
     TensorRow,
     TensorSide,
-    make_rows,
 )
 
 #: config.json keys that record who wrote the file, not what the model is.
 PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
-
-
-def compare_specs(
-    a: str,
-    b: str | None,
-    *,
-    profile: str = AUTO,
-    policy: Policy | None = None,
-    base: str | None = None,
-    source_options: Any = None,
-    values: bool = False,
-    notify: Callable[[str], None] | None = None,
-    renames: Sequence[str | RenameRule] = (),
-    engines: Sequence[str] = (),
-) -> Report:
-    """Resolve two specs (and an optional base) through the sources, then compare them.
-
-    With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
-    receives its announcements (downloads). ``engines`` (``--engine``) replays those engines' drafter loaders on
-    each side; with ``b`` None the one checkpoint is checked on its own against them.
-    """
-    from .sources import resolve, resolve_both
-    from .sources.wanted import Wanted
-
-    if b is None:
-        side = resolve(a, source_options)
-        base_checkpoint = resolve(base, source_options, wanted=set()) if base is not None else None
-        return check_checkpoint(side, engines=engines, policy=policy, base=base_checkpoint)
-    side_a, side_b = resolve_both(a, b, source_options)
-    chosen = choose_profile(profile, side_a, side_b)
-    base_checkpoint = None
-    if base is not None:
-        roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
-        wanted = Wanted(wanted_groups(roles)) if roles else None
-        base_checkpoint = resolve(base, source_options, wanted=wanted)
-    report = compare_checkpoints(
-        side_a, side_b, profile=chosen, policy=policy, base=base_checkpoint, renames=renames, engines=engines
-    )
-    if values:
-        from .values import attach_values
-
-        report = attach_values(
-            report,
-            side_a,
-            side_b,
-            base=base_checkpoint,
-            profile=chosen,
-            offline=getattr(source_options, "offline", False),
-            progress=getattr(source_options, "progress", False),
-            notify=notify,
-        )
-    return report
 
 
 def simulate_engines(
@@ -90,25 +41,41 @@ def simulate_engines(
     base_config = base.config if base is not None else None
     results = [
         simulate(get_engine(name), checkpoint, label, base_config)
-        for name in engine_names(engines)
+        for name in engine_names(tuple(engines))
         for label, checkpoint in sides
     ]
     return apply_event_policy(policy, results)
 
 
 def check_checkpoint(
-    checkpoint: Checkpoint, *, engines: Sequence[str], policy: Policy | None = None, base: Checkpoint | None = None
+    checkpoint: Checkpoint,
+    *,
+    engines: Sequence[str],
+    policy: Policy | None = None,
+    base: Checkpoint | None = None,
+    command: str | None = None,
+    tool_version: str = "",
 ) -> Report:
     """One checkpoint on its own (no B): what each engine's loader does with it."""
     policy = policy or Policy()
-    return Report(
+    results = simulate_engines(engines, [("A", checkpoint)], base, policy)
+    report = Report(
         a=SideSummary.of(checkpoint),
         b=None,
         tensors=(),
         base=SideSummary.of(base) if base is not None else None,
-        policy=policy,
-        engines=simulate_engines(engines, [("A", checkpoint)], base, policy),
+        engines=results,
+        **_policy_fields(policy),
+        command=command,
+        tool_version=tool_version,
     )
+    idle = idle_rule_findings(policy, (), report.rule_hits, engines_run=bool(results))
+    return replace(report, findings=(*report.findings, *idle)) if idle else report
+
+
+def _policy_fields(policy: Policy) -> dict[str, Any]:
+    """The policy as a report records it: its rules by reference, and what fails the gate."""
+    return {"rules": policy.rules, "fail_on": policy.fail_on, "fail_on_origin": policy.origin("fail_on")}
 
 
 def choose_profile(name: str, a: Checkpoint, b: Checkpoint) -> Profile | None:
@@ -126,6 +93,8 @@ def compare_checkpoints(
     base: Checkpoint | None = None,
     renames: Sequence[str | RenameRule] = (),
     engines: Sequence[str] = (),
+    command: str | None = None,
+    tool_version: str = "",
 ) -> Report:
     """Compare two checkpoints. ``renames`` (``--rename REGEX=REPLACEMENT``) and the profile's canonical naming
     apply to both sides before tensors are matched; rows keep each side's own name."""
@@ -139,19 +108,31 @@ def compare_checkpoints(
         # with --engine, what engines do is told by their events, not in the findings' prose
         findings += profile.engine_view(profile_findings) if engines and profile.engine_view else profile_findings
     rows, ignored = apply_policy(policy, rows)
+    if not policy.allow_empty and not any(row.compared for row in rows):
+        params = {"tensors_a": len(a.tensors), "tensors_b": len(b.tensors), "ignored": sum(n for _, n in ignored)}
+        findings.append(Finding("error", "nothing_compared", params=params))
     config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
-    return Report(
+    layout = None
+    if base is not None:
+        resolved = recognise(base.config, base.tensors.keys())
+        layout = msgspec.convert(resolved.to_dict(), Layout) if resolved is not None else None
+    results = simulate_engines(engines, [("A", a), ("B", b)], base, policy)
+    report = Report(
         a=SideSummary.of(a),
         b=SideSummary.of(b),
         tensors=rows,
         config=config_diffs,
         findings=tuple(findings),
         profile=profile.name if profile else None,
-        base=SideSummary.of(base, layout=recognise(base.config, base.tensors.keys())) if base is not None else None,
-        policy=policy,
+        base=SideSummary.of(base, layout=layout) if base is not None else None,
         ignored=ignored,
-        engines=simulate_engines(engines, [("A", a), ("B", b)], base, policy),
+        engines=results,
+        **_policy_fields(policy),
+        command=command,
+        tool_version=tool_version,
     )
+    idle = idle_rule_findings(policy, rows, report.rule_hits, engines_run=bool(results))
+    return replace(report, findings=(*report.findings, *idle)) if idle else report
 
 
 def _tensor_rows(
@@ -161,49 +142,27 @@ def _tensor_rows(
     config_a: Mapping[str, Any] | None = None,
     config_b: Mapping[str, Any] | None = None,
 ) -> list[TensorRow]:
-    """One row per name of either side, sorted by name. One pass that touches each tensor once (a Kimi-K2 pair
-    has 140 k rows: memory traffic, not the interpreter, is the cost), the rows then built column-wise."""
+    """One row per name of either side, sorted by name, in one pass that touches each tensor once (a Kimi-K2
+    pair has 140 k rows: memory traffic, not the interpreter, is the cost)."""
     names = sorted(a) if a.keys() == b.keys() else sorted(a.keys() | b.keys())  # the sort is cheaper on dict order
-    shared: dict[tuple[tuple[int, ...], str], TensorSide] = {}  # immutable, so rows share them: ~30 in 140 k rows
-
-    def side_of(info: TensorInfo | None, name: str) -> TensorSide | None:
-        if info is None:
-            return None
-        if info.name != name:  # matched under another name: the side shows its own
-            return TensorSide(info.shape, info.dtype, info.name)
-        key = (info.shape, info.dtype)
-        found = shared.get(key)
-        if found is None:
-            found = shared[key] = TensorSide(*key)
-        return found
-
-    sides_a: list[TensorSide | None] = []
-    sides_b: list[TensorSide | None] = []
-    statuses: list[Status] = []
-    notes: list[str | None] = []
+    rows: list[TensorRow] = []
+    append = rows.append
     for name, ta, tb in zip(names, map(a.get, names), map(b.get, names)):
-        status: Status = "match"
-        note = None
-        if ta is not None and tb is not None and ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case
-            if ta.name == name == tb.name:
-                side_a = side_b = shared.get((ta.shape, ta.dtype)) or side_of(ta, name)
+        side_a = None if ta is None else TensorSide(ta.shape, ta.dtype, None if ta.name == name else ta.name)
+        side_b = None if tb is None else TensorSide(tb.shape, tb.dtype, None if tb.name == name else tb.name)
+        if ta is not None and tb is not None:
+            if ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case
+                append(TensorRow(name, "match", side_a, side_b, None))
             else:
-                side_a, side_b = side_of(ta, name), side_of(tb, name)
-        else:
-            side_a, side_b = side_of(ta, name), side_of(tb, name)
-            if ta is not None and tb is not None:
                 status, note = _pair_status(ta, tb)
-            else:
-                injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
-                if injected is not None:
-                    status, note = "injected", injected.note
-                else:
-                    status = "only_in_a" if ta else "only_in_b"
-        sides_a.append(side_a)
-        sides_b.append(side_b)
-        statuses.append(status)
-        notes.append(note)
-    return make_rows(names, statuses, sides_a, sides_b, notes)
+                append(TensorRow(name, status, side_a, side_b, note))
+            continue
+        injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
+        if injected is not None:
+            append(TensorRow(name, "injected", side_a, side_b, injected.note))
+        else:
+            append(TensorRow(name, "only_in_a" if ta else "only_in_b", side_a, side_b, None))
+    return rows
 
 
 def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, str | None]:
@@ -224,7 +183,7 @@ def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, str | None]:
 def _config_findings(a: Checkpoint, b: Checkpoint) -> Iterator[Finding]:
     for label, side in (("A", a), ("B", b)):
         if side.config is None:
-            yield Finding("info", "config_missing", f"{label} ({side.spec}) has no config.json; configs not compared")
+            yield Finding("info", "config_missing", params={"side": label})
 
 
 #: A key in a nested config.json: one component per level, so ``{"a.b": 1}`` and ``{"a": {"b": 1}}`` differ.

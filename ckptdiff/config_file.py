@@ -34,7 +34,7 @@ CKPTDIFF_TOML = "ckptdiff.toml"
 PYPROJECT_TOML = "pyproject.toml"
 #: Settings a config file may hold (snake_case; kebab-case spellings are accepted too).
 LIST_SETTINGS: tuple[str, ...] = (*PATTERN_FIELDS, "rename", "engine")
-BOOL_SETTINGS: tuple[str, ...] = ("only_diffs", "expand", "step_summary")
+BOOL_SETTINGS: tuple[str, ...] = ("only_diffs", "expand", "step_summary", "allow_empty")
 CHOICE_SETTINGS: dict[str, tuple[str, ...]] = {
     "fail_on": FAIL_ON_CHOICES,
     "format": FORMAT_NAMES,
@@ -226,4 +226,9 @@ def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy:
             chosen[key] = settings.values[key]
             if settings.values[key]:
                 origins.append((key, settings.shown))
+    if flags.get("allow_empty"):
+        chosen["allow_empty"] = True
+    elif settings.values.get("allow_empty"):
+        chosen["allow_empty"] = True
+        origins.append(("allow_empty", settings.shown))
     return Policy(**chosen, origins=tuple(origins))

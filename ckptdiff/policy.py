@@ -11,27 +11,31 @@ Vocabulary (A is the reference, B the candidate):
   ``sglang:lm_head_random``; both parts are globs (``*:embed_tokens_overridden``). The engine's outcome is
   still reported as it is.
 - ``--fail-on error|warning``: whether warning findings fail the gate too (errors always do).
+- ``--allow-empty``: a comparison in which no tensor is compared (both sides empty, or every name ignored)
+  may pass; without it, it fails with the finding ``nothing_compared``.
 
 Globs use :func:`fnmatch.fnmatchcase` (``*`` also crosses dots) against the row's name and each side's own
-name. An accepted row keeps its true status; it gains ``allowed_by`` naming the rule, and the rule is listed
-in ``Report.rules_applied``.
+name. An accepted row keeps its true status; its ``allowed_by`` holds the id of the rule (a
+:class:`~ckptdiff.report.PolicyRule` the report lists). A rule that acts on nothing is reported as a finding
+(``policy_rule_unmatched``), and so is one that would act on the other side (``policy_rule_other_side``:
+arguments swapped, or ``--allow-missing`` meant for ``--allow-extra``).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import cast
 
-from .errors import CkptdiffError
+import msgspec
 
-if TYPE_CHECKING:
-    from .report import EngineResult, Finding, TensorRow
+from .errors import CkptdiffError, scrub_secrets
+from .report import EngineResult, FailOn, Finding, PolicyRule, RuleKind, RuleOrigin, TensorRow, rule_id
 
-FailOn = Literal["error", "warning"]
+__all__ = ["FailOn", "Policy", "PolicyError", "apply_event_policy", "apply_policy", "idle_rule_findings"]
+
 FAIL_ON_CHOICES: tuple[str, ...] = ("error", "warning")
 ANY_DTYPE_CHANGE = "*"
 #: Policy fields that hold lists of patterns, in the order reports name them.
@@ -48,20 +52,29 @@ def flag_name(field: str) -> str:
 
 @dataclass(frozen=True)
 class Policy:
+    """The user's rules. ``origins`` names the settings that came from a config file: (field, file shown)."""
+
     ignore: tuple[str, ...] = ()  # globs of tensor names left out of the comparison
     allow_missing: tuple[str, ...] = ()  # globs: in A but absent from B is fine
     allow_extra: tuple[str, ...] = ()  # globs: in B but absent from A is fine
     allow_dtype_change: tuple[str, ...] = ()  # "*" or "FROM:TO" pairs (A's dtype : B's dtype)
     allow_event: tuple[str, ...] = ()  # "ENGINE:CODE" globs: engine events that do not fail the gate
     fail_on: FailOn = "error"
-    #: Settings that came from a config file rather than the command line: (field, file shown to users).
+    #: A comparison in which no tensor is compared may pass (``--allow-empty``).
+    allow_empty: bool = False
     origins: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.fail_on not in FAIL_ON_CHOICES:
             raise PolicyError(self._where("fail_on"), f"{self.fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}")
+        if not isinstance(self.allow_empty, bool):
+            raise PolicyError(self._where("allow_empty"), f"{self.allow_empty!r} is not true or false")
         for field in PATTERN_FIELDS:
-            for pattern in getattr(self, field):
+            patterns = getattr(self, field)
+            if isinstance(patterns, str) or not isinstance(patterns, (tuple, list)):
+                raise PolicyError(self._where(field), f"{patterns!r} is not a list of globs")
+            object.__setattr__(self, field, tuple(patterns))
+            for pattern in patterns:
                 if not isinstance(pattern, str) or not pattern:
                     raise PolicyError(self._where(field), f"{pattern!r} is not a non-empty glob")
         object.__setattr__(self, "allow_dtype_change", tuple(self._dtype_rule(r) for r in self.allow_dtype_change))
@@ -102,13 +115,26 @@ class Policy:
     def is_default(self) -> bool:
         return not any(getattr(self, f) for f in PATTERN_FIELDS) and self.fail_on == "error"
 
-    def describe(self, field: str, value: str | None = None) -> str:
-        """A rule in the words of the command line, plus the config file it came from."""
-        text = flag_name(field)
-        if value is not None and not (field == "allow_dtype_change" and value == ANY_DTYPE_CHANGE):
-            text += f" {shlex.quote(value)}"
-        origin = dict(self.origins).get(field)
-        return f"{text} (from {origin})" if origin else text
+    def origin(self, field: str) -> str | None:
+        """The config file a setting came from, None for a flag (or the default)."""
+        return dict(self.origins).get(field)
+
+    @property
+    def rules(self) -> tuple[PolicyRule, ...]:
+        """Every pattern rule as a structured reference, in the order reports list them."""
+        out = []
+        for field in PATTERN_FIELDS:
+            kind = cast(RuleKind, field)
+            path = self.origin(field)
+            for position, pattern in enumerate(getattr(self, field), 1):
+                origin: RuleOrigin = "config" if path else "flag"
+                # the record is what reports show: a token pasted into a glob is scrubbed there
+                out.append(PolicyRule(rule_id(kind, position), kind, scrub_secrets(pattern), origin, path))
+        return tuple(out)
+
+    def rule_ids(self, field: str) -> dict[str, str]:
+        """A kind's patterns → their rule ids."""
+        return {pattern: rule_id(cast(RuleKind, field), i) for i, pattern in enumerate(getattr(self, field), 1)}
 
 
 class _Globs:
@@ -142,21 +168,18 @@ def _dtype_rule_matches(rule: str, a: str, b: str) -> bool:
     return want_a in (ANY_DTYPE_CHANGE, a) and want_b in (ANY_DTYPE_CHANGE, b)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def apply_policy(
     policy: Policy, rows: Sequence[TensorRow]
 ) -> tuple[tuple[TensorRow, ...], tuple[tuple[str, int], ...]]:
-    """Leave out ignored rows and mark accepted ones (``allowed_by``); returns the rows and, per --ignore glob
-    that acted, how many rows it left out.
+    """Leave out ignored rows and mark accepted ones (``allowed_by``: the rule's id); returns the rows and, per
+    --ignore rule that acted, its id and how many rows it left out.
 
     Linear in the number of rows: each glob list is one compiled regex, tried only on rows it can affect.
     """
     if policy.is_default:
         return tuple(rows), ()
     ignore = _Globs(policy.ignore)
+    ids = {field: policy.rule_ids(field) for field in PATTERN_FIELDS}
     allow = {
         "only_in_a": ("allow_missing", _Globs(policy.allow_missing)),
         "only_in_b": ("allow_extra", _Globs(policy.allow_extra)),
@@ -169,21 +192,21 @@ def apply_policy(
             if pattern is not None:
                 ignored[pattern] = ignored.get(pattern, 0) + 1
                 continue
-        rule: tuple[str, str] | None = None
+        rule: str | None = None
         if row.status in allow:
             field, globs = allow[row.status]
             pattern = globs.first(_names(row))
             if pattern is not None:
-                rule = (field, pattern)
+                rule = ids[field][pattern]
         elif row.status == "dtype_mismatch" and row.a is not None and row.b is not None:
             a_dtype, b_dtype = row.a.dtype, row.b.dtype
             found = next((r for r in policy.allow_dtype_change if _dtype_rule_matches(r, a_dtype, b_dtype)), None)
             if found is not None:
-                rule = ("allow_dtype_change", found)
+                rule = ids["allow_dtype_change"][found]
         if rule is not None:
-            row = replace(row, allowed_by=policy.describe(*rule))
+            row = msgspec.structs.replace(row, allowed_by=rule)
         kept.append(row)
-    return tuple(kept), tuple((p, ignored[p]) for p in policy.ignore if p in ignored)
+    return tuple(kept), tuple((ids["ignore"][p], ignored[p]) for p in policy.ignore if p in ignored)
 
 
 def apply_event_policy(policy: Policy, results: Sequence[EngineResult]) -> tuple[EngineResult, ...]:
@@ -191,62 +214,63 @@ def apply_event_policy(policy: Policy, results: Sequence[EngineResult]) -> tuple
     if not policy.allow_event:
         return tuple(results)
     globs = _Globs(policy.allow_event)
+    ids = policy.rule_ids("allow_event")
     out = []
     for result in results:
         events = []
         for event in result.events:
             pattern = globs.first([f"{result.engine}:{event.code}"]) if event.severity != "info" else None
-            events.append(replace(event, allowed_by=policy.describe("allow_event", pattern)) if pattern else event)
+            events.append(msgspec.structs.replace(event, allowed_by=ids[pattern]) if pattern else event)
         out.append(replace(result, events=tuple(events)))
     return tuple(out)
 
 
-_WHAT = {
-    "ignore": "left out",
-    "allow_missing": "accepted as missing from B",
-    "allow_extra": "accepted as extra in B",
-    "allow_dtype_change": "accepted with a dtype change",
+#: For a rule that acted on nothing: the row status it acts on, and the status its mirror rule acts on.
+_OTHER_SIDE: dict[str, tuple[str, str]] = {
+    "allow_missing": ("only_in_b", "allow_extra"),
+    "allow_extra": ("only_in_a", "allow_missing"),
 }
 
 
-def rules_applied(
+def idle_rule_findings(
     policy: Policy,
     rows: Sequence[TensorRow],
-    ignored: Sequence[tuple[str, int]],
-    findings: Sequence[Finding],
-    engines: Sequence[EngineResult] = (),
-) -> tuple[str, ...]:
-    """The rules that changed a row, an engine event or the verdict, in words, derived from what they marked."""
-    if policy.is_default:
-        return ()
-    hits: dict[str, int] = dict.fromkeys((policy.describe("ignore", p) for p, _ in ignored), 0)
-    for pattern, count in ignored:
-        hits[policy.describe("ignore", pattern)] = count
-    for row in rows:
-        if row.allowed_by is not None:
-            hits[row.allowed_by] = hits.get(row.allowed_by, 0) + 1
-    for result in engines:
-        for event in result.events:
-            if event.allowed_by is not None:
-                hits[event.allowed_by] = hits.get(event.allowed_by, 0) + 1
-    rules = []
-    for field in PATTERN_FIELDS:
-        for pattern in getattr(policy, field):
-            count = hits.get(policy.describe(field, pattern), 0)
-            if count and field == "allow_event":
-                rules.append(f"{policy.describe(field, pattern)}: {_plural(count, 'engine event')} accepted")
-            elif count:
-                rules.append(f"{policy.describe(field, pattern)}: {_plural(count, 'tensor')} {_WHAT[field]}")
-    warning = fail_on_rule(policy, findings)
-    return tuple(rules) + ((warning,) if warning else ())
+    hits: Mapping[str, int],
+    *,
+    engines_run: bool,
+) -> list[Finding]:
+    """A finding for each rule that acted on nothing: ``policy_rule_other_side`` when it matches tensors of the
+    other side (swapped A and B, or the mirror flag meant), else ``policy_rule_unmatched``. --allow-event rules
+    count only when engines ran."""
+    out: list[Finding] = []
+    for rule in policy.rules:
+        if hits.get(rule.id) or (rule.kind == "allow_event" and not engines_run):
+            continue
+        other = _other_side_matches(rule.kind, rule.pattern, rows)
+        if other:
+            mirror = _OTHER_SIDE.get(rule.kind, (None, rule.kind))[1]
+            params = {"rule": rule.id, "matches": other, "mirror": mirror}
+            out.append(Finding("warning", "policy_rule_other_side", subject=rule.id, params=params))
+        else:
+            out.append(Finding("warning", "policy_rule_unmatched", subject=rule.id, params={"rule": rule.id}))
+    return out
 
 
-def fail_on_rule(policy: Policy, findings: Sequence[Finding]) -> str | None:
-    """Names ``--fail-on warning`` when it makes warning findings fail the gate."""
-    if policy.fail_on != "warning":
-        return None
-    warnings = sum(1 for f in findings if f.severity == "warning")
-    if not warnings:
-        return None
-    verb = "fails" if warnings == 1 else "fail"
-    return f"{policy.describe('fail_on', 'warning')}: {_plural(warnings, 'warning finding')} {verb} the gate"
+def _other_side_matches(kind: str, pattern: str, rows: Sequence[TensorRow]) -> int:
+    """How many rows the rule would act on had A and B been swapped."""
+    if kind in _OTHER_SIDE:
+        status = _OTHER_SIDE[kind][0]
+        globs = _Globs([pattern])
+        return sum(1 for row in rows if row.status == status and globs.first(_names(row)) is not None)
+    if kind == "allow_dtype_change" and pattern != ANY_DTYPE_CHANGE:
+        from_dtype, to_dtype = pattern.split(":")
+        swapped = f"{to_dtype}:{from_dtype}"
+        return sum(
+            1
+            for row in rows
+            if row.status == "dtype_mismatch"
+            and row.a is not None
+            and row.b is not None
+            and _dtype_rule_matches(swapped, row.a.dtype, row.b.dtype)
+        )
+    return 0

@@ -1,20 +1,18 @@
-"""The result of a comparison. ``Report.to_dict()`` *is* the JSON schema (``ckptdiff/report/v1``)."""
+"""The result of a comparison as typed data: sides, rows, findings, engine results and policy rule references."""
 
 from __future__ import annotations
 
-import json
 import math
-from collections import Counter, deque
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from itertools import repeat
 from operator import attrgetter
 from typing import Any, Literal
 
-from . import __version__
+import msgspec
+
 from .checkpoint import Checkpoint
-from .policy import Policy, rules_applied
 
 SCHEMA = "ckptdiff/report/v1"
 
@@ -25,38 +23,97 @@ STATUSES: tuple[Status, ...] = ("match", "injected", "shape_mismatch", "dtype_mi
 OK_STATUSES: frozenset[str] = frozenset({"match", "injected"})
 Verdict = Literal["compatible", "incompatible"]
 Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = ("error", "warning", "info")
 ConfigStatus = Literal["differs", "only_in_a", "only_in_b"]
 #: What an engine does with a checkpoint: uses every trained weight as trained, loads it but not as trained
 #: (something skipped, random, overridden or defaulted), or raises while loading it.
 Outcome = Literal["loads", "degraded", "fails"]
 OUTCOMES: tuple[Outcome, ...] = ("loads", "degraded", "fails")
+#: Where a side was read from. A Hub cache read is the Hub.
+SideKind = Literal["local", "hub", "store"]
+FailOn = Literal["error", "warning"]
+#: What a policy rule does (the config-file key; the flag is ``--`` and the key with dashes).
+RuleKind = Literal["ignore", "allow_missing", "allow_extra", "allow_dtype_change", "allow_event"]
+RuleOrigin = Literal["flag", "config"]
+
+#: How JSON reports spell the numbers JSON cannot carry, in config values and value statistics alike.
+NonFinite = Literal["NaN", "Infinity", "-Infinity"]
+NON_FINITE: dict[str, NonFinite] = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+Number = float | NonFinite
 
 
-@dataclass(frozen=True)
-class TensorSide:
+def json_number(value: float | None) -> Number | None:
+    """A float as JSON reports carry it: NaN and ±Infinity as the strings "NaN", "Infinity", "-Infinity"."""
+    if value is None or math.isfinite(value):
+        return value
+    return NON_FINITE[str(value)]
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float inside spelled as :func:`json_number` does, so that the report is
+    standard JSON that strict parsers (jq, browsers, Go) accept."""
+    if isinstance(value, float):
+        return json_number(value)
+    if isinstance(value, list):
+        return [json_safe(item) for item in value]
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    return value
+
+
+class TensorSide(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """A tensor as one side stores it. ``name`` is that side's own name when it differs from the row's."""
 
     shape: tuple[int, ...]
     dtype: str
     name: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"shape": list(self.shape), "dtype": self.dtype}
-        if self.name is not None:
-            out["name"] = self.name
-        return out
+
+class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How B's values differ from A's for one tensor (``--values``); ``method``: bytes read or file sha256."""
+
+    equal: bool
+    max_abs: Number | None
+    mean_abs: Number | None
+    cosine: Number | None  # None when a side is all zeros (undefined) or the file was not read
+    rel_l2: Number | None  # ‖b−a‖/‖a‖; None when a is all zeros and b is not
+    method: Literal["read", "sha256"]
+    note: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        equal: bool,
+        max_abs: float | None,
+        mean_abs: float | None,
+        cosine: float | None,
+        rel_l2: float | None,
+        method: Literal["read", "sha256"] = "read",
+        note: str | None = None,
+    ) -> RowValues:
+        """From the statistics' floats, with non-finite numbers spelled as JSON reports carry them."""
+        return cls(
+            equal, json_number(max_abs), json_number(mean_abs), json_number(cosine), json_number(rel_l2), method, note
+        )
+
+    def number(self, field_name: str) -> float | None:
+        """A statistic as a float (NaN and infinities included), for sorting and display."""
+        value = getattr(self, field_name)
+        return float(value.lower().replace("infinity", "inf")) if isinstance(value, str) else value
 
 
-@dataclass(frozen=True, slots=True)  # slots: a Kimi-K2 pair has 140 k rows
-class TensorRow:
+class TensorRow(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One tensor name of either side. Its fields are its JSON object, in order (``values`` and ``allowed_by``
+    only when set); a Kimi-K2 pair has 140 k rows, so the C-built Struct serves as data and wire at once."""
+
     name: str
     status: Status
     a: TensorSide | None
     b: TensorSide | None
-    note: str | None = None
-    #: Value statistics (``--values``); a mapping so this module stays torch-free.
-    values: dict[str, Any] | None = None
-    #: The policy rule that accepts this row despite its status ("--allow-missing 'lm_head*'").
+    note: str | None
+    #: Value statistics (``--values``).
+    values: RowValues | None = None
+    #: The id of the policy rule that accepts this row despite its status (:class:`PolicyRule`).
     allowed_by: str | None = None
 
     @property
@@ -64,43 +121,13 @@ class TensorRow:
         """Whether this row keeps the comparison compatible (its status is fine, or a rule accepts it)."""
         return self.status in OK_STATUSES or self.allowed_by is not None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "status": self.status,
-            "a": self.a.to_dict() if self.a else None,
-            "b": self.b.to_dict() if self.b else None,
-            "note": self.note,
-        }
-        if self.values is not None:
-            out["values"] = self.values
-        if self.allowed_by is not None:
-            out["allowed_by"] = self.allowed_by
-        return out
+    @property
+    def compared(self) -> bool:
+        """Both sides store it (under this name or their own): a tensor the comparison looked at."""
+        return self.a is not None and self.b is not None
 
 
-#: Sets one field of a TensorRow, as ``object.__setattr__`` does in its frozen ``__init__``.
-_ROW_SETTERS = [getattr(TensorRow, name).__set__ for name in TensorRow.__dataclass_fields__]
-
-
-def make_rows(
-    names: Sequence[str],
-    statuses: Sequence[Status],
-    sides_a: Sequence[TensorSide | None],
-    sides_b: Sequence[TensorSide | None],
-    notes: Sequence[str | None],
-) -> list[TensorRow]:
-    """``[TensorRow(name, status, a, b, note), ...]`` filled a column at a time through the slots in C-level
-    passes: the frozen dataclass's ``__init__`` would be a Python call for each of a Kimi-K2 pair's 140 k rows."""
-    rows = list(map(object.__new__, repeat(TensorRow, len(names))))
-    columns = (names, statuses, sides_a, sides_b, notes, repeat(None), repeat(None))
-    for set_field, column in zip(_ROW_SETTERS, columns, strict=True):
-        deque(map(set_field, rows, column), maxlen=0)
-    return rows
-
-
-@dataclass(frozen=True)
-class ConfigDiff:
+class ConfigDiff(msgspec.Struct, frozen=True):
     """One config.json key that differs. ``a``/``b`` is None on the side where the key is absent (the status
     says which); a JSON null in the file is None too, with status ``differs``."""
 
@@ -117,114 +144,49 @@ class ConfigDiff:
     def present(self, side: str) -> bool:
         return self.status == "differs" or self.status == f"only_in_{side}"
 
-    def to_dict(self) -> dict[str, Any]:
-        a, b = json_safe(self.a), json_safe(self.b)
-        return {"key": self.key, "path": list(self.path), "a": a, "b": b, "status": self.status}
-
 
 def dotted_key(path: tuple[str, ...]) -> str:
-    return ".".join(part if part and "." not in part and '"' not in part else json.dumps(part) for part in path)
+    return ".".join(
+        part if part and "." not in part and '"' not in part else msgspec.json.encode(part).decode() for part in path
+    )
 
 
-#: How JSON reports spell the numbers JSON cannot carry (config.json may hold them: Python's json reads them).
-NON_FINITE = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}
+class Finding(msgspec.Struct, frozen=True, omit_defaults=True):
+    """Something a comparison noticed. Its words come from the message catalogue (``code`` and ``params``);
+    ``message`` holds the text of codes the catalogue does not know (yet)."""
 
-
-def json_safe(value: Any) -> Any:
-    """``value`` with NaN and ±Infinity (anywhere inside) as the strings "NaN", "Infinity", "-Infinity", so that
-    the report is standard JSON that strict parsers (jq, browsers, Go) accept."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return NON_FINITE[str(value)]
-    if isinstance(value, list):
-        return [json_safe(item) for item in value]
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    return value
-
-
-@dataclass(frozen=True)
-class Finding:
     severity: Severity
     code: str  # stable, e.g. "injected_from_base", "config_missing"
-    message: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"severity": self.severity, "code": self.code, "message": self.message}
-
-
-@dataclass(frozen=True)
-class SideSummary:
-    """What a report says about one checkpoint."""
-
-    spec: str
-    kind: str
-    revision: str | None
-    files: int
-    tensors: int
-    parameters: int
-    bytes: int
-    dtypes: dict[str, tuple[int, int]]  # dtype → (parameters, bytes)
-    #: For a base model: where it keeps its text model (:class:`ckptdiff.profiles.base_layouts.Resolved`).
-    layout: Any = None
-
-    @classmethod
-    def of(cls, checkpoint: Checkpoint, *, layout: Any = None) -> SideSummary:
-        dtypes = checkpoint.dtype_totals()  # one pass over the tensors; the totals add up from it
-        return cls(
-            layout=layout,
-            spec=checkpoint.spec,
-            kind=checkpoint.kind,
-            revision=checkpoint.revision,
-            files=len(checkpoint.files),
-            tensors=len(checkpoint.tensors),
-            parameters=sum(parameters for parameters, _ in dtypes.values()),
-            bytes=sum(nbytes for _, nbytes in dtypes.values()),
-            dtypes=dtypes,
-        )
-
-    @property
-    def display(self) -> str:
-        return f"{self.spec} @ {self.revision[:12]}" if self.revision else self.spec
-
-    @property
-    def display_with_layout(self) -> str:
-        """The display name, and for a base the layout recognised: ``org/x (multimodal; text model under …)``."""
-        return f"{self.display} ({self.layout.description})" if self.layout is not None else self.display
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "spec": self.spec,
-            "revision": self.revision,
-            "files": self.files,
-            "tensors": self.tensors,
-            "parameters": self.parameters,
-            "bytes": self.bytes,
-            "dtypes": {d: {"parameters": p, "bytes": b} for d, (p, b) in self.dtypes.items()},
-            **({"layout": self.layout.to_dict()} if self.layout is not None else {}),
-        }
+    message: str = ""
+    #: What it is about: a tensor name or a config key (dotted), when it is about one.
+    subject: str | None = None
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class EngineEvent:
+class EngineEvent(msgspec.Struct, frozen=True, omit_defaults=True):
     """One thing a serving engine's loader does with a checkpoint (``tensor``: the checkpoint name, if one)."""
 
     severity: Severity  # error: the engine raises; warning: loads, not as trained; info: as trained
     code: str  # stable, e.g. "lm_head_random", "skipped_unknown_name"
     tensor: str | None
-    message: str
-    #: The policy rule that accepts this event ("--allow-event 'sglang:lm_head_random'").
+    message: str  # the engine's behaviour in words, with its source citation
+    #: The id of the policy rule that accepts this event (:class:`PolicyRule`).
     allowed_by: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "severity": self.severity,
-            "code": self.code,
-            "tensor": self.tensor,
-            "message": self.message,
-        }
-        if self.allowed_by is not None:
-            out["allowed_by"] = self.allowed_by
-        return out
+
+class TensorFate(msgspec.Struct, frozen=True):
+    """What an engine does with one checkpoint tensor, and the parameter it fills."""
+
+    name: str
+    fate: str  # loaded, renamed, from_target, skipped, error
+    parameter: str | None
+
+
+class ParameterFate(msgspec.Struct, frozen=True):
+    """Where an engine's parameter gets its value from."""
+
+    name: str
+    fate: str  # loaded, from_target, random, missing, default, not_needed
 
 
 @dataclass(frozen=True)
@@ -251,25 +213,82 @@ class EngineResult:
         """Loads as trained, or a policy rule accepts every event that says otherwise."""
         return all(event.severity == "info" or event.allowed_by is not None for event in self.events)
 
-    @property
-    def headline(self) -> str:
-        return f"{self.engine} {self.side}: {self.outcome}" + (f" — {self.summary}" if self.summary else "")
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "engine": self.engine,
-            "side": self.side,
-            "outcome": self.outcome,
-            "summary": self.summary,
-            "events": [event.to_dict() for event in self.events],
-            "tensors": [{"name": name, "fate": fate, "parameter": param} for name, fate, param in self.tensors],
-            "parameters": [{"name": name, "fate": fate} for name, fate in self.parameters],
-        }
+class Layout(msgspec.Struct, frozen=True):
+    """Where a base model keeps its text model, as recognised (:mod:`ckptdiff.profiles.base_layouts`)."""
+
+    name: str
+    description: str
+    multimodal: bool
+    recognised_by: str
+    text_config: tuple[str, ...]
+    embedding: str | None
+    lm_head: str | None
+    lm_head_tied: bool
+    final_norm: str | None
+
+
+class DtypeTotals(msgspec.Struct, frozen=True):
+    parameters: int
+    bytes: int
+
+
+class SideSummary(msgspec.Struct, frozen=True, omit_defaults=True):
+    """What a report says about one checkpoint, and where it came from: ``revision`` is a Hub commit,
+    ``etag`` an object store's version of the weights (ETag, VersionId or generation)."""
+
+    spec: str
+    kind: SideKind
+    revision: str | None
+    etag: str | None
+    files: int
+    tensors: int
+    parameters: int
+    bytes: int
+    dtypes: dict[str, DtypeTotals]
+    #: For a base model: where it keeps its text model.
+    layout: Layout | None = None
+
+    @classmethod
+    def of(cls, checkpoint: Checkpoint, *, layout: Layout | None = None) -> SideSummary:
+        dtypes = checkpoint.dtype_totals()  # one pass over the tensors; the totals add up from it
+        kind: SideKind = "store" if checkpoint.kind == "store" else "local" if checkpoint.kind == "local" else "hub"
+        return cls(
+            spec=checkpoint.spec,
+            kind=kind,
+            revision=checkpoint.revision if kind != "store" else None,
+            etag=checkpoint.revision if kind == "store" else None,
+            files=len(checkpoint.files),
+            tensors=len(checkpoint.tensors),
+            parameters=sum(parameters for parameters, _ in dtypes.values()),
+            bytes=sum(nbytes for _, nbytes in dtypes.values()),
+            dtypes={dtype: DtypeTotals(p, b) for dtype, (p, b) in dtypes.items()},
+            layout=layout,
+        )
+
+    @property
+    def version(self) -> str | None:
+        """The revision or ETag, whichever this side has."""
+        return self.revision or self.etag
+
+
+class PolicyRule(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One rule of the user's policy, referenced by ``id`` from the rows and events it accepts."""
+
+    id: str  # "allow_missing.1": the kind and its position among that kind's rules (1-based)
+    kind: RuleKind
+    pattern: str  # the glob, "FROM:TO" or "*" (any dtype change), "ENGINE:CODE"
+    origin: RuleOrigin
+    path: str | None = None  # the config file, when it came from one
+
+
+def rule_id(kind: RuleKind, position: int) -> str:
+    return f"{kind}.{position}"
 
 
 @dataclass(frozen=True)
 class Report:
-    """Everything a run found. The verdict, counts and rule texts are derived from it, never stored."""
+    """Everything a run found. The verdict and counts are derived from it, never stored."""
 
     a: SideSummary
     b: SideSummary | None  # None: one checkpoint checked on its own (``ckptdiff SPEC --engine ...``)
@@ -278,24 +297,25 @@ class Report:
     findings: tuple[Finding, ...] = ()
     profile: str | None = None
     base: SideSummary | None = None
-    #: The user's rules (flags and config file).
-    policy: Policy = field(default_factory=Policy)
-    #: Tensors the policy's --ignore rules left out: (glob, how many).
+    #: The user's rules (flags and config file), which rows and events reference by id.
+    rules: tuple[PolicyRule, ...] = ()
+    #: Which finding severities fail the gate besides errors: "error" (only errors) or "warning".
+    fail_on: FailOn = "error"
+    #: The config file ``fail_on`` came from, None for the flag or the default.
+    fail_on_origin: str | None = None
+    #: Tensors the policy's --ignore rules left out: (rule id, how many).
     ignored: tuple[tuple[str, int], ...] = ()
     #: Serving engines replayed on each side (``--engine``), in the order requested.
     engines: tuple[EngineResult, ...] = ()
     #: The command line that produced the report, when run from the CLI.
     command: str | None = None
+    #: The version of ckptdiff that built it.
+    tool_version: str = ""
     counts: dict[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         found = Counter(map(attrgetter("status"), self.tensors))
         object.__setattr__(self, "counts", {status: found[status] for status in STATUSES})
-
-    @property
-    def fail_on(self) -> str:
-        """Which finding severities fail the gate besides errors: "error" (only errors) or "warning"."""
-        return self.policy.fail_on
 
     def finding_fails(self, finding: Finding) -> bool:
         return finding.severity == "error" or (finding.severity == "warning" and self.fail_on == "warning")
@@ -315,39 +335,33 @@ class Report:
     def compatible(self) -> bool:
         return self.verdict == "compatible"
 
-    @cached_property
-    def rules_applied(self) -> tuple[str, ...]:
-        """Policy rules that changed a row, an engine event or the verdict, in words ("--allow-missing 'embed_*'")."""
-        return rules_applied(self.policy, self.tensors, self.ignored, self.findings, self.engines)
-
     @property
     def exit_code(self) -> int:
         return 0 if self.compatible else 1
 
-    def render(self, fmt: str = "table", **options: Any) -> str:
-        """Render with one of the formats in :mod:`ckptdiff.formats` (table, markdown, json, junit)."""
-        from .formats import render
+    @cached_property
+    def rule_hits(self) -> Mapping[str, int]:
+        """How many rows (--ignore, --allow-*) or engine events (--allow-event) each rule acted on, by id."""
+        hits = dict.fromkeys((rule.id for rule in self.rules), 0)
+        hits.update(self.ignored)
+        for row in self.tensors:
+            if row.allowed_by is not None:
+                hits[row.allowed_by] = hits.get(row.allowed_by, 0) + 1
+        for result in self.engines:
+            for event in result.events:
+                if event.allowed_by is not None:
+                    hits[event.allowed_by] = hits.get(event.allowed_by, 0) + 1
+        return hits
 
-        return render(self, fmt, **options)
+    @property
+    def rules_applied(self) -> tuple[PolicyRule, ...]:
+        """The rules that changed a row or an engine event, in the policy's order."""
+        return tuple(rule for rule in self.rules if self.rule_hits.get(rule.id))
 
-    def to_dict(self, *, tensors: bool = True) -> dict[str, Any]:
-        """The JSON document. ``tensors=False`` leaves the rows list empty, for a writer that streams them."""
-        out: dict[str, Any] = {
-            "schema": SCHEMA,
-            "tool": {"name": "ckptdiff", "version": __version__},
-            "verdict": self.verdict,
-            "profile": self.profile,
-            "a": self.a.to_dict(),
-            "b": self.b.to_dict() if self.b is not None else None,
-        }
-        if self.base is not None:
-            out["base"] = self.base.to_dict()
-        out["counts"] = self.counts
-        out["tensors"] = [row.to_dict() for row in self.tensors] if tensors else []
-        out["config"] = [diff.to_dict() for diff in self.config]
-        out["findings"] = [finding.to_dict() for finding in self.findings]
-        if self.engines:
-            out["engines"] = [result.to_dict() for result in self.engines]
-        out["fail_on"] = self.fail_on
-        out["rules_applied"] = list(self.rules_applied)
-        return out
+    @property
+    def failing_warnings(self) -> int:
+        """How many warning findings fail the gate because of ``--fail-on warning``."""
+        return sum(1 for f in self.findings if f.severity == "warning") if self.fail_on == "warning" else 0
+
+    def rule(self, rule_id: str) -> PolicyRule:
+        return next(rule for rule in self.rules if rule.id == rule_id)

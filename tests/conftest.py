@@ -14,6 +14,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 FIXTURES = REPO / "fixtures"
+#: Every JSON report the suite writes is checked against docs/report.schema.json (tests/report_json.py).
+pytest_plugins = ("report_json",)
 
 
 @pytest.fixture
@@ -25,7 +27,7 @@ def run_cli(tmp_path):
         full_env.setdefault("HF_HOME", str(tmp_path / "hf-home"))
         full_env["NO_COLOR"] = "1"
         full_env.update(env or {})
-        return subprocess.run(
+        result = subprocess.run(
             [sys.executable, "-m", "ckptdiff", *args],
             capture_output=True,
             text=True,
@@ -33,6 +35,10 @@ def run_cli(tmp_path):
             cwd=cwd or REPO,
             timeout=timeout,
         )
+        from report_json import validate_if_report
+
+        validate_if_report(result.stdout)
+        return result
 
     return run
 

@@ -25,6 +25,7 @@ from base_fixtures import (
 )
 
 from ckptdiff import compare
+from ckptdiff.formats._common import side_display_with_layout
 from ckptdiff.profiles.base_layouts import LAYOUTS, recognise, text_config, wanted_groups
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
@@ -119,7 +120,7 @@ def test_a_k25_layout_hub_base_costs_its_config_and_one_shard_header(kimi_pair, 
     report = compare(str(published), str(ours), base="moonshotai/Kimi-K2.5")
 
     assert report.verdict == "compatible" and report.base.layout.embedding == "language_model.model.embed_tokens.weight"
-    assert report.base.display_with_layout.endswith("(multimodal; text model under language_model.)")
+    assert side_display_with_layout(report.base).endswith("(multimodal; text model under language_model.)")
     read = [entry.path.rsplit("/", 1)[1] for entry in hub_client.log if entry.route == "resolve"]
     assert sorted(set(read)) == ["config.json", K25_FIRST]  # no index, one shard
     assert hub_client.requests == {"api-info": 1, "resolve": 2}  # listing; config.json (one GET); one range
@@ -177,7 +178,7 @@ def test_language_model_bases_supply_the_embedding_and_the_head(tmp_path, layout
         f"A and B: lm_head.weight: the base's language_model.lm_head.weight {shape} fits",
     ]
     assert report.base.files == 2  # the head is not in the first shard: the index named the second
-    assert report.base.layout.layout.name == layout
+    assert report.base.layout.name == layout
 
 
 def test_gemma3_ties_its_head_and_its_text_config_has_no_vocab_size(tmp_path):
@@ -214,7 +215,7 @@ def test_qwen3_vl_keeps_its_text_model_under_model_language_model(tmp_path):
 
     report = compare(str(drafter), str(drafter), base=str(base))
 
-    assert report.base.layout.layout.name == "qwen3-vl" and report.base.files == 1
+    assert report.base.layout.name == "qwen3-vl" and report.base.files == 1
     assert messages(report, "base_config_mismatch") == [
         "A and B: the drafter expects target hidden states of hidden_size=2048 but the base's "
         "text_config.hidden_size is 4096: fc cannot take the base's hidden states"
@@ -233,7 +234,7 @@ def test_a_text_only_base_with_tied_embeddings_supplies_the_head_from_its_embedd
     report = compare(str(drafter), str(drafter), base=str(base))
 
     assert report.verdict == "compatible", report.findings
-    assert report.base.layout.layout.name == "text-only" and report.base.layout.lm_head_tied
+    assert report.base.layout.name == "text-only" and report.base.layout.lm_head_tied
     assert messages(report, "injected_verified")[1] == (
         "A and B: lm_head.weight: the base's model.embed_tokens.weight [128256, 2048] BF16 fits"
     )
@@ -247,7 +248,7 @@ def test_a_base_without_config_json_says_what_is_not_checked(kimi_pair, tmp_path
     report = compare(str(published), str(ours), base=str(base))
 
     assert report.verdict == "compatible"
-    assert report.base.layout.layout.name == "language_model.model"  # from the tensor names alone
+    assert report.base.layout.name == "language_model.model"  # from the tensor names alone
     assert messages(report, "base_config_missing") == [
         f"the base ({base}) has no config.json: the drafters' vocab_size, hidden size, aux layer ids, dtype and "
         "max_position_embeddings are not checked against it"
@@ -443,7 +444,7 @@ def small_k25_base(tmp_path) -> tuple[Path, bytes]:
 
 def test_values_base_compares_a_vllm_named_embedding_with_the_bases(small_k25_base, tmp_path):
     pytest.importorskip("torch")
-    from ckptdiff.comparison import compare_specs
+    from ckptdiff.pipeline import compare_specs
 
     base, embed = small_k25_base
     random_one = vllm_drafter(tmp_path / "random", bf16(1024 * 64, seed=7))
@@ -466,7 +467,7 @@ def test_values_base_compares_a_vllm_named_embedding_with_the_bases(small_k25_ba
 
 def test_values_base_pairs_a_head_taken_from_the_base(small_k25_base, tmp_path):
     pytest.importorskip("torch")
-    from ckptdiff.comparison import compare_specs
+    from ckptdiff.pipeline import compare_specs
 
     base, embed = small_k25_base
     drafter = vllm_drafter(tmp_path / "d", embed, head_rows=1024)
@@ -480,7 +481,7 @@ def test_values_base_pairs_a_head_taken_from_the_base(small_k25_base, tmp_path):
 
 def test_values_base_says_when_a_role_cannot_be_paired(small_k25_base, tmp_path):
     pytest.importorskip("torch")
-    from ckptdiff.comparison import compare_specs
+    from ckptdiff.pipeline import compare_specs
 
     base, _ = small_k25_base
     config = json.loads((base / "config.json").read_text())

@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from ckptdiff.formats import render
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import write_kimi_k2_base, write_safetensors
 
@@ -300,7 +301,7 @@ def test_names_from_a_checkpoint_cannot_drive_the_terminal():
     b = Checkpoint(spec="b", kind="local", location="b", revision=None, config=None, tensors={})
     report = compare_checkpoints(a, b)
     for fmt in ("table", "markdown"):
-        text = report.render(fmt)
+        text = render(report, fmt)
         assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
         assert "x.\\x1b[2J\\x1b]0;owned\\x07.weight\\u202e" in text
 

@@ -39,11 +39,13 @@ def spelled_names(pattern: str) -> set[str]:
 def expert_rows(layers, experts, odd=()) -> list[TensorRow]:
     rows = []
     for layer in layers:
-        rows.append(TensorRow(f"model.layers.{layer}.input_layernorm.weight", "match", NORM, NORM))
+        rows.append(TensorRow(f"model.layers.{layer}.input_layernorm.weight", "match", NORM, NORM, None))
         for expert in experts:
             status = "shape_mismatch" if (layer, expert) in odd else "match"
             b = TensorSide((1024, 7168), "F8_E4M3") if status != "match" else EXPERT
-            rows.append(TensorRow(f"model.layers.{layer}.mlp.experts.{expert}.gate_proj.weight", status, EXPERT, b))
+            rows.append(
+                TensorRow(f"model.layers.{layer}.mlp.experts.{expert}.gate_proj.weight", status, EXPERT, b, None)
+            )
     return sorted(rows, key=lambda row: row.name)
 
 
@@ -82,17 +84,17 @@ def test_a_differing_expert_stands_alone_and_the_rest_stays_exact():
 
 
 def test_rows_that_differ_in_anything_shown_do_not_merge():
-    a = TensorRow("layers.0.w", "match", NORM, NORM)
-    b = TensorRow("layers.1.w", "match", EXPERT, EXPERT)  # other shape
-    c = TensorRow("layers.2.w", "match", NORM, NORM, allowed_by="--allow-extra x")  # a policy marker
-    d = TensorRow("layers.3.w", "only_in_a", NORM, None)  # other status
-    e = TensorRow("layers.4.w", "match", NORM, NORM)
+    a = TensorRow("layers.0.w", "match", NORM, NORM, None)
+    b = TensorRow("layers.1.w", "match", EXPERT, EXPERT, None)  # other shape
+    c = TensorRow("layers.2.w", "match", NORM, NORM, None, allowed_by="allow_extra.1")  # a policy marker
+    d = TensorRow("layers.3.w", "only_in_a", NORM, None, None)  # other status
+    e = TensorRow("layers.4.w", "match", NORM, NORM, None)
     shown = collapse([a, b, c, d, e])
     assert [line.name for line in shown] == ["layers.{0,4}.w", "layers.1.w", "layers.2.w", "layers.3.w"]
 
 
 def test_leading_zeros_and_non_path_digits_are_not_indices():
-    rows = [TensorRow(name, "match", NORM, NORM) for name in ("h.01.w", "h.02.w", "fp8.w", "fp9.w")]
+    rows = [TensorRow(name, "match", NORM, NORM, None) for name in ("h.01.w", "h.02.w", "fp8.w", "fp9.w")]
     assert [line.name for line in collapse(rows)] == ["h.01.w", "h.02.w", "fp8.w", "fp9.w"]
 
 
@@ -110,7 +112,7 @@ def test_every_pattern_spells_exactly_its_tensors(grid, odd):
     rows = []
     for layer, expert in sorted(grid):
         status = "dtype_mismatch" if (layer, expert) in odd else "match"
-        rows.append(TensorRow(f"model.layers.{layer}.mlp.experts.{expert}.w", status, NORM, NORM))
+        rows.append(TensorRow(f"model.layers.{layer}.mlp.experts.{expert}.w", status, NORM, NORM, None))
     shown = collapse(rows)
     seen: set[str] = set()
     for line in shown:

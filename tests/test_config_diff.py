@@ -23,7 +23,7 @@ def test_a_dotted_key_is_not_a_nested_one():
     assert flatten_config({"a": {"b": 1}}) == {("a", "b"): 1}
     assert diffs({"a.b": 1}, {"a": {"b": 1}}) == [("a.b", None, 1, "only_in_b"), ('"a.b"', 1, None, "only_in_a")]
     (diff,) = diff_configs({"a": {"b": 1}}, {"a": {"b": 2}})
-    assert diff.path == ("a", "b") and diff.to_dict()["path"] == ["a", "b"] and diff.to_dict()["key"] == "a.b"
+    assert diff.path == ("a", "b") and diff.key == "a.b"
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.errors import CkptdiffError
+from ckptdiff.formats.messages import finding_message
 from ckptdiff.profiles import detect_profile, get_profile
 from ckptdiff.profiles.drafter import expected_shapes
 from ckptdiff.profiles.eagle3 import (
@@ -77,7 +78,7 @@ def codes(report) -> dict[str, str]:
 
 
 def finding(report, code: str) -> str:
-    (message,) = [f.message for f in report.findings if f.code == code]
+    (message,) = [finding_message(report, f) for f in report.findings if f.code == code]
     return message
 
 

@@ -1,4 +1,4 @@
-"""The JSON report lists one tensor row a line, and is exactly ``Report.to_dict()`` whatever the rows contain."""
+"""The JSON report lists one tensor row a line, and is exactly the document msgspec encodes, whatever the rows hold."""
 
 from __future__ import annotations
 
@@ -6,10 +6,15 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ckptdiff import compare
+import msgspec
+from report_json import validate
+
+from ckptdiff import compare, render
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
+from ckptdiff.formats.document import document
 from ckptdiff.policy import Policy
+from ckptdiff.report import RowValues
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -25,28 +30,38 @@ def row_names(text: str) -> list[str]:
 
 def test_each_tensor_row_is_one_line_of_the_document() -> None:
     report = compare(str(FIXTURES / "kimi-k2-eagle3-published"), str(FIXTURES / "kimi-k25-eagle3-ours"))
-    text = report.render("json")
+    text = render(report, "json")
 
-    assert json.loads(text) == report.to_dict()
+    assert validate(json.loads(text)) == json.loads(msgspec.json.encode(document(report)))
     assert row_names(text) == [row.name for row in report.tensors]
 
 
 def test_rows_whose_text_looks_like_a_row_boundary_still_round_trip() -> None:
     hostile = ['x}, {"name": "y', "plain", 'z"}, {"name": ']
     report = compare_checkpoints(checkpoint(hostile), checkpoint(hostile[1:]))
-    # a nested list of objects puts the row-boundary text outside any string: each row is then encoded alone
-    nested = replace(report.tensors[1], values={"per_block": [{"max": 1.0}, {"name": "block 2"}]})
+    # value statistics with text of their own (a note) that looks like a row boundary
+    stats = RowValues.of(False, float("nan"), 1.0, None, float("inf"), note='}, {"name": "block 2"}')
+    nested = msgspec.structs.replace(report.tensors[1], values=stats)
     report = replace(report, tensors=(report.tensors[0], nested, *report.tensors[2:]))
 
-    text = report.render("json")
+    text = render(report, "json")
 
-    assert json.loads(text) == report.to_dict()
+    assert validate(json.loads(text)) == json.loads(msgspec.json.encode(document(report)))
+    assert json.loads(text)["tensors"][1]["values"]["max_abs"] == "NaN"  # non-finite numbers: one spelling
     assert row_names(text) == [row.name for row in report.tensors]
 
 
 def test_an_empty_comparison_is_still_a_document() -> None:
     report = compare_checkpoints(checkpoint([]), checkpoint([]))
-    assert json.loads(report.render("json"))["tensors"] == []
+    document = validate(json.loads(render(report, "json")))
+    assert document["tensors"] == [] and document["verdict"] == "incompatible"  # nothing compared is no pass
+    assert "nothing_compared" in [f["code"] for f in document["findings"]]
+    assert (
+        json.loads(
+            render(compare_checkpoints(checkpoint([]), checkpoint([]), policy=Policy(allow_empty=True)), "json")
+        )["verdict"]
+        == "compatible"
+    )
 
 
 def test_each_row_line_is_exactly_json_dumps_of_the_row() -> None:
@@ -62,5 +77,13 @@ def test_each_row_line_is_exactly_json_dumps_of_the_row() -> None:
     )
     assert {row.status for row in report.tensors} >= {"match", "dtype_mismatch", "shape_mismatch", "only_in_a"}
     assert any(row.allowed_by for row in report.tensors) and any(row.note for row in report.tensors)
-    lines = [line.strip().rstrip(",") for line in report.render("json").split("\n") if line.startswith('    {"name": ')]
-    assert lines == [json.dumps(row.to_dict(), ensure_ascii=False) for row in report.tensors]
+    text = render(report, "json")
+    lines = [line.strip().rstrip(",") for line in text.split("\n") if line.startswith('    {"name": ')]
+    assert lines == [json.dumps(row, ensure_ascii=False) for row in validate(json.loads(text))["tensors"]]
+
+
+def test_a_lone_surrogate_in_a_name_is_escaped_not_a_crash() -> None:
+    report = compare_checkpoints(checkpoint(["w\udc80", "x"]), checkpoint(["w\udc80", "x"]))
+    text = render(report, "json")
+    text.encode("utf-8")  # writable as UTF-8
+    assert [row["name"] for row in validate(json.loads(text))["tensors"]] == ["w\udc80", "x"]

@@ -5,12 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from report_json import json_document
 
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.config_file import ConfigError, find_config, load_config, merge_policy
+from ckptdiff.formats.messages import allowed_by_text, finding_message, rules_applied
 from ckptdiff.policy import Policy, PolicyError
+from ckptdiff.report import PolicyRule, Report
 from fixtures.generate import HERE as FIXTURES
 
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
@@ -20,6 +23,11 @@ TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
 def checkpoint(tensors: dict[str, tuple[list[int], str]], spec: str = "x") -> Checkpoint:
     infos = {n: TensorInfo(n, d, tuple(s), "model.safetensors", (0, 0)) for n, (s, d) in tensors.items()}
     return Checkpoint(spec=spec, kind="local", location=spec, revision=None, tensors=infos, config=None)
+
+
+def applied(report: Report) -> tuple[str, ...]:
+    """The "policy rules applied" lines every format shows."""
+    return tuple(rules_applied(report))
 
 
 # A is the reference, B the candidate: B lost lm_head, gained a value head, upcast one norm, reshaped fc.
@@ -55,16 +63,26 @@ def test_without_rules_every_difference_fails():
         "norm.weight": "dtype_mismatch",
         "value_head.weight": "only_in_b",
     }
-    assert report.rules_applied == ()
+    assert applied(report) == ()
 
 
 def test_allow_missing_accepts_names_in_a_absent_from_b_and_keeps_their_status():
     report = compare_checkpoints(A, B, policy=Policy(allow_missing=("lm_head*",)))
     lm_head = rows(report)["lm_head.weight"]
     assert lm_head.status == "only_in_a"
-    assert lm_head.allowed_by == "--allow-missing 'lm_head*'"
-    assert lm_head.to_dict()["allowed_by"] == "--allow-missing 'lm_head*'"
-    assert report.rules_applied == ("--allow-missing 'lm_head*': 1 tensor accepted as missing from B",)
+    assert lm_head.allowed_by == "allow_missing.1" and report.rule("allow_missing.1").pattern == "lm_head*"
+    assert allowed_by_text(report, lm_head.allowed_by) == "--allow-missing 'lm_head*'"
+    row = next(row for row in json_document(report)["tensors"] if row["name"] == "lm_head.weight")
+    assert row["allowed_by"] == "allow_missing.1"
+    rule = json_document(report)["rules"][0]
+    assert rule == {
+        "id": "allow_missing.1",
+        "kind": "allow_missing",
+        "pattern": "lm_head*",
+        "origin": "flag",
+        "hits": 1,
+    }
+    assert applied(report) == ("--allow-missing 'lm_head*': 1 tensor accepted as missing from B",)
     assert report.verdict == "incompatible"  # the extra value head and the dtype change still fail
 
 
@@ -72,7 +90,15 @@ def test_missing_and_extra_are_not_interchangeable():
     # "missing" = in A, not in B; "extra" = in B, not in A. A glob under the wrong rule accepts nothing.
     wrong = compare_checkpoints(A, B, policy=Policy(allow_missing=("value_head.*",), allow_extra=("lm_head.*",)))
     assert all(row.allowed_by is None for row in wrong.tensors)
-    assert wrong.rules_applied == ()
+    assert applied(wrong) == ()
+    # each rule says that it matched only the other side: A and B swapped, or the mirror flag meant
+    idle = [(f.code, f.subject) for f in wrong.findings if f.code.startswith("policy_rule")]
+    assert idle == [("policy_rule_other_side", "allow_missing.1"), ("policy_rule_other_side", "allow_extra.1")]
+    texts = [finding_message(wrong, f) for f in wrong.findings if f.code == "policy_rule_other_side"]
+    assert texts[0] == (
+        "--allow-missing 'value_head.*' matched nothing, but 1 tensor only in B match it: "
+        "A and B swapped, or --allow-extra meant?"
+    )
 
 
 def test_all_three_differences_allowed_make_the_gate_pass():
@@ -80,7 +106,7 @@ def test_all_three_differences_allowed_make_the_gate_pass():
     report = compare_checkpoints(A, B, policy=policy)
     assert report.verdict == "compatible" and report.exit_code == 0
     assert report.counts["only_in_a"] == 1 and report.counts["only_in_b"] == 1  # true statuses are kept
-    assert report.rules_applied == (
+    assert applied(report) == (
         "--allow-missing lm_head.weight: 1 tensor accepted as missing from B",
         "--allow-extra 'value_head.*': 1 tensor accepted as extra in B",
         "--allow-dtype-change BF16:F32: 1 tensor accepted with a dtype change",
@@ -90,16 +116,29 @@ def test_all_three_differences_allowed_make_the_gate_pass():
 def test_ignore_leaves_names_out_of_the_report():
     report = compare_checkpoints(A, B, policy=Policy(ignore=("lm_head.*", "value_head.*", "*.inv_freq")))
     assert set(rows(report)) == {"fc.weight", "norm.weight"}
-    assert report.rules_applied == (
+    assert applied(report) == (
         "--ignore 'lm_head.*': 1 tensor left out",
         "--ignore 'value_head.*': 1 tensor left out",
         "--ignore '*.inv_freq': 1 tensor left out",
     )
 
 
-def test_a_glob_that_matches_nothing_is_not_named():
+def test_a_glob_that_matches_nothing_is_reported_by_its_rule_id():
     report = compare_checkpoints(A, B, policy=Policy(ignore=("optimizer.*",), allow_missing=("embed_tokens.*",)))
-    assert report.rules_applied == ()
+    assert applied(report) == ()
+    idle = [f for f in report.findings if f.code == "policy_rule_unmatched"]
+    assert [(f.severity, f.subject) for f in idle] == [("warning", "ignore.1"), ("warning", "allow_missing.1")]
+    assert finding_message(report, idle[0]) == (
+        "--ignore 'optimizer.*' matched no tensor: the rule did nothing (a typo, or no longer needed?)"
+    )
+
+
+def test_a_dtype_rule_written_the_other_way_round_says_so():
+    report = compare_checkpoints(A, B, policy=Policy(allow_dtype_change=("F32:BF16",)))
+    (finding,) = [f for f in report.findings if f.code.startswith("policy_rule")]
+    assert finding.code == "policy_rule_other_side" and "(BF16:F32): A and B swapped?" in finding_message(
+        report, finding
+    )
 
 
 @pytest.mark.parametrize(
@@ -121,7 +160,7 @@ def test_allow_dtype_change_is_directional_from_a_to_b(rule, accepted):
 
 def test_bare_allow_dtype_change_is_named_without_a_value():
     report = compare_checkpoints(A, B, policy=Policy(allow_dtype_change=("*",)))
-    assert rows(report)["norm.weight"].allowed_by == "--allow-dtype-change"
+    assert allowed_by_text(report, rows(report)["norm.weight"].allowed_by) == "--allow-dtype-change"
 
 
 def test_a_shape_mismatch_is_never_accepted_by_a_dtype_rule():
@@ -148,8 +187,8 @@ def test_fail_on_warning_makes_warning_findings_fail_the_gate():
 
     strict = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("fc.weight",), fail_on="warning"))
     assert strict.verdict == "incompatible"
-    assert strict.rules_applied[-1] == "--fail-on warning: 1 warning finding fails the gate"
-    assert strict.to_dict()["fail_on"] == "warning"
+    assert applied(strict)[-1] == "--fail-on warning: 1 warning finding fails the gate"
+    assert json_document(strict)["fail_on"] == "warning"
 
 
 # --- the config file -------------------------------------------------------------------------------------
@@ -225,7 +264,11 @@ def test_flags_replace_the_files_setting_and_rules_say_where_they_came_from(tmp_
     from_file = merge_policy(settings, {})
     assert from_file.allow_missing == ("lm_head*",) and from_file.fail_on == "warning"
     report = compare_checkpoints(A, B, policy=from_file)
-    assert rows(report)["lm_head.weight"].allowed_by == "--allow-missing 'lm_head*' (from ckptdiff.toml)"
+    allowed_by = rows(report)["lm_head.weight"].allowed_by
+    assert allowed_by_text(report, allowed_by) == "--allow-missing 'lm_head*' (from ckptdiff.toml)"
+    assert report.rule(allowed_by) == PolicyRule(
+        "allow_missing.1", "allow_missing", "lm_head*", "config", "ckptdiff.toml"
+    )
 
     overridden = merge_policy(settings, {"allow_missing": ("other*",), "fail_on": "error"})
     assert overridden.allow_missing == ("other*",) and overridden.fail_on == "error"

@@ -60,7 +60,8 @@ def test_a_drafter_pair_on_s3_reads_like_the_same_pair_on_disk(s3, run_cli):
         assert remote[key] == local[key], key
     assert remote["a"]["spec"] == "s3://drafters/published"
     etag = s3.client().head_object(Bucket="drafters", Key="published/model.safetensors")["ETag"].strip('"')
-    assert remote["a"]["revision"] == etag  # the object's ETag, shown like a Hub commit
+    # the object's ETag, in its own field: a revision is a Hub commit
+    assert (remote["a"]["kind"], remote["a"]["etag"], remote["a"]["revision"]) == ("store", etag, None)
 
 
 def test_a_single_object_costs_a_head_and_one_ranged_get_for_its_header(s3):

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ckptdiff import values
-from ckptdiff.comparison import compare_specs
 from ckptdiff.errors import CkptdiffError
+from ckptdiff.formats import render
+from ckptdiff.pipeline import compare_specs
 from ckptdiff.sources import resolve
 from ckptdiff.values import scheduling
 from ckptdiff.values.dtypes import VALUE_TYPES, widen
@@ -278,7 +279,7 @@ def test_the_table_ranks_value_changes(tmp_path: Path) -> None:
     published, tuned = fine_tuned_pair(tmp_path)
 
     report = compare_specs(str(published), str(tuned), values=True)
-    table, markdown = report.render("table"), report.render("markdown")
+    table, markdown = render(report, "table"), render(report, "markdown")
 
     for text in (table, markdown):
         assert "rel L2" in text and "cos" in text
@@ -294,7 +295,7 @@ def test_values_follow_renamed_tensors(tmp_path: Path) -> None:
 
     report = compare_specs(str(published), str(renamed), values=True, renames=[r"^model\.="])
 
-    changed = sorted(row.name for row in report.tensors if row.values and not row.values["equal"])
+    changed = sorted(row.name for row in report.tensors if row.values is not None and not row.values.equal)
     assert changed == ["fc.weight", UP_PROJ]
 
 
@@ -415,7 +416,7 @@ def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path
     assert downloaded_before < size  # headers only
     assert downloaded >= size
     assert len(notes) == 1 and "downloading 1 file(s) of B (org/tuned@" in notes[0]
-    changed = [row.name for row in report.tensors if row.values and not row.values["equal"]]
+    changed = [row.name for row in report.tensors if row.values is not None and not row.values.equal]
     assert changed == ["fc.weight", UP_PROJ]
 
 

@@ -1,15 +1,27 @@
-"""Output formats: one module per format, each with ``render(report, options) -> str``.
+"""Output formats: one module per format, each a :class:`Format` (``render(report, options) -> str``).
 
-Formats draw; they never recompute a verdict.
+Formats draw; they never recompute a verdict. Each owns its words (from :mod:`.messages`) and its escaping.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from ..errors import CkptdiffError
+
+if TYPE_CHECKING:
+    from ..report import Report
 
 FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit")
+#: The module that renders each format: a registry, so that a run loads only the format it writes.
+FORMAT_MODULES: dict[str, str] = {
+    "table": "ckptdiff.formats.table",
+    "markdown": "ckptdiff.formats.markdown",
+    "json": "ckptdiff.formats.json",
+    "junit": "ckptdiff.formats.junit",
+}
 #: ``-o report.md`` picks markdown when --format is not given.
 FORMAT_BY_EXTENSION: dict[str, str] = {
     ".md": "markdown",
@@ -27,9 +39,22 @@ class RenderOptions:
     only_diffs: bool = False  # hide rows whose status is match
 
 
-def render(report: Any, fmt: str = "table", options: RenderOptions | None = None, **overrides: Any) -> str:
-    if fmt not in FORMAT_NAMES:
-        raise ValueError(f"unknown format {fmt!r}; choose from {', '.join(FORMAT_NAMES)}")
-    options = options or RenderOptions(**overrides)
-    module = importlib.import_module(f"{__name__}.{fmt}")
-    return module.render(report, options)
+class FormatError(CkptdiffError, ValueError):
+    """A format name ckptdiff does not know."""
+
+
+class Format(Protocol):
+    """What every format module provides."""
+
+    def render(self, report: Report, options: RenderOptions) -> str: ...
+
+
+def get_format(fmt: str) -> Format:
+    """The format module named ``fmt``; an unknown name is a :class:`FormatError` naming the choices."""
+    if fmt not in FORMAT_MODULES:
+        raise FormatError("format", f"unknown format {fmt!r}", f"choose from {', '.join(FORMAT_NAMES)}")
+    return cast(Format, importlib.import_module(FORMAT_MODULES[fmt]))
+
+
+def render(report: Report, fmt: str = "table", options: RenderOptions | None = None, **overrides: Any) -> str:
+    return get_format(fmt).render(report, options or RenderOptions(**overrides))

@@ -5,12 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import printable
-from ..report import STATUSES, ConfigDiff, EngineEvent, Report, TensorRow, TensorSide
+from ..errors import printable as printable  # the terminal's escaping, for the table
+from ..report import STATUSES, ConfigDiff, EngineEvent, Report, SideSummary, TensorRow, TensorSide
+from .messages import allowed_by_text
 
 if TYPE_CHECKING:
     from . import RenderOptions
     from .collapse import DisplayRow
+
+
+def side_display(side: SideSummary) -> str:
+    """``org/name @ 0123456789ab``: the spec and the first 12 characters of its revision or ETag."""
+    version = side.version
+    return f"{side.spec} @ {version[:12]}" if version else side.spec
+
+
+def side_display_with_layout(side: SideSummary) -> str:
+    """The display name, and for a base the layout recognised: ``org/x (multimodal; text model under …)``."""
+    return f"{side_display(side)} ({side.layout.description})" if side.layout is not None else side_display(side)
 
 
 def shape_dtype(side: TensorSide | None) -> str:
@@ -47,11 +59,11 @@ def counts_line(report: Report) -> str:
     return f"{text}; {outcomes_line(report)}" if report.engines else text
 
 
-def row_note(row: TensorRow) -> str:
+def row_note(row: TensorRow, report: Report) -> str:
     """The note column: the comparison's note, then the policy rule that accepts the row."""
     if row.allowed_by is None:
         return row.note or ""
-    allowed = f"allowed by {row.allowed_by}"
+    allowed = f"allowed by {allowed_by_text(report, row.allowed_by)}"
     return f"{row.note}; {allowed}" if row.note else allowed
 
 
@@ -77,11 +89,12 @@ def value_cells(row: TensorRow) -> list[str]:
     v = row.values
     if v is None:
         return ["", "", "", ""]
-    if v["equal"]:
-        return ["= (sha256)" if v.get("method") == "sha256" else "=", "", "", ""]
+    if v.equal:
+        return ["= (sha256)" if v.method == "sha256" else "=", "", "", ""]
 
     def number(key: str, spec: str) -> str:
-        return "—" if v.get(key) is None else format(v[key], spec)
+        value = v.number(key)
+        return "—" if value is None else format(value, spec)
 
     return [number("max_abs", ".3g"), number("mean_abs", ".3g"), number("cosine", ".6f"), number("rel_l2", ".3g")]
 
@@ -93,9 +106,9 @@ def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
         v = line.row.values
         if v is None:
             return (3, 0.0) if line.row.passes else (0, 0.0)
-        if v["equal"]:
+        if v.equal:
             return (2, 0.0)
-        change = next((v[k] for k in ("rel_l2", "max_abs") if v.get(k) is not None), float("inf"))
+        change = next((n for n in map(v.number, ("rel_l2", "max_abs")) if n is not None), float("inf"))
         return (1, -change)
 
     return sorted(lines, key=key)
@@ -103,7 +116,9 @@ def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
 
 def visible_rows(report: Report, only_diffs: bool) -> Sequence[TensorRow]:
     if only_diffs:  # a match whose values changed (--values) is a difference too
-        return [row for row in report.tensors if row.status != "match" or (row.values and not row.values["equal"])]
+        return [
+            row for row in report.tensors if row.status != "match" or (row.values is not None and not row.values.equal)
+        ]
     return report.tensors
 
 
@@ -132,14 +147,14 @@ def outcomes_line(report: Report) -> str:
     return ", ".join(parts) or "no engines"
 
 
-def event_text(event: EngineEvent) -> str:
+def event_text(report: Report, event: EngineEvent) -> str:
     """An engine event's tensor (unless the message starts with it), message and the rule that accepts it."""
     shown = event.tensor is not None and not event.message.startswith(event.tensor)
-    where = f"{printable(event.tensor)}: " if shown and event.tensor is not None else ""
-    allowed = f" (allowed by {event.allowed_by})" if event.allowed_by else ""
-    return f"{where}{printable(event.message)}{allowed}"
+    where = f"{event.tensor}: " if shown and event.tensor is not None else ""
+    allowed = f" (allowed by {allowed_by_text(report, event.allowed_by)})" if event.allowed_by else ""
+    return f"{where}{event.message}{allowed}"
 
 
-def event_line(event: EngineEvent) -> str:
-    """``[lm_head_random] lm_head.weight is missing ...``."""
-    return f"[{event.code}] {event_text(event)}"
+def event_line(report: Report, event: EngineEvent) -> str:
+    """``[lm_head_random] lm_head.weight is missing ...`` (unescaped: each format escapes it its own way)."""
+    return f"[{event.code}] {event_text(report, event)}"

@@ -9,7 +9,6 @@ expert 7), it is split into several grids. Linear in the number of rows.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -99,7 +98,7 @@ def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
             None if b is None else (b.shape, b.dtype),
             row.note,
             row.allowed_by,
-            None if row.values is None else json.dumps(row.values, sort_keys=True, default=str),
+            row.values,
         )
         indices = tuple(parts[1::2])
         group = groups.get(key)

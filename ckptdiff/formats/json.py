@@ -1,56 +1,40 @@
-"""The machine report: ``Report.to_dict()`` as JSON, every tensor listed, byte-for-byte deterministic."""
+"""The machine report: the :mod:`.document` encoded by msgspec, every tensor listed, byte-for-byte deterministic."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from json.encoder import encode_basestring  # json's own (C) string encoder, as json.dumps(ensure_ascii=False)
-from operator import attrgetter
 
-from ..report import Report, TensorRow
+import msgspec
+
+from ..report import Report
 from . import RenderOptions
+from .document import document
+
+_encode = msgspec.json.Encoder().encode
+#: Between two rows of the compact rows list; inside a string every quote is escaped, and no other object in
+#: a row starts with "name", so this text is a row boundary and nothing else.
+_BOUNDARY = b'}, {"name": '
 
 
 def render(report: Report, options: RenderOptions) -> str:
-    """Indented like ``json.dumps(indent=2)``, except that each tensor row is one line: a Kimi-K2 pair has 140 k
-    rows, and json's indenting encoder is pure Python. The text is joined once from its parts: every
-    concatenation of a 27 MB report would copy it."""
-    parts = ["{\n"]
-    for key, value in report.to_dict(tensors=False).items():
-        parts += [",\n"] if len(parts) > 1 else []
-        parts.append(f"  {json.dumps(key)}: ")
-        if key == "tensors" and report.tensors:
-            parts += ["[\n    ", ",\n    ".join(_row_lines(report.tensors)), "\n  ]"]
-        else:  # json.dumps escapes newlines inside strings, so every newline here is layout
-            parts.append(json.dumps(value, indent=2, ensure_ascii=False).replace("\n", "\n  "))
-    parts.append("\n}\n")
-    return "".join(parts)
+    """Indented like ``json.dumps(indent=2)``, except that each tensor row is one line: a Kimi-K2 pair has
+    140 k rows. The head is indented by msgspec; the rows are encoded as one list and split at row boundaries.
+    Each intermediate copy of the rows (~27 MB for Kimi-K2) is dropped as soon as the next one exists."""
+    try:
+        head = msgspec.json.format(_encode(document(report, tensors=False)), indent=2)
+        if not report.tensors:
+            return head.decode() + "\n"
+        rows = msgspec.json.format(_encode(report.tensors), indent=0)
+    except UnicodeEncodeError:  # a lone surrogate in a name (pickle keys may hold one): escaped as \\udXXX
+        return _escaped(report)
+    lines = rows.replace(_BOUNDARY, b'},\n    {"name": ')
+    del rows
+    before, after = head.split(b'\n  "tensors": []', 1)
+    text = b"".join((before, b'\n  "tensors": [\n    ', memoryview(lines)[1:-1], b"\n  ]", after, b"\n"))
+    del lines
+    return text.decode()
 
 
-_ENCODE_ROW = json.JSONEncoder(ensure_ascii=False, check_circular=False).encode  # to_dict() is a tree
-_NAME, _STATUS, _A, _B = attrgetter("name"), attrgetter("status"), attrgetter("a"), attrgetter("b")
-_NOTE, _VALUES, _ALLOWED_BY = attrgetter("note"), attrgetter("values"), attrgetter("allowed_by")
-
-
-def _row_lines(rows: Sequence[TensorRow]) -> Iterator[str]:
-    """Each row as json.dumps writes its ``to_dict()``, from a template: rows share their sides (~30 distinct
-    in 140 k rows), so each side is encoded once; a row with values or a policy marker is encoded whole."""
-    sides = list(map(_A, rows)) + list(map(_B, rows))
-    encoded = {id(side): _ENCODE_ROW(side.to_dict()) for side in {id(side): side for side in sides}.values() if side}
-    encoded[id(None)] = "null"
-    notes = [encode_basestring(note) if note is not None else "null" for note in map(_NOTE, rows)]
-    side_texts = list(map(encoded.__getitem__, map(id, sides)))
-    a_texts, b_texts = side_texts[: len(rows)], side_texts[len(rows) :]
-    columns = zip(map(encode_basestring, map(_NAME, rows)), map(_STATUS, rows), a_texts, b_texts)
-    # a row without value statistics or policy marker, as json.dumps writes its to_dict(): the fields in order
-    lines = [
-        f'{{"name": {n}, "status": "{s}", "a": {a}, "b": {b}, "note": {note}}}'
-        for (n, s, a, b), note in zip(columns, notes)
-    ]
-    plain = list(map(_VALUES, rows)).count(None) == len(rows) == list(map(_ALLOWED_BY, rows)).count(None)
-    if plain:
-        return lines
-    return (
-        line if row.values is None and row.allowed_by is None else _ENCODE_ROW(row.to_dict())
-        for line, row in zip(lines, rows)
-    )
+def _escaped(report: Report) -> str:
+    """The same document through the standard library, with everything outside ASCII escaped."""
+    return json.dumps(msgspec.to_builtins(document(report)), indent=2) + "\n"

@@ -12,26 +12,28 @@ names, so the same inputs give the same bytes.
 
 from __future__ import annotations
 
-import re
 import xml.etree.ElementTree as ET
 
-from .. import __version__
 from ..report import Report, TensorRow
 from . import RenderOptions
-from ._common import config_cells, event_line, shape_dtype
-
-#: Characters XML 1.0 cannot carry at all, even escaped; a hostile tensor name must not break the file.
-_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+from ._common import config_cells, event_line, shape_dtype, side_display
+from .messages import allowed_by_text, finding_message, headline, rules_applied
 
 
-def _text(value: str) -> str:
-    return _NOT_XML.sub(lambda m: f"\\x{ord(m.group()):02x}", value)
+def escape(value: str) -> str:
+    """Text a JUnit viewer shows as written: every character that is not printable (controls, bidi overrides,
+    line separators, lone surrogates: a superset of what XML 1.0 cannot carry at all) is shown as ``\\xNN``,
+    ``\\uNNNN``; newlines and tabs stay, as layout. ElementTree escapes ``&``, ``<``, ``>`` and quotes itself.
+    Every attribute and text of the document goes through it."""
+    if value.isprintable():
+        return value
+    return "".join(c if c.isprintable() or c in "\n\t" else ascii(c)[1:-1] for c in value)
 
 
 def _element(parent: ET.Element, tag: str, text: str | None = None, **attributes: str) -> ET.Element:
-    element = ET.SubElement(parent, tag, {key: _text(value) for key, value in attributes.items()})
+    element = ET.SubElement(parent, tag, {key: escape(value) for key, value in attributes.items()})
     if text is not None:
-        element.text = _text(text)
+        element.text = escape(text)
     return element
 
 
@@ -43,23 +45,23 @@ def _sides(row: TensorRow) -> str:
 
 def render(report: Report, options: RenderOptions) -> str:
     suites = ET.Element("testsuites", name="ckptdiff")
-    title = f"ckptdiff {report.a.display} vs {report.b.display}" if report.b else f"ckptdiff {report.a.display}"
+    title = f"ckptdiff {side_display(report.a)}" + (f" vs {side_display(report.b)}" if report.b else "")
     suite = _element(suites, "testsuite", name=title)
     properties = _element(suite, "properties")
     facts = [
-        ("ckptdiff.version", __version__),
+        ("ckptdiff.version", report.tool_version),
         ("verdict", report.verdict),
         ("a", report.a.spec),
-        ("a.revision", report.a.revision or ""),
+        ("a.revision", report.a.version or ""),
     ]
     if report.b is not None:
-        facts += [("b", report.b.spec), ("b.revision", report.b.revision or "")]
+        facts += [("b", report.b.spec), ("b.revision", report.b.version or "")]
     if report.base is not None:
-        facts += [("base", report.base.spec), ("base.revision", report.base.revision or "")]
+        facts += [("base", report.base.spec), ("base.revision", report.base.version or "")]
         if report.base.layout is not None:
             facts.append(("base.layout", report.base.layout.description))
     facts += [("profile", report.profile or "none"), ("fail_on", report.fail_on)]
-    facts += [(f"rule.{i}", rule) for i, rule in enumerate(report.rules_applied, 1)]
+    facts += [(f"rule.{i}", rule) for i, rule in enumerate(rules_applied(report), 1)]
     if report.command:
         facts.append(("command", report.command))
     for name, value in facts:
@@ -71,7 +73,7 @@ def render(report: Report, options: RenderOptions) -> str:
         case = _element(suite, "testcase", classname="tensors", name=row.name)
         if row.allowed_by is not None:
             skipped += 1
-            _element(case, "skipped", message=f"{row.status}, allowed by {row.allowed_by}")
+            _element(case, "skipped", message=f"{row.status}, allowed by {allowed_by_text(report, row.allowed_by)}")
         elif not row.passes:
             failures += 1
             reason = f"{row.status}: {row.note}" if row.note else row.status
@@ -85,13 +87,12 @@ def render(report: Report, options: RenderOptions) -> str:
         seen[finding.code] = seen.get(finding.code, 0) + 1
         name = finding.code if seen[finding.code] == 1 else f"{finding.code} ({seen[finding.code]})"
         case = _element(suite, "testcase", classname="findings", name=name)
+        message = finding_message(report, finding)
         if report.finding_fails(finding):
             failures += 1
-            _element(
-                case, "failure", f"{finding.severity}: {finding.message}", message=finding.message, type=finding.code
-            )
+            _element(case, "failure", f"{finding.severity}: {message}", message=message, type=finding.code)
         else:
-            _element(case, "system-out", f"{finding.severity}: {finding.message}")
+            _element(case, "system-out", f"{finding.severity}: {message}")
 
     if report.b is not None:
         tests += 1
@@ -103,13 +104,13 @@ def render(report: Report, options: RenderOptions) -> str:
     for result in report.engines:
         tests += 1
         case = _element(suite, "testcase", classname="engines", name=f"{result.engine} {result.side}")
-        events = "\n".join(f"{event.severity} {event_line(event)}" for event in result.events)
+        events = "\n".join(f"{event.severity} {event_line(report, event)}" for event in result.events)
         if result.passes and result.outcome != "loads":
             skipped += 1
-            _element(case, "skipped", events, message=f"{result.headline} (allowed by policy)")
+            _element(case, "skipped", events, message=f"{headline(result)} (allowed by policy)")
         elif not result.passes:
             failures += 1
-            _element(case, "failure", events, message=result.headline, type=result.outcome)
+            _element(case, "failure", events, message=headline(result), type=result.outcome)
         elif events:
             _element(case, "system-out", events)
 

@@ -16,8 +16,11 @@ from ._common import (
     printable,
     row_note,
     shape_dtype,
+    side_display,
+    side_display_with_layout,
     value_cells,
 )
+from .messages import finding_message, headline, rules_applied
 
 _COLORS = {
     "match": "32",
@@ -43,14 +46,14 @@ def render(report: Report, options: RenderOptions) -> str:
         code = _COLORS.get(key)
         return f"\033[{code}m{text}\033[0m" if options.color and code else text
 
-    lines = [f"A: {printable(report.a.display)}"]
-    lines += [f"B: {printable(report.b.display)}"] if report.b is not None else []
+    lines = [f"A: {printable(side_display(report.a))}"]
+    lines += [f"B: {printable(side_display(report.b))}"] if report.b is not None else []
     if report.base is not None:
-        lines.append(f"base: {printable(report.base.display_with_layout)}")
+        lines.append(f"base: {printable(side_display_with_layout(report.base))}")
     if report.profile:
         lines.append(f"profile: {report.profile}")
     shown = display_rows(report, options)
-    notes = [printable(row_note(line.row)) for line in shown]
+    notes = [printable(row_note(line.row, report)) for line in shown]
     with_notes = any(notes)
     with_counts = any(line.count > 1 for line in shown)
     with_values = has_values(shown)
@@ -80,12 +83,15 @@ def render(report: Report, options: RenderOptions) -> str:
     if report.engines:
         lines += ["", "engines:"]
         for result in report.engines:
-            lines.append(f"  {paint(printable(result.headline), _OUTCOME_COLORS[result.outcome])}")
-            lines += [f"    {paint(e.severity, e.severity)} {event_line(e)}" for e in result.events]
+            lines.append(f"  {paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome])}")
+            lines += [f"    {paint(e.severity, e.severity)} {printable(event_line(report, e))}" for e in result.events]
     if report.findings:
         lines += ["", "findings:"]
-        lines += [f"  {paint(f.severity, f.severity)} [{f.code}] {printable(f.message)}" for f in report.findings]
-    if report.rules_applied:
-        lines += ["", "policy rules applied:"] + [f"  {printable(rule)}" for rule in report.rules_applied]
+        lines += [
+            f"  {paint(f.severity, f.severity)} [{f.code}] {printable(finding_message(report, f))}"
+            for f in report.findings
+        ]
+    if applied := rules_applied(report):
+        lines += ["", "policy rules applied:"] + [f"  {printable(rule)}" for rule in applied]
     lines += ["", f"{paint(report.verdict, report.verdict)}: {counts_line(report)}"]
     return "\n".join(lines) + "\n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
@@ -58,7 +58,15 @@ class BaseLayout:
         return {"embedding": self.embedding, "lm_head": self.lm_head, "final_norm": self.final_norm}[role]
 
 
-def _text_model(prefix: str, head: str) -> dict[str, tuple[str, ...]]:
+class RoleNames(TypedDict):
+    """A layout's tensor names per role, as :class:`BaseLayout` takes them."""
+
+    embedding: tuple[str, ...]
+    lm_head: tuple[str, ...]
+    final_norm: tuple[str, ...]
+
+
+def _text_model(prefix: str, head: str) -> RoleNames:
     """Role names of a Llama-style text model stored under ``prefix`` with its head at ``head``."""
     return {"embedding": (f"{prefix}embed_tokens.weight",), "lm_head": (head,), "final_norm": (f"{prefix}norm.weight",)}
 
@@ -71,8 +79,12 @@ _LLAVA = _text_model("language_model.model.", "language_model.lm_head.weight")
 _HF_452 = _text_model("model.language_model.", "lm_head.weight")
 
 
-def _both(first: dict[str, tuple[str, ...]], second: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
-    return {role: first[role] + second[role] for role in first}
+def _both(first: RoleNames, second: RoleNames) -> RoleNames:
+    return {
+        "embedding": first["embedding"] + second["embedding"],
+        "lm_head": first["lm_head"] + second["lm_head"],
+        "final_norm": first["final_norm"] + second["final_norm"],
+    }
 
 
 LAYOUTS: tuple[BaseLayout, ...] = (

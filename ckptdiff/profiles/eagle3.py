@@ -20,7 +20,9 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import msgspec
 
 from ..checkpoint import Checkpoint
 from ..dtypes import FLOAT_DTYPES
@@ -179,7 +181,7 @@ def review(
             _check_against_base(side, base, resolved, found)
     if verified:
         rows = tuple(
-            replace(row, note=f"{verified[row.name][0]}; {verified[row.name][1]}")
+            msgspec.structs.replace(row, note=f"{verified[row.name][0]}; {verified[row.name][1]}")
             if row.status == "injected" and row.name in verified
             else row
             for row in rows
@@ -441,7 +443,7 @@ def engine_view(findings: list[Finding]) -> list[Finding]:
         if finding.code in ENGINE_PROSE:
             continue
         if finding.code == "aux_layer_ids_differ":  # "<key> differs: A [..], B [..]; <what engines do>"
-            finding = replace(finding, message=finding.message.split("; ", 1)[0])
+            finding = msgspec.structs.replace(finding, message=finding.message.split("; ", 1)[0])
         out.append(finding)
     return out
 

@@ -11,7 +11,9 @@ import bisect
 import difflib
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import msgspec
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CkptdiffError
@@ -89,16 +91,8 @@ def name_side(
 def convention_findings(a: NamedSide, b: NamedSide) -> list[Finding]:
     if a.convention is None or b.convention is None or a.convention == b.convention:
         return []
-    return [
-        Finding(
-            "warning",
-            "naming_conventions_differ",
-            f"A uses the {a.convention.label} naming, B the {b.convention.label} one; tensors were matched "
-            "after mapping both to one naming (the JSON report keeps each side's own names). Check that the "
-            "engine you deploy loads these names: SGLang skips names it does not know silently, leaving those "
-            "weights randomly initialised",
-        )
-    ]
+    params = {"a": a.convention.label, "b": b.convention.label}
+    return [Finding("warning", "naming_conventions_differ", params=params)]
 
 
 #: Above this many names only on one side, per-row "did you mean" notes would drown the report (and keep the
@@ -169,4 +163,4 @@ def _shown(row: TensorRow, side: str) -> str:
 
 
 def _with_note(row: TensorRow, note: str) -> TensorRow:
-    return replace(row, note=f"{row.note}; {note}" if row.note else note)
+    return msgspec.structs.replace(row, note=f"{row.note}; {note}" if row.note else note)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from ..checkpoint import Checkpoint
 from .base import embed_pairs_for
 from .compare import ValuesResult, compare_values
@@ -13,7 +15,7 @@ from .statistics import ValueStats
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..profiles import Profile
-    from ..report import Report
+    from ..report import Report, RowValues
 
 #: How many rows the "largest changes" finding names.
 TOP_CHANGES = 5
@@ -43,12 +45,20 @@ def attach_values(
         a, b, names, base=base, embed_pairs=pairs, offline=offline, progress=progress, notify=notify
     )
     rows = tuple(
-        replace(row, values=result.stats[row.name].to_dict()) if row.name in result.stats else row
+        msgspec.structs.replace(row, values=_row_values(result.stats[row.name])) if row.name in result.stats else row
         for row in report.tensors
     )
     findings = list(report.findings) + [Finding(*f) for f in value_findings(result)]
     findings += [Finding("info", "base_pair_unavailable", why) for why in unpaired]
     return replace(report, tensors=rows, findings=tuple(findings))
+
+
+def _row_values(stats: ValueStats) -> RowValues:
+    from ..report import RowValues
+
+    return RowValues.of(
+        stats.equal, stats.max_abs, stats.mean_abs, stats.cosine, stats.rel_l2, stats.method, stats.note or None
+    )
 
 
 def value_findings(result: ValuesResult) -> list[tuple[str, str, str]]:

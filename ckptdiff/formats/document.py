@@ -1,0 +1,140 @@
+"""The JSON report's document types (``ckptdiff/report/v1``): built from a Report, encoded by msgspec, and the
+source of ``docs/report.schema.json``."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ..report import (
+    SCHEMA,
+    ConfigStatus,
+    EngineEvent,
+    FailOn,
+    Outcome,
+    ParameterFate,
+    Report,
+    RuleKind,
+    RuleOrigin,
+    Severity,
+    SideSummary,
+    TensorFate,
+    TensorRow,
+    Verdict,
+    json_safe,
+)
+from ..version import __version__
+from .messages import finding_message, rules_applied
+
+
+class Tool(msgspec.Struct, frozen=True):
+    name: Literal["ckptdiff"]
+    version: str
+
+
+class ConfigDiffDocument(msgspec.Struct, frozen=True):
+    """A config.json key that differs; a value absent on a side is null there (``status`` says which)."""
+
+    key: str
+    path: tuple[str, ...]
+    a: Any
+    b: Any
+    status: ConfigStatus
+
+
+class FindingDocument(msgspec.Struct, frozen=True, omit_defaults=True):
+    severity: Severity
+    code: str
+    message: str
+    subject: str | None = None
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class EngineDocument(msgspec.Struct, frozen=True):
+    engine: str
+    side: str
+    outcome: Outcome
+    summary: str
+    events: tuple[EngineEvent, ...]
+    tensors: tuple[TensorFate, ...]
+    parameters: tuple[ParameterFate, ...]
+
+
+class RuleDocument(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A policy rule, what rows and events name in ``allowed_by``, and how many it acted on."""
+
+    id: str
+    kind: RuleKind
+    pattern: str
+    origin: RuleOrigin
+    hits: int
+    path: str | None = None
+
+
+class ReportDocument(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
+    """The whole JSON report, its keys in this order; ``base`` and ``engines`` only when there are some."""
+
+    schema: Literal["ckptdiff/report/v1"]
+    tool: Tool
+    verdict: Verdict
+    profile: str | None
+    a: SideSummary
+    b: SideSummary | None
+    base: SideSummary | UnsetType = UNSET
+    counts: dict[str, int]
+    tensors: tuple[TensorRow, ...]
+    config: tuple[ConfigDiffDocument, ...]
+    findings: tuple[FindingDocument, ...]
+    engines: tuple[EngineDocument, ...] | UnsetType = UNSET
+    fail_on: FailOn
+    rules_applied: tuple[str, ...]
+    rules: tuple[RuleDocument, ...]
+
+
+def document(report: Report, *, tensors: bool = True) -> ReportDocument:
+    """The JSON document of a report. ``tensors=False`` leaves the rows out, for a writer that adds them."""
+    return ReportDocument(
+        schema="ckptdiff/report/v1",
+        tool=Tool("ckptdiff", report.tool_version or __version__),
+        verdict=report.verdict,
+        profile=report.profile,
+        a=report.a,
+        b=report.b,
+        base=report.base if report.base is not None else UNSET,
+        counts=report.counts,
+        tensors=report.tensors if tensors else (),
+        config=tuple(
+            ConfigDiffDocument(d.key, d.path, json_safe(d.a), json_safe(d.b), d.status) for d in report.config
+        ),
+        findings=tuple(
+            FindingDocument(f.severity, f.code, finding_message(report, f), f.subject, json_safe(f.params))
+            for f in report.findings
+        ),
+        engines=tuple(
+            EngineDocument(
+                r.engine,
+                r.side,
+                r.outcome,
+                r.summary,
+                r.events,
+                tuple(TensorFate(*fate) for fate in r.tensors),
+                tuple(ParameterFate(*fate) for fate in r.parameters),
+            )
+            for r in report.engines
+        )
+        if report.engines
+        else UNSET,
+        fail_on=report.fail_on,
+        rules_applied=tuple(rules_applied(report)),
+        rules=tuple(
+            RuleDocument(r.id, r.kind, r.pattern, r.origin, report.rule_hits.get(r.id, 0), r.path) for r in report.rules
+        ),
+    )
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema of the document, as published in docs/report.schema.json."""
+    out = msgspec.json.schema(ReportDocument)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": SCHEMA, **out}

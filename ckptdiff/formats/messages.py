@@ -1,0 +1,135 @@
+"""The message catalogue: the words of findings, policy rules and engine headlines, from their codes and params.
+
+Findings carry a ``code`` and structured ``params``; every format renders their text here, and nothing reads
+the text back. A finding whose code is not (yet) in the catalogue shows the ``message`` it was built with.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..report import EngineResult, Finding, PolicyRule, Report
+
+#: What each kind of rule does to the rows it matches, for "rules applied".
+_EFFECT = {
+    "ignore": "left out",
+    "allow_missing": "accepted as missing from B",
+    "allow_extra": "accepted as extra in B",
+    "allow_dtype_change": "accepted with a dtype change",
+}
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def flag(kind: str) -> str:
+    return "--" + kind.replace("_", "-")
+
+
+def rule_text(rule: PolicyRule) -> str:
+    """A rule in the words of the command line, plus the config file it came from: ``--allow-missing 'x*'``."""
+    text = flag(rule.kind)
+    if not (rule.kind == "allow_dtype_change" and rule.pattern == "*"):
+        text += f" {shlex.quote(rule.pattern)}"
+    return f"{text} (from {rule.path})" if rule.path else text
+
+
+def allowed_by_text(report: Report, rule_id: str) -> str:
+    """The rule a row or event's ``allowed_by`` references, in words."""
+    return rule_text(report.rule(rule_id))
+
+
+def fail_on_text(report: Report) -> str | None:
+    """Names ``--fail-on warning`` when it makes warning findings fail the gate."""
+    count = report.failing_warnings
+    if not count:
+        return None
+    origin = f" (from {report.fail_on_origin})" if report.fail_on_origin else ""
+    verb = "fails" if count == 1 else "fail"
+    return f"--fail-on warning{origin}: {plural(count, 'warning finding')} {verb} the gate"
+
+
+def rules_applied(report: Report) -> list[str]:
+    """The rules that changed a row, an engine event or the verdict, each with what it did."""
+    out = []
+    for rule in report.rules_applied:
+        count = report.rule_hits[rule.id]
+        if rule.kind == "allow_event":
+            out.append(f"{rule_text(rule)}: {plural(count, 'engine event')} accepted")
+        else:
+            out.append(f"{rule_text(rule)}: {plural(count, 'tensor')} {_EFFECT[rule.kind]}")
+    warning = fail_on_text(report)
+    return out + ([warning] if warning else [])
+
+
+def headline(result: EngineResult) -> str:
+    """``sglang B: degraded — lm_head random``."""
+    return f"{result.engine} {result.side}: {result.outcome}" + (f" — {result.summary}" if result.summary else "")
+
+
+def _nothing_compared(params: Mapping[str, Any], report: Report) -> str:
+    ignored, in_a, in_b = params.get("ignored", 0), params.get("tensors_a", 0), params.get("tensors_b", 0)
+    if ignored:
+        why = f"--ignore rules left out all {plural(ignored, 'tensor')} both sides share"
+    else:
+        why = f"A has {plural(in_a, 'tensor')}, B {in_b}, none under one name"
+    return f"no tensor was compared ({why}): an empty comparison is not a pass (--allow-empty accepts it)"
+
+
+def _rule_unmatched(params: Mapping[str, Any], report: Report) -> str:
+    rule = report.rule(params["rule"])
+    acts_on = "engine event" if rule.kind == "allow_event" else "tensor"
+    return f"{rule_text(rule)} matched no {acts_on}: the rule did nothing (a typo, or no longer needed?)"
+
+
+def _rule_other_side(params: Mapping[str, Any], report: Report) -> str:
+    rule = report.rule(params["rule"])
+    matches = plural(params["matches"], "tensor")
+    if rule.kind == "allow_dtype_change":
+        mirror = ":".join(reversed(rule.pattern.split(":")))
+        return (
+            f"{rule_text(rule)} matched nothing, but {matches} change dtype the other way ({mirror}): A and B swapped?"
+        )
+    side = "A" if rule.kind == "allow_extra" else "B"
+    return (
+        f"{rule_text(rule)} matched nothing, but {matches} only in {side} match it: "
+        f"A and B swapped, or {flag(params['mirror'])} meant?"
+    )
+
+
+def _config_missing(params: Mapping[str, Any], report: Report) -> str:
+    side = report.a if params["side"] == "A" else report.b
+    spec = f" ({side.spec})" if side is not None else ""
+    return f"{params['side']}{spec} has no config.json; configs not compared"
+
+
+#: Finding code → its text as a template over its params (``str.format``).
+TEMPLATES: dict[str, str] = {
+    "naming_conventions_differ": (
+        "A uses the {a} naming, B the {b} one; tensors were matched after mapping both to one naming (the JSON "
+        "report keeps each side's own names). Check that the engine you deploy loads these names: SGLang skips "
+        "names it does not know silently, leaving those weights randomly initialised"
+    ),
+}
+
+
+def _template(code: str) -> Callable[[Mapping[str, Any], Report], str]:
+    return lambda params, report: TEMPLATES[code].format_map(params)
+
+
+#: Finding code → how its text is made from its params (and the report, for the rules it names).
+CATALOGUE: dict[str, Callable[[Mapping[str, Any], Report], str]] = {
+    **{code: _template(code) for code in TEMPLATES},
+    "nothing_compared": _nothing_compared,
+    "policy_rule_unmatched": _rule_unmatched,
+    "policy_rule_other_side": _rule_other_side,
+    "config_missing": _config_missing,
+}
+
+
+def finding_message(report: Report, finding: Finding) -> str:
+    render = CATALOGUE.get(finding.code)
+    return render(finding.params, report) if render is not None else finding.message

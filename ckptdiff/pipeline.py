@@ -1,0 +1,81 @@
+"""A run end to end: read the sources, compare, replay engines, attach value statistics → a Report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from .comparison import check_checkpoint, choose_profile, compare_checkpoints
+from .policy import Policy
+from .profiles import AUTO
+from .profiles.base_layouts import wanted_groups
+from .profiles.naming import RenameRule
+from .report import Report
+from .version import __version__
+
+if TYPE_CHECKING:
+    from .sources import SourceOptions
+
+
+def compare_specs(
+    a: str,
+    b: str | None,
+    *,
+    profile: str = AUTO,
+    policy: Policy | None = None,
+    base: str | None = None,
+    source_options: SourceOptions | None = None,
+    values: bool = False,
+    notify: Callable[[str], None] | None = None,
+    renames: Sequence[str | RenameRule] = (),
+    engines: Sequence[str] = (),
+    command: str | None = None,
+) -> Report:
+    """Resolve two specs (and an optional base) through the sources, then compare them.
+
+    With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
+    receives its announcements (downloads). ``engines`` (``--engine``) replays those engines' drafter loaders on
+    each side; with ``b`` None the one checkpoint is checked on its own against them. ``command`` is the command
+    line the report names (the CLI's).
+    """
+    from .sources import resolve, resolve_both
+    from .sources.wanted import Wanted
+
+    if b is None:
+        side = resolve(a, source_options)
+        base_checkpoint = resolve(base, source_options, wanted=set()) if base is not None else None
+        return check_checkpoint(
+            side, engines=engines, policy=policy, base=base_checkpoint, command=command, tool_version=__version__
+        )
+    side_a, side_b = resolve_both(a, b, source_options)
+    chosen = choose_profile(profile, side_a, side_b)
+    base_checkpoint = None
+    if base is not None:
+        roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
+        wanted = Wanted(wanted_groups(roles)) if roles else None
+        base_checkpoint = resolve(base, source_options, wanted=wanted)
+    report = compare_checkpoints(
+        side_a,
+        side_b,
+        profile=chosen,
+        policy=policy,
+        base=base_checkpoint,
+        renames=renames,
+        engines=engines,
+        command=command,
+        tool_version=__version__,
+    )
+    if values:
+        from .values import attach_values
+
+        report = attach_values(
+            report,
+            side_a,
+            side_b,
+            base=base_checkpoint,
+            profile=chosen,
+            offline=source_options.offline if source_options is not None else False,
+            progress=source_options.progress if source_options is not None else False,
+            notify=notify,
+        )
+    return report

@@ -1,0 +1,79 @@
+"""The Python API: compare() with the CLI's options as typed keywords, one error type, render(), the old module."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from report_json import validate
+
+import ckptdiff
+from ckptdiff import CkptdiffError, compare, render
+from fixtures.generate import HERE as FIXTURES
+
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
+
+
+def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
+    report = compare(PUBLISHED, OURS, offline=True, jobs=4, policy=ckptdiff.Policy(allow_extra=("embed_*",)))
+    assert isinstance(report, ckptdiff.Report) and report.verdict == "compatible"
+    assert report.tool_version == ckptdiff.__version__
+    document = validate(json.loads(render(report, "json")))
+    assert document["rules"][0]["id"] == "allow_extra.1"
+
+
+@pytest.mark.parametrize(
+    ("call", "where"),
+    [
+        (lambda: compare(PUBLISHED, OURS, profile="eagle4"), "profile"),
+        (lambda: compare(PUBLISHED, OURS, engines=["sglang", "tgi"]), "engines"),
+        (lambda: compare(PUBLISHED, OURS, engines="sglang"), "engines"),
+        (lambda: compare(PUBLISHED), "b"),
+        (lambda: compare(PUBLISHED, OURS, jobs=0), "jobs"),
+        (lambda: compare(PUBLISHED, OURS, policy={"ignore": ["x"]}), "policy"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, policy=ckptdiff.Policy(ignore="x")), "--ignore"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, "/nonexistent/ckpt"), None),
+        (lambda: render(compare(PUBLISHED, OURS), "html"), "format"),
+    ],
+)
+def test_every_input_mistake_is_a_ckptdiff_error(call, where) -> None:
+    with pytest.raises(CkptdiffError) as caught:
+        call()
+    if where is not None:
+        assert caught.value.where == where
+    assert "\n" not in caught.value.line()
+
+
+def test_the_old_module_name_still_imports() -> None:
+    from ckptdiff.compare import compare_checkpoints, compare_specs
+
+    from ckptdiff.comparison import compare_checkpoints as current
+    from ckptdiff.pipeline import compare_specs as run
+
+    assert (compare_checkpoints, compare_specs) == (current, run)
+    assert callable(ckptdiff.compare) and ckptdiff.compare is compare  # the function keeps its name
+
+
+def test_the_package_is_typed() -> None:
+    assert (Path(ckptdiff.__file__).parent / "py.typed").is_file()
+
+
+def test_an_empty_comparison_fails_unless_allowed(tmp_path: Path, run_cli) -> None:
+    from fixtures.generate import write_safetensors
+
+    write_safetensors(tmp_path / "a" / "model.safetensors", [("w", "F32", [2])])
+    write_safetensors(tmp_path / "b" / "model.safetensors", [("v", "F32", [2])])
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    loose = ("--allow-missing", "*", "--allow-extra", "*")  # every row accepted, yet nothing compared
+
+    failed = run_cli(a, b, *loose, "--format", "json")
+    document = validate(json.loads(failed.stdout))
+    assert failed.returncode == 1 and document["verdict"] == "incompatible"
+    (finding,) = [f for f in document["findings"] if f["code"] == "nothing_compared"]
+    assert finding["severity"] == "error" and "no tensor was compared" in finding["message"]
+
+    assert run_cli(a, b, *loose, "--allow-empty").returncode == 0
+    (tmp_path / "ckptdiff.toml").write_text("allow-empty = true\n")
+    assert run_cli(a, b, *loose, cwd=tmp_path).returncode == 0

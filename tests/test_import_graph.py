@@ -1,0 +1,131 @@
+"""The package's modules import only downwards, by a declared layer table, and no import forms a cycle.
+
+Every import counts: module level, inside functions, under ``TYPE_CHECKING``, and the module names that
+importlib registries load (string constants naming ``ckptdiff.*`` modules, and f-strings over ``__name__``).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent.parent / "ckptdiff"
+
+#: Layer of each module or subpackage (the first match of the longest prefix); a module may import only from
+#: its own layer or lower ones. Same-layer imports are allowed but must not form a cycle.
+LAYERS: dict[str, int] = {
+    "ckptdiff.version": 0,
+    "ckptdiff.errors": 0,
+    "ckptdiff.dtypes": 0,
+    "ckptdiff.safetensors_header": 1,
+    "ckptdiff.checkpoint": 2,
+    "ckptdiff.sources": 3,
+    "ckptdiff.report": 4,
+    "ckptdiff.policy": 5,
+    "ckptdiff.profiles": 5,
+    "ckptdiff.engines": 5,
+    "ckptdiff.values": 5,
+    "ckptdiff.comparison": 6,
+    "ckptdiff.pipeline": 7,
+    "ckptdiff.formats": 8,
+    "ckptdiff.config_file": 9,
+    "ckptdiff.cli": 10,
+    "ckptdiff.__main__": 11,
+    "ckptdiff": 11,  # the package's API (__init__): compare(), render()
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(name: str) -> int:
+    best = max((prefix for prefix in LAYERS if name == prefix or name.startswith(prefix + ".")), key=len)
+    return LAYERS[best]
+
+
+def known(name: str, modules: set[str]) -> str | None:
+    """The package module an import names (``from ckptdiff.x import y`` may name module ``ckptdiff.x.y``)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package
+            for _ in range(node.level - 1):
+                base = base.rpartition(".")[0]
+            stem = f"{base}.{node.module}" if node.level and node.module else base if node.level else node.module or ""
+            targets = [f"{stem}.{alias.name}" for alias in node.names] + [stem]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("ckptdiff."):
+            targets = [node.value]  # an importlib registry entry
+        elif isinstance(node, ast.JoinedStr):  # f"{__name__}.{name}": every module of this package is reachable
+            head = node.values[0] if node.values else None
+            if (
+                isinstance(head, ast.FormattedValue)
+                and isinstance(head.value, ast.Name)
+                and head.value.id == "__name__"
+            ):
+                targets = [m for m in modules if m.startswith(name + ".") and m.count(".") == name.count(".") + 1]
+        for target in targets:
+            module = known(target, modules)
+            if module is not None and module != name and not name.startswith(module + "."):
+                found.add(module)
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    paths = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    modules = set(paths)
+    return {name: imports_of(path, name, modules) for name, path in paths.items()}
+
+
+def test_every_import_goes_down_the_layer_table() -> None:
+    upward = sorted(
+        f"{name} ({layer(name)}) imports {target} ({layer(target)})"
+        for name, targets in graph().items()
+        for target in targets
+        if layer(target) > layer(name)
+    )
+    assert upward == []
+
+
+def test_no_import_cycle() -> None:
+    edges = graph()
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+    stack: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        stack.append(node)
+        for target in sorted(edges.get(node, ())):
+            if state.get(target) == 1:
+                cycles.append(stack[stack.index(target) :] + [target])
+            elif target not in state:
+                visit(target)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node)
+    assert cycles == []
+
+
+def test_the_checker_sees_lazy_typed_and_registry_imports() -> None:
+    edges = graph()
+    assert "ckptdiff.formats.json" in edges["ckptdiff.formats"]  # the format registry
+    assert "ckptdiff.pipeline" in edges["ckptdiff"]  # compare() imports it inside the function
+    assert "ckptdiff.report" in edges["ckptdiff.formats"]  # under TYPE_CHECKING
