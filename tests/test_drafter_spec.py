@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from ckptdiff.profiles.drafter import DrafterSpec, Setting, drafter_spec
+from ckptdiff.profiles.drafter_shapes import shapes_of
 from fixtures.published_drafters import ROOT
 
 
@@ -42,11 +43,11 @@ def test_a_speculators_config_reads_its_layer_settings_and_what_vllms_adapter_va
 def test_mla_layers_and_quantization():
     mla = spec("mla-kimi-k25")
     assert mla.attention == "mla" and mla.mla is not None and mla.fc_norm
-    assert mla.shapes["midlayer.self_attn.kv_b_proj.weight"].shape == (2 * (8 + 8), 8)
-    assert "midlayer.self_attn.q_proj.weight" not in mla.shapes
+    assert shapes_of(mla)["midlayer.self_attn.kv_b_proj.weight"].shape == (2 * (8 + 8), 8)
+    assert "midlayer.self_attn.q_proj.weight" not in shapes_of(mla)
     two = spec("multi-layer-qwen3-8b")
-    assert two.shape("midlayer.self_attn.q_proj.weight") == (16, 32)
-    assert two.shape("layers.1.self_attn.q_proj.weight") == (16, 16)
+    assert shapes_of(two)["midlayer.self_attn.q_proj.weight"].shape == (16, 32)
+    assert shapes_of(two)["layers.1.self_attn.q_proj.weight"].shape == (16, 16)
     nvfp4 = spec("modelopt-nvfp4-llama3.1-8b").quantization
     assert nvfp4 is not None and nvfp4.weight_format == "nvfp4"
     assert not nvfp4.covers("midlayer.self_attn.q_proj") and nvfp4.covers("midlayer.mlp.gate_proj")

@@ -14,7 +14,7 @@ from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.formats.messages import finding_message
 from ckptdiff.profiles import detect_profile, get_profile
-from ckptdiff.profiles.drafter import expected_shapes
+from ckptdiff.profiles.drafter_shapes import expected_shapes
 from ckptdiff.profiles.eagle3 import (
     SPECFORGE,
     SPECULATORS,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ckptdiff.comparison import compare_specs
+from ckptdiff.pipeline import compare_specs
 from fixtures.generate import write_config, write_safetensors
 from fixtures.published_drafters import (
     DRAFTERS,

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..profiles.drafter import DrafterSpec, Setting, lookup
+from ..profiles.drafter_shapes import Expected, shapes_of
 from .target import text_config
 
 __all__ = ["Draft", "Target", "lookup"]
@@ -131,4 +133,10 @@ class Draft:
 
     def shape(self, canonical: str) -> tuple[int, ...] | None:
         """The shape the spec implies for a canonical (SpecForge) tensor name."""
-        return self.spec.shape(canonical)
+        found = self.expected.get(canonical)
+        return found.shape if found else None
+
+    @cached_property
+    def expected(self) -> dict[str, Expected]:
+        """Canonical (SpecForge) tensor name → the shape the spec implies."""
+        return shapes_of(self.spec)

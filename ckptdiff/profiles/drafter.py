@@ -10,13 +10,9 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..dtypes import FLOAT_DTYPES, DType, from_torch_name
-
-if TYPE_CHECKING:
-    from .drafter_shapes import Expected
 
 Config = Mapping[str, Any]
 #: Where a drafter's config keeps its settings: top level (SpecForge/EAGLE), nested (speculators, EAGLE).
@@ -391,17 +387,6 @@ class DrafterSpec:
         found = self.aux_at(keys)
         return len(found.value) if found else DEFAULT_AUX_LAYERS
 
-    @cached_property
-    def shapes(self) -> dict[str, Expected]:
-        """Canonical (SpecForge) tensor name → the shape these settings imply (:mod:`.drafter_shapes`)."""
-        from .drafter_shapes import shapes_of
-
-        return shapes_of(self)
-
-    def shape(self, name: str) -> tuple[int, ...] | None:
-        found = self.shapes.get(name)
-        return found.shape if found else None
-
 
 def drafter_spec(config: Config | None) -> DrafterSpec | None:
     """The spec of an EAGLE-3 drafter's config, or None (no config, or not an EAGLE-3 drafter's)."""
@@ -411,8 +396,3 @@ def drafter_spec(config: Config | None) -> DrafterSpec | None:
 def layer_prefix(index: int) -> str:
     """The canonical name prefix of decoder layer ``index``: SpecForge's ``midlayer.`` for the first."""
     return "midlayer." if index == 0 else f"layers.{index}."
-
-
-def expected_shapes(config: Config) -> dict[str, Expected]:
-    """Canonical tensor name → the shape the drafter's own config.json implies (nn.Linear stores [out, in])."""
-    return DrafterSpec.of(config).shapes

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .drafter import AUX_KEY, DrafterSpec, MlaDims, Setting, layer_prefix
+from .drafter import AUX_KEY, Config, DrafterSpec, MlaDims, Setting, layer_prefix
 
 
 @dataclass(frozen=True)
@@ -106,3 +106,8 @@ def _mla_shapes(c: DrafterSpec, m: MlaDims, prefix: str, width: int, width_why: 
     put(f"{attn}kv_a_layernorm.weight", (m.kv_lora_rank,), why)
     put(f"{attn}kv_b_proj.weight", (heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank), why)
     put(f"{attn}o_proj.weight", (c.hidden.value, heads * m.v_head_dim), c.hidden, why)
+
+
+def expected_shapes(config: Config) -> dict[str, Expected]:
+    """Canonical tensor name → the shape the drafter's own config.json implies (nn.Linear stores [out, in])."""
+    return shapes_of(DrafterSpec.of(config))

@@ -30,6 +30,7 @@ from ..report import Finding, Severity, TensorRow, TensorSide
 from . import Config, Convention, InjectedWeight, Profile
 from .base_layouts import Found, Resolved, lookup, recognise
 from .drafter import DrafterSpec, config_dtype, is_eagle3, layer_prefix
+from .drafter_shapes import shapes_of
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096
@@ -193,7 +194,7 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
     if side.drafter is None or side.checkpoint.config is None:
         return
     c = side.drafter
-    expected = c.shapes
+    expected = shapes_of(c)
     modules = [f"{layer_prefix(i)}{part}" for i in range(c.layer_count) for part in ("self_attn.", "mlp.")]
     for module in modules:
         # a module holding tensors this profile has no rule for (MLA attention, experts) is not the one it knows
@@ -322,7 +323,7 @@ def _check_injected(
             continue
         got = f"{_shape(source.shape)} {source.dtype}"
         problems = []
-        want = side.drafter.shapes.get(weight.name) if side.drafter else None
+        want = shapes_of(side.drafter).get(weight.name) if side.drafter else None
         if want is not None and source.shape != want.shape:
             problems.append(f"{side.label}'s config.json needs {_shape(want.shape)} ({want.because})")
         carried = other.tensors.get(weight.name)
