@@ -6,7 +6,8 @@ cast), the six per-element terms are written side by side, and each is summed by
 :data:`LANES` lanes; the lanes are then added into float64 totals. Every loop is element-wise, so LLVM
 vectorises it with ``fastmath`` off, and the order of every addition is fixed: the same bits on any number of
 threads. A block whose sums are not all finite (NaN or infinity in the data, or a square overflowing float32)
-is summed again element by element in float64 over the elements finite on both sides, the others counted.
+is summed again element by element in float64 over the elements finite on both sides, the others counted;
+so is a block of subnormal values, whose squares float32 would round to zero.
 
 Compiled on first use and cached on disk (numba's cache, next to this file or in ``NUMBA_CACHE_DIR``); where no
 cache folder is writable the kernels compile in every process instead.
@@ -23,6 +24,10 @@ from numba import njit
 BLOCK = 512
 #: The pairwise halving stops at this many lanes, which are then added into float64.
 LANES = 16
+#: A block whose Σa², Σb² or Σ(b−a)² is below this is summed again in float64: a product under the type's
+#: smallest normal number (2^-126 in float32) loses bits, and BLOCK of them lose at most BLOCK × 2^-149.
+TINY32 = 2.0**-100
+TINY64 = 2.0**-960
 
 # How a side's stored bits become a number (ckptdiff.values.dtypes.ValueType.code).
 F32, BF16, TABLE16, TABLE8, F64 = 0, 1, 2, 3, 4
@@ -125,8 +130,9 @@ def _decode64(raw, code, table, start, count, out):  # type: ignore[no-untyped-d
 
 
 @_jit
-def _block(a, b, terms, totals):  # type: ignore[no-untyped-def]
-    """Add one decoded block (zero-padded to BLOCK) into ``totals``; False when its sums are not all finite."""
+def _block(a, b, terms, totals, tiny):  # type: ignore[no-untyped-def]
+    """Add one decoded block (zero-padded to BLOCK) into ``totals``; False, adding nothing, when its sums are not
+    all finite or are so small (below ``tiny``) that squares of subnormal values may have been rounded to 0."""
     dd = terms[DD]
     ab = terms[AB]
     aa = terms[AA]
@@ -163,6 +169,18 @@ def _block(a, b, terms, totals):  # type: ignore[no-untyped-def]
                 finite = False
     if not finite:
         return False
+    sum_dd = sum_aa = sum_bb = sum_ad = tiny * 0
+    for j in range(LANES):
+        sum_dd += dd[j]
+        sum_aa += aa[j]
+        sum_bb += bb[j]
+        sum_ad += ad[j]
+    if sum_dd < tiny and sum_ad > 0:  # values differ, and Σ(b−a)² is tiny: squares may have been lost
+        return False
+    if sum_aa < tiny or sum_bb < tiny:  # Σa² or Σb² tiny: fine only if the block is all zeros
+        for i in range(BLOCK):
+            if a[i] != 0 or b[i] != 0:
+                return False
     for row in range(MAX):
         lanes = terms[row]
         total = totals[row]
@@ -205,6 +223,7 @@ def chunk_totals32(raw_a, code_a, table_a, raw_b, code_b, table_b, count, totals
     a = np.zeros(BLOCK, np.float32)
     b = np.zeros(BLOCK, np.float32)
     terms = np.zeros((ROWS, BLOCK), np.float32)
+    tiny = np.float32(TINY32)
     skipped = 0
     for start in range(0, count, BLOCK):
         size = min(BLOCK, count - start)
@@ -213,7 +232,7 @@ def chunk_totals32(raw_a, code_a, table_a, raw_b, code_b, table_b, count, totals
         for i in range(size, BLOCK):
             a[i] = 0
             b[i] = 0
-        if not _block(a, b, terms, totals):
+        if not _block(a, b, terms, totals, tiny):
             skipped += _block_in_float64(a, b, size, totals)
     return skipped
 
@@ -224,6 +243,7 @@ def chunk_totals64(raw_a, code_a, table_a, raw_b, code_b, table_b, count, totals
     a = np.zeros(BLOCK, np.float64)
     b = np.zeros(BLOCK, np.float64)
     terms = np.zeros((ROWS, BLOCK), np.float64)
+    tiny = TINY64
     skipped = 0
     for start in range(0, count, BLOCK):
         size = min(BLOCK, count - start)
@@ -232,7 +252,7 @@ def chunk_totals64(raw_a, code_a, table_a, raw_b, code_b, table_b, count, totals
         for i in range(size, BLOCK):
             a[i] = 0
             b[i] = 0
-        if not _block(a, b, terms, totals):
+        if not _block(a, b, terms, totals, tiny):
             skipped += _block_in_float64(a, b, size, totals)
     return skipped
 
