@@ -51,5 +51,7 @@ def equal_chunk_facts(kind: ValueType, raw: bytearray) -> tuple[bool, bool] | No
         return None
     if not raw:
         return True, False
-    largest = int(kernels.largest_magnitude(np.frombuffer(raw, np.uint8), kind.itemsize, np.uint64(kind.magnitude_mask)))
+    largest = int(
+        kernels.largest_magnitude(np.frombuffer(raw, np.uint8), kind.itemsize, np.uint64(kind.magnitude_mask))
+    )
     return kind.finite_below is None or largest < kind.finite_below, largest != 0

@@ -62,7 +62,7 @@ class Pair:
 
 
 def choose_kernel(notify: Callable[[str], None] | None = None) -> str:
-    """"numba" when it imports (or as the environment variable says), else "numpy" with a one-line note."""
+    """ "numba" when it imports (or as the environment variable says), else "numpy" with a one-line note."""
     wanted = os.environ.get(KERNEL_VARIABLE, "").strip().lower()
     if wanted == "numpy":
         return "numpy"

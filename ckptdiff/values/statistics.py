@@ -78,9 +78,10 @@ class Accumulator:
     """One tensor's running sums, folded from per-chunk results in chunk order (so in the same order, and
     to the same bits, however many threads computed the chunks): Python floats across chunks.
 
-    A chunk comes from the fused kernel (:mod:`.fused`), from :func:`chunk_sums` (numpy, float32) or, when its bytes are the same on both
-    sides, as a :class:`SameChunk` (no arithmetic). Such a chunk's Σa² is needed only when another chunk
-    of the tensor differs; it is then summed afterwards (:meth:`add_square_sum`) from the chunks in ``unsquared``.
+    A chunk comes from the fused kernel (:mod:`.fused`), from :func:`chunk_sums` (numpy, float32) or, when its
+    bytes are the same on both sides, as a :class:`SameChunk` (no arithmetic). Such a chunk's Σa² is needed
+    only when another chunk of the tensor differs; it is then summed afterwards (:meth:`add_square_sum`) from the
+    chunks in ``unsquared``.
     """
 
     def __init__(self) -> None:
