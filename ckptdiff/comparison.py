@@ -38,11 +38,13 @@ def compare_specs(
     notify: Callable[[str], None] | None = None,
     renames: Sequence[str | RenameRule] = (),
     engines: Sequence[str] = (),
+    values_options: Any = None,
 ) -> Report:
     """Resolve two specs (and an optional base) through the sources, then compare them.
 
     With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
-    receives its announcements (downloads). ``engines`` (``--engine``) replays those engines' drafter loaders on
+    receives its announcements (downloads); ``values_options`` (a :class:`ckptdiff.values.ValuesOptions`) where
+    the value pass runs and its progress hook. ``engines`` (``--engine``) replays those engines' drafter loaders on
     each side; with ``b`` None the one checkpoint is checked on its own against them.
     """
     from .sources import resolve, resolve_both
@@ -74,6 +76,7 @@ def compare_specs(
             offline=getattr(source_options, "offline", False),
             progress=getattr(source_options, "progress", False),
             notify=notify,
+            options=values_options,
         )
     return report
 

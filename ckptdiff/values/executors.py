@@ -168,7 +168,7 @@ class DaskExecutor:
         futures = self.client.map(run_task, tasks, pure=False)
         order = {future.key: task for future, task in zip(futures, tasks, strict=True)}
         try:
-            done = ((order[f.key], result) for f, result in as_completed(futures, with_results=True))
+            done = ((order[f.key], f.result()) for f in as_completed(futures, loop=self.client.loop))
             yield from _completed(done, tasks, progress)
         finally:
             self.client.cancel(futures)
