@@ -192,6 +192,7 @@ def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: 
         b_side[dtype.lower()] = (dtype, stored(dtype, b))
     a = resolve(str(write_pair(tmp_path / "a", a_side)))
     b = resolve(str(write_pair(tmp_path / "b", b_side)))
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")  # a small pass would take numpy by itself
     fused = compare_values(a, b, list(a_side)).stats
     monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
     numpy_stats = compare_values(a, b, list(a_side)).stats
@@ -199,3 +200,23 @@ def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: 
         for field in ("max_abs", "mean_abs", "rel_l2", "cosine"):
             got, want = getattr(fused[name], field), getattr(numpy_stats[name], field)
             assert got == pytest.approx(want, rel=1e-5), (name, field)
+
+
+def test_small_passes_take_numpy_and_large_ones_the_fused_kernel(monkeypatch) -> None:
+    monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES - 1) == "numpy"
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numba"
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
+    assert scheduling.choose_kernel(10) == "numba"
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numpy"
+
+
+def test_without_numba_the_pass_says_so_once_and_uses_numpy(monkeypatch) -> None:
+    import sys
+
+    monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
+    monkeypatch.setitem(sys.modules, "ckptdiff.values.fused", None)  # as if numba were not installed
+    notes: list[str] = []
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES, notes.append) == "numpy"
+    assert len(notes) == 1 and "numba is not available" in notes[0] and "numpy" in notes[0]

@@ -84,17 +84,17 @@ def compare_values(
     for label, own, base_name in jobs:
         index = 0 if label == "A" else 1
         pairs.append(Pair(2, base.tensors[base_name], index, (a, b)[index].tensors[own]))  # type: ignore[union-attr]
+    kernel = choose_kernel(sum(pair.nbytes for pair in pairs), notify)
     if options.scheduler is not None:
-        results = _on_dask(options, checkpoints, wanted, pairs, offline)
+        results = _on_dask(options, checkpoints, wanted, pairs, kernel, offline)
     else:
         fetch: dict[str, Any] = dict(offline=offline, progress=progress, notify=notify)
-        kernel = choose_kernel(notify)
         sides: list[Side] = []
         try:
             for checkpoint, files, label, called in zip(checkpoints, wanted, SIDE_LABELS, ANNOUNCED_AS, strict=False):
                 sides.append(Side(label, checkpoint, fetch_files(checkpoint, files, label=called, **fetch)))
             if options.jobs is not None:
-                results = _on_processes(options, sides, checkpoints, pairs, offline)
+                results = _on_processes(options, sides, checkpoints, pairs, kernel, offline)
             else:
                 results = pair_stats(sides, pairs, kernel=kernel, progress=options.on_progress)
         finally:
@@ -107,14 +107,19 @@ def compare_values(
 
 
 def _on_processes(
-    options: ValuesOptions, sides: list[Side], checkpoints: list[Checkpoint], pairs: list[Pair], offline: bool
+    options: ValuesOptions,
+    sides: list[Side],
+    checkpoints: list[Checkpoint],
+    pairs: list[Pair],
+    kernel: str,
+    offline: bool,
 ) -> list[ValueStats]:
     from .executors import ProcessExecutor, SideSpec, run_distributed
 
     specs = [SideSpec.of(side, checkpoint, offline) for side, checkpoint in zip(sides, checkpoints, strict=True)]
     executor = ProcessExecutor(options.jobs or 1)
     try:
-        return run_distributed(executor, specs, pairs, options.on_progress)
+        return run_distributed(executor, specs, pairs, kernel, options.on_progress)
     finally:
         executor.close()
 
@@ -124,6 +129,7 @@ def _on_dask(
     checkpoints: list[Checkpoint],
     wanted: list[set[RelativePath]],
     pairs: list[Pair],
+    kernel: str,
     offline: bool,
 ) -> list[ValueStats]:
     """The pass on a Dask cluster: nothing is downloaded here; each worker opens the files it is given."""
@@ -135,6 +141,6 @@ def _on_dask(
         specs.append(SideSpec(label, checkpoint.spec, checkpoint.revision, offline, paths))
     executor = DaskExecutor(options.scheduler or "")
     try:
-        return run_distributed(executor, specs, pairs, options.on_progress)
+        return run_distributed(executor, specs, pairs, kernel, options.on_progress)
     finally:
         executor.close()

@@ -47,19 +47,21 @@ class ShardTask:
     sides: tuple[SideSpec, ...]
     pairs: tuple[Pair, ...]
     positions: tuple[int, ...]
+    kernel: str = "numba"  # chosen once for the whole pass, so every task sums the same way
 
     @property
     def nbytes(self) -> int:
         return sum(pair.nbytes for pair in self.pairs)
 
 
-def shard_tasks(sides: Sequence[SideSpec], pairs: Sequence[Pair]) -> list[ShardTask]:
+def shard_tasks(sides: Sequence[SideSpec], pairs: Sequence[Pair], kernel: str = "numba") -> list[ShardTask]:
     """The pass's pairs grouped by (side and file of A, side and file of B), in first-seen order."""
     groups: dict[tuple[int, str, int, str], list[int]] = {}
     for position, pair in enumerate(pairs):
         groups.setdefault((pair.side_a, pair.a.file, pair.side_b, pair.b.file), []).append(position)
     return [
-        ShardTask(tuple(sides), tuple(pairs[p] for p in positions), tuple(positions)) for positions in groups.values()
+        ShardTask(tuple(sides), tuple(pairs[p] for p in positions), tuple(positions), kernel)
+        for positions in groups.values()
     ]
 
 
@@ -75,7 +77,7 @@ def run_task(task: ShardTask, threads: int | None = 1) -> TaskResult:
             files = {pair.a.file for pair in task.pairs if pair.side_a == index}
             files |= {pair.b.file for pair in task.pairs if pair.side_b == index}
             sides.append(Side(spec.label, None, worker_paths(spec, files)))
-        return pair_stats(sides, list(task.pairs), threads=threads), None
+        return pair_stats(sides, list(task.pairs), threads=threads, kernel=task.kernel), None
     except CkptdiffError as err:
         return None, (err.where, err.defect, err.hint)
     finally:
@@ -192,13 +194,17 @@ def _completed(
 
 
 def run_distributed(
-    executor: Executor, sides: Sequence[SideSpec], pairs: list[Pair], progress: ProgressHook | None = None
+    executor: Executor,
+    sides: Sequence[SideSpec],
+    pairs: list[Pair],
+    kernel: str,
+    progress: ProgressHook | None = None,
 ) -> list[ValueStats]:
     """Every pair's statistics through ``executor``, in the order of ``pairs``; a worker's error raised here."""
     results: dict[int, ValueStats] = {}
-    for task, (stats, error) in executor.run(shard_tasks(sides, pairs), progress):
+    for task, (stats, error) in executor.run(shard_tasks(sides, pairs, kernel), progress):
         if error is not None:
-            raise SourceError(*error)
+            raise CkptdiffError(*error)
         assert stats is not None
         results.update(zip(task.positions, stats, strict=True))
     return [results[position] for position in range(len(pairs))]

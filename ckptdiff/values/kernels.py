@@ -43,10 +43,10 @@ def _jit(function):  # type: ignore[no-untyped-def]
     try:
         return njit(nogil=True, cache=True, fastmath=False)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return njit(nogil=True, cache=False, fastmath=False)(function)
+        return njit(nogil=True, cache=True, fastmath=False)(function)
 
 
-@_jit
+@njit(nogil=True, inline="always")
 def _decode32(raw, code, table, start, count, out):  # type: ignore[no-untyped-def]
     """Elements ``start`` to ``start + count`` of ``raw`` (a chunk's bytes) as float32, into ``out``."""
     if code == BF16:
@@ -129,7 +129,7 @@ def _decode64(raw, code, table, start, count, out):  # type: ignore[no-untyped-d
             out[i] = u64[i]
 
 
-@_jit
+@njit(nogil=True, inline="always")  # inlined into each kernel: its loops see the buffers allocated there
 def _block(a, b, terms, totals, tiny):  # type: ignore[no-untyped-def]
     """Add one decoded block (zero-padded to BLOCK) into ``totals``; False, adding nothing, when its sums are not
     all finite or are so small (below ``tiny``) that squares of subnormal values may have been rounded to 0."""
@@ -160,21 +160,17 @@ def _block(a, b, terms, totals, tiny):  # type: ignore[no-untyped-def]
             ad[i] += ad[i + half]
             mx[i] = mx[i + half] if mx[i + half] > mx[i] else mx[i]
         half //= 2
-    finite = True
-    for row in range(ROWS):
-        lanes = terms[row]
-        for j in range(LANES):
-            value = lanes[j]
-            if not (value - value == 0):  # NaN or ±inf
-                finite = False
-    if not finite:
-        return False
+    check = tiny * 0
     sum_dd = sum_aa = sum_bb = sum_ad = tiny * 0
     for j in range(LANES):
         sum_dd += dd[j]
         sum_aa += aa[j]
         sum_bb += bb[j]
         sum_ad += ad[j]
+        check += ab[j] + mx[j]
+    check += sum_dd + sum_aa + sum_bb + sum_ad
+    if not (check - check == 0):  # NaN or ±inf in a sum
+        return False
     if sum_dd < tiny and sum_ad > 0:  # values differ, and Σ(b−a)² is tiny: squares may have been lost
         return False
     if sum_aa < tiny or sum_bb < tiny:  # Σa² or Σb² tiny: fine only if the block is all zeros

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from importlib import import_module
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,9 +38,12 @@ NUMPY_CHUNK_ELEMENTS = 256 * 1024
 MAX_THREADS = 4
 #: A pass reading less than this runs in the calling thread.
 THREADS_MIN_BYTES = 32 * 2**20
-#: Which code computes the sums: "numba" (the fused kernel) or "numpy" (array operations, kept as the anchor
-#: and the fallback where numba cannot be imported). The environment variable chooses one explicitly.
+#: Which code computes the sums: "numba" (the fused kernel) or "numpy" (array operations: the anchor, the
+#: fallback where numba cannot be imported, and small passes). The environment variable chooses one explicitly.
 KERNEL_VARIABLE = "CKPTDIFF_VALUES_KERNEL"
+#: A pass comparing fewer bytes (both sides) uses numpy: importing numba and loading its compiled kernels costs
+#: ~0.5 s of CPU (1–2 s on a loaded machine), more than the fused pass saves on less data.
+NUMBA_MIN_BYTES = 2**30
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -61,13 +65,14 @@ class Pair:
         return self.a.nbytes + self.b.nbytes
 
 
-def choose_kernel(notify: Callable[[str], None] | None = None) -> str:
-    """ "numba" when it imports (or as the environment variable says), else "numpy" with a one-line note."""
+def choose_kernel(nbytes: int | None = None, notify: Callable[[str], None] | None = None) -> str:
+    """The fused kernel ("numba") for a pass of ``nbytes`` ≥ NUMBA_MIN_BYTES (any, if None) when numba imports,
+    else "numpy" (with a one-line note when numba is missing); the environment variable overrides both."""
     wanted = os.environ.get(KERNEL_VARIABLE, "").strip().lower()
-    if wanted == "numpy":
+    if wanted == "numpy" or (wanted != "numba" and nbytes is not None and nbytes < NUMBA_MIN_BYTES):
         return "numpy"
     try:
-        from . import fused  # noqa: F401 - imports numba and defines the kernels
+        import_module(f"{__package__}.fused")  # imports numba and defines the kernels
     except ImportError as err:
         if notify is not None:
             notify(f"--values: numba is not available ({err}); using the slower numpy statistics")
@@ -147,7 +152,7 @@ def pair_stats(
     working on different chunks overlap; each thread has its own sides (file handles and buffers). ``threads``
     None: as many as the cores free now (:func:`free_cores`). ``progress`` is called after every chunk.
     """
-    kernel = kernel or choose_kernel()
+    kernel = kernel or choose_kernel(sum(pair.nbytes for pair in pairs))
     results: dict[int, ValueStats] = {}
     comparable = []
     for index, pair in enumerate(pairs):
