@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import threading
-from importlib import import_module
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
