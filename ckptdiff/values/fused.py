@@ -1,4 +1,4 @@
-"""A chunk pair's sums and equal-bytes facts through the fused numba kernels (:mod:`.kernels`)."""
+"""A chunk pair's sums through the fused numba kernels (:mod:`.kernels`)."""
 
 from __future__ import annotations
 
@@ -42,16 +42,3 @@ class FusedChunks:
     def square_sum(self, kind: ValueType, raw: bytearray) -> float:
         """Σa² of one chunk (an equal chunk's, once its tensor turned out to differ elsewhere)."""
         return self.sums(kind, raw, kind, raw, True).sums[4]
-
-
-def equal_chunk_facts(kind: ValueType, raw: bytearray) -> tuple[bool, bool] | None:
-    """(every element finite, one is nonzero) from the bits of a chunk both sides hold byte for byte; None when
-    the dtype has no rule for it (as :func:`ckptdiff.values.dtypes.equal_chunk_facts`, in one pass)."""
-    if kind.magnitude_mask is None:
-        return None
-    if not raw:
-        return True, False
-    largest = int(
-        kernels.largest_magnitude(np.frombuffer(raw, np.uint8), kind.itemsize, np.uint64(kind.magnitude_mask))
-    )
-    return kind.finite_below is None or largest < kind.finite_below, largest != 0

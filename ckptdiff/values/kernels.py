@@ -253,30 +253,6 @@ def chunk_totals64(raw_a, code_a, table_a, raw_b, code_b, table_b, count, totals
     return skipped
 
 
-@_jit
-def largest_magnitude(raw, itemsize, mask):  # type: ignore[no-untyped-def]
-    """The largest ``bits & mask`` over a chunk's elements of ``itemsize`` bytes (one pass, no copy)."""
-    largest = np.uint64(0)
-    m = mask
-    if itemsize == 1:
-        for value in raw:
-            v = np.uint64(value) & m
-            largest = v if v > largest else largest
-    elif itemsize == 2:
-        for value in raw.view(np.uint16):
-            v = np.uint64(value) & m
-            largest = v if v > largest else largest
-    elif itemsize == 4:
-        for value in raw.view(np.uint32):
-            v = np.uint64(value) & m
-            largest = v if v > largest else largest
-    else:
-        for value in raw.view(np.uint64):
-            v = value & m
-            largest = v if v > largest else largest
-    return largest
-
-
 def chunk_totals(
     raw_a: np.ndarray,
     code_a: int,

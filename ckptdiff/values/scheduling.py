@@ -107,14 +107,13 @@ class Worker:
         return square_sum(side.widen(kind, raw))
 
     def _fused_chunk(self, fused: FusedChunks, pair: Pair, start: int, count: int) -> ChunkResult:
-        from .fused import equal_chunk_facts as facts_of
-
+        side_a = self.sides[pair.side_a]
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        raw_a = self.sides[pair.side_a].read(pair.a, kind_a, start, count)
+        raw_a = side_a.read(pair.a, kind_a, start, count)
         raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
         same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
-        if same:
-            facts = facts_of(kind_a, raw_a)
+        if same:  # numpy's masked max (two passes at ~4 G elements/s) beat a numba loop here (~0.7)
+            facts = equal_chunk_facts(kind_a, raw_a, side_a.scratch_for(len(raw_a)))
             if facts is not None and facts[0]:
                 return SameChunk(count, facts[1])
         return fused.sums(kind_a, raw_a, kind_b, raw_b, same)
