@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
 from pathlib import Path
 
 import pytest
@@ -204,7 +206,27 @@ def test_without_numba_the_pass_says_so_once_and_uses_numpy(monkeypatch) -> None
     import sys
 
     monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
-    monkeypatch.setitem(sys.modules, "ckptdiff.values.fused", None)  # as if numba were not installed
+    monkeypatch.setitem(sys.modules, "numba", None)  # as if numba were not installed
     notes: list[str] = []
     assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES, notes.append) == "numpy"
-    assert len(notes) == 1 and "numba is not available" in notes[0] and "numpy" in notes[0]
+    assert notes == ["--values: numba is not installed; using the slower numpy statistics"]
+
+
+def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
+    """A pass where every chunk is a byte copy stops at memcmp and numpy: numba's ~0.5 s import is not paid."""
+    import subprocess
+    import sys
+
+    raw = stored("BF16", np.random.default_rng(6).standard_normal(COUNT))
+    a = write_pair(tmp_path / "a", {"w": ("BF16", raw)})
+    b = write_pair(tmp_path / "b", {"w": ("BF16", raw)})
+    script = (
+        "import sys; from ckptdiff.cli import main\n"
+        "try: main(sys.argv[1:])\n"
+        "finally: print('numba' in sys.modules, file=sys.stderr)"
+    )
+    env = {**os.environ, scheduling.KERNEL_VARIABLE: "numba"}
+    command = [sys.executable, "-c", script, str(a), str(b), "--values", "-q", "--format", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).parent.parent)
+    assert done.stderr.split()[-1] == "False", done.stderr
+    assert json.loads(done.stdout)["tensors"][0]["values"]["equal"] is True

@@ -8,7 +8,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import import_module
+from importlib.util import find_spec
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -66,16 +66,14 @@ class Pair:
 
 
 def choose_kernel(nbytes: int | None = None, notify: Callable[[str], None] | None = None) -> str:
-    """The fused kernel ("numba") for a pass of ``nbytes`` ≥ NUMBA_MIN_BYTES (any, if None) when numba imports,
-    else "numpy" (with a one-line note when numba is missing); the environment variable overrides both."""
+    """The fused kernel ("numba") for a pass of ``nbytes`` ≥ NUMBA_MIN_BYTES (any, if None) when numba is
+    installed, else "numpy" (with a one-line note when numba is missing); the environment variable overrides."""
     wanted = os.environ.get(KERNEL_VARIABLE, "").strip().lower()
     if wanted == "numpy" or (wanted != "numba" and nbytes is not None and nbytes < NUMBA_MIN_BYTES):
         return "numpy"
-    try:
-        import_module(f"{__package__}.fused")  # imports numba and defines the kernels
-    except ImportError as err:
+    if find_spec("numba") is None:  # imported later, only by a chunk that differs: byte copies never load it
         if notify is not None:
-            notify(f"--values: numba is not available ({err}); using the slower numpy statistics")
+            notify("--values: numba is not installed; using the slower numpy statistics")
         return "numpy"
     return "numba"
 
@@ -86,15 +84,12 @@ class Worker:
     def __init__(self, sides: list[Side], kernel: str) -> None:
         self.sides = sides
         self.delta = np.empty(0, np.float32)  # b − a of a chunk (numpy path)
-        self.fused: FusedChunks | None = None
-        if kernel == "numba":
-            from .fused import FusedChunks
-
-            self.fused = FusedChunks()
+        self.kernel = kernel
+        self.fused: FusedChunks | None = None  # made on the first chunk that differs (numba loads ~0.5 s)
 
     def chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        if self.fused is not None:
-            return self._fused_chunk(self.fused, pair, start, count)
+        if self.kernel == "numba":
+            return self._fused_chunk(pair, start, count)
         with np.errstate(all="ignore"):  # overflow and NaN are expected in data: float64_sums handles them
             return self._numpy_chunk(pair, start, count)
 
@@ -102,11 +97,18 @@ class Worker:
         """Σa² of side A's chunk (an equal chunk taken as a SameChunk, once its tensor differed elsewhere)."""
         side, kind = self.sides[pair.side_a], VALUE_TYPES[pair.a.dtype]
         raw = side.read(pair.a, kind, start, count)
-        if self.fused is not None:
-            return self.fused.square_sum(kind, raw)
+        if self.kernel == "numba":
+            return self._fused().square_sum(kind, raw)
         return square_sum(side.widen(kind, raw))
 
-    def _fused_chunk(self, fused: FusedChunks, pair: Pair, start: int, count: int) -> ChunkResult:
+    def _fused(self) -> FusedChunks:
+        if self.fused is None:
+            from .fused import FusedChunks
+
+            self.fused = FusedChunks()
+        return self.fused
+
+    def _fused_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         side_a = self.sides[pair.side_a]
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
         raw_a = side_a.read(pair.a, kind_a, start, count)
@@ -116,7 +118,7 @@ class Worker:
             facts = equal_chunk_facts(kind_a, raw_a, side_a.scratch_for(len(raw_a)))
             if facts is not None and facts[0]:
                 return SameChunk(count, facts[1])
-        return fused.sums(kind_a, raw_a, kind_b, raw_b, same)
+        return self._fused().sums(kind_a, raw_a, kind_b, raw_b, same)
 
     def _numpy_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
