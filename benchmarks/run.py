@@ -1,7 +1,7 @@
 """ckptdiff's benchmarks, each case side by side with its anchor in the same run.
 
     python benchmarks/run.py            # the full run: a few minutes on 2 cores
-    python benchmarks/run.py --quick    # one round, no warm-up, quick remote/values: well under a minute
+    python benchmarks/run.py --quick    # one round, no warm-up, quick remote/values; prints, writes nothing
 
 Inputs are sparse files under benchmarks/.work/ (gitignored), built on first use and rebuilt whenever
 fixtures/generate.py changes: two Kimi-K2-base-shaped checkpoints (61 shards, ~140 k tensors, ~1 TB apparent
@@ -12,7 +12,7 @@ child's ``ru_maxrss`` from ``os.wait4`` (both taken by a tiny launcher process, 
 interleave a case with its anchors, so a noisy neighbour on a shared machine slows both alike; the tables give
 medians over the rounds. The remote and ``--values`` cases come from benchmarks/hub_bench.py and
 benchmarks/values_bench.py (their ``run(quick)``), skipped with a note when absent. Results go to stdout
-and to benchmarks/RESULTS.md.
+and (not with --quick, unless --write) to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -442,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="one round, no warm-up, quick remote/values")
     parser.add_argument("--rounds", type=int, help="rounds per case (default: 3, or 1 with --quick)")
     parser.add_argument("--no-write", action="store_true", help="print only; leave benchmarks/RESULTS.md alone")
+    parser.add_argument("--write", action="store_true", help="with --quick: write benchmarks/RESULTS.md all the same")
     parser.add_argument("--against", metavar="REV", help="also time the Kimi-K2 case with ckptdiff at git REV")
     args = parser.parse_args(argv)
     rounds = args.rounds or (1 if args.quick else 3)
@@ -476,7 +477,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     header += [load_line("at the end"), f"- total benchmark time: {time.perf_counter() - started:.0f} s"]
     text = report(sections, header)
     print(text)
-    if not args.no_write:
+    if args.no_write or (args.quick and not args.write):  # a quick look never replaces the tracked results
+        progress(f"left {RESULTS.relative_to(ROOT)} alone" + (" (--quick; add --write to replace it)" * args.quick))
+    else:
         RESULTS.write_text(text)
         progress(f"wrote {RESULTS.relative_to(ROOT)}")
 

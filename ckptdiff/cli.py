@@ -168,6 +168,12 @@ def command_line(ctx: click.Context) -> str:
     help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
     "into the HF cache; .bin/.pt files need ckptdiff[torch].",
 )
+@click.option(
+    "--scheduler",
+    metavar="tcp://HOST:PORT",
+    help="With --values: run the value pass on this dask.distributed scheduler's workers, which read the "
+    "files themselves (needs ckptdiff[dask]).",
+)
 @click.option("--offline", is_flag=True, help="Use only cached Hub data; make no network requests.")
 @click.option(
     "--follow-symlinks",
@@ -179,7 +185,8 @@ def command_line(ctx: click.Context) -> str:
     type=click.IntRange(1, 256),
     default=128,
     show_default=True,
-    help="Most shard-header reads in flight at once, both sides together (Hub, object stores).",
+    help="Most shard-header reads in flight at once, both sides together (Hub, object stores). Given with "
+    "--values: also that many local processes compute the values (default: threads on the free cores).",
 )
 @click.option("--ignore", multiple=True, metavar="GLOB", help="Leave tensors matching GLOB out (repeatable).")
 @click.option(
@@ -257,6 +264,7 @@ def command(
     quiet: bool,
     debug: bool,
     values: bool = False,
+    scheduler: str | None = None,
     renames: tuple[str, ...] = (),
     engines: tuple[str, ...] = (),
     allow_event: tuple[str, ...] = (),
@@ -301,6 +309,8 @@ def command(
         raise click.UsageError("Missing argument 'B': give B to compare A with, or --engine NAME to check A on its own")
     if b is None and values:
         raise click.UsageError("--values compares A's tensor values with B's: give B")
+    if scheduler is not None and not values:
+        raise click.UsageError("--scheduler runs the --values pass: give --values too")
     from .profiles.naming import parse_rename
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
@@ -317,6 +327,7 @@ def command(
         policy=policy,
         source_options=options,
         values=values,
+        values_options=_values_options(values, jobs, scheduler),
         notify=notify,
         renames=rename_rules,
         engines=engines,
@@ -339,6 +350,19 @@ def command(
             summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
     sys.exit(report.exit_code)
+
+
+def _values_options(values: bool, jobs: int, scheduler: str | None) -> object:
+    """Where --values runs: --scheduler's Dask cluster, --jobs local processes if given on the command line, or
+    (None) threads in this process."""
+    if not values:
+        return None
+    from click.core import ParameterSource
+
+    from .values import ValuesOptions
+
+    given = click.get_current_context().get_parameter_source("jobs") == ParameterSource.COMMANDLINE
+    return ValuesOptions(jobs=jobs if given else None, scheduler=scheduler)
 
 
 def _interrupt(signum: int, frame: object) -> None:

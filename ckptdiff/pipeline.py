@@ -15,6 +15,7 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .sources import SourceOptions
+    from .values import ValuesOptions
 
 
 def compare_specs(
@@ -30,13 +31,15 @@ def compare_specs(
     renames: Sequence[str | RenameRule] = (),
     engines: Sequence[str] = (),
     command: str | None = None,
+    values_options: ValuesOptions | None = None,
 ) -> Report:
     """Resolve two specs (and an optional base) through the sources, then compare them.
 
     With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
     receives its announcements (downloads). ``engines`` (``--engine``) replays those engines' drafter loaders on
     each side; with ``b`` None the one checkpoint is checked on its own against them. ``command`` is the command
-    line the report names (the CLI's).
+    line the report names (the CLI's). ``values_options`` says where the value pass runs (threads, ``--jobs``
+    processes, a Dask scheduler) and carries its progress hook.
     """
     from .sources import resolve, resolve_both
     from .sources.wanted import Wanted
@@ -77,5 +80,6 @@ def compare_specs(
             offline=source_options.offline if source_options is not None else False,
             progress=source_options.progress if source_options is not None else False,
             notify=notify,
+            options=values_options,
         )
     return report

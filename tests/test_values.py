@@ -472,10 +472,15 @@ def write_big(path: Path, rows: int, cols: int, seed: int | None) -> None:
 
 
 #: Runs the CLI in a fresh interpreter and prints its own peak RSS (VmHWM, KiB) once the modules --values uses
-#: are imported, then again at the end: the growth is what the --values pass itself held at its peak.
+#: are imported and its kernels loaded (numba and LLVM: ~100 MiB of code), then again at the end: the growth is
+#: what the --values pass itself held at its peak.
 PEAK_RSS = """
 import sys
 import numpy, ckptdiff.cli, ckptdiff.values, ckptdiff.comparison, ckptdiff.sources.local
+from ckptdiff.values.dtypes import VALUE_TYPES
+from ckptdiff.values.fused import FusedChunks
+bf16, chunk = VALUE_TYPES["BF16"], bytearray(4)
+FusedChunks().sums(bf16, chunk, bf16, chunk, False)
 def peak():
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))

@@ -8,10 +8,29 @@ from typing import Any
 
 from ..checkpoint import Checkpoint, RelativePath
 from .base import EmbedJob, embed_jobs
-from .files import Notify, fetch_files, identical_files
+from .files import Notify, fetch_files, identical_files, local_path
 from .readers import Side, is_torch_file, require_torch
-from .scheduling import Pair, pair_stats
+from .scheduling import Pair, ProgressHook, choose_kernel, pair_stats
 from .statistics import IDENTICAL_BY_HASH, ValueStats
+
+#: The pass's sides, in this order, and how a download announces each.
+SIDE_LABELS = ("A", "B", "base")
+ANNOUNCED_AS = ("A", "B", "the base")
+
+
+@dataclass(frozen=True)
+class ValuesOptions:
+    """Where the pass runs and who hears how far it got.
+
+    ``jobs``: that many local worker processes (``--jobs`` given with ``--values``); ``scheduler``: a
+    dask.distributed scheduler's address (``--scheduler``), whose workers read the files themselves; neither:
+    threads in this process, as many as the cores free. ``on_progress(bytes done, bytes in all)`` is called as
+    the pass goes (both sides' bytes; per chunk in-process, per shard pair elsewhere).
+    """
+
+    jobs: int | None = None
+    scheduler: str | None = None
+    on_progress: ProgressHook | None = None
 
 
 @dataclass(frozen=True)
@@ -31,13 +50,16 @@ def compare_values(
     offline: bool = False,
     progress: bool = False,
     notify: Notify | None = None,
+    options: ValuesOptions | None = None,
 ) -> ValuesResult:
     """Statistics for ``names`` (tensors in both with equal shapes) and, with a base, the embed checks.
 
     A name is one tensor name, or (key, name in A, name in B) when the sides name it differently; results
     are keyed by it. ``embed_pairs`` are (tensor name in a side, tensor name in the base) pairs. Reading a
     .bin/.pt file's values needs torch (checked before anything is downloaded); safetensors need only numpy.
+    ``progress`` draws the download bars; ``options`` says where the pass runs (:class:`ValuesOptions`).
     """
+    options = options or ValuesOptions()
     triples = [(n, n, n) if isinstance(n, str) else n for n in names]
     triples = [(k, x, y) for k, x, y in triples if x in a.tensors and y in b.tensors]
     triples = [(k, x, y) for k, x, y in triples if a.tensors[x].shape == b.tensors[y].shape]
@@ -56,21 +78,69 @@ def compare_values(
     legacy = sorted(file for file in files_a | files_b | base_files if is_torch_file(file))
     if legacy:
         require_torch(f"--values on {legacy[0]}")
-    options: dict[str, Any] = dict(offline=offline, progress=progress, notify=notify)
-    sides = [Side("A", a, fetch_files(a, files_a, label="A", **options))]
-    try:
-        sides.append(Side("B", b, fetch_files(b, files_b, label="B", **options)))
-        pairs = [Pair(0, a.tensors[name_a], 1, b.tensors[name_b]) for _, name_a, name_b in to_read]
-        if base is not None and jobs:
-            sides.append(Side("base", base, fetch_files(base, base_files, label="the base", **options)))
-            for label, own, base_name in jobs:
-                index = 0 if label == "A" else 1
-                pairs.append(Pair(2, base.tensors[base_name], index, sides[index].checkpoint.tensors[own]))
-        results = pair_stats(sides, pairs)
-    finally:
-        for side in sides:
-            side.close()
+    checkpoints = [a, b] + ([base] if base is not None and jobs else [])
+    wanted = [files_a, files_b, base_files]
+    pairs = [Pair(0, a.tensors[name_a], 1, b.tensors[name_b]) for _, name_a, name_b in to_read]
+    for label, own, base_name in jobs:
+        index = 0 if label == "A" else 1
+        pairs.append(Pair(2, base.tensors[base_name], index, (a, b)[index].tensors[own]))  # type: ignore[union-attr]
+    kernel = choose_kernel(sum(pair.nbytes for pair in pairs), notify)
+    if options.scheduler is not None:
+        results = _on_dask(options, checkpoints, wanted, pairs, kernel, offline)
+    else:
+        fetch: dict[str, Any] = dict(offline=offline, progress=progress, notify=notify)
+        sides: list[Side] = []
+        try:
+            for checkpoint, files, label, called in zip(checkpoints, wanted, SIDE_LABELS, ANNOUNCED_AS, strict=False):
+                sides.append(Side(label, checkpoint, fetch_files(checkpoint, files, label=called, **fetch)))
+            if options.jobs is not None:
+                results = _on_processes(options, sides, checkpoints, pairs, kernel, offline)
+            else:
+                results = pair_stats(sides, pairs, kernel=kernel, progress=options.on_progress)
+        finally:
+            for side in sides:
+                side.close()
     for (key, _, _), result in zip(to_read, results, strict=False):
         stats[key] = result
     embeds = tuple((*job, result) for job, result in zip(jobs, results[len(to_read) :], strict=True))
     return ValuesResult(stats, identical, embeds)
+
+
+def _on_processes(
+    options: ValuesOptions,
+    sides: list[Side],
+    checkpoints: list[Checkpoint],
+    pairs: list[Pair],
+    kernel: str,
+    offline: bool,
+) -> list[ValueStats]:
+    from .executors import ProcessExecutor, SideSpec, run_distributed
+
+    specs = [SideSpec.of(side, checkpoint, offline) for side, checkpoint in zip(sides, checkpoints, strict=True)]
+    executor = ProcessExecutor(options.jobs or 1)
+    try:
+        return run_distributed(executor, specs, pairs, kernel, options.on_progress)
+    finally:
+        executor.close()
+
+
+def _on_dask(
+    options: ValuesOptions,
+    checkpoints: list[Checkpoint],
+    wanted: list[set[RelativePath]],
+    pairs: list[Pair],
+    kernel: str,
+    offline: bool,
+) -> list[ValueStats]:
+    """The pass on a Dask cluster: nothing is downloaded here; each worker opens the files it is given."""
+    from .executors import DaskExecutor, SideSpec, run_distributed
+
+    specs = []
+    for checkpoint, files, label in zip(checkpoints, wanted, SIDE_LABELS, strict=False):
+        paths = {file: str(path) for file in files if (path := local_path(checkpoint, file)) is not None}
+        specs.append(SideSpec(label, checkpoint.spec, checkpoint.revision, offline, paths))
+    executor = DaskExecutor(options.scheduler or "")
+    try:
+        return run_distributed(executor, specs, pairs, kernel, options.on_progress)
+    finally:
+        executor.close()

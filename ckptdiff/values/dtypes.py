@@ -30,9 +30,19 @@ class ValueType:
     magnitude_mask: int | None
     finite_below: int | None = None
     itemsize: int = field(init=False)
+    #: How the fused kernel decodes it (:mod:`ckptdiff.values.kernels`' codes), and in which precision it sums.
+    code: int = field(init=False)
+    wide: bool = field(init=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "itemsize", DTYPE_BITS[self.name] // 8)
+        object.__setattr__(self, "code", _KERNEL_CODES[self.name])
+        object.__setattr__(self, "wide", self.name == "F64" or self.widening == "cast")
+
+    @property
+    def table(self) -> np.ndarray:
+        """The float32 value of every bit pattern (1- and 2-byte floats but bf16), else a placeholder."""
+        return _table(self.stored) if self.widening == "table" else _NO_TABLE
 
     @property
     def numpy(self) -> np.dtype[Any]:
@@ -44,6 +54,16 @@ class ValueType:
         return _UNSIGNED[self.itemsize]
 
 
+# The same numbers as ckptdiff.values.kernels' constants (that module imports numba, this one must not).
+_KERNEL_CODES = {
+    "F32": 0,
+    "BF16": 1,
+    "F16": 2,
+    **dict.fromkeys(("F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F8_E8M0"), 3),
+    "F64": 4,
+    **{"I8": 5, "U8": 6, "BOOL": 6, "I16": 7, "U16": 8, "I32": 9, "U32": 10, "I64": 11, "U64": 12},
+}
+_NO_TABLE = np.zeros(1, np.float32)
 _UNSIGNED = {size: np.dtype(f"<u{size}") for size in (1, 2, 4, 8)}
 
 

@@ -9,7 +9,7 @@ import msgspec
 
 from ..checkpoint import Checkpoint
 from .base import embed_pairs_for
-from .compare import ValuesResult, compare_values
+from .compare import ValuesOptions, ValuesResult, compare_values
 from .files import Notify
 from .statistics import ValueStats
 
@@ -31,8 +31,10 @@ def attach_values(
     offline: bool = False,
     progress: bool = False,
     notify: Notify | None = None,
+    options: ValuesOptions | None = None,
 ) -> Report:
-    """The report with ``values`` on every row both sides store with equal shapes, and findings about them."""
+    """The report with ``values`` on every row both sides store with equal shapes, and findings about them.
+    ``options``: where the pass runs, and its progress hook (:class:`ckptdiff.values.compare.ValuesOptions`)."""
     from ..report import Finding
 
     names = [
@@ -42,7 +44,7 @@ def attach_values(
     ]
     pairs, unpaired = embed_pairs_for(profile, base, a, b) if base is not None else ([], [])
     result = compare_values(
-        a, b, names, base=base, embed_pairs=pairs, offline=offline, progress=progress, notify=notify
+        a, b, names, base=base, embed_pairs=pairs, offline=offline, progress=progress, notify=notify, options=options
     )
     rows = tuple(
         msgspec.structs.replace(row, values=_row_values(result.stats[row.name])) if row.name in result.stats else row

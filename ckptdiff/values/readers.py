@@ -84,7 +84,7 @@ class Side:
     """One checkpoint's files (local paths, or Hub files already in the HF cache), opened on demand, and the
     float32 buffer its chunks are widened into. One thread at a time: :meth:`copy` gives another its own."""
 
-    def __init__(self, label: str, checkpoint: Checkpoint, paths: Mapping[RelativePath, Path]) -> None:
+    def __init__(self, label: str, checkpoint: Checkpoint | None, paths: Mapping[RelativePath, Path]) -> None:
         self.label = label
         self.checkpoint = checkpoint
         self.paths = paths

@@ -8,25 +8,47 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from importlib.util import find_spec
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from ..checkpoint import TensorInfo
 from .dtypes import VALUE_TYPES, equal_chunk_facts
 from .readers import Side
-from .statistics import Accumulator, ChunkResult, SameChunk, ValueStats, chunk_sums, float64_sums
+from .statistics import (
+    Accumulator,
+    ChunkResult,
+    SameChunk,
+    ValueStats,
+    chunk_sums,
+    float64_sums,
+    square_sum,
+)
 
-#: Elements per chunk: 256 Ki (1 MiB per side in float32), so a thread's working set stays in the CPU's cache;
-#: 128–512 Ki measured the same, smaller ones pay numpy's per-call overhead, larger ones spill the cache.
-CHUNK_ELEMENTS = 256 * 1024
+if TYPE_CHECKING:  # pragma: no cover
+    from .fused import FusedChunks
+
+#: Elements per chunk: 1 Mi (2 MiB a side in bf16). The fused kernel works on blocks inside a chunk, so a chunk
+#: only has to amortise a read's system call and a thread hand-off; the numpy path keeps 256 Ki, below which
+#: it paid numpy's per-call overhead and above which its float32 copies spilled the CPU's cache.
+CHUNK_ELEMENTS = 1024 * 1024
+NUMPY_CHUNK_ELEMENTS = 256 * 1024
 #: At most this many threads compute a pass (each with its own file handles and buffers).
 MAX_THREADS = 4
 #: A pass reading less than this runs in the calling thread.
 THREADS_MIN_BYTES = 32 * 2**20
+#: Which code computes the sums: "numba" (the fused kernel) or "numpy" (array operations: the anchor, the
+#: fallback where numba cannot be imported, and small passes). The environment variable chooses one explicitly.
+KERNEL_VARIABLE = "CKPTDIFF_VALUES_KERNEL"
+#: A pass comparing fewer bytes (both sides) uses numpy: importing numba and loading its compiled kernels costs
+#: ~0.5 s of CPU (1–2 s on a loaded machine), more than the fused pass saves on less data.
+NUMBA_MIN_BYTES = 2**30
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
+#: Called as the pass goes: (bytes compared so far, bytes to compare in all), both sides counted.
+ProgressHook = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -38,19 +60,67 @@ class Pair:
     side_b: int
     b: TensorInfo
 
+    @property
+    def nbytes(self) -> int:
+        return self.a.nbytes + self.b.nbytes
+
+
+def choose_kernel(nbytes: int | None = None, notify: Callable[[str], None] | None = None) -> str:
+    """The fused kernel ("numba") for a pass of ``nbytes`` ≥ NUMBA_MIN_BYTES (any, if None) when numba is
+    installed, else "numpy" (with a one-line note when numba is missing); the environment variable overrides."""
+    wanted = os.environ.get(KERNEL_VARIABLE, "").strip().lower()
+    if wanted == "numpy" or (wanted != "numba" and nbytes is not None and nbytes < NUMBA_MIN_BYTES):
+        return "numpy"
+    if find_spec("numba") is None:  # imported later, only by a chunk that differs: byte copies never load it
+        if notify is not None:
+            notify("--values: numba is not installed; using the slower numpy statistics")
+        return "numpy"
+    return "numba"
+
 
 class Worker:
-    """What one thread computes chunks with: the sides (its own copies when threads share the pass) and a buffer."""
+    """What one thread computes chunks with: the sides (its own copies when threads share the pass) and buffers."""
 
-    def __init__(self, sides: list[Side]) -> None:
+    def __init__(self, sides: list[Side], kernel: str) -> None:
         self.sides = sides
-        self.delta = np.empty(0, np.float32)  # b − a of a chunk
+        self.delta = np.empty(0, np.float32)  # b − a of a chunk (numpy path)
+        self.kernel = kernel
+        self.fused: FusedChunks | None = None  # made on the first chunk that differs (numba loads ~0.5 s)
 
     def chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
+        if self.kernel == "numba":
+            return self._fused_chunk(pair, start, count)
         with np.errstate(all="ignore"):  # overflow and NaN are expected in data: float64_sums handles them
-            return self._chunk(pair, start, count)
+            return self._numpy_chunk(pair, start, count)
 
-    def _chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
+    def square_sum(self, pair: Pair, start: int, count: int) -> float:
+        """Σa² of side A's chunk (an equal chunk taken as a SameChunk, once its tensor differed elsewhere)."""
+        side, kind = self.sides[pair.side_a], VALUE_TYPES[pair.a.dtype]
+        raw = side.read(pair.a, kind, start, count)
+        if self.kernel == "numba":
+            return self._fused().square_sum(kind, raw)
+        return square_sum(side.widen(kind, raw))
+
+    def _fused(self) -> FusedChunks:
+        if self.fused is None:
+            from .fused import FusedChunks
+
+            self.fused = FusedChunks()
+        return self.fused
+
+    def _fused_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
+        side_a = self.sides[pair.side_a]
+        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
+        raw_a = side_a.read(pair.a, kind_a, start, count)
+        raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
+        same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
+        if same:  # numpy's masked max (two passes at ~4 G elements/s) beat a numba loop here (~0.7)
+            facts = equal_chunk_facts(kind_a, raw_a, side_a.scratch_for(len(raw_a)))
+            if facts is not None and facts[0]:
+                return SameChunk(count, facts[1])
+        return self._fused().sums(kind_a, raw_a, kind_b, raw_b, same)
+
+    def _numpy_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
         raw_a = side_a.read(pair.a, kind_a, start, count)
@@ -69,12 +139,21 @@ class Worker:
         return sums if sums is not None else float64_sums(a, b, same)
 
 
-def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:
+def pair_stats(
+    sides: list[Side],
+    pairs: list[Pair],
+    *,
+    threads: int | None = None,
+    kernel: str | None = None,
+    progress: ProgressHook | None = None,
+) -> list[ValueStats]:
     """Statistics for every pair, streamed chunk by chunk (large passes on several threads).
 
-    numpy releases the GIL inside every large operation and the reads, so threads working on different chunks
-    overlap; each thread has its own sides (file handles and buffers).
+    The reads and the kernels (numba's ``nogil``, or numpy's large operations) release the GIL, so threads
+    working on different chunks overlap; each thread has its own sides (file handles and buffers). ``threads``
+    None: as many as the cores free now (:func:`free_cores`). ``progress`` is called after every chunk.
     """
+    kernel = kernel or choose_kernel(sum(pair.nbytes for pair in pairs))
     results: dict[int, ValueStats] = {}
     comparable = []
     for index, pair in enumerate(pairs):
@@ -85,21 +164,23 @@ def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:
         else:
             comparable.append(index)
 
-    chunk_elements = CHUNK_ELEMENTS
+    chunk_elements = CHUNK_ELEMENTS if kernel == "numba" else NUMPY_CHUNK_ELEMENTS
     chunks = (
         (index, start, min(chunk_elements, pairs[index].a.numel - start))
         for index in comparable
         for start in range(0, pairs[index].a.numel, chunk_elements)
     )
-    nbytes = sum(pairs[index].a.nbytes + pairs[index].b.nbytes for index in comparable)
-    threads = min(MAX_THREADS, _cores()) if nbytes >= THREADS_MIN_BYTES else 1
+    nbytes = sum(pairs[index].nbytes for index in comparable)
+    if threads is None:
+        threads = min(MAX_THREADS, free_cores()) if nbytes >= THREADS_MIN_BYTES else 1
     own = threading.local()
     workers: list[Worker] = []
+    main = Worker(sides, kernel)
 
     def compute(chunk: tuple[int, int, int]) -> tuple[int, int, ChunkResult]:
         worker = getattr(own, "worker", None)
         if worker is None:
-            worker = own.worker = Worker([side.copy() for side in sides])
+            worker = own.worker = Worker([side.copy() for side in sides], kernel) if threads > 1 else main
             workers.append(worker)
         index, start, count = chunk
         return index, start, worker.chunk(pairs[index], start, count)
@@ -107,12 +188,14 @@ def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:
     def finish(index: int, total: Accumulator) -> None:
         pair = pairs[index]
         if not total.equal:
-            side, kind = sides[pair.side_a], VALUE_TYPES[pair.a.dtype]
             for start, count in total.unsquared:
-                total.add_squares(side.widen(kind, side.read(pair.a, kind, start, count)))
+                total.add_square_sum(main.square_sum(pair, start, count))
         note = None if pair.a.dtype == pair.b.dtype else f"{pair.a.dtype} vs {pair.b.dtype}, compared as float32"
         results[index] = total.stats(note)
 
+    done = 0
+    if progress is not None:
+        progress(done, nbytes)
     in_order = ordered_map(compute, chunks, threads)
     try:
         current, total = -1, Accumulator()
@@ -122,6 +205,11 @@ def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:
                     finish(current, total)
                 current, total = index, Accumulator()
             total.fold(start, result)
+            if progress is not None:
+                pair = pairs[index]
+                count = min(chunk_elements, pair.a.numel - start)
+                done += count * pair.nbytes // pair.a.numel
+                progress(done, nbytes)
         if current >= 0:
             finish(current, total)
         for index in comparable:  # tensors without elements
@@ -130,8 +218,11 @@ def pair_stats(sides: list[Side], pairs: list[Pair]) -> list[ValueStats]:
     finally:
         in_order.close()  # on an error here, the threads stop now (before their files are closed)
         for worker in workers:
-            for side in worker.sides:
-                side.close()
+            if worker is not main:
+                for side in worker.sides:
+                    side.close()
+    if progress is not None and done != nbytes:
+        progress(nbytes, nbytes)
     return [results[index] for index in range(len(pairs))]
 
 
@@ -157,11 +248,22 @@ def ordered_map(function: Callable[[Item], Result], items: Iterable[Item], threa
                 future.cancel()
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The CPUs this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
+
+
+def free_cores() -> int:
+    """The CPUs this process may run on, less the ones the last minute's load average says are busy: on a
+    shared machine a second thread only contends (measured: one thread beat two at a load average of 2)."""
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this system
+        busy = 0.0
+    return max(1, min(cores(), round(cores() - busy)))
 
 
 def _bytes_only(side_a: Side, a: TensorInfo, side_b: Side, b: TensorInfo, reason: str) -> ValueStats:

@@ -1,4 +1,4 @@
-"""The numbers --values reports for one tensor, summed chunk by chunk in float32 and folded in float64."""
+"""The numbers --values reports for one tensor: per-chunk sums (the fused kernel's or numpy's) folded in float64."""
 
 from __future__ import annotations
 
@@ -78,9 +78,10 @@ class Accumulator:
     """One tensor's running sums, folded from per-chunk results in chunk order (so in the same order, and
     to the same bits, however many threads computed the chunks): Python floats across chunks.
 
-    A chunk comes from :func:`chunk_sums` (float32 arithmetic) or, when its bytes are the same on both
-    sides, as a :class:`SameChunk` (no arithmetic). Such a chunk's Σa² is needed only when another chunk
-    of the tensor differs; it is then summed afterwards (:meth:`add_squares`) from the chunks in ``unsquared``.
+    A chunk comes from the fused kernel (:mod:`.fused`), from :func:`chunk_sums` (numpy, float32) or, when its
+    bytes are the same on both sides, as a :class:`SameChunk` (no arithmetic). Such a chunk's Σa² is needed
+    only when another chunk of the tensor differs; it is then summed afterwards (:meth:`add_square_sum`) from the
+    chunks in ``unsquared``.
     """
 
     def __init__(self) -> None:
@@ -108,13 +109,8 @@ class Accumulator:
         self.dot_aa += aa
         self.dot_bb += bb
 
-    def add_squares(self, a: np.ndarray) -> None:
+    def add_square_sum(self, square: float) -> None:
         """Σa² of an equal chunk taken as a SameChunk, once the tensor turned out to differ elsewhere."""
-        with np.errstate(over="ignore"):
-            square = float(np.dot(a, a))
-        if not math.isfinite(square):  # overflows float32 (a SameChunk holds only finite values)
-            wide = a.astype(np.float64)
-            square = float(np.dot(wide, wide))
         self.dot_aa += square
         self.dot_bb += square
         self.dot_ab += square
@@ -133,6 +129,16 @@ class Accumulator:
         rel_l2 = math.sqrt(self.dot_dd) / norm_a if norm_a > 0 else None
         mean_abs = self.sum_abs / self.count if self.count else None
         return ValueStats(False, self.max_abs, mean_abs, cosine, rel_l2, note=note)
+
+
+def square_sum(a: np.ndarray) -> float:
+    """Σa² of a float32 chunk holding only finite values, in float64 where float32 overflows."""
+    with np.errstate(over="ignore"):
+        square = float(np.dot(a, a))
+    if not math.isfinite(square):
+        wide = a.astype(np.float64)
+        square = float(np.dot(wide, wide))
+    return square
 
 
 def chunk_sums(a: np.ndarray, b: np.ndarray, same: bool, scratch: np.ndarray) -> Sums | None:

@@ -1,0 +1,144 @@
+"""--values in worker processes (--jobs) and on a Dask cluster (--scheduler): the same report as in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+
+from ckptdiff.sources import resolve  # noqa: E402
+from ckptdiff.values import ValuesOptions, compare_values  # noqa: E402
+from ckptdiff.values.executors import ShardTask, SideSpec, run_task, shard_tasks  # noqa: E402
+from ckptdiff.values.scheduling import Pair  # noqa: E402
+from fixtures.generate import header_bytes  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def write_shards(folder: Path, seed: int, changed: bool) -> Path:
+    """A two-shard checkpoint (index + shards) of bf16 and f32 tensors; ``changed`` perturbs some of them."""
+    rng = np.random.default_rng(0)
+    noise = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    weight_map = {}
+    for shard in range(2):
+        name = f"model-{shard + 1:05d}-of-00002.safetensors"
+        tensors = []
+        data = []
+        for layer in range(3):
+            values = rng.standard_normal(70_000)
+            if changed and layer != 1:
+                values = values + noise.standard_normal(values.size) * 0.01
+            bf16 = (values.astype(np.float32).view(np.uint32) >> 16).astype("<u2")
+            tensors.append((f"layers.{shard}.{layer}.weight", "BF16", [values.size]))
+            data.append(bf16.tobytes())
+            tensors.append((f"layers.{shard}.{layer}.bias", "F32", [100]))
+            data.append(values[:100].astype("<f4").tobytes())
+        prefix, _ = header_bytes(tensors, {"format": "pt"})
+        (folder / name).write_bytes(prefix + b"".join(data))
+        weight_map.update({tensor[0]: name for tensor in tensors})
+    index = {"metadata": {}, "weight_map": weight_map}
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("pair")
+    return write_shards(root / "a", seed=1, changed=False), write_shards(root / "b", seed=2, changed=True)
+
+
+def report_of(run_cli, *args: str) -> dict:
+    # The fused kernel, whatever the pair's size (small passes take numpy by themselves): the path to check.
+    done = run_cli(*args, "--values", "--format", "json", "-q", env={"CKPTDIFF_VALUES_KERNEL": "numba"})
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    report.pop("command", None)
+    return report
+
+
+def test_a_progress_hook_hears_every_byte(pair: tuple[Path, Path]) -> None:
+    a, b = resolve(str(pair[0])), resolve(str(pair[1]))
+    heard: list[tuple[int, int]] = []
+    names = [name for name in a.tensors if name in b.tensors]
+    compare_values(a, b, names, options=ValuesOptions(on_progress=lambda done, total: heard.append((done, total))))
+    total = sum(a.tensors[name].nbytes + b.tensors[name].nbytes for name in names)
+    assert heard[0] == (0, total) and heard[-1] == (total, total)
+    assert [done for done, _ in heard] == sorted(done for done, _ in heard)
+
+
+def test_the_pass_is_cut_into_shard_pair_tasks(pair: tuple[Path, Path]) -> None:
+    a, b = resolve(str(pair[0])), resolve(str(pair[1]))
+    pairs = [Pair(0, a.tensors[name], 1, b.tensors[name]) for name in sorted(a.tensors)]
+    sides = [SideSpec("A", a.spec, a.revision), SideSpec("B", b.spec, b.revision)]
+    tasks = shard_tasks(sides, pairs)
+    assert len(tasks) == 2
+    assert sorted(p for task in tasks for p in task.positions) == list(range(len(pairs)))
+    assert all(len({(pair.a.file, pair.b.file) for pair in task.pairs}) == 1 for task in tasks)
+
+
+def test_a_worker_that_cannot_see_a_local_file_says_so(pair: tuple[Path, Path], tmp_path: Path) -> None:
+    """A task carries specs and paths, not handles: a worker without the path answers with one line."""
+    a = resolve(str(pair[0]))
+    info = next(iter(a.tensors.values()))
+    elsewhere = SideSpec("A", str(tmp_path / "not-here"), None, paths={info.file: str(tmp_path / "not-here" / "x")})
+    stats, error = run_task(ShardTask((elsewhere, elsewhere), (Pair(0, info, 1, info),), (0,)))
+    assert stats is None and error is not None
+    assert "missing on this worker" in error[1]
+
+
+def test_local_processes_give_the_same_report(pair: tuple[Path, Path], run_cli) -> None:
+    here = report_of(run_cli, str(pair[0]), str(pair[1]))
+    processes = report_of(run_cli, str(pair[0]), str(pair[1]), "--jobs", "2")
+    assert processes == here
+    changed = [row["name"] for row in here["tensors"] if row.get("values") and not row["values"]["equal"]]
+    assert changed and all(name.split(".")[2] != "1" for name in changed)  # layer 1 is the same on both sides
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two Dask worker processes on loopback; they import this checkout (PYTHONPATH), and are shut down after."""
+    distributed = pytest.importorskip("distributed")
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = path  # spawned workers inherit it
+    try:
+        with distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as local:
+            yield local
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+@pytest.mark.dask
+def test_a_dask_cluster_gives_the_same_report(pair: tuple[Path, Path], cluster, run_cli) -> None:
+    """`ckptdiff A B --values --scheduler tcp://...`: JSON equal to the in-process run's, bit for bit."""
+    here = report_of(run_cli, str(pair[0]), str(pair[1]))
+    on_dask = report_of(run_cli, str(pair[0]), str(pair[1]), "--scheduler", cluster.scheduler_address)
+    assert on_dask == here
+    assert any(row.get("values") and not row["values"]["equal"] for row in here["tensors"])
+
+
+@pytest.mark.dask
+def test_both_workers_take_tasks(pair: tuple[Path, Path], cluster) -> None:
+    from distributed import Client
+
+    a, b = resolve(str(pair[0])), resolve(str(pair[1]))
+    compare_values(a, b, list(a.tensors), options=ValuesOptions(scheduler=cluster.scheduler_address))
+    with Client(cluster.scheduler_address) as client:
+        ran = client.run(lambda dask_worker: len(dask_worker.data) + dask_worker.state.executed_count)
+    assert len(ran) == 2 and all(count > 0 for count in ran.values()), ran
+
+
+def test_scheduler_needs_values(run_cli) -> None:
+    done = run_cli("a", "b", "--scheduler", "tcp://127.0.0.1:1")
+    assert done.returncode == 2
+    assert "--scheduler runs the --values pass" in done.stderr

@@ -1,0 +1,232 @@
+"""The fused --values kernel against numpy in float64 on the widened data: every dtype, every awkward kind of data."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+np = pytest.importorskip("numpy")
+ml_dtypes = pytest.importorskip("ml_dtypes")
+pytest.importorskip("numba")
+
+from ckptdiff.sources import resolve  # noqa: E402
+from ckptdiff.values import kernels, scheduling  # noqa: E402
+from ckptdiff.values.compare import compare_values  # noqa: E402
+from ckptdiff.values.dtypes import VALUE_TYPES  # noqa: E402
+from ckptdiff.values.fused import FusedChunks  # noqa: E402
+from fixtures.generate import header_bytes  # noqa: E402
+
+#: The issue's bar: every statistic within this of the float64 reference, relative to its scale.
+TOLERANCE = 1e-6
+
+FLOATS = ["BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"]
+INTEGERS = ["I8", "U8", "I16", "U16", "I32", "U32", "I64", "U64", "BOOL"]
+#: More elements than a block, not a multiple of it: the last block is padded.
+COUNT = 5 * kernels.BLOCK + 77
+
+
+def numpy_type(dtype: str) -> np.dtype:
+    return VALUE_TYPES[dtype].numpy
+
+
+def stored(dtype: str, values: np.ndarray) -> bytearray:
+    """``values`` (float64) rounded to ``dtype`` and stored as its bytes, as a safetensors file holds them."""
+    if dtype == "BOOL":
+        return bytearray((values != 0).astype("?").tobytes())
+    kind = numpy_type(dtype)
+    if kind.kind in "iu":
+        info = np.iinfo(kind)
+        values = np.clip(np.nan_to_num(values), info.min, info.max)
+    return bytearray(values.astype(kind).tobytes())
+
+
+def widened(dtype: str, raw: bytearray) -> np.ndarray:
+    """The reference's input: the stored values as float64 (ml_dtypes and numpy casts)."""
+    return np.frombuffer(raw, numpy_type(dtype)).astype(np.float64)
+
+
+def reference(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    finite = np.isfinite(x) & np.isfinite(y)
+    x, y = x[finite], y[finite]
+    d = y - x
+    return {
+        "dd": float(d @ d),
+        "abs": float(np.abs(d).sum()),
+        "max": float(np.abs(d).max()) if d.size else 0.0,
+        "ab": float(x @ y),
+        "aa": float(x @ x),
+        "bb": float(y @ y),
+        "skipped": int((~finite).sum()),
+    }
+
+
+def data(case: str, dtype: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Two float64 arrays of COUNT values for ``case`` (before rounding to ``dtype``)."""
+    rng = np.random.default_rng(seed)
+    if case == "random":
+        a = rng.standard_normal(COUNT) * 3
+        b = a + rng.standard_normal(COUNT) * 0.05
+    elif case == "unrelated":
+        a, b = rng.standard_normal(COUNT), rng.standard_normal(COUNT)
+    elif case == "constant":
+        a, b = np.full(COUNT, 0.3), np.full(COUNT, 0.7)
+    elif case == "nan-inf":
+        a, b = rng.standard_normal(COUNT), rng.standard_normal(COUNT)
+        a[[3, 600, 2000]] = [np.nan, np.inf, -np.inf]
+        b[[5, 600, 2500]] = [np.inf, np.nan, np.nan]
+    elif case == "subnormal":
+        tiny = float(ml_dtypes.finfo(numpy_type(dtype)).smallest_subnormal)
+        a = rng.integers(-3, 4, COUNT) * tiny
+        b = rng.integers(-3, 4, COUNT) * tiny
+    elif case == "signed-zero":
+        a = np.where(rng.random(COUNT) < 0.5, 0.0, -0.0)
+        b = np.where(rng.random(COUNT) < 0.5, -0.0, 0.0)
+        b[::7] = rng.standard_normal(b[::7].size)
+    else:
+        raise AssertionError(case)
+    return a, b
+
+
+def assert_close(got: tuple[float, ...], skipped: int, want: dict[str, float]) -> None:
+    dd, abs_sum, largest, ab, aa, bb = got
+    assert skipped == want["skipped"]
+    for name, value in (("dd", dd), ("abs", abs_sum), ("max", largest), ("aa", aa), ("bb", bb)):
+        assert value == pytest.approx(want[name], rel=TOLERANCE, abs=0.0), name
+    # Σab may cancel to ~0: its error is measured against ‖a‖‖b‖, the scale the cosine divides by.
+    assert abs(ab - want["ab"]) <= TOLERANCE * math.sqrt(want["aa"] * want["bb"]), "ab"
+
+
+CASES = ["random", "unrelated", "constant", "nan-inf", "subnormal", "signed-zero"]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_float_sums_match_float64_numpy(dtype: str, case: str) -> None:
+    if case == "nan-inf" and dtype == "F8_E4M3":
+        pytest.skip("F8_E4M3 (fn) has no infinities: ml_dtypes rounds them to NaN, covered by F8_E5M2")
+    a, b = data(case, dtype)
+    raw_a, raw_b = stored(dtype, a), stored(dtype, b)
+    kind = VALUE_TYPES[dtype]
+    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
+    want = reference(widened(dtype, raw_a), widened(dtype, raw_b))
+    assert result.count == COUNT - want["skipped"]
+    assert_close(result.sums, result.nonfinite, want)
+
+
+@pytest.mark.parametrize("case", ["random", "constant", "signed-zero"])
+@pytest.mark.parametrize("dtype", INTEGERS)
+def test_integer_sums_match_float64_numpy(dtype: str, case: str) -> None:
+    a, b = data(case, dtype)
+    a, b = np.round(a * 40), np.round(b * 40)
+    raw_a, raw_b = stored(dtype, a), stored(dtype, b)
+    kind = VALUE_TYPES[dtype]
+    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
+    assert_close(result.sums, result.nonfinite, reference(widened(dtype, raw_a), widened(dtype, raw_b)))
+
+
+def test_a_whole_chunk_of_bf16_matches_float64() -> None:
+    """A full 1 Mi-element chunk: 2048 blocks folded in float64."""
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal(scheduling.CHUNK_ELEMENTS)
+    raw_a, raw_b = stored("BF16", a), stored("BF16", a * 1.01 + 1e-3)
+    kind = VALUE_TYPES["BF16"]
+    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
+    assert_close(result.sums, result.nonfinite, reference(widened("BF16", raw_a), widened("BF16", raw_b)))
+
+
+def test_a_dtype_change_with_the_same_numbers_is_equal() -> None:
+    values = np.random.default_rng(4).standard_normal(COUNT)
+    raw_a = stored("BF16", values)
+    raw_b = bytearray(widened("BF16", raw_a).astype(np.float32).tobytes())
+    result = FusedChunks().sums(VALUE_TYPES["BF16"], raw_a, VALUE_TYPES["F32"], raw_b, same=False)
+    assert result.equal and result.sums[0] == 0.0
+
+
+def test_the_kernel_codes_are_the_dtypes_codes() -> None:
+    """dtypes.py (no numba) numbers the decodings as kernels.py (numba) does."""
+    by_name = {"F32": kernels.F32, "BF16": kernels.BF16, "F16": kernels.TABLE16, "F64": kernels.F64}
+    by_name |= {"I8": kernels.I8, "U8": kernels.U8, "BOOL": kernels.U8, "I64": kernels.I64, "U64": kernels.U64}
+    by_name |= {"F8_E4M3": kernels.TABLE8, "I16": kernels.I16, "U16": kernels.U16, "I32": kernels.I32}
+    by_name |= {"U32": kernels.U32}
+    for name, code in by_name.items():
+        assert VALUE_TYPES[name].code == code, name
+
+
+def write_pair(folder: Path, tensors: dict[str, tuple[str, bytearray]]) -> Path:
+    """A safetensors file of raw tensors (name → dtype, bytes), 1-D."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec = [(name, dtype, [len(raw) // VALUE_TYPES[dtype].itemsize]) for name, (dtype, raw) in tensors.items()]
+    prefix, _ = header_bytes(spec, {"format": "pt"})
+    with open(folder / "model.safetensors", "wb") as handle:
+        handle.write(prefix)
+        for _, raw in tensors.values():
+            handle.write(raw)
+    return folder
+
+
+def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: Path, monkeypatch) -> None:
+    """End to end through compare_values: the numba and numpy kernels agree (to 1e-5: the numpy path sums in
+    float32, rounding F64 values first; the fused kernel is the accurate one, checked above)."""
+    rng = np.random.default_rng(5)
+    a_side, b_side = {}, {}
+    for dtype in ("BF16", "F16", "F32", "F64", "I64"):
+        a = rng.standard_normal(3 * scheduling.NUMPY_CHUNK_ELEMENTS // 2) * 2
+        b = a + rng.standard_normal(a.size) * 0.01
+        if dtype == "I64":
+            a, b = np.round(a * 100), np.round(b * 100)
+        a_side[dtype.lower()] = (dtype, stored(dtype, a))
+        b_side[dtype.lower()] = (dtype, stored(dtype, b))
+    a = resolve(str(write_pair(tmp_path / "a", a_side)))
+    b = resolve(str(write_pair(tmp_path / "b", b_side)))
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")  # a small pass would take numpy by itself
+    fused = compare_values(a, b, list(a_side)).stats
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
+    numpy_stats = compare_values(a, b, list(a_side)).stats
+    for name in a_side:
+        for field in ("max_abs", "mean_abs", "rel_l2", "cosine"):
+            got, want = getattr(fused[name], field), getattr(numpy_stats[name], field)
+            assert got == pytest.approx(want, rel=1e-5), (name, field)
+
+
+def test_small_passes_take_numpy_and_large_ones_the_fused_kernel(monkeypatch) -> None:
+    monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES - 1) == "numpy"
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numba"
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
+    assert scheduling.choose_kernel(10) == "numba"
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numpy"
+
+
+def test_without_numba_the_pass_says_so_once_and_uses_numpy(monkeypatch) -> None:
+    import sys
+
+    monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
+    monkeypatch.setitem(sys.modules, "numba", None)  # as if numba were not installed
+    notes: list[str] = []
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES, notes.append) == "numpy"
+    assert notes == ["--values: numba is not installed; using the slower numpy statistics"]
+
+
+def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
+    """A pass where every chunk is a byte copy stops at memcmp and numpy: numba's ~0.5 s import is not paid."""
+    import subprocess
+    import sys
+
+    raw = stored("BF16", np.random.default_rng(6).standard_normal(COUNT))
+    a = write_pair(tmp_path / "a", {"w": ("BF16", raw)})
+    b = write_pair(tmp_path / "b", {"w": ("BF16", raw)})
+    script = (
+        "import sys; from ckptdiff.cli import main\n"
+        "try: main(sys.argv[1:])\n"
+        "finally: print('numba' in sys.modules, file=sys.stderr)"
+    )
+    env = {**os.environ, scheduling.KERNEL_VARIABLE: "numba"}
+    command = [sys.executable, "-c", script, str(a), str(b), "--values", "-q", "--format", "json"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).parent.parent)
+    assert done.stderr.split()[-1] == "False", done.stderr
+    assert json.loads(done.stdout)["tensors"][0]["values"]["equal"] is True
