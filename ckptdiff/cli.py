@@ -6,8 +6,10 @@ Kept thin and light: heavy modules (huggingface_hub, torch) load only when a com
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
@@ -15,18 +17,20 @@ import threading
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import click
 
 from . import __version__
+from .cli_help import EPILOG, GroupedCommand
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, ReportWriteError, scrub_secrets
-from .formats import FORMAT_NAMES
+from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .profiles import profile_choices
 
 if TYPE_CHECKING:
     from .config_file import FileSettings
+    from .report import Report
 
 EXIT_TROUBLE = 2
 #: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
@@ -37,8 +41,15 @@ STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 Mi
 def write_report(text: str, destination: str | None) -> None:
     """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
     if destination is None or destination == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            raise  # the reader left (`| head`): main() ends quietly
+        except OSError as err:
+            if err.errno == errno.EPIPE:
+                raise BrokenPipeError(*err.args) from None
+            raise ReportWriteError("stdout", f"cannot write the report: {err.strerror or err}") from None
         return
     target = Path(destination)
     if target.is_dir():
@@ -78,16 +89,50 @@ def _umask() -> int:
 
 
 def _format_for(fmt: str | None, output: str | None, default: str | None = None) -> str:
-    """--format, else the -o file's extension, else the config file's format, else table."""
+    """--format, else the -o file's extension, else the config file's format, else table. An extension that
+    names no format (``-o report.html``) is refused rather than filled with a table."""
     if fmt:
-        return fmt
+        return FORMAT_ALIASES.get(fmt, fmt)
     if output and output != "-":
         from .formats import FORMAT_BY_EXTENSION
 
-        by_extension = FORMAT_BY_EXTENSION.get(Path(output).suffix.lower())
+        suffix = Path(output).suffix.lower()
+        by_extension = FORMAT_BY_EXTENSION.get(suffix)
         if by_extension:
             return by_extension
+        if suffix and not default:
+            known = ", ".join(sorted(FORMAT_BY_EXTENSION))
+            raise ReportWriteError(
+                output, f"no report format is written as {suffix}", f"give --format, or name it {known}"
+            )
     return default or "table"
+
+
+def wants_color(choice: str, stream: IO[str]) -> bool:
+    """--color always/never; auto: NO_COLOR (when not empty, no-color.org) turns it off, FORCE_COLOR (when not
+    empty) on, else colour only on a terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return _isatty(stream)
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width(stream: IO[str]) -> int | None:
+    """The width to wrap the table at: the terminal's, else $COLUMNS, else none (a file or pipe keeps long lines)."""
+    if _isatty(stream):
+        return max(shutil.get_terminal_size().columns, 40)
+    columns = os.environ.get("COLUMNS", "")
+    return max(int(columns), 40) if columns.isdigit() and int(columns) > 0 else None
 
 
 def append_step_summary(markdown: str, path: str | None) -> None:
@@ -130,22 +175,34 @@ def command_line(ctx: click.Context) -> str:
     return scrub_secrets(shlex.join(["ckptdiff", *argv]))
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("a", metavar="A", required=False)
-@click.argument("b", metavar="[B]", required=False)
+#: Specs are paths more often than not: typed as paths so that shell completion offers files (a Hub repo or a URL
+#: is accepted as it is; nothing is checked here).
+SPEC = click.Path()
+
+
+@click.command(
+    cls=GroupedCommand,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EPILOG,
+)
+@click.argument("a", metavar="A", required=False, type=SPEC)
+@click.argument("b", metavar="[B]", required=False, type=SPEC)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMAT_NAMES),
-    help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).",
+    type=click.Choice((*FORMAT_NAMES, *FORMAT_ALIASES)),
+    help="Report format (default: table, or from the -o file's extension: .md, .json, .xml, .txt); "
+    "md is markdown; github: the table with ::error/::warning annotations for a GitHub job's log.",
 )
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(), help="Write the report to FILE instead of stdout.")
 @click.option(
     "--profile",
     metavar="|".join(profile_choices()),
     help="Architecture knowledge to apply (default: auto, which detects it from config.json).",
 )
-@click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
+@click.option(
+    "--base", metavar="SPEC", type=SPEC, help="Base (target) model: verify weights the engine injects from it."
+)
 @click.option(
     "--engine",
     "engines",
@@ -212,6 +269,7 @@ def command_line(ctx: click.Context) -> str:
     "--config",
     "config_path",
     metavar="FILE",
+    type=click.Path(),
     help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).",
 )
 @click.option(
@@ -219,9 +277,25 @@ def command_line(ctx: click.Context) -> str:
     default=None,
     help="One row per tensor, or (default) layer/expert patterns collapsed into one row each.",
 )
-@click.option("--only-diffs/--all-rows", default=None, help="Hide tensors that match (default: show all).")
+@click.option(
+    "--only-diffs/--all",
+    " /--all-rows",
+    "only_diffs",
+    default=None,
+    help="Hide tensors that match, or list them all (default: the table hides them, markdown lists them).",
+)
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour the table by severity; auto: on a terminal, unless NO_COLOR is set (FORCE_COLOR forces it).",
+)
 @click.option("--no-step-summary", is_flag=True, help="Do not append the markdown report to $GITHUB_STEP_SUMMARY.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress or diagnostics on stderr.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Only the verdict and what failed it; no progress or notes on stderr."
+)
+@click.option("-v", "--verbose", is_flag=True, help="Also show info findings and engine events.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
@@ -244,6 +318,8 @@ def command(
     jobs: int,
     quiet: bool,
     debug: bool,
+    color: str = "auto",
+    verbose: bool = False,
     values: bool = False,
     renames: tuple[str, ...] = (),
     engines: tuple[str, ...] = (),
@@ -291,7 +367,9 @@ def command(
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
-    options = SourceOptions(offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty())
+    from .progress import terminal_progress
+
+    options = SourceOptions(offline=offline, jobs=jobs, progress=None if quiet else terminal_progress())
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
     report = compare_specs(
         a,
@@ -307,14 +385,26 @@ def command(
     )
     report = replace(report, command=command_line(click.get_current_context()))
     fmt = _format_for(fmt, output, settings.get("format"))
-    color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    to_stdout = output in (None, "-")
+    if only_diffs is None:  # the terminal table hides matches unless --all; markdown lists every row
+        only_diffs = settings.get("only_diffs", fmt in ("table", "github"))
     view = RenderOptions(
-        color=color,
+        color=fmt == "table" and (wants_color(color, sys.stdout) if to_stdout else color == "always"),
         expand=bool(settings.get("expand") if expand is None else expand),
-        only_diffs=bool(settings.get("only_diffs") if only_diffs is None else only_diffs),
+        only_diffs=bool(only_diffs),
     )
-    text = render(report, fmt, view)
+    verbosity = -1 if quiet else 1 if verbose else 0
+    if fmt in ("table", "github"):
+        from .formats import table
+
+        terminal = table.Terminal(width=terminal_width(sys.stdout) if to_stdout else None, verbosity=verbosity)
+        module = table if fmt == "table" else __import__("ckptdiff.formats.github", fromlist=["render"])
+        text = module.render(report, view, terminal)
+    else:
+        text = render(report, fmt, view)
     write_report(text, output)
+    if not to_stdout:  # the report went to a file: the verdict still reaches the log
+        _echo_verdict(report, color)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary and not no_step_summary and settings.get("step_summary", True):
         plain = replace(view, color=False, expand=False)
@@ -323,6 +413,13 @@ def command(
             summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
     sys.exit(report.exit_code)
+
+
+def _echo_verdict(report: Report, color: str) -> None:
+    from .formats.table import _painter, verdict_lines
+
+    paint = _painter(wants_color(color, sys.stderr))
+    click.echo("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)), err=True)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -359,8 +456,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("ckptdiff: interrupted", err=True)
         sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
+    except BrokenPipeError:  # the reader left (`| head`): nothing to say, and nothing more to write
+        _silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
         if debug:
@@ -368,3 +465,13 @@ def main(argv: list[str] | None = None) -> None:
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]
         click.echo(f"ckptdiff: internal error: {detail} (rerun with --debug for a traceback)", err=True)
         sys.exit(EXIT_TROUBLE)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (an in-process runner's buffer)
+        pass

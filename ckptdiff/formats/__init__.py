@@ -9,7 +9,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit")
+FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit", "github")
+#: Other spellings --format and the config file accept.
+FORMAT_ALIASES: dict[str, str] = {"md": "markdown"}
 #: ``-o report.md`` picks markdown when --format is not given.
 FORMAT_BY_EXTENSION: dict[str, str] = {
     ".md": "markdown",
