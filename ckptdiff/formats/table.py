@@ -176,12 +176,11 @@ def _tensor_table(
     note_column = len(headers) - 1 if with_notes else None
     shrink = tuple(i for i in (note_column, 0, status_column - 2, status_column - 1) if i is not None)
     lines = grid(headers, rows, terminal.width, shrink=shrink, names=(0,), paint_column=(status_column, colors, paint))
-    hidden = sum(line.count for line in display_rows(report, options)) - sum(line.count for line in shown)
     if not rows:
         lines = ["no differing tensors" if report.tensors else "no tensors"]
+    hidden = len(report.tensors) - sum(line.count for line in shown)  # the matches --only-diffs leaves out
     if hidden and not failing_only:
-        matching = report.counts["match"]
-        lines.append(f"{matching} tensor{'s' if matching != 1 else ''} match (--all lists them)")
+        lines.append(f"{hidden} tensor{'s' if hidden != 1 else ''} match (--all lists them)")
     return lines
 
 
