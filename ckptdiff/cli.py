@@ -38,17 +38,19 @@ STEP_SUMMARY_LIMIT = 1024 * 1024
 STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 MiB, too long for a step summary.\n"
 
 
+class StdoutClosed(Exception):
+    """The reader of stdout went away. Not an OSError: click would end the run with exit 1 for one."""
+
+
 def write_report(text: str, destination: str | None) -> None:
     """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
     if destination is None or destination == "-":
         try:
             sys.stdout.write(text)
             sys.stdout.flush()
-        except BrokenPipeError:
-            raise  # the reader left (`| head`): main() ends quietly
         except OSError as err:
-            if err.errno == errno.EPIPE:
-                raise BrokenPipeError(*err.args) from None
+            if err.errno == errno.EPIPE:  # the reader left (`| head`): main() ends quietly
+                raise StdoutClosed() from None
             raise ReportWriteError("stdout", f"cannot write the report: {err.strerror or err}") from None
         return
     target = Path(destination)
@@ -456,7 +458,7 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("ckptdiff: interrupted", err=True)
         sys.exit(130)
-    except BrokenPipeError:  # the reader left (`| head`): nothing to say, and nothing more to write
+    except (StdoutClosed, BrokenPipeError):  # the reader left (`| head`): nothing to say, nothing more to write
         _silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug

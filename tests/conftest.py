@@ -110,6 +110,18 @@ def run_cli_subprocess(tmp_path):
     return run
 
 
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory) -> dict[str, str]:
+    """pip's environment for installing this checkout offline: the wheels of its dependencies (and of the build
+    backend) are downloaded from PyPI once a session, and every install after that (the GitHub Action's venv,
+    pre-commit's hook environment) takes them from this folder."""
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "-w", str(folder)]
+    done = subprocess.run([*command, str(REPO), "setuptools>=61", "wheel"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return {"PIP_FIND_LINKS": str(folder), "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
 @pytest.fixture
 def hub():
     """A running Hub emulator (tests/hub_emulator.py) on 127.0.0.1; subprocesses reach it via ``hub.client_env``."""

@@ -223,9 +223,9 @@ def _findings(report: Report, terminal: Terminal, paint: Painter, *, failing_onl
 # --- layout: words, wrapping, columns ---------------------------------------------------------------------------
 
 #: A tensor name breaks after a dot (never inside a ``{0..60}`` index set); prose after a space (never inside
-#: a ``[64, 192]`` shape).
+#: a ``[64, 192]`` shape) or after a dot that a letter follows (a name it quotes; not ``1.00``).
 _NAME_WORDS = re.compile(r"(?:\{[^}]*\}|[^.{])+\.?|.")
-_PROSE_WORDS = re.compile(r"(?:\[[0-9, ]*\]|\S)+\s*|\s+")
+_PROSE_WORDS = re.compile(r"(?:\[[0-9, ]*\]|[^\s.]|\.(?![A-Za-z_]))+(?:\.(?=[A-Za-z_]))?\s*|\.|\s+")
 
 
 def words(text: str, name: bool = False) -> list[str]:

@@ -40,6 +40,9 @@ SINGLE_FILE_NAME = "model.safetensors"
 MIN_ESTIMATED_RANGE = 16 * 1024
 #: Weight files a checkpoint may hold in formats ckptdiff does not read, named in the "no weights" message.
 _OTHER_WEIGHTS = (".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".npz", ".pkl")
+#: Formats people point ckptdiff at by mistake, by suffix: named, with what ckptdiff reads instead.
+_FORMAT_NAMES = {".gguf": "GGUF (llama.cpp)", ".onnx": "ONNX", ".h5": "HDF5 (Keras)", ".msgpack": "Flax msgpack"}
+_READABLE = "ckptdiff reads safetensors files, folders and indexes, and torch .bin/.pt/.pth files"
 
 T = TypeVar("T")
 
@@ -65,6 +68,9 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
             return WeightPlan(named, (), torch=True)
         if named.endswith(torch_pickle.TORCH_SUFFIXES):
             return WeightPlan(None, (named,), torch=True)
+        known = next((name for suffix, name in _FORMAT_NAMES.items() if named.lower().endswith(suffix)), None)
+        if known is not None:
+            raise SourceError(source.name_of(named), f"is a {known} file", _READABLE)
         raise SourceError(source.name_of(named), "not a .safetensors file or a *.safetensors.index.json index")
     if SINGLE_FILE_NAME in files:
         return WeightPlan(None, (SINGLE_FILE_NAME,))
