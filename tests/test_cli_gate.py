@@ -367,7 +367,7 @@ def test_the_whole_report_is_in_the_file_before_exit_1(run_cli, pair, tmp_path, 
     result = run_cli(*pair, "--format", fmt, "-o", str(target))
     assert result.returncode == 1 and result.stdout == ""
     text = target.read_text()
-    ends = {"table": "only_in_b value_head.weight), 1 match\n", "markdown": "`_\n", "json": "\n}\n", "junit": "</testsuites>\n"}
+    ends = {"table": "value_head.weight), 1 match\n", "markdown": "`_\n", "json": "\n}\n", "junit": "</testsuites>\n"}
     assert text.endswith(ends[fmt])
     assert sorted(p.name for p in target.parent.iterdir()) == ["report"]  # no temporary file left behind
 

@@ -283,7 +283,8 @@ def test_tab_completes_a_path_in_bash(tmp_path, on_path):
         for key in keys:
             subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
         for _ in range(100):  # the completion runs a Python process: wait for the screen to show it
-            screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+            capture = ["tmux", "capture-pane", "-p", "-t", session]
+            screen = subprocess.run(capture, capture_output=True, text=True).stdout
             if "ckptdiff drafters/ours-step-100/" in screen:
                 break
             time.sleep(0.1)

@@ -2,8 +2,9 @@
 
 try-repo does what a user's ``.pre-commit-config.yaml`` would: it clones this repository (with any uncommitted
 changes to tracked files), installs it into a fresh environment of its own (``language: python``: pip, here from the
-session's ``wheelhouse``, shared with the GitHub Action's tests) and runs the hook in the user's repository. The hook takes no arguments there, so A and B
-come from the user's ``ckptdiff.toml`` (``reference``, ``candidate``), as the docs show.
+session's ``wheelhouse``, shared with the GitHub Action's tests) and runs the hook in the user's repository. The
+hook takes no arguments there, so A and B come from the user's ``ckptdiff.toml`` (``reference``, ``candidate``), as
+the docs show.
 """
 
 from __future__ import annotations
