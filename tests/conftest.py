@@ -35,6 +35,7 @@ def cli_env(tmp_path: Path, env: dict[str, str] | None) -> dict[str, str]:
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_", "FORCE_COLOR", "COLUMNS"))}
     full_env.setdefault("HF_HOME", str(tmp_path / "hf-home"))
     full_env["NO_COLOR"] = "1"
+    full_env["CKPTDIFF_RETRY_WAIT"] = "0"  # retries happen at once: the tests count them, nobody waits
     full_env.update(env or {})
     return full_env
 
@@ -108,6 +109,13 @@ def run_cli_subprocess(tmp_path):
         )
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def no_retry_waits(monkeypatch):
+    """A retry after a 5xx or a dropped connection happens at once (``CKPTDIFF_RETRY_WAIT=0``): the tests count
+    retries, and waiting for them is most of a fault test's time. A Retry-After the server sends is still honoured."""
+    monkeypatch.setenv("CKPTDIFF_RETRY_WAIT", "0")
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ import io
 import json
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,15 +129,27 @@ def test_both_sides_share_one_bound_on_header_reads(hub_client, tmp_path):
 
 
 def test_by_default_every_shard_of_both_sides_is_in_flight_at_once(hub_client, tmp_path):
+    """Counted, not timed: each shard read is held at the emulator until all 24 are there at the same moment,
+    which only happens if none waits for another to finish (a smaller pool would break the barrier)."""
     for repo in ("org/a", "org/b"):
         hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=12, experts=1))
-    hub_client.latency = 0.3  # long enough for all 24 shard reads to be sent before the first is answered
+    together = threading.Barrier(24)
+
+    def hold_until_all_arrive(request) -> bool:
+        if request.path.endswith(".safetensors"):
+            try:
+                together.wait(timeout=60)
+            except threading.BrokenBarrierError:
+                pass  # fewer than 24 at once: answered anyway, and the assertion below says so
+        return False  # then answered as usual
+
+    hub_client.hooks.append(hold_until_all_arrive)
 
     resolve_both("org/a", "org/b")
 
     shard_reads = [entry for entry in hub_client.log if entry.path.endswith(".safetensors")]
     assert len(shard_reads) == 24
-    assert max(entry.started for entry in shard_reads) - min(entry.started for entry in shard_reads) < 0.3
+    assert not together.broken and hub_client.max_in_flight["resolve"] >= 24
 
 
 # --- cache and offline ------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -12,6 +13,9 @@ from ..errors import SourceError
 #: Retries for one request: status 408/429/5xx (honouring Retry-After) and dropped connections. A timeout or a
 #: refused connection is reported at once.
 MAX_RETRIES = 3
+#: Seconds before the first retry; the environment variable overrides it (tests: 0, no waits).
+DEFAULT_RETRY_WAIT = 0.5
+RETRY_WAIT_VARIABLE = "CKPTDIFF_RETRY_WAIT"
 #: A body slower than this on average, past the timeout's grace, counts as a timeout (a trickling server).
 MIN_BODY_RATE = 16 * 1024
 
@@ -60,12 +64,21 @@ def retry_policy() -> dict[str, Any]:
     connection or a timeout fails at once (the timeout already waited long enough)."""
     import httpx2
 
+    base_wait = retry_base_wait()
     return {
         "max_retries": MAX_RETRIES,
-        "base_wait_time": 0.5,
-        "max_wait_time": 4,
+        "base_wait_time": base_wait,
+        "max_wait_time": 8 * base_wait,
         "retry_on_exceptions": (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.WriteError),
     }
+
+
+def retry_base_wait() -> float:
+    """Seconds before the first retry (doubling after): 0.5, or ``CKPTDIFF_RETRY_WAIT`` (the tests set 0)."""
+    try:
+        return max(float(os.environ.get(RETRY_WAIT_VARIABLE, "")), 0.0)
+    except ValueError:
+        return DEFAULT_RETRY_WAIT
 
 
 def read_body(
