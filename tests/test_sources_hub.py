@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import constants, hf_hub_download, snapshot_download
+from torch_files import write_torch_file
 
 from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
 from ckptdiff.sources import SourceOptions, resolve, resolve_both
@@ -429,11 +430,9 @@ def test_a_repo_without_readable_weights_says_what_it_has(hub_client, tmp_path):
 
 def test_a_torch_bin_on_the_hub_is_read_like_the_same_file_on_disk(hub_client, tmp_path):
     """One planner for every store: a .bin repo is read as a local folder is (the pickle through ranges)."""
-    torch = pytest.importorskip("torch")
     repo = tmp_path / "pickled"
-    repo.mkdir()
-    state = {"embed.weight": torch.zeros(4096, 512), "norm.weight": torch.ones(512)}  # 8 MiB of weights
-    torch.save(state, repo / "pytorch_model.bin")
+    state = {"embed.weight": ("F32", [4096, 512], None), "norm.weight": ("F32", [512], None)}  # 8 MiB of weights
+    write_torch_file(repo / "pytorch_model.bin", state)
     hub_client.add_repo("org/pickled", repo)
     remote, local = resolve("org/pickled"), resolve(str(repo))
     assert remote.tensors == local.tensors and set(remote.tensors) == set(state)
