@@ -57,9 +57,8 @@ class _TqdmBar:
             self._bar.update(amount)
 
     def set_total(self, total: int | None) -> None:
-        with self._lock:
+        with self._lock:  # drawn at the next update: a refresh now would show a bar still within its delay
             self._bar.total = total
-            self._bar.refresh()
 
     def close(self) -> None:
         with self._lock:

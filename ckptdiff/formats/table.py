@@ -43,8 +43,9 @@ _PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
 #: How many failing things the verdict line names before "+N more".
 NAMED_FAILURES = 3
 _GAP = "  "
-#: Prose columns (notes) shrink to this width before tensor names start wrapping.
+#: Notes shrink to this width before anything else wraps (narrower, they go under their row); names to this one.
 NOTE_FLOOR = 24
+NAME_FLOOR = 24
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,8 @@ def render(report: Report, options: RenderOptions, terminal: Terminal | None = N
     if report.config:
         rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
         lines += ["", "config.json differences:"]
-        lines += grid(["key", "A", "B", "status"], rows, terminal.width, shrink=(1, 2, 0))
+        stages = [((1, 2), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1, 2), 0)]
+        lines += grid(["key", "A", "B", "status"], rows, terminal.width, shrink=stages, names=(0,))
     lines += _engines(report, terminal, paint, failing_only=False)
     lines += _findings(report, terminal, paint, failing_only=False)
     if report.rules_applied:
@@ -173,15 +175,37 @@ def _tensor_table(
         rows.append(cells + ([note] if with_notes else []))
     status_column = headers.index("status")
     colors = [("allowed" if line.row.allowed_by else line.row.status) for line in shown]
+    below: list[list[str]] = []
+    if with_notes and terminal.width is not None and _note_room(headers, rows, terminal.width) < NOTE_FLOOR:
+        # a narrow terminal: each note on lines of its own under its row, rather than a column a few words wide
+        below = [hang("    ", note, terminal.width) if note else [] for note in [row.pop() for row in rows]]
+        headers, with_notes = headers[:-1], False
     note_column = len(headers) - 1 if with_notes else None
-    shrink = tuple(i for i in (note_column, 0, status_column - 2, status_column - 1) if i is not None)
-    lines = grid(headers, rows, terminal.width, shrink=shrink, names=(0,), paint_column=(status_column, colors, paint))
+    notes = () if note_column is None else (note_column,)
+    sides = (status_column - 2, status_column - 1)
+    # notes first, then long tensor names, and the shape cells last: "[64, 192] BF16" reads best on one line
+    shrink = [(notes, NOTE_FLOOR), (notes, 0), ((0,), NAME_FLOOR), ((0, *sides), 0)]
+    lines = grid(
+        headers,
+        rows,
+        terminal.width,
+        shrink=shrink,
+        names=(0,),
+        paint_column=(status_column, colors, paint),
+        below=below,
+    )
     if not rows:
         lines = ["no differing tensors" if report.tensors else "no tensors"]
     hidden = len(report.tensors) - sum(line.count for line in shown)  # the matches --only-diffs leaves out
     if hidden and not failing_only:
         lines.append(f"{hidden} tensor{'s' if hidden != 1 else ''} match (--all lists them)")
     return lines
+
+
+def _note_room(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> int:
+    """How wide the note (last) column could be with every other column at its natural width."""
+    others = [max(len(cell) for cell in column) for column in zip(headers[:-1], *(row[:-1] for row in rows))]
+    return width - sum(others) - len(_GAP) * len(others)
 
 
 def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only: bool) -> list[str]:
@@ -263,12 +287,14 @@ def grid(
     rows: Sequence[Sequence[str]],
     width: int | None,
     *,
-    shrink: Sequence[int] = (),
+    shrink: Sequence[tuple[Sequence[int], int]] = (),
     names: Sequence[int] = (),
     paint_column: tuple[int, Sequence[str], Painter] | None = None,
+    below: Sequence[Sequence[str]] = (),
 ) -> list[str]:
-    """A plain table (headers, dashes, rows) that fits ``width``: the ``shrink`` columns, in that order, give up
-    room first by wrapping their cells between words; ``names`` columns wrap after dots."""
+    """A plain table (headers, dashes, rows) that fits ``width``: the columns of each ``shrink`` stage in turn, the
+    widest first, give up room down to the stage's floor (or their longest word) by wrapping their cells between
+    words; ``names`` columns wrap after dots. ``below[i]``: lines printed under row ``i``."""
     columns = list(zip(headers, *rows)) if rows else [(h,) for h in headers]
     widths = [max(map(len, column)) for column in columns]
     if width is not None:
@@ -280,23 +306,30 @@ def grid(
             column, keys, paint = paint_column
             cells[column] = [paint(text.ljust(widths[column]), keys[number]) for text in cells[column]]
         lines.append(_line(cells, widths))
+        lines += below[number] if number < len(below) else []
     return lines
 
 
-def _fit(columns: Sequence[Sequence[str]], widths: list[int], width: int, shrink: Sequence[int], names) -> list[int]:
-    """Take the excess from the widest shrinkable column, a character at a time."""
+def _fit(
+    columns: Sequence[Sequence[str]],
+    widths: list[int],
+    width: int,
+    shrink: Sequence[tuple[Sequence[int], int]],
+    names: Sequence[int],
+) -> list[int]:
+    """Take the excess a character at a time from the widest column of each stage in turn."""
     excess = sum(widths) + len(_GAP) * (len(widths) - 1) - width
     if excess <= 0:
         return widths
-    smallest = {i: max(len(w.strip()) for c in columns[i] for w in words(c, i in names)) for i in shrink}
+    shrinkable = {i for stage, _ in shrink for i in stage}
+    smallest = {i: max(len(w.strip()) for c in columns[i] for w in words(c, i in names)) for i in shrinkable}
     widths = list(widths)
-    # prose gives up room before names do, down to a readable width; then everything, down to its longest word
-    for columns_now, floor in (([i for i in shrink if i not in names], NOTE_FLOOR), (list(shrink), 0)):
+    for stage, floor in shrink:
         while excess > 0:
-            roomy = [i for i in columns_now if widths[i] > max(smallest[i], floor)]
+            roomy = [i for i in stage if widths[i] > max(smallest[i], floor)]
             if not roomy:
                 break
-            widest = max(roomy, key=lambda i: widths[i])  # first in ``shrink`` order among equals
+            widest = max(roomy, key=lambda i: widths[i])  # the first in the stage among equals
             widths[widest] -= 1
             excess -= 1
     return widths  # if still too wide, every word is as narrow as it goes: the terminal wraps the rest
