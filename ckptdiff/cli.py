@@ -6,151 +6,37 @@ Kept thin and light: heavy modules (huggingface_hub, torch) load only when a com
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import traceback
 from dataclasses import replace
-from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 import click
 
 from . import __version__
 from .cli_help import EPILOG, GroupedCommand
+from .cli_output import (
+    STEP_SUMMARY_LIMIT,
+    StdoutClosed,
+    append_step_summary,
+    deliver,
+    format_for,
+    silence_stdout,
+    wants_color,
+)
 from .engines import ENGINE_CHOICES
-from .errors import CkptdiffError, ReportWriteError, scrub_secrets
+from .errors import CkptdiffError, scrub_secrets
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .profiles import profile_choices
 
 if TYPE_CHECKING:
     from .config_file import FileSettings
-    from .report import Report
 
 EXIT_TROUBLE = 2
-#: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
-STEP_SUMMARY_LIMIT = 1024 * 1024
-STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 MiB, too long for a step summary.\n"
-
-
-class StdoutClosed(Exception):
-    """The reader of stdout went away. Not an OSError: click would end the run with exit 1 for one."""
-
-
-def write_report(text: str, destination: str | None) -> None:
-    """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
-    if destination is None or destination == "-":
-        try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-        except OSError as err:
-            if err.errno == errno.EPIPE:  # the reader left (`| head`): main() ends quietly
-                raise StdoutClosed() from None
-            raise ReportWriteError("stdout", f"cannot write the report: {err.strerror or err}") from None
-        return
-    target = Path(destination)
-    if target.is_dir():
-        raise ReportWriteError(destination, "is a folder; give a file name for the report")
-    if target.exists() and not target.is_file():
-        # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
-        try:
-            with open(target, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as err:
-            raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-        return
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as err:
-        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        if target.exists():
-            os.chmod(temporary, target.stat().st_mode & 0o777)
-        else:
-            os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, target)
-    except OSError as err:
-        Path(temporary).unlink(missing_ok=True)
-        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _format_for(fmt: str | None, output: str | None, default: str | None = None) -> str:
-    """--format, else the -o file's extension, else the config file's format, else table. An extension that
-    names no format (``-o report.html``) is refused rather than filled with a table."""
-    if fmt:
-        return FORMAT_ALIASES.get(fmt, fmt)
-    if output and output != "-":
-        from .formats import FORMAT_BY_EXTENSION
-
-        suffix = Path(output).suffix.lower()
-        by_extension = FORMAT_BY_EXTENSION.get(suffix)
-        if by_extension:
-            return by_extension
-        if suffix and not default:
-            known = ", ".join(sorted(FORMAT_BY_EXTENSION))
-            raise ReportWriteError(
-                output, f"no report format is written as {suffix}", f"give --format, or name it {known}"
-            )
-    return default or "table"
-
-
-def wants_color(choice: str, stream: IO[str]) -> bool:
-    """--color always/never; auto: NO_COLOR (when not empty, no-color.org) turns it off, FORCE_COLOR (when not
-    empty) on, else colour only on a terminal."""
-    if choice != "auto":
-        return choice == "always"
-    if os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    return _isatty(stream)
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def terminal_width(stream: IO[str]) -> int | None:
-    """The width to wrap the table at: the terminal's, else $COLUMNS, else none (a file or pipe keeps long lines)."""
-    if _isatty(stream):
-        return max(shutil.get_terminal_size().columns, 40)
-    columns = os.environ.get("COLUMNS", "")
-    return max(int(columns), 40) if columns.isdigit() and int(columns) > 0 else None
-
-
-def append_step_summary(markdown: str, path: str | None) -> None:
-    """GitHub Actions: append the markdown report to the job's step summary file ($GITHUB_STEP_SUMMARY)."""
-    if not path:
-        return
-    if len(markdown.encode()) > STEP_SUMMARY_LIMIT:
-        markdown = STEP_SUMMARY_TOO_LONG
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown)
-            handle.flush()
-    except OSError as err:
-        raise ReportWriteError(
-            path, f"cannot append the step summary: {err.strerror or err}", "or pass --no-step-summary"
-        ) from None
 
 
 def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
@@ -386,7 +272,7 @@ def command(
         engines=engines,
     )
     report = replace(report, command=command_line(click.get_current_context()))
-    fmt = _format_for(fmt, output, settings.get("format"))
+    fmt = format_for(fmt, output, settings.get("format"))
     to_stdout = output in (None, "-")
     if only_diffs is None:  # the terminal table hides matches unless --all; markdown lists every row
         only_diffs = settings.get("only_diffs", fmt in ("table", "github"))
@@ -396,17 +282,7 @@ def command(
         only_diffs=bool(only_diffs),
     )
     verbosity = -1 if quiet else 1 if verbose else 0
-    if fmt in ("table", "github"):
-        from .formats import table
-
-        terminal = table.Terminal(width=terminal_width(sys.stdout) if to_stdout else None, verbosity=verbosity)
-        module = table if fmt == "table" else __import__("ckptdiff.formats.github", fromlist=["render"])
-        text = module.render(report, view, terminal)
-    else:
-        text = render(report, fmt, view)
-    write_report(text, output)
-    if not to_stdout:  # the report went to a file: the verdict still reaches the log
-        _echo_verdict(report, color)
+    text = deliver(report, fmt, output, view, verbosity, color)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary and not no_step_summary and settings.get("step_summary", True):
         plain = replace(view, color=False, expand=False)
@@ -415,13 +291,6 @@ def command(
             summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
     sys.exit(report.exit_code)
-
-
-def _echo_verdict(report: Report, color: str) -> None:
-    from .formats.table import _painter, verdict_lines
-
-    paint = _painter(wants_color(color, sys.stderr))
-    click.echo("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)), err=True)
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -459,7 +328,7 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("ckptdiff: interrupted", err=True)
         sys.exit(130)
     except (StdoutClosed, BrokenPipeError):  # the reader left (`| head`): nothing to say, nothing more to write
-        _silence_stdout()
+        silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
         if debug:
@@ -467,13 +336,3 @@ def main(argv: list[str] | None = None) -> None:
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]
         click.echo(f"ckptdiff: internal error: {detail} (rerun with --debug for a traceback)", err=True)
         sys.exit(EXIT_TROUBLE)
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):  # no file descriptor (an in-process runner's buffer)
-        pass

@@ -171,6 +171,15 @@ def test_the_github_format_is_annotations_then_the_table(run_cli):
     assert "\033" not in result.stdout
 
 
+def test_github_with_o_keeps_the_annotations_in_the_log_and_the_file_in_its_format(run_cli, tmp_path):
+    result = run_cli(PUBLISHED, TWO_AUX, "--format", "github", "-o", str(tmp_path / "ckptdiff.xml"))
+    assert result.returncode == 1
+    assert result.stdout.startswith("::error title=ckptdiff%3A shape_mismatch::fc.weight: ")
+    assert all(line.startswith(("::error ", "::warning ")) for line in result.stdout.splitlines())
+    assert (tmp_path / "ckptdiff.xml").read_text().startswith("<?xml")
+    assert result.stderr == "incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected\n"
+
+
 # --- mistakes caught --------------------------------------------------------------------------------------
 
 
