@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import IO, Any, Protocol
 
@@ -41,6 +42,7 @@ class _TqdmBar:
         from tqdm import tqdm
 
         self._lock = threading.Lock()
+        self._started = time.monotonic()
         self._bar: Any = tqdm(
             total=total,
             desc=label,
@@ -57,8 +59,10 @@ class _TqdmBar:
             self._bar.update(amount)
 
     def set_total(self, total: int | None) -> None:
-        with self._lock:  # drawn at the next update: a refresh now would show a bar still within its delay
+        with self._lock:
             self._bar.total = total
+            if time.monotonic() - self._started >= DELAY:  # a bar past its delay is on screen: redraw it now
+                self._bar.refresh()
 
     def close(self) -> None:
         with self._lock:

@@ -22,7 +22,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pip-install")]  # one wheelhouse, one worker
 
 REPO = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())

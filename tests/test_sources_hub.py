@@ -15,7 +15,9 @@ import pytest
 from huggingface_hub import constants, hf_hub_download, snapshot_download
 from torch_files import write_torch_file
 
+import ckptdiff.progress as progress_module
 from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
+from ckptdiff.progress import terminal_progress
 from ckptdiff.sources import SourceOptions, resolve, resolve_both
 from ckptdiff.sources.header_cache import HeaderCache
 from ckptdiff.sources.hub import INITIAL_RANGE
@@ -348,11 +350,12 @@ def test_a_progress_bar_is_drawn_only_when_asked_on_a_terminal(hub_client, small
     hub_client.add_repo("org/base", small_base)
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    resolve("org/base", SourceOptions(progress=False))
+    resolve("org/base", SourceOptions(progress=None))
     assert terminal.getvalue() == ""
 
     hub_client.add_repo("org/base2", small_base)
-    resolve("org/base2", SourceOptions(progress=True))
+    monkeypatch.setattr(progress_module, "DELAY", 0)  # reads slower than the delay before a bar appears
+    resolve("org/base2", SourceOptions(progress=terminal_progress(terminal)))
     assert "org/base2:" in terminal.getvalue() and "/4 [" in terminal.getvalue()  # tqdm, 4 shards, then erased
 
 
