@@ -40,8 +40,8 @@ Examples:
       does SGLang's loader use every weight of ./ours as trained?
 
 \b
-Manual: docs/index.md of the ckptdiff repository: the report (docs/usage.md),
-CI, policy and shell completion (docs/ci-gate.md).
+Manual: docs/index.md of the ckptdiff repository: the report and shell
+completion (docs/usage.md), CI and policy (docs/ci-gate.md).
 """
 
 
