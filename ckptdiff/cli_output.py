@@ -53,11 +53,11 @@ def write_report(text: str, destination: str | None) -> None:
         return
     folder = target.parent if str(target.parent) else Path(".")
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     except OSError as err:
         raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
             out.write(text)
             out.flush()
             os.fsync(out.fileno())
@@ -157,7 +157,7 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
         if to_stdout:
             text = github.render(report, view, terminal)
         else:
-            write_report("".join(github.annotations(report)), None)
+            write_report("".join(github.workflow_commands(report)), None)
             fmt = format_for(None, output)
     if fmt == "table":
         text = table.render(report, view, terminal)

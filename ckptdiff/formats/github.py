@@ -28,7 +28,7 @@ def annotation(level: str, title: str, message: str) -> str:
     return f"::{level} title={escape_property(title)}::{escape_data(message)}\n"
 
 
-def annotations(report: Report) -> list[str]:
+def workflow_commands(report: Report) -> list[str]:
     """One annotation per failing tensor row (collapsed patterns), finding and engine event that is not info."""
     out: list[str] = []
     failing = [line for line in display_rows(report, RenderOptions()) if not line.row.passes]
@@ -57,4 +57,4 @@ def annotations(report: Report) -> list[str]:
 
 
 def render(report: Report, options: RenderOptions, terminal: Terminal | None = None) -> str:
-    return "".join(annotations(report)) + render_table(report, replace(options, color=False), terminal)
+    return "".join(workflow_commands(report)) + render_table(report, replace(options, color=False), terminal)

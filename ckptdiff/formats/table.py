@@ -180,11 +180,10 @@ def _tensor_table(
         # a narrow terminal: each note on lines of its own under its row, rather than a column a few words wide
         below = [hang("    ", note, terminal.width) if note else [] for note in [row.pop() for row in rows]]
         headers, with_notes = headers[:-1], False
-    note_column = len(headers) - 1 if with_notes else None
-    notes = () if note_column is None else (note_column,)
+    note_column = (len(headers) - 1,) if with_notes else ()
     sides = (status_column - 2, status_column - 1)
     # notes first, then long tensor names, and the shape cells last: "[64, 192] BF16" reads best on one line
-    shrink = [(notes, NOTE_FLOOR), (notes, 0), ((0,), NAME_FLOOR), ((0, *sides), 0)]
+    shrink = [(note_column, NOTE_FLOOR), (note_column, 0), ((0,), NAME_FLOOR), ((0, *sides), 0)]
     lines = grid(
         headers,
         rows,
