@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
@@ -51,6 +49,8 @@ def write_report(text: str, destination: str | None) -> None:
         except OSError as err:
             raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
         return
+    import tempfile  # only a report written to a file needs it (and the random module it loads)
+
     folder = target.parent if str(target.parent) else Path(".")
     try:
         descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
@@ -119,6 +119,8 @@ def _isatty(stream: IO[str]) -> bool:
 def terminal_width(stream: IO[str]) -> int | None:
     """The width to wrap the table at: the terminal's, else $COLUMNS, else none (a file or pipe keeps long lines)."""
     if _isatty(stream):
+        import shutil
+
         return max(shutil.get_terminal_size().columns, 40)
     columns = os.environ.get("COLUMNS", "")
     return max(int(columns), 40) if columns.isdigit() and int(columns) > 0 else None

@@ -120,3 +120,20 @@ def test_python_dash_m_and_version(run_cli):
 
     assert run_cli("--version").stdout.strip() == f"ckptdiff, version {__version__}"
     assert "Exit status: 0 compatible, 1 incompatible, 2 trouble" in " ".join(run_cli("--help").stdout.split())
+
+
+def test_the_in_process_runner_sees_what_a_real_process_does(run_cli, run_cli_subprocess, tmp_path):
+    """``python -m ckptdiff`` in a process of its own and the in-process runner the other tests use agree, exit
+    code and every byte of stdout and stderr, for a pass, a failure, trouble and a usage error."""
+    for args in (
+        (PUBLISHED, OURS),
+        (PUBLISHED, TWO_AUX, "--format", "json"),
+        (PUBLISHED, str(tmp_path / "missing")),
+        (PUBLISHED, OURS, "--format", "nope"),
+    ):
+        real, in_process = run_cli_subprocess(*args), run_cli(*args)
+        assert (real.returncode, real.stdout, real.stderr) == (
+            in_process.returncode,
+            in_process.stdout,
+            in_process.stderr,
+        ), args
