@@ -321,10 +321,10 @@ def test_args_quoted_in_the_summary_stay_inside_its_code_block(action) -> None:
     """A split error quotes the args; a fence of backticks in them must not end the summary's code block."""
     from markdown_it import MarkdownIt
 
-    hostile = "```\n# forged heading\n<img src=x onerror=alert(1)> @someone [x](https://e.invalid) '"
+    hostile = "x\n```\n# forged heading\n<img src=x onerror=alert(1)> @someone [x](https://e.invalid) '"
     run = action(a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-ours", args=hostile)
     assert run.code == 2 and run.outputs["verdict"] == "error"
     tokens = MarkdownIt("commonmark").parse(run.summary)
-    assert [t.type for t in tokens if t.level == 0] == ["heading_open", "inline", "heading_close", "fence"]
+    assert [t.type for t in tokens if t.level == 0] == ["heading_open", "heading_close", "fence"]
     fence = next(t for t in tokens if t.type == "fence")
     assert "# forged heading" in fence.content and "<img" in fence.content
