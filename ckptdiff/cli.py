@@ -10,18 +10,26 @@ import os
 import shlex
 import signal
 import sys
-import tempfile
 import threading
 import traceback
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
+from .cli_help import EPILOG, GroupedCommand
+from .cli_output import (
+    STEP_SUMMARY_LIMIT,
+    StdoutClosed,
+    append_step_summary,
+    deliver,
+    format_for,
+    silence_stdout,
+    wants_color,
+)
 from .engines import ENGINE_CHOICES
-from .errors import CkptdiffError, ReportWriteError, scrub_secrets
-from .formats import FORMAT_NAMES
+from .errors import CkptdiffError, scrub_secrets
+from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .profiles import profile_choices
 from .version import __version__
 
@@ -29,81 +37,6 @@ if TYPE_CHECKING:
     from .config_file import FileSettings
 
 EXIT_TROUBLE = 2
-#: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
-STEP_SUMMARY_LIMIT = 1024 * 1024
-STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 MiB, too long for a step summary.\n"
-
-
-def write_report(text: str, destination: str | None) -> None:
-    """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
-    if destination is None or destination == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-        return
-    target = Path(destination)
-    if target.is_dir():
-        raise ReportWriteError(destination, "is a folder; give a file name for the report")
-    if target.exists() and not target.is_file():
-        # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
-        try:
-            with open(target, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as err:
-            raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-        return
-    folder = target.parent if str(target.parent) else Path(".")
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as err:
-        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        if target.exists():
-            os.chmod(temporary, target.stat().st_mode & 0o777)
-        else:
-            os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, target)
-    except OSError as err:
-        Path(temporary).unlink(missing_ok=True)
-        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _format_for(fmt: str | None, output: str | None, default: str | None = None) -> str:
-    """--format, else the -o file's extension, else the config file's format, else table."""
-    if fmt:
-        return fmt
-    if output and output != "-":
-        from .formats import FORMAT_BY_EXTENSION
-
-        by_extension = FORMAT_BY_EXTENSION.get(Path(output).suffix.lower())
-        if by_extension:
-            return by_extension
-    return default or "table"
-
-
-def append_step_summary(markdown: str, path: str | None) -> None:
-    """GitHub Actions: append the markdown report to the job's step summary file ($GITHUB_STEP_SUMMARY)."""
-    if not path:
-        return
-    if len(markdown.encode()) > STEP_SUMMARY_LIMIT:
-        markdown = STEP_SUMMARY_TOO_LONG
-    try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown)
-            handle.flush()
-    except OSError as err:
-        raise ReportWriteError(
-            path, f"cannot append the step summary: {err.strerror or err}", "or pass --no-step-summary"
-        ) from None
 
 
 def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
@@ -130,22 +63,34 @@ def command_line(ctx: click.Context) -> str:
     return scrub_secrets(shlex.join(["ckptdiff", *argv]))
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.argument("a", metavar="A", required=False)
-@click.argument("b", metavar="[B]", required=False)
+#: Specs are paths more often than not: typed as paths so that shell completion offers files (a Hub repo or a URL
+#: is accepted as it is; nothing is checked here).
+SPEC = click.Path()
+
+
+@click.command(
+    cls=GroupedCommand,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog=EPILOG,
+)
+@click.argument("a", metavar="A", required=False, type=SPEC)
+@click.argument("b", metavar="[B]", required=False, type=SPEC)
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMAT_NAMES),
-    help="Report format (default: table, or from the -o file's extension: .md, .json, .xml).",
+    type=click.Choice((*FORMAT_NAMES, *FORMAT_ALIASES)),
+    help="Report format (default: table, or from the -o file's extension: .md, .json, .xml, .txt); "
+    "md is markdown; github: the table with ::error/::warning annotations for a GitHub job's log.",
 )
-@click.option("-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout.")
+@click.option("-o", "--output", metavar="FILE", type=click.Path(), help="Write the report to FILE instead of stdout.")
 @click.option(
     "--profile",
     metavar="|".join(profile_choices()),
     help="Architecture knowledge to apply (default: auto, which detects it from config.json).",
 )
-@click.option("--base", metavar="SPEC", help="Base (target) model: verify weights the engine injects from it.")
+@click.option(
+    "--base", metavar="SPEC", type=SPEC, help="Base (target) model: verify weights the engine injects from it."
+)
 @click.option(
     "--engine",
     "engines",
@@ -230,6 +175,7 @@ def command_line(ctx: click.Context) -> str:
     "--config",
     "config_path",
     metavar="FILE",
+    type=click.Path(),
     help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).",
 )
 @click.option(
@@ -237,9 +183,25 @@ def command_line(ctx: click.Context) -> str:
     default=None,
     help="One row per tensor, or (default) layer/expert patterns collapsed into one row each.",
 )
-@click.option("--only-diffs/--all-rows", default=None, help="Hide tensors that match (default: show all).")
+@click.option(
+    "--only-diffs/--all",
+    " /--all-rows",
+    "only_diffs",
+    default=None,
+    help="Hide tensors that match, or list them all (default: the table hides them, markdown lists them).",
+)
+@click.option(
+    "--color",
+    type=click.Choice(["auto", "always", "never"]),
+    default="auto",
+    show_default=True,
+    help="Colour the table by severity; auto: on a terminal, unless NO_COLOR is set (FORCE_COLOR forces it).",
+)
 @click.option("--no-step-summary", is_flag=True, help="Do not append the markdown report to $GITHUB_STEP_SUMMARY.")
-@click.option("-q", "--quiet", is_flag=True, help="No progress or diagnostics on stderr.")
+@click.option(
+    "-q", "--quiet", is_flag=True, help="Only the verdict and what failed it; no progress or notes on stderr."
+)
+@click.option("-v", "--verbose", is_flag=True, help="Also show info findings and engine events.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
 @click.version_option(__version__, "-V", "--version", prog_name="ckptdiff")
 def command(
@@ -263,6 +225,8 @@ def command(
     jobs: int,
     quiet: bool,
     debug: bool,
+    color: str = "auto",
+    verbose: bool = False,
     values: bool = False,
     scheduler: str | None = None,
     renames: tuple[str, ...] = (),
@@ -315,8 +279,13 @@ def command(
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
+    from .progress import terminal_progress
+
     options = SourceOptions(
-        offline=offline, jobs=jobs, progress=not quiet and sys.stderr.isatty(), follow_symlinks=follow_symlinks
+        offline=offline,
+        jobs=jobs,
+        progress=None if quiet else terminal_progress(),
+        follow_symlinks=follow_symlinks,
     )
     notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
     report = compare_specs(
@@ -333,15 +302,17 @@ def command(
         engines=engines,
         command=command_line(click.get_current_context()),
     )
-    fmt = _format_for(fmt, output, settings.get("format"))
-    color = output in (None, "-") and fmt == "table" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    fmt = format_for(fmt, output, settings.get("format"))
+    to_stdout = output in (None, "-")
+    if only_diffs is None:  # the terminal table hides matches unless --all; markdown lists every row
+        only_diffs = settings.get("only_diffs", fmt in ("table", "github"))
     view = RenderOptions(
-        color=color,
+        color=fmt == "table" and (wants_color(color, sys.stdout) if to_stdout else color == "always"),
         expand=bool(settings.get("expand") if expand is None else expand),
-        only_diffs=bool(settings.get("only_diffs") if only_diffs is None else only_diffs),
+        only_diffs=bool(only_diffs),
     )
-    text = render(report, fmt, view)
-    write_report(text, output)
+    verbosity = -1 if quiet else 1 if verbose else 0
+    text = deliver(report, fmt, output, view, verbosity, color)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary and not no_step_summary and settings.get("step_summary", True):
         plain = replace(view, color=False, expand=False)
@@ -399,8 +370,8 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("ckptdiff: interrupted", err=True)
         sys.exit(130)
-    except BrokenPipeError:
-        sys.stderr.close()
+    except (StdoutClosed, BrokenPipeError):  # the reader left (`| head`): nothing to say, nothing more to write
+        silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
         if debug:

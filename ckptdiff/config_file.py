@@ -27,7 +27,7 @@ from typing import Any
 
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError
-from .formats import FORMAT_NAMES
+from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .policy import FAIL_ON_CHOICES, PATTERN_FIELDS, Policy
 
 CKPTDIFF_TOML = "ckptdiff.toml"
@@ -134,8 +134,7 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
         key = raw_key.replace("-", "_")
         where = f"{path}: {raw_key}"
         if key not in KNOWN_SETTINGS:
-            known = ", ".join(k.replace("_", "-") for k in KNOWN_SETTINGS)
-            raise ConfigError(where, "is not a ckptdiff setting", f"known settings: {known}")
+            raise ConfigError(where, "is not a ckptdiff setting", _closest_setting(key))
         if key in values:
             raise ConfigError(where, "is given twice (kebab-case and snake_case)")
         if key == "allow_dtype_change" and isinstance(value, bool):
@@ -154,6 +153,7 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
             if not isinstance(value, bool):
                 raise ConfigError(where, "must be true or false")
         elif key in CHOICE_SETTINGS:
+            value = FORMAT_ALIASES.get(value, value) if key == "format" else value
             if value not in CHOICE_SETTINGS[key]:
                 raise ConfigError(where, f"must be one of {', '.join(CHOICE_SETTINGS[key])}, not {value!r}")
         elif not isinstance(value, str) or not value:
@@ -166,6 +166,16 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(where, f"must be one of {', '.join(choices)}, not {value!r}")
         values[key] = value
     return values
+
+
+def _closest_setting(key: str) -> str:
+    """A near miss's "did you mean allow-missing?", else the list of settings."""
+    import difflib
+
+    close = difflib.get_close_matches(key, KNOWN_SETTINGS, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0].replace('_', '-')}?"
+    return "known settings: " + ", ".join(k.replace("_", "-") for k in KNOWN_SETTINGS)
 
 
 def find_config(start: Path | None = None) -> Path | None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,20 +21,95 @@ FIXTURES = REPO / "fixtures"
 pytest_plugins = ("report_json",)
 
 
+@dataclass
+class CliRun:
+    """What a run of the command line gave: like subprocess.CompletedProcess (text)."""
+
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def cli_env(tmp_path: Path, env: dict[str, str] | None) -> dict[str, str]:
+    """The environment a test's ckptdiff runs in: no HF_* or GITHUB_* of the developer's, its own HF home, no
+    colour, then the test's own variables."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_", "FORCE_COLOR", "COLUMNS"))}
+    full_env.setdefault("HF_HOME", str(tmp_path / "hf-home"))
+    full_env["NO_COLOR"] = "1"
+    full_env["CKPTDIFF_RETRY_WAIT"] = "0"  # retries happen at once: the tests count them, nobody waits
+    full_env.update(env or {})
+    return full_env
+
+
+def _reload_hub_constants() -> None:
+    """huggingface_hub reads its environment (endpoint, cache, offline, timeouts) into module constants at import;
+    read it again for the environment of this run."""
+    constants = sys.modules.get("huggingface_hub.constants")
+    if constants is not None:
+        importlib.reload(constants)
+
+
+def run_in_process(args: list[str], env: dict[str, str], cwd: Path) -> CliRun:
+    """``ckptdiff args`` through the real entry point (``ckptdiff.cli.main``) in this process, with click's runner
+    capturing stdout and stderr, the environment and working directory swapped in for the run and restored."""
+    from click.testing import CliRunner
+
+    from ckptdiff.cli import main
+
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_sigint = signal.getsignal(signal.SIGINT)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    _reload_hub_constants()
+    code = 0
+    try:
+        with CliRunner().isolation() as (out, err, *_):
+            try:
+                main(list(args))
+            except SystemExit as done:
+                code = done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        os.chdir(saved_cwd)
+        signal.signal(signal.SIGINT, saved_sigint)
+        _reload_hub_constants()
+    return CliRun(["ckptdiff", *args], code, stdout, stderr)
+
+
 @pytest.fixture
 def run_cli(tmp_path):
-    """Run the real ``ckptdiff`` entry point in a subprocess: returns CompletedProcess (text)."""
+    """Run the ``ckptdiff`` entry point in this process (click's runner): returns a CliRun.
+
+    ``timeout`` is accepted for the subprocess runner's sake and not enforced here."""
+
+    def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120) -> CliRun:
+        from report_json import validate_if_report
+
+        result = run_in_process(list(args), cli_env(tmp_path, env), cwd or REPO)
+        validate_if_report(result.stdout)
+        return result
+
+    return run
+
+
+@pytest.fixture
+def run_cli_subprocess(tmp_path):
+    """Run ``python -m ckptdiff`` in a subprocess, for what only a real process shows (the installed entry point,
+    signals, a module hidden by PYTHONPATH, an interpreter's exit): returns CompletedProcess (text)."""
 
     def run(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None, timeout: float = 120):
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
-        full_env.setdefault("HF_HOME", str(tmp_path / "hf-home"))
-        full_env["NO_COLOR"] = "1"
-        full_env.update(env or {})
         result = subprocess.run(
             [sys.executable, "-m", "ckptdiff", *args],
             capture_output=True,
             text=True,
-            env=full_env,
+            env=cli_env(tmp_path, env),
             cwd=cwd or REPO,
             timeout=timeout,
         )
@@ -41,6 +119,25 @@ def run_cli(tmp_path):
         return result
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def no_retry_waits(monkeypatch):
+    """A retry after a 5xx or a dropped connection happens at once (``CKPTDIFF_RETRY_WAIT=0``): the tests count
+    retries, and waiting for them is most of a fault test's time. A Retry-After the server sends is still honoured."""
+    monkeypatch.setenv("CKPTDIFF_RETRY_WAIT", "0")
+
+
+@pytest.fixture(scope="session")
+def wheelhouse(tmp_path_factory) -> dict[str, str]:
+    """pip's environment for installing this checkout offline: the wheels of its dependencies (and of the build
+    backend) are downloaded from PyPI once a session, and every install after that (the GitHub Action's venv,
+    pre-commit's hook environment) takes them from this folder."""
+    folder = tmp_path_factory.mktemp("wheelhouse")
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "-w", str(folder)]
+    done = subprocess.run([*command, str(REPO), "setuptools>=61", "wheel"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr
+    return {"PIP_FIND_LINKS": str(folder), "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 
 
 @pytest.fixture

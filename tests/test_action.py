@@ -4,7 +4,9 @@ What the runner does for a composite action, and what is done here: the inputs (
 substituted for ``${{ inputs.x }}`` and ``${{ github.action_path }}`` in each step's ``env`` (textually, before the
 shell starts), ``INPUT_*`` variables are set, ``GITHUB_STEP_SUMMARY``, ``GITHUB_OUTPUT`` and ``RUNNER_TEMP`` point at
 files of the job, and each ``run:`` script goes to ``bash --noprofile --norc -eo pipefail``. The install step really
-pip-installs this checkout into a fresh virtual environment (PyPI for the dependencies), once for the module.
+pip-installs this checkout into a fresh virtual environment, once for the module, from the wheels the ``wheelhouse``
+fixture downloads once for the session (shared with the pre-commit tests). A ``uses:`` step (the cache) is the
+runner's own and is not run here: the tests check what it is given.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from pathlib import Path
 import pytest
 
 yaml = pytest.importorskip("yaml")
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pip-install")]  # one wheelhouse, one worker
 
 REPO = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
@@ -35,7 +39,7 @@ class Run:
     outputs: dict[str, str]
 
 
-def substitute(value: str, inputs: dict[str, str]) -> str:
+def substitute(value: str, inputs: dict[str, str], action_path: Path = REPO) -> str:
     """What the runner does to ``${{ }}`` in a step's env before the step starts (the only contexts used here)."""
 
     def one(match: re.Match[str]) -> str:
@@ -43,7 +47,7 @@ def substitute(value: str, inputs: dict[str, str]) -> str:
         if expression.startswith("inputs."):
             return inputs[expression.removeprefix("inputs.")]
         if expression == "github.action_path":
-            return str(REPO)
+            return str(action_path)
         raise AssertionError(f"action.yml uses ${{{{ {expression} }}}}, which this test cannot evaluate")
 
     return EXPRESSION.sub(one, value)
@@ -59,7 +63,9 @@ def with_defaults(given: dict[str, str]) -> dict[str, str]:
     return inputs
 
 
-def run_step(step: dict, inputs: dict[str, str], job: Path, workspace: Path) -> subprocess.CompletedProcess:
+def run_step(
+    step: dict, inputs: dict[str, str], job: Path, workspace: Path, action_path: Path = REPO, pip: dict | None = None
+) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_", "INPUT_", "VIRTUAL_ENV"))}
     env.update(
         RUNNER_TEMP=str(job / "runner-temp"),
@@ -70,10 +76,11 @@ def run_step(step: dict, inputs: dict[str, str], job: Path, workspace: Path) -> 
         HF_HUB_OFFLINE="1",  # the fixtures are local; nothing may reach the network
         NO_COLOR="1",
     )
+    env.update(pip or {})
     env.update({f"INPUT_{name.upper()}": value for name, value in inputs.items()})
-    env.update({name: substitute(str(value), inputs) for name, value in step.get("env", {}).items()})
+    env.update({name: substitute(str(value), inputs, action_path) for name, value in step.get("env", {}).items()})
     script = job / "step.sh"
-    script.write_text(substitute(step["run"], inputs))  # the runner pastes expressions into scripts too
+    script.write_text(substitute(step["run"], inputs, action_path))  # the runner pastes expressions into scripts
     return subprocess.run([*BASH, str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -82,16 +89,21 @@ def gate_steps() -> list[dict]:
 
 
 def install_steps() -> list[dict]:
-    return [step for step in ACTION["runs"]["steps"] if step.get("id") != "gate"]
+    """The steps before the comparison that the runner hands to bash (the cache step is the runner's own)."""
+    return [step for step in ACTION["runs"]["steps"] if step.get("id") != "gate" and "run" in step]
+
+
+def step_called(step_id: str) -> dict:
+    return next(step for step in ACTION["runs"]["steps"] if step.get("id") == step_id)
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
+def installed(tmp_path_factory, wheelhouse: dict[str, str]) -> Path:
     """A job folder whose RUNNER_TEMP holds ckptdiff installed by the action's own install step."""
     job = tmp_path_factory.mktemp("job")
     (job / "runner-temp").mkdir()
     for step in install_steps():
-        result = run_step(step, with_defaults({"a": "x", "b": "y"}), job, REPO)
+        result = run_step(step, with_defaults({"a": "x", "b": "y"}), job, REPO, pip=wheelhouse)
         assert result.returncode == 0, result.stderr
     assert (job / "runner-temp" / "ckptdiff-venv" / "bin" / "ckptdiff").exists()
     return job
@@ -128,8 +140,41 @@ def test_the_action_is_composite_with_the_documented_inputs_and_outputs() -> Non
 def test_no_expression_reaches_a_script() -> None:
     """Inputs go through env only: ``${{ inputs.a }}`` inside ``run:`` would be pasted into the script as code."""
     for step in ACTION["runs"]["steps"]:
+        if "uses" in step:
+            continue
         assert step["shell"] == "bash"
         assert "${{" not in step["run"], step.get("name")
+
+
+def test_the_install_is_cached_under_a_key_naming_what_it_holds(tmp_path: Path) -> None:
+    """The venv is restored by actions/cache under a key of ckptdiff's version, its files and the Python, and the
+    install runs only on a miss."""
+    cache, install = step_called("cache"), next(s for s in install_steps() if "pip" in s["run"])
+    assert cache["uses"].startswith("actions/cache@")
+    assert cache["with"]["path"] == "${{ runner.temp }}/ckptdiff-venv"
+    assert '"${RUNNER_TEMP:-/tmp}/ckptdiff-venv"' in install["run"]  # the folder the install fills
+    assert "steps.version.outputs.key" in cache["with"]["key"]
+    assert install["if"] == "steps.cache.outputs.cache-hit != 'true'"
+
+    def key(action_path: Path) -> str:
+        job = tmp_path / f"job-{len(list(tmp_path.iterdir()))}"
+        job.mkdir()
+        result = run_step(step_called("version"), with_defaults({}), job, REPO, action_path)
+        assert result.returncode == 0, result.stderr
+        return dict(line.split("=", 1) for line in (job / "output").read_text().splitlines())["key"]
+
+    from ckptdiff import __version__
+
+    first = key(REPO)
+    assert first.startswith(f"ckptdiff-{__version__}-py3.") and first == key(REPO)
+    edited = tmp_path / "edited"  # same version, one module changed (a new commit on a branch)
+    shutil.copytree(REPO / "ckptdiff", edited / "ckptdiff", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "setup.cfg", edited)
+    shutil.copy(REPO / "pyproject.toml", edited)
+    assert key(edited) == first
+    with open(edited / "ckptdiff" / "cli.py", "a") as handle:
+        handle.write("\n# a change\n")
+    assert key(edited) != first
 
 
 def test_a_compatible_pair_passes_and_writes_the_summary(action) -> None:
@@ -187,7 +232,7 @@ def test_without_a_and_b_the_config_files_reference_and_candidate_are_compared(a
     shutil.copytree(REPO / "fixtures" / "kimi-k2-eagle3-published", tmp_path / "reference")
     shutil.copytree(REPO / "fixtures" / "kimi-k25-eagle3-two-aux", tmp_path / "drafter")
     (tmp_path / "ckptdiff.toml").write_text('reference = "reference"\ncandidate = "drafter"\n')
-    run = action(workspace=tmp_path)
+    run = action(workspace=tmp_path, format="table")
     assert run.code == 1, run.stderr
     assert run.stdout.startswith("A: reference\nB: drafter\n")
     assert run.outputs == {"verdict": "incompatible", "exit-code": "1"}
@@ -252,3 +297,34 @@ def test_the_documented_workflows_use_only_the_actions_inputs() -> None:
                         assert set(step["with"]) <= set(ACTION["inputs"]), page.name
                         assert {"a", "b"} <= set(step["with"]), page.name
     assert uses == 2
+
+
+def test_every_line_of_the_engine_input_reaches_ckptdiff(action) -> None:
+    run = action(a="fixtures/kimi-k2-eagle3-no-lm-head", engine="sglang\nvllm, trtllm\n")
+    assert run.code == 1, run.stderr
+    assert all(f"  {engine} A: degraded" in run.stdout for engine in ("sglang", "vllm", "trtllm"))
+
+
+def test_failures_are_annotations_on_the_run(action) -> None:
+    """The default format, github: each failing tensor and engine event is an ::error line the runner turns into an
+    annotation, before the table."""
+    run = action(a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-two-aux")
+    assert run.code == 1
+    assert run.stdout.startswith(
+        "::error title=ckptdiff%3A shape_mismatch::fc.weight: A [64, 192] BF16, B [64, 128] BF16 (dim 1: 192 vs 128)\n"
+    )
+    assert "::warning title=ckptdiff%3A aux_layer_ids_differ::" in run.stdout
+    assert run.stdout.rstrip().endswith("incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected")
+
+
+def test_args_quoted_in_the_summary_stay_inside_its_code_block(action) -> None:
+    """A split error quotes the args; a fence of backticks in them must not end the summary's code block."""
+    from markdown_it import MarkdownIt
+
+    hostile = "x\n```\n# forged heading\n<img src=x onerror=alert(1)> @someone [x](https://e.invalid) '"
+    run = action(a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-ours", args=hostile)
+    assert run.code == 2 and run.outputs["verdict"] == "error"
+    tokens = MarkdownIt("commonmark").parse(run.summary)
+    assert [t.type for t in tokens if t.level == 0] == ["heading_open", "heading_close", "fence"]
+    fence = next(t for t in tokens if t.type == "fence")
+    assert "# forged heading" in fence.content and "<img" in fence.content

@@ -95,11 +95,12 @@ def test_the_same_in_the_table_format(kimi_pair, tmp_path, run_cli):
     published, ours = kimi_pair
     base = base_with_only_the_first_shard(tmp_path / "Kimi-K2-Instruct")
 
-    result = run_cli(str(published), str(ours), "--base", str(base))
+    result = run_cli(str(published), str(ours), "--base", str(base), "-v")
 
     assert result.returncode == 0, result.stderr
     assert f"base: {base}" in result.stdout
-    assert "info [injected_verified] A: embed_tokens.weight: the base's model.embed_tokens.weight" in result.stdout
+    assert "\ninfo:\n" in result.stdout  # -v: info findings are shown, under their heading
+    assert "\n  [injected_verified] A: embed_tokens.weight: the base's model.embed_tokens.weight" in result.stdout
 
 
 def test_a_base_whose_embedding_has_160000_rows_is_incompatible(kimi_pair, tmp_path, run_cli):
@@ -143,7 +144,7 @@ def test_the_cli_with_a_hub_base_and_a_bad_embedding_exits_1(kimi_pair, tmp_path
     result = run_cli(str(published), str(ours), "--base", "org/other-base", "-q", env=hub.client_env(tmp_path / "hf"))
 
     assert result.returncode == 1, result.stderr
-    assert "error [injected_incompatible_with_base] A: embed_tokens.weight would come from the base's" in result.stdout
+    assert "errors:\n  [injected_incompatible_with_base] A: embed_tokens.weight would come from" in result.stdout
     assert hub.requests == {"api-info": 1, "resolve": 2}  # listing; config.json (one GET); one shard header
 
 

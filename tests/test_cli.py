@@ -19,10 +19,14 @@ def test_compatible_pair_prints_the_table_and_exits_0(run_cli):
     assert lines[0].endswith("kimi-k2-eagle3-published") and lines[1].endswith("kimi-k25-eagle3-ours")
     embed = next(line for line in lines if line.startswith("embed_tokens.weight"))
     assert "—" in embed and "[1024, 64] BF16" in embed and "injected" in embed
-    fc = next(line for line in lines if line.startswith("fc.weight"))
-    assert fc.split()[1:] == ["[64,", "192]", "BF16", "[64,", "192]", "BF16", "match"]
+    assert not any(line.startswith("fc.weight") for line in lines)  # matches are a count line
+    assert "15 tensors match (--all lists them)" in lines
     assert lines[-1] == "compatible: 15 match, 1 injected"
     assert result.stderr == ""
+
+    everything = run_cli(PUBLISHED, OURS, "--all").stdout.splitlines()
+    fc = next(line for line in everything if line.startswith("fc.weight"))
+    assert fc.split()[1:] == ["[64,", "192]", "BF16", "[64,", "192]", "BF16", "match"]
 
 
 def test_changed_fc_shape_exits_1_and_says_which_tensor_and_how(run_cli):
@@ -30,7 +34,7 @@ def test_changed_fc_shape_exits_1_and_says_which_tensor_and_how(run_cli):
     assert result.returncode == 1
     fc = next(line for line in result.stdout.splitlines() if line.startswith("fc.weight"))
     assert "[64, 192] BF16" in fc and "[64, 128] BF16" in fc and "shape_mismatch" in fc and "dim 1: 192 vs 128" in fc
-    assert result.stdout.rstrip().endswith("incompatible: 14 match, 1 injected, 1 shape_mismatch")
+    assert result.stdout.rstrip().endswith("incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected")
 
 
 def test_one_drafter_checked_against_two_engines_names_the_random_head(run_cli):
@@ -42,7 +46,7 @@ def test_one_drafter_checked_against_two_engines_names_the_random_head(run_cli):
     assert "  sglang A: degraded — 1 weight random (lm_head.weight)" in lines
     assert any(line.startswith("  vllm A: degraded") for line in lines)
     assert any(line.startswith("    warning [lm_head_random] lm_head.weight is missing") for line in lines)
-    assert lines[-1] == "incompatible: sglang A degraded, vllm A degraded"
+    assert lines[-1] == "incompatible: 2 warnings (sglang A lm_head_random, vllm A lm_head_from_target)"
 
 
 def test_the_bundled_fixtures_are_what_generate_writes(tmp_path):
@@ -116,3 +120,20 @@ def test_python_dash_m_and_version(run_cli):
 
     assert run_cli("--version").stdout.strip() == f"ckptdiff, version {__version__}"
     assert "Exit status: 0 compatible, 1 incompatible, 2 trouble" in " ".join(run_cli("--help").stdout.split())
+
+
+def test_the_in_process_runner_sees_what_a_real_process_does(run_cli, run_cli_subprocess, tmp_path):
+    """``python -m ckptdiff`` in a process of its own and the in-process runner the other tests use agree, exit
+    code and every byte of stdout and stderr, for a pass, a failure, trouble and a usage error."""
+    for args in (
+        (PUBLISHED, OURS),
+        (PUBLISHED, TWO_AUX, "--format", "json"),
+        (PUBLISHED, str(tmp_path / "missing")),
+        (PUBLISHED, OURS, "--format", "nope"),
+    ):
+        real, in_process = run_cli_subprocess(*args), run_cli(*args)
+        assert (real.returncode, real.stdout, real.stderr) == (
+            in_process.returncode,
+            in_process.stdout,
+            in_process.stderr,
+        ), args

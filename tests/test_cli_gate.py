@@ -137,7 +137,7 @@ def test_without_a_and_b_the_config_files_reference_and_candidate_are_compared(r
     result = run_cli(cwd=tmp_path / "docs")
     assert result.returncode == 1, result.stderr
     assert result.stdout.startswith("A: ../reference\nB: ../checkpoints/drafter\n")
-    assert result.stdout.endswith("\nincompatible: 14 match, 1 injected, 1 shape_mismatch\n")
+    assert result.stdout.endswith("\nincompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected\n")
     # A and B on the command line win over the file's
     assert run_cli(PUBLISHED, OURS, cwd=tmp_path).returncode == 0
     # a spec that is not beside the file (a Hub repo) is kept as written
@@ -222,7 +222,10 @@ def test_a_step_summary_over_githubs_limit_keeps_only_the_differences(run_cli, t
 def test_an_unwritable_step_summary_is_exit_2_after_the_report(run_cli, pair, tmp_path):
     result = run_cli(*pair, env={"GITHUB_STEP_SUMMARY": str(tmp_path / "missing-folder" / "summary.md")})
     # the report itself was written first, verdict line and all
-    assert result.stdout.endswith("\nincompatible: 1 match, 1 dtype_mismatch, 1 only_in_a, 1 only_in_b\n")
+    assert result.stdout.endswith(
+        "\nincompatible: 3 errors (only_in_a lm_head.weight, dtype_mismatch norm.weight, only_in_b value_head.weight),"
+        " 1 match\n"
+    )
     line = one_error_line(result)
     assert "cannot append the step summary" in line and "--no-step-summary" in line
 
@@ -236,13 +239,13 @@ def small_base(tmp_path_factory) -> str:
 
 
 def test_layers_collapse_unless_expand(run_cli, small_base):
-    collapsed = run_cli(small_base, small_base)
+    collapsed = run_cli(small_base, small_base, "--all")
     assert collapsed.returncode == 0
     rows = collapsed.stdout.split("\n\n")[1].splitlines()[2:]
     expert = next(row for row in rows if row.startswith("model.layers.{1..3}.mlp.experts.{0..23}.gate_proj.weight "))
     assert expert.split()[1] == "72"
 
-    expanded = run_cli(small_base, small_base, "--expand")
+    expanded = run_cli(small_base, small_base, "--expand", "--all")
     names = [line.split()[0] for line in expanded.stdout.split("\n\n")[1].splitlines()[2:]]
     tensors = json.loads(run_cli(small_base, small_base, "--format", "json").stdout)["tensors"]
     assert names == [t["name"] for t in tensors] and len(names) == 521 and len(rows) == 37
@@ -250,8 +253,9 @@ def test_layers_collapse_unless_expand(run_cli, small_base):
 
 def test_only_diffs_hides_matching_rows(run_cli):
     result = run_cli(PUBLISHED, TWO_AUX, "--only-diffs")
-    tensors = [line.split()[0] for line in result.stdout.split("\n\n")[1].splitlines()[2:]]
-    assert tensors == ["embed_tokens.weight", "fc.weight"]
+    table = result.stdout.split("\n\n")[1].splitlines()
+    assert [line.split()[0] for line in table[2:-1]] == ["fc.weight", "embed_tokens.weight"]  # failing first
+    assert table[-1] == "14 tensors match (--all lists them)"
     markdown = run_cli(PUBLISHED, OURS, "--only-diffs", "--format", "markdown").stdout
     assert "| `embed_tokens.weight`" in markdown and "| `fc.weight`" not in markdown
 
@@ -259,9 +263,9 @@ def test_only_diffs_hides_matching_rows(run_cli):
 def test_report_defaults_from_the_config_file_and_the_flags_that_undo_them(run_cli, small_base, tmp_path):
     (tmp_path / "ckptdiff.toml").write_text("only-diffs = true\nexpand = true\n")
     hidden = run_cli(PUBLISHED, TWO_AUX, cwd=tmp_path)
-    assert [line.split()[0] for line in hidden.stdout.split("\n\n")[1].splitlines()[2:]] == [
-        "embed_tokens.weight",
+    assert [line.split()[0] for line in hidden.stdout.split("\n\n")[1].splitlines()[2:-1]] == [
         "fc.weight",
+        "embed_tokens.weight",
     ]
     shown = run_cli(PUBLISHED, TWO_AUX, "--all-rows", cwd=tmp_path)
     assert len(shown.stdout.split("\n\n")[1].splitlines()[2:]) == 16
@@ -366,7 +370,7 @@ def test_the_whole_report_is_in_the_file_before_exit_1(run_cli, pair, tmp_path, 
     result = run_cli(*pair, "--format", fmt, "-o", str(target))
     assert result.returncode == 1 and result.stdout == ""
     text = target.read_text()
-    ends = {"table": "1 only_in_a, 1 only_in_b\n", "markdown": "`_\n", "json": "\n}\n", "junit": "</testsuites>\n"}
+    ends = {"table": "value_head.weight), 1 match\n", "markdown": "`_\n", "json": "\n}\n", "junit": "</testsuites>\n"}
     assert text.endswith(ends[fmt])
     assert sorted(p.name for p in target.parent.iterdir()) == ["report"]  # no temporary file left behind
 

@@ -508,7 +508,7 @@ def test_the_table_shows_each_sides_own_name(tmp_path, run_cli):
     published = drafter(tmp_path / "published")
     converted = drafter(tmp_path / "vllm", rename=vllm_name)
 
-    result = run_cli(str(published), str(converted), "--format", "table")
+    result = run_cli(str(published), str(converted), "--format", "table", "--all")
 
     assert result.returncode == 0, result.stderr
     up = next(line for line in result.stdout.splitlines() if line.startswith("midlayer.mlp.up_proj.weight"))

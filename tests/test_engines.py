@@ -270,7 +270,10 @@ def test_table_markdown_and_junit_show_one_line_per_engine_and_side(tmp_path, ru
     assert "engines:\n  sglang A: loads\n" in table
     headline = "  sglang B: degraded — 1 weight random (lm_head.weight)\n"
     assert headline + "    warning [lm_head_random] lm_head.weight is missing" in table
-    assert table.rstrip().endswith("incompatible: 14 match, 1 only_in_a; sglang A loads, sglang B degraded")
+    assert table.rstrip().endswith(
+        "incompatible: 1 error (only_in_a lm_head.weight), 1 warning (sglang B lm_head_random), 14 match;"
+        " sglang A loads, sglang B degraded"
+    )
     markdown = run_cli(PUBLISHED, spec, "--engine", "sglang", "--format", "markdown").stdout
     assert "### Engines" in markdown and "- **sglang B: degraded — 1 weight random (lm_head.weight)** ⚠️" in markdown
     junit = ET.fromstring(run_cli(PUBLISHED, spec, "--engine", "sglang", "--format", "junit").stdout)

@@ -33,11 +33,12 @@ def released() -> Iterator[threading.Event]:
 
 
 @pytest.fixture
-def ckptdiff(hub: HubEmulator, run_cli, tmp_path: Path):
-    """The CLI against the emulator, with a token the client really sends (implicit tokens on)."""
+def ckptdiff(hub: HubEmulator, run_cli, run_cli_subprocess, tmp_path: Path):
+    """The CLI against the emulator, with a token the client really sends (implicit tokens on). ``process=True``:
+    in a process of its own (huggingface_hub configures its logging once a process, from its environment)."""
     home = tmp_path / "hf-home"
 
-    def run(*args: str, token: str = TOKEN, variable: str = "HF_TOKEN", **env: str):
+    def run(*args: str, token: str = TOKEN, variable: str = "HF_TOKEN", process: bool = False, **env: str):
         base = hub.client_env(home)
         base.update({"HF_HUB_DISABLE_IMPLICIT_TOKEN": "0", "HF_HUB_DOWNLOAD_TIMEOUT": "2"})
         if variable == "stored":
@@ -45,7 +46,7 @@ def ckptdiff(hub: HubEmulator, run_cli, tmp_path: Path):
             (home / "token").write_text(token)
         else:
             base[variable] = token
-        return run_cli(*args, env={**base, **env})
+        return (run_cli_subprocess if process else run_cli)(*args, env={**base, **env})
 
     return run
 
@@ -185,7 +186,7 @@ def test_huggingface_hub_debug_logs_hold_no_token(hub, ckptdiff, logging):
     hub.valid_tokens.add(TOKEN)
     hub.add_repo("org/drafter", PUBLISHED, private=True)
 
-    result = ckptdiff("org/drafter", OURS, "--debug", **logging)
+    result = ckptdiff("org/drafter", OURS, "--debug", process=True, **logging)
 
     assert result.returncode in (0, 1), result.stderr
     assert result.stderr.strip(), "the client logged its requests"

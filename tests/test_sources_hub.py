@@ -7,13 +7,17 @@ import io
 import json
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 from huggingface_hub import constants, hf_hub_download, snapshot_download
+from torch_files import write_torch_file
 
+import ckptdiff.progress as progress_module
 from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
+from ckptdiff.progress import terminal_progress
 from ckptdiff.sources import SourceOptions, resolve, resolve_both
 from ckptdiff.sources.header_cache import HeaderCache
 from ckptdiff.sources.hub import INITIAL_RANGE
@@ -128,15 +132,27 @@ def test_both_sides_share_one_bound_on_header_reads(hub_client, tmp_path):
 
 
 def test_by_default_every_shard_of_both_sides_is_in_flight_at_once(hub_client, tmp_path):
+    """Counted, not timed: each shard read is held at the emulator until all 24 are there at the same moment,
+    which only happens if none waits for another to finish (a smaller pool would break the barrier)."""
     for repo in ("org/a", "org/b"):
         hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=12, experts=1))
-    hub_client.latency = 0.3  # long enough for all 24 shard reads to be sent before the first is answered
+    together = threading.Barrier(24)
+
+    def hold_until_all_arrive(request) -> bool:
+        if request.path.endswith(".safetensors"):
+            try:
+                together.wait(timeout=60)
+            except threading.BrokenBarrierError:
+                pass  # fewer than 24 at once: answered anyway, and the assertion below says so
+        return False  # then answered as usual
+
+    hub_client.hooks.append(hold_until_all_arrive)
 
     resolve_both("org/a", "org/b")
 
     shard_reads = [entry for entry in hub_client.log if entry.path.endswith(".safetensors")]
     assert len(shard_reads) == 24
-    assert max(entry.started for entry in shard_reads) - min(entry.started for entry in shard_reads) < 0.3
+    assert not together.broken and hub_client.max_in_flight["resolve"] >= 24
 
 
 # --- cache and offline ------------------------------------------------------------------------------------
@@ -334,11 +350,12 @@ def test_a_progress_bar_is_drawn_only_when_asked_on_a_terminal(hub_client, small
     hub_client.add_repo("org/base", small_base)
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    resolve("org/base", SourceOptions(progress=False))
+    resolve("org/base", SourceOptions(progress=None))
     assert terminal.getvalue() == ""
 
     hub_client.add_repo("org/base2", small_base)
-    resolve("org/base2", SourceOptions(progress=True))
+    monkeypatch.setattr(progress_module, "DELAY", 0)  # reads slower than the delay before a bar appears
+    resolve("org/base2", SourceOptions(progress=terminal_progress(terminal)))
     assert "org/base2:" in terminal.getvalue() and "/4 [" in terminal.getvalue()  # tqdm, 4 shards, then erased
 
 
@@ -416,11 +433,9 @@ def test_a_repo_without_readable_weights_says_what_it_has(hub_client, tmp_path):
 
 def test_a_torch_bin_on_the_hub_is_read_like_the_same_file_on_disk(hub_client, tmp_path):
     """One planner for every store: a .bin repo is read as a local folder is (the pickle through ranges)."""
-    torch = pytest.importorskip("torch")
     repo = tmp_path / "pickled"
-    repo.mkdir()
-    state = {"embed.weight": torch.zeros(4096, 512), "norm.weight": torch.ones(512)}  # 8 MiB of weights
-    torch.save(state, repo / "pytorch_model.bin")
+    state = {"embed.weight": ("F32", [4096, 512], None), "norm.weight": ("F32", [512], None)}  # 8 MiB of weights
+    write_torch_file(repo / "pytorch_model.bin", state)
     hub_client.add_repo("org/pickled", repo)
     remote, local = resolve("org/pickled"), resolve(str(repo))
     assert remote.tensors == local.tensors and set(remote.tensors) == set(state)

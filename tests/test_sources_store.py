@@ -198,12 +198,12 @@ def assert_one_line(result, expected: str) -> None:
         assert piece not in result.stderr + result.stdout
 
 
-def test_a_missing_extra_names_the_pip_install(run_cli, tmp_path):
+def test_a_missing_extra_names_the_pip_install(run_cli_subprocess, tmp_path):
     """Without gcsfs installed (a hidden import here), gs:// says which extra to install."""
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "gcsfs.py").write_text("raise ImportError('No module named gcsfs', name='gcsfs')\n")
-    result = run_cli("gs://bucket/drafter", str(OURS), env={"PYTHONPATH": str(blocker)})
+    result = run_cli_subprocess("gs://bucket/drafter", str(OURS), env={"PYTHONPATH": str(blocker)})
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [
         "ckptdiff: gs://bucket/drafter: reading gs:// needs gcsfs (pip install 'ckptdiff[gcs]')"

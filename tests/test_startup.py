@@ -19,6 +19,8 @@ FIXTURES = REPO / "fixtures"
 HEAVY = ("torch", "huggingface_hub", "numpy", "safetensors", "httpx", "requests")
 #: Object-store libraries (ckptdiff[s3], [gcs], [azure], [http]): only an s3://, gs://, az:// or URL spec loads them.
 HEAVY += ("fsspec", "s3fs", "botocore", "aiobotocore", "aiohttp", "gcsfs", "adlfs")
+#: Progress bars (tqdm) load only when a bar is drawn, and the markdown table writer only for markdown.
+HEAVY += ("tqdm", "tabulate")
 
 IMPORTED_BY = """
 import json, sys

@@ -14,13 +14,16 @@ from ..errors import CkptdiffError
 if TYPE_CHECKING:
     from ..report import Report
 
-FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit")
+FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit", "github")
+#: Other spellings --format and the config file accept.
+FORMAT_ALIASES: dict[str, str] = {"md": "markdown"}
 #: The module that renders each format: a registry, so that a run loads only the format it writes.
 FORMAT_MODULES: dict[str, str] = {
     "table": "ckptdiff.formats.table",
     "markdown": "ckptdiff.formats.markdown",
     "json": "ckptdiff.formats.json",
     "junit": "ckptdiff.formats.junit",
+    "github": "ckptdiff.formats.github",
 }
 #: ``-o report.md`` picks markdown when --format is not given.
 FORMAT_BY_EXTENSION: dict[str, str] = {

@@ -1,18 +1,22 @@
-"""The terminal report: tensor | A | B | status, then config differences, findings and the verdict."""
+"""The terminal report: differences first, cells wrapped to the terminal's width, findings by severity, the verdict."""
 
 from __future__ import annotations
 
-from tabulate import tabulate
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
-from ..report import Report
+from ..report import OK_STATUSES, STATUSES, EngineEvent, EngineResult, Finding, Report
 from . import RenderOptions
 from ._common import (
     VALUE_HEADERS,
     config_cells,
     counts_line,
     display_rows,
-    event_line,
+    event_text,
     has_values,
+    outcomes_line,
     printable,
     row_note,
     shape_dtype,
@@ -36,62 +40,314 @@ _COLORS = {
     "info": "36",
     "allowed": "33",
 }
-
-
 _OUTCOME_COLORS = {"loads": "match", "degraded": "dtype_mismatch", "fails": "shape_mismatch"}
+SEVERITIES = ("error", "warning", "info")
+_PLURAL = {"error": "errors", "warning": "warnings", "info": "info"}
+#: How many failing things the verdict line names before "+N more".
+NAMED_FAILURES = 3
+_GAP = "  "
+#: Notes shrink to this width before anything else wraps (narrower, they go under their row); names to this one.
+NOTE_FLOOR = 24
+NAME_FLOOR = 24
 
 
-def render(report: Report, options: RenderOptions) -> str:
-    def paint(text: str, key: str) -> str:
-        code = _COLORS.get(key)
-        return f"\033[{code}m{text}\033[0m" if options.color and code else text
+@dataclass(frozen=True)
+class Terminal:
+    """Where the table goes: its width (None: lines are not wrapped, e.g. a file) and how much to show."""
 
+    width: int | None = None
+    #: -1 (``-q``): only the verdict and what failed it; 0: everything but info; 1 (``-v``): info too.
+    verbosity: int = 0
+
+
+def render(report: Report, options: RenderOptions, terminal: Terminal | None = None) -> str:
+    terminal = terminal or Terminal()
+    paint = _painter(options.color)
+    if terminal.verbosity < 0:
+        return "\n".join(_quiet(report, options, terminal, paint)) + "\n"
     lines = [f"A: {printable(side_display(report.a))}"]
     lines += [f"B: {printable(side_display(report.b))}"] if report.b is not None else []
     if report.base is not None:
         lines.append(f"base: {printable(side_display_with_layout(report.base))}")
     if report.profile:
         lines.append(f"profile: {report.profile}")
+    if report.b is not None:  # one checkpoint on its own: nothing compared
+        lines += ["", *_tensor_table(report, options, terminal, paint, failing_only=False)]
+    if report.config:
+        rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
+        lines += ["", "config.json differences:"]
+        stages = [((1, 2), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1, 2), 0)]
+        lines += grid(["key", "A", "B", "status"], rows, terminal.width, shrink=stages, names=(0,))
+    lines += _engines(report, terminal, paint, failing_only=False)
+    lines += _findings(report, terminal, paint, failing_only=False)
+    if applied := rules_applied(report):
+        lines += ["", "policy rules applied:"]
+        lines += [line for rule in applied for line in hang("  ", printable(rule), terminal.width)]
+    lines += ["", *verdict_lines(report, terminal.width, paint)]
+    return "\n".join(lines) + "\n"
+
+
+def verdict_line(report: Report) -> str:
+    """``incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected``: what failed it, then the rest."""
+    if report.compatible:
+        return f"{report.verdict}: {counts_line(report)}"
+    failures: dict[str, list[str]] = {severity: [] for severity in SEVERITIES}
+    failing_statuses: Counter[str] = Counter()
+    for row in report.tensors:
+        if not row.passes:
+            failing_statuses[row.status] += 1
+            failures["error"].append(f"{row.status} {printable(row.name)}")
+    for finding in report.findings:
+        if report.finding_fails(finding):
+            failures[finding.severity].append(finding.code)
+    for result in report.engines:
+        for event in _failing_events(result):
+            failures[event.severity].append(f"{result.engine} {result.side} {event.code}")
+    parts = [_named(severity, names) for severity, names in failures.items() if names]
+    if report.b is not None:
+        passing = [(status, report.counts[status] - failing_statuses[status]) for status in STATUSES]
+        parts += [
+            f"{n} {status}" + ("" if status in OK_STATUSES else " allowed by policy") for status, n in passing if n
+        ]
+    text = ", ".join(parts)
+    if report.b is not None and report.engines:
+        text += f"; {outcomes_line(report)}"
+    return f"{report.verdict}: {text}"
+
+
+def verdict_lines(report: Report, width: int | None, paint: Callable[[str, str], str] = lambda t, k: t) -> list[str]:
+    verdict, rest = verdict_line(report).split(":", 1)
+    lines = hang("", f"{verdict}:{rest}", width, indent="  ")
+    lines[0] = paint(verdict, verdict) + lines[0][len(verdict) :]
+    return lines
+
+
+def _named(severity: str, names: Sequence[str]) -> str:
+    shown = list(names[:NAMED_FAILURES]) + ([f"+{len(names) - NAMED_FAILURES} more"] if len(names) > 3 else [])
+    noun = severity if len(names) == 1 else _PLURAL[severity]
+    return f"{len(names)} {noun} ({', '.join(shown)})"
+
+
+def _failing_events(result: EngineResult) -> list[EngineEvent]:
+    return [event for event in result.events if event.severity != "info" and event.allowed_by is None]
+
+
+def _quiet(report: Report, options: RenderOptions, terminal: Terminal, paint: Painter) -> list[str]:
+    """Only what failed the gate, then the verdict: failing tensors, findings and engine events."""
+    lines: list[str] = []
+    if report.b is not None and any(not row.passes for row in report.tensors):
+        lines += _tensor_table(report, options, terminal, paint, failing_only=True) + [""]
+    lines += _engines(report, terminal, paint, failing_only=True)
+    lines += _findings(report, terminal, paint, failing_only=True)
+    if lines and lines[0] == "":
+        lines = lines[1:]
+    if lines and lines[-1] != "":
+        lines.append("")
+    return lines + verdict_lines(report, terminal.width, paint)
+
+
+Painter = Callable[[str, str], str]
+
+
+def _painter(color: bool) -> Painter:
+    def paint(text: str, key: str) -> str:
+        code = _COLORS.get(key)
+        return f"\033[{code}m{text}\033[0m" if color and code else text
+
+    return paint
+
+
+def _tensor_table(
+    report: Report, options: RenderOptions, terminal: Terminal, paint: Painter, *, failing_only: bool
+) -> list[str]:
     shown = display_rows(report, options)
+    # differences first: what fails the gate, then what passes for a reason (injected, allowed), then matches
+    shown = sorted(shown, key=lambda line: 0 if not line.row.passes else 1 if line.row.status != "match" else 2)
+    if failing_only:
+        shown = [line for line in shown if not line.row.passes]
     notes = [printable(row_note(line.row, report)) for line in shown]
-    with_notes = any(notes)
+    with_notes, with_values = any(notes), has_values(shown)
     with_counts = any(line.count > 1 for line in shown)
-    with_values = has_values(shown)
-    table = []
+    headers = ["tensor"] + (["count"] if with_counts else []) + ["A shape dtype", "B shape dtype", "status"]
+    headers += (VALUE_HEADERS if with_values else []) + (["note"] if with_notes else [])
+    rows = []
     for line, note in zip(shown, notes):
         row = line.row
         cells = [printable(line.name)] + ([str(line.count)] if with_counts else [])
-        status = paint(row.status, "allowed" if row.allowed_by else row.status)
-        cells += [shape_dtype(row.a), shape_dtype(row.b), status] + (value_cells(row) if with_values else [])
-        cells += [note] if with_notes else []
-        table.append(cells)
-    headers = ["tensor"] + (["count"] if with_counts else []) + ["A shape dtype", "B shape dtype", "status"]
-    headers += (VALUE_HEADERS if with_values else []) + (["note"] if with_notes else [])
-    if report.b is None:
-        pass  # one checkpoint on its own: nothing compared
-    elif table:
-        lines += ["", tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)]
-    else:
-        lines += ["", "no differing tensors" if options.only_diffs else "no tensors"]
-    if report.config:
-        config_rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
-        lines += [
-            "",
-            "config.json differences:",
-            tabulate(config_rows, headers=["key", "A", "B", "status"], tablefmt="simple", disable_numparse=True),
-        ]
-    if report.engines:
-        lines += ["", "engines:"]
-        for result in report.engines:
-            lines.append(f"  {paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome])}")
-            lines += [f"    {paint(e.severity, e.severity)} {printable(event_line(report, e))}" for e in result.events]
-    if report.findings:
-        lines += ["", "findings:"]
-        lines += [
-            f"  {paint(f.severity, f.severity)} [{f.code}] {printable(finding_message(report, f))}"
-            for f in report.findings
-        ]
-    if applied := rules_applied(report):
-        lines += ["", "policy rules applied:"] + [f"  {printable(rule)}" for rule in applied]
-    lines += ["", f"{paint(report.verdict, report.verdict)}: {counts_line(report)}"]
-    return "\n".join(lines) + "\n"
+        cells += [shape_dtype(row.a), shape_dtype(row.b), row.status] + (value_cells(row) if with_values else [])
+        rows.append(cells + ([note] if with_notes else []))
+    status_column = headers.index("status")
+    colors = [("allowed" if line.row.allowed_by else line.row.status) for line in shown]
+    below: list[list[str]] = []
+    if with_notes and terminal.width is not None and _note_room(headers, rows, terminal.width) < NOTE_FLOOR:
+        # a narrow terminal: each note on lines of its own under its row, rather than a column a few words wide
+        below = [hang("    ", note, terminal.width) if note else [] for note in [row.pop() for row in rows]]
+        headers, with_notes = headers[:-1], False
+    note_column = (len(headers) - 1,) if with_notes else ()
+    sides = (status_column - 2, status_column - 1)
+    # notes first, then long tensor names, and the shape cells last: "[64, 192] BF16" reads best on one line
+    shrink = [(note_column, NOTE_FLOOR), (note_column, 0), ((0,), NAME_FLOOR), ((0, *sides), 0)]
+    lines = grid(
+        headers,
+        rows,
+        terminal.width,
+        shrink=shrink,
+        names=(0,),
+        paint_column=(status_column, colors, paint),
+        below=below,
+    )
+    if not rows:
+        lines = ["no differing tensors" if report.tensors else "no tensors"]
+    hidden = len(report.tensors) - sum(line.count for line in shown)  # the matches --only-diffs leaves out
+    if hidden and not failing_only:
+        lines.append(f"{hidden} tensor{'s' if hidden != 1 else ''} match (--all lists them)")
+    return lines
+
+
+def _note_room(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -> int:
+    """How wide the note (last) column could be with every other column at its natural width."""
+    others = [max(len(cell) for cell in column) for column in zip(headers[:-1], *(row[:-1] for row in rows))]
+    return width - sum(others) - len(_GAP) * len(others)
+
+
+def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only: bool) -> list[str]:
+    lines: list[str] = []
+    for result in report.engines:
+        events = _failing_events(result) if failing_only else result.events
+        if failing_only and not events:
+            continue
+        lines += hang("  ", paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome]), terminal.width)
+        visible = [e for e in events if e.severity != "info" or terminal.verbosity > 0]
+        for event in visible:
+            label = paint(event.severity, event.severity)
+            text = f"{label} [{event.code}] {event_text(report, event)}"
+            lines += hang("    ", text, terminal.width, indent="      ", invisible=len(label) - len(event.severity))
+        hidden = len(events) - len(visible)
+        if hidden:
+            lines.append(f"    {hidden} info event{'s' if hidden != 1 else ''} (-v shows them)")
+    return ["", "engines:", *lines] if lines else []
+
+
+def _findings(report: Report, terminal: Terminal, paint: Painter, *, failing_only: bool) -> list[str]:
+    findings: Iterable[Finding] = report.findings
+    if failing_only:
+        findings = [finding for finding in findings if report.finding_fails(finding)]
+    by_severity = {severity: [f for f in findings if f.severity == severity] for severity in SEVERITIES}
+    lines: list[str] = []
+    for severity, group in by_severity.items():
+        if not group:
+            continue
+        if severity == "info" and terminal.verbosity <= 0:
+            lines += ["", f"{len(group)} info finding{'s' if len(group) != 1 else ''} (-v shows them)"]
+            continue
+        lines += ["", paint(f"{_PLURAL[severity]}:", severity)]
+        for finding in group:
+            lines += hang(
+                "  ", f"[{finding.code}] {printable(finding_message(report, finding))}", terminal.width, indent="    "
+            )
+    return lines
+
+
+# --- layout: words, wrapping, columns ---------------------------------------------------------------------------
+
+#: A tensor name breaks after a dot (never inside a ``{0..60}`` index set); prose after a space (never inside
+#: a ``[64, 192]`` shape) or after a dot that a letter follows (a name it quotes; not ``1.00``).
+_NAME_WORDS = re.compile(r"(?:\{[^}]*\}|[^.{])+\.?|.")
+_PROSE_WORDS = re.compile(r"(?:\[[0-9, ]*\]|[^\s.]|\.(?![A-Za-z_]))+(?:\.(?=[A-Za-z_]))?\s*|\.|\s+")
+
+
+def words(text: str, name: bool = False) -> list[str]:
+    return (_NAME_WORDS if name else _PROSE_WORDS).findall(text)
+
+
+def wrap(text: str, width: int | None, name: bool = False) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken only between words (a longer word overflows)."""
+    if width is None or len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    line = ""
+    for word in words(text, name):
+        if line and len((line + word).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = word.lstrip()
+        else:
+            line += word
+    return lines + [line.rstrip()] if line.strip() or not lines else lines
+
+
+def hang(first: str, text: str, width: int | None, indent: str | None = None, invisible: int = 0) -> list[str]:
+    """``first`` + text wrapped to ``width``, continuation lines under ``indent`` (``invisible``: colour codes
+    in ``text`` that take no room on screen)."""
+    indent = first if indent is None else indent
+    if width is None or len(first) + len(text) - invisible <= width:
+        return [first + text]
+    available = max(width - len(indent), 20)
+    head, *rest = wrap(text, max(width - len(first), 20) + invisible)
+    return [first + head] + [indent + line for line in wrap(" ".join(rest), available)] if rest else [first + head]
+
+
+def grid(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    *,
+    shrink: Sequence[tuple[Sequence[int], int]] = (),
+    names: Sequence[int] = (),
+    paint_column: tuple[int, Sequence[str], Painter] | None = None,
+    below: Sequence[Sequence[str]] = (),
+) -> list[str]:
+    """A plain table (headers, dashes, rows) that fits ``width``: the columns of each ``shrink`` stage in turn, the
+    widest first, give up room down to the stage's floor (or their longest word) by wrapping their cells between
+    words; ``names`` columns wrap after dots. ``below[i]``: lines printed under row ``i``."""
+    columns = list(zip(headers, *rows)) if rows else [(h,) for h in headers]
+    widths = [max(map(len, column)) for column in columns]
+    if width is not None:
+        widths = _fit(columns, widths, width, shrink, names)
+    lines = [_line([wrap(h, widths[i]) for i, h in enumerate(headers)], widths), _GAP.join("-" * w for w in widths)]
+    for number, row in enumerate(rows):
+        cells = [wrap(cell, widths[i], i in names) for i, cell in enumerate(row)]
+        if paint_column is not None:
+            column, keys, paint = paint_column
+            cells[column] = [paint(text.ljust(widths[column]), keys[number]) for text in cells[column]]
+        lines.append(_line(cells, widths))
+        lines += below[number] if number < len(below) else []
+    return lines
+
+
+def _fit(
+    columns: Sequence[Sequence[str]],
+    widths: list[int],
+    width: int,
+    shrink: Sequence[tuple[Sequence[int], int]],
+    names: Sequence[int],
+) -> list[int]:
+    """Take the excess a character at a time from the widest column of each stage in turn."""
+    excess = sum(widths) + len(_GAP) * (len(widths) - 1) - width
+    if excess <= 0:
+        return widths
+    shrinkable = {i for stage, _ in shrink for i in stage}
+    smallest = {i: max(len(w.strip()) for c in columns[i] for w in words(c, i in names)) for i in shrinkable}
+    widths = list(widths)
+    for stage, floor in shrink:
+        while excess > 0:
+            roomy = [i for i in stage if widths[i] > max(smallest[i], floor)]
+            if not roomy:
+                break
+            widest = max(roomy, key=lambda i: widths[i])  # the first in the stage among equals
+            widths[widest] -= 1
+            excess -= 1
+    return widths  # if still too wide, every word is as narrow as it goes: the terminal wraps the rest
+
+
+def _line(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
+    height = max(len(cell) for cell in cells)
+    out = []
+    for k in range(height):
+        parts = [cell[k] if k < len(cell) else "" for cell in cells]
+        out.append(_GAP.join(_pad(part, w) for part, w in zip(parts, widths)).rstrip())
+    return "\n".join(out)
+
+
+def _pad(text: str, width: int) -> str:
+    visible = len(re.sub(r"\033\[[0-9;]*m", "", text))
+    return text + " " * max(width - visible, 0)

@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from ..checkpoint import Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError, display_url, scrub_secrets
+from ..progress import Progress
 from .base import Source
 from .wanted import Wanted
 
@@ -67,7 +68,8 @@ class SourceOptions:
     #: Most header reads in flight at once for a whole run: both sides share one pool (two 61-shard Kimi-K2
     #: repos fit in one round trip; huggingface_hub's HTTP session keeps up to 100 connections).
     jobs: int = 128
-    progress: bool = False
+    #: Bars on stderr for long reads (:func:`ckptdiff.progress.terminal_progress`); None: none.
+    progress: Progress | None = None
     #: Read a local checkpoint's files that are symlinks to outside its folder (--follow-symlinks).
     follow_symlinks: bool = False
 
@@ -194,7 +196,7 @@ def read_source(
     source: Source,
     *,
     wanted: AbstractSet[str] | Wanted | None = None,
-    progress: bool = False,
+    progress: Progress | None = None,
     pool: Executor | None = None,
 ) -> Checkpoint:
     """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
@@ -212,7 +214,7 @@ def source_of(checkpoint: Checkpoint, options: SourceOptions | None = None) -> S
 
 
 def fetch_files(
-    source: Source, folder: Path, files: Iterable[RelativePath], progress: bool = False
+    source: Source, folder: Path, files: Iterable[RelativePath], progress: Progress | bool | None = None
 ) -> dict[RelativePath, Path]:
     """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
     with _explained(source):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import sys
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -13,6 +12,7 @@ from typing import BinaryIO
 
 from ..checkpoint import MAX_JSON_BYTES, RelativePath, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
+from ..progress import Progress, terminal_progress
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
     MAX_HEADER_BYTES,
@@ -145,9 +145,11 @@ class Source(ABC):
             raise SourceError(self.name_of(file.path), "the store did not say how big this file is")
         return RangeFile(self, file.path, file.size)
 
-    def fetch_to(self, folder: Path, files: Iterable[RelativePath], progress: bool = False) -> dict[RelativePath, Path]:
+    def fetch_to(
+        self, folder: Path, files: Iterable[RelativePath], progress: Progress | bool | None = None
+    ) -> dict[RelativePath, Path]:
         """Local paths of these files: ones on disk as they are, others copied into ``folder`` (for --values),
-        with a progress bar of the bytes copied when ``progress`` and stderr is a terminal."""
+        with a bar of the bytes copied from ``progress`` (:mod:`ckptdiff.progress`; True: on a terminal)."""
         paths: dict[RelativePath, Path] = {}
         remote: list[ListedFile] = []
         for file in files:
@@ -156,12 +158,9 @@ class Source(ABC):
                 paths[file] = local
             else:
                 remote.append(self.stat(file) or ListedFile(file, None, None))
-        bar = None
-        if progress and remote and sys.stderr.isatty():
-            from tqdm import tqdm
-
-            total = sum(entry.size or 0 for entry in remote)
-            bar = tqdm(total=total, desc=self.display, unit="B", unit_scale=True, file=sys.stderr, leave=False)
+        if progress is True:
+            progress = terminal_progress()
+        bar = progress(self.display, sum(entry.size or 0 for entry in remote), "B") if progress and remote else None
         try:
             for entry in remote:
                 target = folder / entry.path
@@ -170,7 +169,7 @@ class Source(ABC):
                     while chunk := source.read(COPY_CHUNK):
                         out.write(chunk)
                         if bar is not None:
-                            bar.update(len(chunk))
+                            bar.advance(len(chunk))
                 paths[entry.path] = target
         finally:
             if bar is not None:

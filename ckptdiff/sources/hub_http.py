@@ -3,6 +3,7 @@ limits."""
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable, Iterator
@@ -14,6 +15,9 @@ from ..errors import SourceError
 #: Retries for one request: status 408/429/5xx (honouring Retry-After up to a cap) and dropped connections. A
 #: timeout or a refused connection is reported at once.
 MAX_RETRIES = 3
+#: Seconds before the first retry; the environment variable overrides it (tests: 0, no waits).
+DEFAULT_RETRY_WAIT = 0.5
+RETRY_WAIT_VARIABLE = "CKPTDIFF_RETRY_WAIT"
 #: A body slower than this on average, past the timeout's grace, counts as a timeout (a trickling server).
 MIN_BODY_RATE = 16 * 1024
 #: The longest Retry-After waited out: a server asking for longer is reported at once (rate limited).
@@ -22,8 +26,6 @@ MAX_RETRY_AFTER = 30.0
 RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
 #: Bytes of an error response's body kept for its message.
 MAX_ERROR_BODY = 64 * 1024
-#: The wait before the first retry without a Retry-After, doubling up to MAX_BACKOFF.
-FIRST_BACKOFF, MAX_BACKOFF = 0.5, 4.0
 
 
 class BodyInterrupted(Exception):
@@ -108,7 +110,7 @@ def _wait_before_retry(response: Any, attempt: int, source: str) -> float:
                 "retry later; a token (HF_TOKEN) raises the Hub's rate limits",
             )
         return seconds
-    return min(MAX_BACKOFF, FIRST_BACKOFF * 2**attempt)
+    return min(8 * retry_base_wait(), retry_base_wait() * 2**attempt)
 
 
 def raise_for_status(response: Any) -> None:
@@ -137,13 +139,22 @@ def retry_policy() -> dict[str, Any]:
     waits have a cap); a refused connection or a timeout fails at once (the timeout already waited long enough)."""
     import httpx2
 
+    base_wait = retry_base_wait()
     return {
         "max_retries": MAX_RETRIES,
-        "base_wait_time": FIRST_BACKOFF,
-        "max_wait_time": MAX_BACKOFF,
+        "base_wait_time": base_wait,
+        "max_wait_time": 8 * base_wait,
         "retry_on_exceptions": (httpx2.ReadError, httpx2.RemoteProtocolError, httpx2.WriteError),
         "retry_on_status_codes": (),
     }
+
+
+def retry_base_wait() -> float:
+    """Seconds before the first retry (doubling after): 0.5, or ``CKPTDIFF_RETRY_WAIT`` (the tests set 0)."""
+    try:
+        return max(float(os.environ.get(RETRY_WAIT_VARIABLE, "")), 0.0)
+    except ValueError:
+        return DEFAULT_RETRY_WAIT
 
 
 def read_body(

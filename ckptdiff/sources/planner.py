@@ -10,7 +10,6 @@ shows start before the index has arrived.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed, wait
@@ -30,6 +29,7 @@ from ..checkpoint import (
     tensors_from_shards,
 )
 from ..errors import CkptdiffError, IndexError_, SourceError
+from ..progress import Bar, Progress
 from . import torch_pickle
 from .base import INITIAL_RANGE, ListedFile, Listing, Source
 from .wanted import Wanted, shards_after_index
@@ -38,10 +38,11 @@ CONFIG_NAME = "config.json"
 SINGLE_FILE_NAME = "model.safetensors"
 #: The smallest first read when the index lets us estimate a shard's header (estimates carry their own margin).
 MIN_ESTIMATED_RANGE = 16 * 1024
-#: Below this many shards the progress bar is not worth drawing.
-PROGRESS_MIN_SHARDS = 4
 #: Weight files a checkpoint may hold in formats ckptdiff does not read, named in the "no weights" message.
 _OTHER_WEIGHTS = (".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".npz", ".pkl")
+#: Formats people point ckptdiff at by mistake, by suffix: named, with what ckptdiff reads instead.
+_FORMAT_NAMES = {".gguf": "GGUF (llama.cpp)", ".onnx": "ONNX", ".h5": "HDF5 (Keras)", ".msgpack": "Flax msgpack"}
+_READABLE = "ckptdiff reads safetensors files, folders and indexes, and torch .bin/.pt/.pth files"
 
 T = TypeVar("T")
 
@@ -67,6 +68,9 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
             return WeightPlan(named, (), torch=True)
         if named.endswith(torch_pickle.TORCH_SUFFIXES):
             return WeightPlan(None, (named,), torch=True)
+        known = next((name for suffix, name in _FORMAT_NAMES.items() if named.lower().endswith(suffix)), None)
+        if known is not None:
+            raise SourceError(source.name_of(named), f"is a {known} file", _READABLE)
         raise SourceError(source.name_of(named), "not a .safetensors file or a *.safetensors.index.json index")
     if SINGLE_FILE_NAME in files:
         return WeightPlan(None, (SINGLE_FILE_NAME,))
@@ -110,7 +114,7 @@ def read_checkpoint(
     source: Source,
     *,
     wanted: AbstractSet[str] | Wanted | None = None,
-    progress: bool = False,
+    progress: Progress | None = None,
     pool: Executor | None = None,
 ) -> Checkpoint:
     """Read a checkpoint's metadata from any store. With ``wanted``, read only the shards holding those tensors:
@@ -118,6 +122,7 @@ def read_checkpoint(
 
     ``pool``: where a remote source's header reads run, shared with other reads of the same run (both sides of a
     comparison: one bound on the requests in flight); by default a pool of ``source.jobs`` threads of its own.
+    ``progress``: a bar of the weight files read (:mod:`ckptdiff.progress`), or None.
     """
     listing = source.list_files()
     plan = choose_weights(listing, source)
@@ -134,6 +139,9 @@ def read_checkpoint(
         pool = ThreadPoolExecutor(source.jobs, "ckptdiff-read")
     small: Executor = ThreadPoolExecutor(2, "ckptdiff-read-json") if source.remote else _Inline()
     read_one = _torch_reader(source) if plan.torch else source.read_header
+    bar = progress(source.display, None, "shard") if progress is not None else None
+    if bar is not None:
+        read_one = _advancing(read_one, bar)
     try:
         config_job = small.submit(_read_config, source, config_entry) if config_entry is not None else None
         weight_map: Mapping[str, RelativePath] | None = None
@@ -141,9 +149,13 @@ def read_checkpoint(
             jobs, weight_map = _start_indexed(source, pool, small, files, plan.index, wanted, read_one, plan.torch)
         else:
             jobs = {name: pool.submit(read_one, files[name], None) for name in plan.files}
-        per_file = _collect(source, jobs, progress)
+        if bar is not None:
+            bar.set_total(len(jobs))
+        per_file = _collect(jobs)
         config = config_job.result() if config_job is not None else None
     finally:
+        if bar is not None:
+            bar.close()
         if own_pool:
             pool.shutdown(wait=True, cancel_futures=True)
         small.shutdown(wait=True, cancel_futures=True)
@@ -247,25 +259,14 @@ def _start_wanted(
     return {shard: jobs[shard] for shard in shards}, weight_map
 
 
-def _collect(source: Source, jobs: Mapping[RelativePath, Future[T]], progress: bool) -> dict[RelativePath, T]:
+def _collect(jobs: Mapping[RelativePath, Future[T]]) -> dict[RelativePath, T]:
     """Wait for the per-file jobs; on failure, stop the rest and raise the first failing file's error by name."""
-    bar = None
-    if progress and len(jobs) >= PROGRESS_MIN_SHARDS and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        bar = tqdm(total=len(jobs), desc=source.display, unit="shard", file=sys.stderr, leave=False)
     by_future = {future: name for name, future in jobs.items()}
     results: dict[RelativePath, T] = {}
-    try:
-        for future in as_completed(by_future):
-            if future.exception() is not None:
-                break
-            results[by_future[future]] = future.result()
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
+    for future in as_completed(by_future):
+        if future.exception() is not None:
+            break
+        results[by_future[future]] = future.result()
     if len(results) < len(jobs):
         for future in jobs.values():
             future.cancel()
@@ -273,6 +274,15 @@ def _collect(source: Source, jobs: Mapping[RelativePath, Future[T]], progress: b
         failed = [name for name, future in sorted(jobs.items()) if not future.cancelled() and future.exception()]
         raise jobs[failed[0]].exception()  # type: ignore[misc]
     return results
+
+
+def _advancing(read_one: Callable[[ListedFile, int | None], T], bar: Bar) -> Callable[[ListedFile, int | None], T]:
+    def read(entry: ListedFile, first_range: int | None) -> T:
+        result = read_one(entry, first_range)
+        bar.advance()
+        return result
+
+    return read
 
 
 def _torch_reader(source: Source) -> Callable[[ListedFile, int | None], Any]:

@@ -1,0 +1,188 @@
+"""Writing the report: stdout or a file replaced only once complete, the verdict on stderr, the step summary, and
+how the terminal is (its width, whether it takes colour)."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+import click
+
+from .errors import ReportWriteError
+from .formats import FORMAT_ALIASES
+
+if TYPE_CHECKING:
+    from .formats import RenderOptions
+    from .report import Report
+
+#: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
+STEP_SUMMARY_LIMIT = 1024 * 1024
+STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 MiB, too long for a step summary.\n"
+
+
+class StdoutClosed(Exception):
+    """The reader of stdout went away. Not an OSError: click would end the run with exit 1 for one."""
+
+
+def write_report(text: str, destination: str | None) -> None:
+    """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
+    if destination is None or destination == "-":
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except OSError as err:
+            if err.errno == errno.EPIPE:  # the reader left (`| head`): main() ends quietly
+                raise StdoutClosed() from None
+            raise ReportWriteError("stdout", f"cannot write the report: {err.strerror or err}") from None
+        return
+    target = Path(destination)
+    if target.is_dir():
+        raise ReportWriteError(destination, "is a folder; give a file name for the report")
+    if target.exists() and not target.is_file():
+        # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
+        try:
+            with open(target, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as err:
+            raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
+        return
+    import tempfile  # only a report written to a file needs it (and the random module it loads)
+
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as err:
+        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        if target.exists():
+            os.chmod(temporary, target.stat().st_mode & 0o777)
+        else:
+            os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, target)
+    except OSError as err:
+        Path(temporary).unlink(missing_ok=True)
+        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def format_for(fmt: str | None, output: str | None, default: str | None = None) -> str:
+    """--format, else the -o file's extension, else the config file's format, else table. An extension that
+    names no format (``-o report.html``) is refused rather than filled with a table."""
+    if fmt:
+        return FORMAT_ALIASES.get(fmt, fmt)
+    if output and output != "-":
+        from .formats import FORMAT_BY_EXTENSION
+
+        suffix = Path(output).suffix.lower()
+        by_extension = FORMAT_BY_EXTENSION.get(suffix)
+        if by_extension:
+            return by_extension
+        if suffix and not default:
+            known = ", ".join(sorted(FORMAT_BY_EXTENSION))
+            raise ReportWriteError(
+                output, f"no report format is written as {suffix}", f"give --format, or name it {known}"
+            )
+    return default or "table"
+
+
+def wants_color(choice: str, stream: IO[str]) -> bool:
+    """--color always/never; auto: NO_COLOR (when not empty, no-color.org) turns it off, FORCE_COLOR (when not
+    empty) on, else colour only on a terminal."""
+    if choice != "auto":
+        return choice == "always"
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return _isatty(stream)
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def terminal_width(stream: IO[str]) -> int | None:
+    """The width to wrap the table at: the terminal's, else $COLUMNS, else none (a file or pipe keeps long lines)."""
+    if _isatty(stream):
+        import shutil
+
+        return max(shutil.get_terminal_size().columns, 40)
+    columns = os.environ.get("COLUMNS", "")
+    return max(int(columns), 40) if columns.isdigit() and int(columns) > 0 else None
+
+
+def append_step_summary(markdown: str, path: str | None) -> None:
+    """GitHub Actions: append the markdown report to the job's step summary file ($GITHUB_STEP_SUMMARY)."""
+    if not path:
+        return
+    if len(markdown.encode()) > STEP_SUMMARY_LIMIT:
+        markdown = STEP_SUMMARY_TOO_LONG
+    try:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown)
+            handle.flush()
+    except OSError as err:
+        raise ReportWriteError(
+            path, f"cannot append the step summary: {err.strerror or err}", "or pass --no-step-summary"
+        ) from None
+
+
+def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, verbosity: int, color: str) -> str:
+    """Render the report and write it to stdout or ``output``; returns the text written.
+
+    The terminal formats (table, github) get the terminal's width and the verbosity. ``github`` is what a job's
+    log shows: with ``-o FILE`` its annotations stay on stdout and FILE gets the format its extension names.
+    With ``-o``, the verdict line goes to stderr, so that the log still says it.
+    """
+    from .formats import render, table
+
+    to_stdout = output in (None, "-")
+    terminal = table.Terminal(width=terminal_width(sys.stdout) if to_stdout else None, verbosity=verbosity)
+    if fmt == "github":
+        from .formats import github
+
+        if to_stdout:
+            text = github.render(report, view, terminal)
+        else:
+            write_report("".join(github.workflow_commands(report)), None)
+            fmt = format_for(None, output)
+    if fmt == "table":
+        text = table.render(report, view, terminal)
+    elif fmt != "github" or not to_stdout:
+        text = render(report, fmt, view)
+    write_report(text, output)
+    if not to_stdout:
+        _echo_verdict(report, color)
+    return text
+
+
+def _echo_verdict(report: Report, color: str) -> None:
+    from .formats.table import _painter, verdict_lines
+
+    paint = _painter(wants_color(color, sys.stderr))
+    click.echo("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)), err=True)
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no file descriptor (an in-process runner's buffer)
+        pass

@@ -1,0 +1,84 @@
+"""Progress bars on stderr for work that takes more than a second: a callback readers call, tqdm drawn lazily.
+
+A reader takes a :data:`Progress` (or None: no bars) and asks it for a :class:`Bar` per piece of work::
+
+    bar = progress("org/name", None, "shard")   # the total may be unknown at first
+    bar.advance()                                # from any thread
+    bar.set_total(61)
+    bar.close()
+
+:func:`terminal_progress` draws the bars with tqdm on a terminal's stderr, and only for work still running after
+``DELAY`` seconds, so quick runs print nothing; tqdm is imported when the first bar is made.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import IO, Any, Protocol
+
+#: Seconds a piece of work runs before its bar appears.
+DELAY = 1.0
+
+
+class Bar(Protocol):
+    def advance(self, amount: int = 1) -> None: ...
+
+    def set_total(self, total: int | None) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: ``progress(label, total, unit)`` → a Bar; ``total`` None while unknown; ``unit`` "shard" or "B" (bytes).
+Progress = Callable[[str, "int | None", str], Bar]
+
+
+class _TqdmBar:
+    """A tqdm bar that several threads may advance."""
+
+    def __init__(self, label: str, total: int | None, unit: str, stream: IO[str]) -> None:
+        from tqdm import tqdm  # type: ignore[import-untyped]
+
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._bar: Any = tqdm(
+            total=total,
+            desc=label,
+            unit=unit,
+            unit_scale=unit == "B",
+            file=stream,
+            leave=False,
+            delay=DELAY,
+            dynamic_ncols=True,
+        )
+
+    def advance(self, amount: int = 1) -> None:
+        with self._lock:
+            self._bar.update(amount)
+
+    def set_total(self, total: int | None) -> None:
+        with self._lock:
+            self._bar.total = total
+            if time.monotonic() - self._started >= DELAY:  # a bar past its delay is on screen: redraw it now
+                self._bar.refresh()
+
+    def close(self) -> None:
+        with self._lock:
+            self._bar.close()
+
+
+def terminal_progress(stream: IO[str] | None = None) -> Progress | None:
+    """Bars on ``stream`` (stderr) when it is a terminal; None (no bars) when it is a file or a pipe."""
+    out = stream if stream is not None else sys.stderr
+    try:
+        if not out.isatty():
+            return None
+    except (AttributeError, ValueError):  # a closed or replaced stream
+        return None
+
+    def progress(label: str, total: int | None, unit: str) -> Bar:
+        return _TqdmBar(label, total, unit, out)
+
+    return progress

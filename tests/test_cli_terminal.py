@@ -1,0 +1,302 @@
+"""The terminal report and the command line's conventions, as docs/usage.md shows them: width, order, verbosity,
+colour, formats and their spellings, the verdict on stderr, mistakes caught, writes that fail, --help."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import write_kimi_k2_base
+
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
+TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
+NO_LM_HEAD = str(FIXTURES / "kimi-k2-eagle3-no-lm-head")
+ANSI = re.compile(r"\033\[[0-9;]*m")
+
+# --- the width of the terminal ------------------------------------------------------------------------------
+
+RUNS = [(PUBLISHED, OURS, "--all"), (PUBLISHED, TWO_AUX, "--all", "-v"), (NO_LM_HEAD, "--engine", "all", "-v")]
+
+
+def words_of(text: str) -> set[str]:
+    """Every word of a report, and each piece a tensor name may wrap into (it breaks only after a dot)."""
+    found = set()
+    for word in text.split():
+        cuts = [0, *(match.end() for match in re.finditer(r"\.", word)), len(word)]
+        found.update(word[i:j] for n, i in enumerate(cuts) for j in cuts[n + 1 :])
+    return found
+
+
+@pytest.mark.parametrize("args", RUNS, ids=["compatible", "two-aux", "engines"])
+@pytest.mark.parametrize("columns", [80, 120])
+def test_the_report_fits_the_terminal_and_breaks_no_word(run_cli, args, columns):
+    wide = run_cli(*args)  # no terminal, no COLUMNS: lines as long as they are
+    narrow = run_cli(*args, env={"COLUMNS": str(columns)})
+
+    assert narrow.returncode == wide.returncode
+    assert max(map(len, wide.stdout.splitlines())) > columns
+    assert max(map(len, narrow.stdout.splitlines())) <= columns
+    assert {w for w in narrow.stdout.split() if set(w) != {"-"}} <= words_of(wide.stdout)  # between words only
+    verdict = narrow.stdout.split("\n\n")[-1]
+    assert verdict.startswith(("compatible: ", "incompatible: ")) and " ".join(verdict.split()) in wide.stdout
+
+
+def test_json_and_markdown_keep_the_full_text_whatever_the_width(run_cli):
+    for fmt in ("json", "markdown"):
+        assert run_cli(PUBLISHED, TWO_AUX, "--format", fmt, env={"COLUMNS": "80"}).stdout == (
+            run_cli(PUBLISHED, TWO_AUX, "--format", fmt).stdout
+        )
+
+
+# --- order and verbosity ----------------------------------------------------------------------------------
+
+
+def test_findings_are_grouped_by_severity_and_info_needs_v(run_cli):
+    normal = run_cli(PUBLISHED, TWO_AUX).stdout
+    assert "\nwarnings:\n  [aux_layer_ids_differ] " in normal
+    assert "\n3 info findings (-v shows them)\n" in normal and "[max_position_differs]" not in normal
+
+    verbose = run_cli(PUBLISHED, TWO_AUX, "-v").stdout
+    warnings, info = verbose.index("\nwarnings:\n"), verbose.index("\ninfo:\n")
+    assert warnings < info < verbose.index("[max_position_differs]")
+
+
+def test_engine_info_events_need_v(run_cli):
+    normal = run_cli(NO_LM_HEAD, "--engine", "all").stdout
+    assert "[aux_ids]" not in normal and normal.count("    3 info events (-v shows them)\n") == 3
+    assert "    warning [lm_head_random] " in normal
+    assert run_cli(NO_LM_HEAD, "--engine", "all", "-v").stdout.count("    info [aux_ids] ") == 2
+
+
+def test_quiet_shows_only_the_verdict_and_what_failed_it(run_cli):
+    failing = run_cli(PUBLISHED, TWO_AUX, "-q")
+    assert failing.returncode == 1 and failing.stderr == ""
+    lines = failing.stdout.splitlines()
+    assert lines[0].split() == ["tensor", "A", "shape", "dtype", "B", "shape", "dtype", "status", "note"]
+    assert lines[2].startswith("fc.weight ") and "shape_mismatch" in lines[2]
+    assert len(lines) == 5 and lines[3] == ""  # the failing row; not the injected one, warnings or the config
+    assert lines[4] == "incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected"
+
+    engines = run_cli(NO_LM_HEAD, "--engine", "sglang", "-q").stdout.splitlines()
+    assert engines[:3] == ["engines:", "  sglang A: degraded — 1 weight random (lm_head.weight)", engines[2]]
+    assert engines[2].startswith("    warning [lm_head_random] ") and engines[3:] == ["", engines[-1]]
+
+    passing = run_cli(PUBLISHED, OURS, "-q")
+    assert passing.returncode == 0 and passing.stdout == "compatible: 15 match, 1 injected\n"
+
+
+def test_the_verdict_names_the_first_failures_and_counts_the_rest(run_cli, tmp_path):
+    base = write_kimi_k2_base(tmp_path / "base", layers=2, experts=4)
+    result = run_cli(str(base), PUBLISHED, "-q")  # every base tensor is only_in_a, every drafter one only_in_b
+    verdict = result.stdout.splitlines()[-1]
+    assert re.fullmatch(r"incompatible: \d+ errors \((\w+ \S+, ){3}\+\d+ more\)", verdict), verdict
+
+
+# --- colour -----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "coloured"),
+    [
+        ((), {}, False),  # not a terminal
+        ((), {"NO_COLOR": "", "FORCE_COLOR": "1"}, True),  # an empty NO_COLOR is not set (no-color.org)
+        ((), {"NO_COLOR": "1", "FORCE_COLOR": "1"}, False),
+        (("--color", "always"), {"NO_COLOR": "1"}, True),
+        (("--color", "never"), {"NO_COLOR": "", "FORCE_COLOR": "1"}, False),
+        (("--format", "markdown"), {"NO_COLOR": "", "FORCE_COLOR": "1"}, False),  # only the table is coloured
+    ],
+)
+def test_colour_follows_color_no_color_and_force_color(run_cli, args, env, coloured):
+    result = run_cli(PUBLISHED, TWO_AUX, *args, env=env)
+    assert bool(ANSI.search(result.stdout)) is coloured
+    if coloured:
+        assert "\033[31mshape_mismatch" in result.stdout and "\033[1;31mincompatible\033[0m:" in result.stdout
+        assert ANSI.sub("", result.stdout) == run_cli(PUBLISHED, TWO_AUX, "--color", "never").stdout
+
+
+# --- formats, -o and the verdict on stderr ----------------------------------------------------------------
+
+
+def test_md_is_markdown(run_cli, tmp_path):
+    short, long = (run_cli(PUBLISHED, OURS, "--format", name).stdout for name in ("md", "markdown"))
+    assert short.replace("--format md`", "--format markdown`") == long  # the footer quotes the command as typed
+    (tmp_path / "ckptdiff.toml").write_text('format = "md"\n')
+    assert run_cli(PUBLISHED, OURS, cwd=tmp_path).stdout.startswith("## ckptdiff: compatible")
+
+
+def test_an_output_extension_that_names_no_format_is_refused(run_cli, tmp_path):
+    target = tmp_path / "report.html"
+    result = run_cli(PUBLISHED, OURS, "-o", str(target))
+    assert result.returncode == 2 and result.stdout == "" and not target.exists()
+    assert result.stderr == (
+        f"ckptdiff: {target}: no report format is written as .html"
+        " (give --format, or name it .json, .markdown, .md, .txt, .xml)\n"
+    )
+    assert run_cli(PUBLISHED, OURS, "-o", str(target), "--format", "markdown").returncode == 0
+    assert target.read_text().startswith("## ckptdiff: compatible")
+    assert run_cli(PUBLISHED, OURS, "-o", str(tmp_path / "report")).returncode == 0  # no extension: the table
+
+
+def test_with_o_the_verdict_still_reaches_stderr(run_cli, tmp_path):
+    result = run_cli(PUBLISHED, TWO_AUX, "-o", str(tmp_path / "report.xml"))
+    assert result.returncode == 1 and result.stdout == ""
+    assert result.stderr == "incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected\n"
+    assert (tmp_path / "report.xml").read_text().startswith("<?xml")
+    assert run_cli(PUBLISHED, TWO_AUX, "-o", "-").stderr == ""  # the report itself is on stdout
+
+
+def test_github_annotations_are_escaped_as_the_runner_unescapes_them():
+    from ckptdiff.formats.github import annotation
+
+    line = annotation("error", "ckptdiff: a, b", "100% of\r\nx::y")
+    assert line == "::error title=ckptdiff%3A a%2C b::100%25 of%0D%0Ax::y\n"
+    assert line.count("\n") == 1
+
+
+def test_the_github_format_is_annotations_then_the_table(run_cli):
+    result = run_cli(NO_LM_HEAD, "--engine", "sglang", "--format", "github")
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("::error title=ckptdiff%3A sglang A lm_head_random::lm_head.weight is missing")
+    assert lines[1] == "::error title=ckptdiff::incompatible: 1 warning (sglang A lm_head_random)"
+    assert lines[2] == f"A: {NO_LM_HEAD}"
+    assert "\033" not in result.stdout
+
+
+def test_github_with_o_keeps_the_annotations_in_the_log_and_the_file_in_its_format(run_cli, tmp_path):
+    result = run_cli(PUBLISHED, TWO_AUX, "--format", "github", "-o", str(tmp_path / "ckptdiff.xml"))
+    assert result.returncode == 1
+    assert result.stdout.startswith("::error title=ckptdiff%3A shape_mismatch::fc.weight: ")
+    assert all(line.startswith(("::error ", "::warning ")) for line in result.stdout.splitlines())
+    assert (tmp_path / "ckptdiff.xml").read_text().startswith("<?xml")
+    assert result.stderr == "incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected\n"
+
+
+# --- mistakes caught --------------------------------------------------------------------------------------
+
+
+def test_a_config_key_typo_gets_did_you_mean(run_cli, tmp_path):
+    (tmp_path / "ckptdiff.toml").write_text('alow-missing = ["lm_head.*"]\n')
+    result = run_cli(PUBLISHED, OURS, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.endswith(": alow-missing: is not a ckptdiff setting (did you mean allow-missing?)\n")
+
+
+def test_a_gguf_file_is_named_with_what_ckptdiff_reads(run_cli, tmp_path):
+    model = tmp_path / "model-q4_k_m.gguf"
+    model.write_bytes(b"GGUF\x03\x00\x00\x00" + bytes(64))
+    result = run_cli(str(model), OURS)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"ckptdiff: {model}: is a GGUF (llama.cpp) file (ckptdiff reads safetensors files, folders and indexes,"
+        " and torch .bin/.pt/.pth files)\n"
+    )
+
+
+# --- writing the report to stdout ------------------------------------------------------------------------
+
+
+def test_a_closed_pipe_is_quiet():
+    """``ckptdiff A B | head -1`` where head has already left: no traceback, no "internal error", exit 2."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the report is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "ckptdiff", PUBLISHED, TWO_AUX],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert done.returncode == 2
+    assert done.stderr == ""
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_on_stdout_is_one_line_and_exit_2():
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ckptdiff", PUBLISHED, OURS],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+    assert done.returncode == 2
+    assert done.stderr == "ckptdiff: stdout: cannot write the report: No space left on device\n"
+
+
+# --- --help and shell completion ------------------------------------------------------------------------
+
+
+def test_help_lists_options_in_groups_with_examples(run_cli):
+    text = run_cli("--help").stdout
+    headings = [line for line in text.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert headings == ["Sources:", "Comparison:", "Engines:", "Policy:", "Output:", "Other:"]
+    sources, output = text.index("\nSources:\n"), text.index("\nOutput:\n")
+    assert sources < text.index("  --offline ") < text.index("\nComparison:\n")
+    assert output < text.index("  --color [auto|always|never]") < text.index("\nOther:\n")
+    assert "Examples:\n    ckptdiff ./published ./ours\n" in text and "docs/index.md" in text
+
+
+@pytest.fixture
+def on_path(tmp_path) -> dict[str, str]:
+    """An environment whose PATH has a ``ckptdiff`` launcher for this checkout (what an install puts there)."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    launcher = bin_folder / "ckptdiff"
+    repo = Path(__file__).resolve().parent.parent
+    launcher.write_text(f'#!/bin/sh\nPYTHONPATH="{repo}" exec "{sys.executable}" -m ckptdiff "$@"\n')
+    launcher.chmod(0o755)
+    (tmp_path / "drafters" / "ours-step-100").mkdir(parents=True)
+    (tmp_path / "drafters" / "ours-step-200").mkdir()
+    return {"PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+@pytest.mark.parametrize(
+    ("words", "answer"),
+    [
+        ("ckptdiff drafters/ours-", "file,drafters/ours-"),  # a spec: the shell completes file names
+        ("ckptdiff x --base drafters/o", "file,drafters/o"),
+        ("ckptdiff x -o rep", "file,rep"),
+        ("ckptdiff --for", "plain,--format"),
+    ],
+)
+def test_click_completion_hands_specs_and_files_to_the_shell(tmp_path, on_path, words, answer):
+    env = {**os.environ, **on_path, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
+    env["_CKPTDIFF_COMPLETE"] = "bash_complete"
+    done = subprocess.run(["ckptdiff"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    assert done.returncode == 0 and done.stdout.splitlines() == [answer]
+
+
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="needs tmux")
+def test_tab_completes_a_path_in_bash(tmp_path, on_path):
+    """In a real bash (in tmux), with the completion script the docs show: Tab completes the folder's name."""
+    session = f"ckptdiff-completion-{os.getpid()}"
+    shell = f"env -i PATH={on_path['PATH']} HOME={tmp_path} TERM=xterm bash --norc --noprofile"
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "120", "-y", "10", "-c", str(tmp_path), shell])
+    try:
+        keys = ['eval "$(_CKPTDIFF_COMPLETE=bash_source ckptdiff)"', "Enter", "ckptdiff drafters/ours-step-1", "Tab"]
+        screen = ""
+        for key in keys:
+            subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
+        for _ in range(100):  # the completion runs a Python process: wait for the screen to show it
+            capture = ["tmux", "capture-pane", "-p", "-t", session]
+            screen = subprocess.run(capture, capture_output=True, text=True).stdout
+            if "ckptdiff drafters/ours-step-100/" in screen:
+                break
+            time.sleep(0.1)
+        assert "ckptdiff drafters/ours-step-100/" in screen, screen
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
