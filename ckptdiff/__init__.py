@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .formats import RenderOptions
     from .policy import Policy
     from .profiles.naming import RenameRule
+    from .progress import Progress
     from .report import Report
 
 __all__ = ["CkptdiffError", "Policy", "RenderOptions", "Report", "__version__", "compare", "render"]
@@ -31,8 +32,9 @@ def compare(
     values: bool = False,
     offline: bool = False,
     jobs: int = 128,
-    progress: bool = False,
+    progress: bool | Progress = False,
     notify: Callable[[str], None] | None = None,
+    follow_symlinks: bool = False,
 ) -> Report:
     """Compare two checkpoint specs and return the :class:`~ckptdiff.report.Report`; the CLI's options by name.
 
@@ -41,7 +43,9 @@ def compare(
     holds the rules (``--ignore``, ``--allow-*``, ``--fail-on``, ``--allow-empty``); ``base`` is ``--base``;
     ``engines`` is ``--engine`` (with ``b`` None the one checkpoint is checked against them); ``renames`` is
     ``--rename``; ``values`` is ``--values`` (needs numpy, torch for .bin/.pt); ``offline`` and ``jobs`` are
-    ``--offline`` and ``--jobs``; ``progress`` draws progress bars on stderr; ``notify`` receives announcements.
+    ``--offline`` and ``--jobs``; ``progress`` draws progress bars on stderr (True) or reports to your own
+    :data:`ckptdiff.progress.Progress` callback; ``notify`` receives announcements; ``follow_symlinks`` is
+    ``--follow-symlinks``.
 
     Raises :class:`CkptdiffError` for every mistake in the input: an unreadable or invalid checkpoint, an
     unknown profile or engine, a bad rule, a missing ``b`` without ``engines``. Its ``where``, ``defect`` and
@@ -68,7 +72,11 @@ def compare(
         raise CkptdiffError("jobs", f"{jobs!r} is not a positive number")
     if policy is not None and not _is_policy(policy):
         raise CkptdiffError("policy", f"{type(policy).__name__} is not a ckptdiff.Policy")
-    options = SourceOptions(offline=offline, jobs=jobs, progress=progress)
+    if progress is True:
+        from .progress import terminal_progress
+
+        progress = terminal_progress()
+    options = SourceOptions(offline=offline, jobs=jobs, progress=progress or None, follow_symlinks=follow_symlinks)
     return compare_specs(
         a,
         b,

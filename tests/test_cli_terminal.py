@@ -72,9 +72,9 @@ def test_findings_are_grouped_by_severity_and_info_needs_v(run_cli):
 
 def test_engine_info_events_need_v(run_cli):
     normal = run_cli(NO_LM_HEAD, "--engine", "all").stdout
-    assert "[aux_ids]" not in normal and normal.count("    3 info events (-v shows them)\n") == 3
+    assert "[aux_ids]" not in normal and normal.count(" info events (-v shows them)\n") == 3
     assert "    warning [lm_head_random] " in normal
-    assert run_cli(NO_LM_HEAD, "--engine", "all", "-v").stdout.count("    info [aux_ids] ") == 2
+    assert run_cli(NO_LM_HEAD, "--engine", "all", "-v").stdout.count("    info [aux_ids] ") == 1  # SGLang reads them
 
 
 def test_quiet_shows_only_the_verdict_and_what_failed_it(run_cli):

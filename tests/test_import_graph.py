@@ -17,6 +17,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.version": 0,
     "ckptdiff.errors": 0,
     "ckptdiff.dtypes": 0,
+    "ckptdiff.progress": 0,
     "ckptdiff.safetensors_header": 1,
     "ckptdiff.checkpoint": 2,
     "ckptdiff.sources": 3,
@@ -30,6 +31,8 @@ LAYERS: dict[str, int] = {
     "ckptdiff.formats": 8,
     "ckptdiff.config_file": 9,
     "ckptdiff.cli": 10,
+    "ckptdiff.cli_help": 10,
+    "ckptdiff.cli_output": 10,
     "ckptdiff.__main__": 11,
     "ckptdiff": 11,  # the package's API (__init__): compare(), render()
 }

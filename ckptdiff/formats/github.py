@@ -7,6 +7,7 @@ from dataclasses import replace
 from ..report import Report
 from . import RenderOptions
 from ._common import display_rows, event_text, printable, row_note, shape_dtype
+from .messages import finding_message
 from .table import Terminal, verdict_line
 from .table import render as render_table
 
@@ -34,20 +35,20 @@ def workflow_commands(report: Report) -> list[str]:
     failing = [line for line in display_rows(report, RenderOptions()) if not line.row.passes]
     for line in failing:
         row = line.row
-        note = row_note(row)
+        note = row_note(row, report)
         sides = f"A {shape_dtype(row.a)}, B {shape_dtype(row.b)}" + (f" ({note})" if note else "")
         count = f" ({line.count} tensors)" if line.count > 1 else ""
         out.append(annotation("error", f"ckptdiff: {row.status}", f"{printable(line.name)}{count}: {sides}"))
     for finding in report.findings:
         if finding.severity != "info":
             level = "error" if report.finding_fails(finding) else "warning"
-            out.append(annotation(level, f"ckptdiff: {finding.code}", printable(finding.message)))
+            out.append(annotation(level, f"ckptdiff: {finding.code}", printable(finding_message(report, finding))))
     for result in report.engines:
         for event in result.events:
             if event.severity != "info":
                 level = "warning" if event.allowed_by else "error"  # an engine event fails the gate unless allowed
                 title = f"ckptdiff: {result.engine} {result.side} {event.code}"
-                out.append(annotation(level, title, event_text(event)))
+                out.append(annotation(level, title, event_text(report, event)))
     if len(out) > MOST_ANNOTATIONS:
         more = len(out) - MOST_ANNOTATIONS
         out = out[:MOST_ANNOTATIONS] + [annotation("error", "ckptdiff", f"and {more} more (see the report)")]
