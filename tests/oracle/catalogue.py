@@ -59,7 +59,7 @@ CASES: list[Case] = [
         "MLA without q_lora_rank (q_proj instead of q_a/q_b)",
         attention="mla",
         config={"q_lora_rank": None},
-        drop=(f"{LAYER}self_attn.q_a_proj.weight", f"{LAYER}self_attn.q_a_layernorm.weight", f"{LAYER}self_attn.q_b_proj.weight"),
+        drop=tuple(f"{LAYER}self_attn.{n}.weight" for n in ("q_a_proj", "q_a_layernorm", "q_b_proj")),
         add={f"{LAYER}self_attn.q_proj.weight": (D, [4 * 24, 2 * H])},
     ),
     # ---- aux layer ids
@@ -194,7 +194,11 @@ CASES: list[Case] = [
         config={"draft_vocab_size": None},
         drop=("lm_head.weight", "d2t", "t2d"),
     ),
-    Case("lm_head_full_rows", "a full-vocabulary lm_head though draft_vocab_size is 128", add={"lm_head.weight": (D, [VOCAB, H])}),
+    Case(
+        "lm_head_full_rows",
+        "a full-vocabulary lm_head though draft_vocab_size is 128",
+        add={"lm_head.weight": (D, [VOCAB, H])},
+    ),
     Case(
         "tied_own_embed_no_head",
         "tie_word_embeddings, own embed, no lm_head, one vocabulary",
@@ -211,7 +215,7 @@ CASES: list[Case] = [
     Case("no_hidden_norm", "no hidden_norm", drop=(f"{LAYER}hidden_norm.weight",)),
     Case("no_final_norm", "no norm", drop=("norm.weight",)),
     Case("no_input_layernorm", "no input_layernorm", drop=(f"{LAYER}input_layernorm.weight",)),
-    Case("no_post_attention_layernorm", "no post_attention_layernorm", drop=(f"{LAYER}post_attention_layernorm.weight",)),
+    Case("no_post_attention_norm", "no post_attention_layernorm", drop=(f"{LAYER}post_attention_layernorm.weight",)),
     Case("no_fc", "no fc", drop=("fc.weight",)),
     Case("no_k_proj", "no k_proj (fused qkv partly filled)", drop=(f"{LAYER}self_attn.k_proj.weight",)),
     Case("no_up_proj", "no up_proj (fused gate_up partly filled)", drop=(f"{LAYER}mlp.up_proj.weight",)),
@@ -246,7 +250,7 @@ CASES: list[Case] = [
         config={"eagle_config.norm_before_fc": True},
         add={"input_norm.weight": (D, [3 * H])},
     ),
-    Case("q_proj_wrong_width", "q_proj reads hidden, not 2 x hidden", add={f"{LAYER}self_attn.q_proj.weight": (D, [H, H])}),
+    Case("q_proj_wrong_width", "q_proj 1 x hidden wide", add={f"{LAYER}self_attn.q_proj.weight": (D, [H, H])}),
     Case("fc_wrong_width", "fc 2 x hidden wide with three aux ids", add={"fc.weight": (D, [H, 2 * H])}),
     Case(
         "target_hidden_size_wider",
@@ -326,7 +330,10 @@ CASES: list[Case] = [
     Case(
         "fp8_without_quantization_config",
         "FP8 layer weights, no quantization_config",
-        add={f"{LAYER}self_attn.q_proj.weight": ("F8_E4M3", [H, 2 * H]), f"{LAYER}mlp.up_proj.weight": ("F8_E4M3", [INTERMEDIATE, H])},
+        add={
+            f"{LAYER}self_attn.q_proj.weight": ("F8_E4M3", [H, 2 * H]),
+            f"{LAYER}mlp.up_proj.weight": ("F8_E4M3", [INTERMEDIATE, H]),
+        },
     ),
     Case("dtype_f16", "every weight F16", dtype="F16", config={"torch_dtype": "float16"}),
     Case("dtype_f32", "every weight F32", dtype="F32", config={"torch_dtype": "float32"}),

@@ -101,12 +101,25 @@ def run_engine(pin: Pin, cases: dict[str, Path], target: Path, log: Any = sys.st
             produced = out / f"{name}.json"
             if not produced.is_file():
                 tail = completed.stdout[-3000:]
-                raise RuntimeError(f"oracle worker for {pin.label} wrote no result for {name} "
-                                   f"(exit {completed.returncode}):\n{tail}")
+                raise RuntimeError(
+                    f"oracle worker for {pin.label} wrote no result for {name} (exit {completed.returncode}):\n{tail}"
+                )
             results[name] = json.loads(produced.read_text())
+            fresh = cache / f"{name}-{keys[name]}.json"
             for stale in cache.glob(f"{name}-*.json"):
-                stale.unlink()
-            shutil.copy(produced, cache / f"{name}-{keys[name]}.json")
+                if stale != fresh:
+                    stale.unlink(missing_ok=True)
+            # Atomic, so two runs sharing the cache never read half a file.
+            partial = cache / f".{name}-{keys[name]}.{os.getpid()}"
+            shutil.copy(produced, partial)
+            os.replace(partial, fresh)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return results
+
+
+if __name__ == "__main__":  # exit 0 when every pinned environment is installed, else name what is missing
+    absent = missing_environments(pins())
+    if absent:
+        print(f"not installed: {', '.join(pin.label for pin in absent)} under {oracle_home()}")
+    sys.exit(1 if absent else 0)

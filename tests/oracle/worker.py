@@ -199,15 +199,7 @@ def vllm_case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any
             loader.load_weights(model, model_config)
         finally:
             result.update(observe(model, markers))
-            own_embed = bool(getattr(model, "has_own_embed_tokens", False))
-            own_head = bool(getattr(model, "has_own_lm_head", False))
-            # llm_base_proposer / eagle/utils.py: the target's embedding and head are shared unless the
-            # drafter's checkpoint named its own (process_eagle_weight sets has_own_*).
-            result["from_target"] = [
-                name
-                for name, own in (("model.embed_tokens.weight", own_embed), ("lm_head.weight", own_head))
-                if not own and name in result["params"]
-            ]
+            result["from_target"] = vllm_share_from_target(model, target_dir)
             # Two model runners read aux ids differently; config/vllm.py picks V2 for EAGLE-3 on a GPU unless a
             # feature it lacks is asked for (V1: top level, then eagle_config; V2: top level only).
             runner = "v1" if _v2_unsupported(config) else "v2"
@@ -227,6 +219,28 @@ def vllm_case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any
             result["embed_width"] = _embed_width(inner)
             result["head_rows"] = _head_rows(model)
         result["stage"] = "done"
+
+
+def vllm_share_from_target(model: Any, target_dir: str) -> list[str]:
+    """What the drafter takes from the target after loading: vLLM's own decision (v1/worker/gpu/spec_decode/
+    eagle/utils.py, load_eagle_model), run against stand-ins of the target's embedding and head."""
+    from vllm.v1.worker.gpu.spec_decode.eagle import utils as eagle_utils
+
+    embed, head = _target_embed_and_head(target_dir)
+    eagle_utils.maybe_share_target_embed(model, model.model, types.SimpleNamespace(embed_tokens=embed))
+    taken = ["model.embed_tokens.weight"] if getattr(model.model, "embed_tokens", None) is embed else []
+    if eagle_utils._should_share(model, "has_own_lm_head", getattr(model, "lm_head", None), head):
+        taken.append("lm_head.weight")
+    return taken
+
+
+def _target_embed_and_head(target_dir: str) -> tuple[Any, Any]:
+    import torch
+
+    with open(os.path.join(target_dir, "config.json")) as handle:
+        config = json.load(handle)
+    shape = (config["vocab_size"], config["hidden_size"])
+    return torch.nn.Embedding(*shape), torch.nn.Embedding(*shape)
 
 
 def _v2_unsupported(config: Any) -> list[str]:
@@ -258,13 +272,13 @@ def sglang_setup() -> None:
 
         ops.rotary_embedding = rotary_embedding  # type: ignore[attr-defined]
         sys.modules["vllm"], sys.modules["vllm._custom_ops"] = package, ops
-    import torch  # noqa: F401
     import sglang.srt.configs.model_config  # noqa: F401
     import sglang.srt.distributed.bootstrap  # noqa: F401
     import sglang.srt.model_loader.loader  # noqa: F401
     import sglang.srt.models.llama_eagle3  # noqa: F401
     import sglang.srt.models.registry  # noqa: F401
     import sglang.srt.server_args  # noqa: F401
+    import torch  # noqa: F401
 
 
 def sglang_case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) -> None:
@@ -288,8 +302,11 @@ def sglang_case(case_dir: str, target_dir: str, marked: str, result: dict[str, A
         dtype="bfloat16",
     )
     # The scheduler's start-up (managers/scheduler.py run_scheduler_process, tp_rank 0, pp_rank 0).
-    publish(args, role="scheduler", ranks=SpawnRanks(world_rank=spawn_world_rank(args, tp_rank=0, pp_rank=0),
-                                                      dp_rank=None, gpu_id=0))
+    publish(
+        args,
+        role="scheduler",
+        ranks=SpawnRanks(world_rank=spawn_world_rank(args, tp_rank=0, pp_rank=0), dp_rank=None, gpu_id=0),
+    )
     model_config = ModelConfig.from_server_args(args, model_path=marked, is_draft_model=True)
     hf_config = model_config.hf_config
     result["architecture"] = list(getattr(hf_config, "architectures", None) or [])
@@ -320,11 +337,7 @@ def sglang_case(case_dir: str, target_dir: str, marked: str, result: dict[str, A
             if hot.dtype.is_floating_point:
                 observed["float_into_int"] = sorted({*observed["float_into_int"], "hot_token_id"})
         result.update(observed)
-        # eagle_worker(_v2).py: EAGLE-3 always sets the target's embedding (set_embed), and the head too when
-        # the drafter was built to take it (load_lm_head_from_target).
-        result["from_target"] = [name for name in result["params"] if name.endswith("embed_tokens.weight")]
-        if getattr(model, "load_lm_head_from_target", False):
-            result["from_target"].append("lm_head.weight")
+        result["from_target"] = sglang_share_from_target(model, target_dir)
         inner = getattr(model, "model", None)
         # spec_aux_hidden_state.py: aux ids only from eagle_config.
         eagle_config = getattr(hf_config, "eagle_config", None)
@@ -342,6 +355,25 @@ def sglang_case(case_dir: str, target_dir: str, marked: str, result: dict[str, A
         result["embed_width"] = _embed_width(inner)
         result["head_rows"] = head_rows
     result["stage"] = "done"
+
+
+def sglang_share_from_target(model: Any, target_dir: str) -> list[str]:
+    """What the drafter takes from the target after loading: the EAGLE-3 branch of speculative/
+    eagle_worker_v2.py, calling the drafter's own set_embed / set_embed_and_head with stand-ins of the target's."""
+    embed, head = (module.weight for module in _target_embed_and_head(target_dir))
+    try:
+        if getattr(model, "load_lm_head_from_target", False):
+            model.set_embed_and_head(embed, head)
+        else:
+            model.set_embed(embed)
+    except RuntimeError:
+        pass  # the cache flush after the swap needs a device; the swap itself has happened
+    taken = []
+    if getattr(getattr(model.model, "embed_tokens", None), "weight", None) is embed:
+        taken.append("model.embed_tokens.weight")
+    if getattr(getattr(model, "lm_head", None), "weight", None) is head:
+        taken.append("lm_head.weight")
+    return taken
 
 
 # ---------------------------------------------------------------- shared facts
