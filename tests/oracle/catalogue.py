@@ -53,6 +53,12 @@ CASES: list[Case] = [
             "v_head_dim": 16,
         },
     ),
+    Case(
+        "mla_kimi_model_type",
+        "an MLA layer with model_type kimi_k2 (vLLM turns deepseek_v3 drafts into MTP)",
+        attention="mla",
+        config={"model_type": "kimi_k2"},
+    ),
     Case("mla_two_layers", "MLA with num_hidden_layers 2", attention="mla", layers=2, layer_names="layers"),
     Case(
         "mla_no_q_lora",

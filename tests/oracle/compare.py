@@ -9,15 +9,19 @@ tensor (a checkpoint name)   ``used``: its marker reached a parameter, or the en
                              ``from_target``. ``unused``: its marker reached nothing; ckptdiff ``skipped``
                              (dropped or skipped). ckptdiff ``error`` is compared only through the outcome.
 parameter (the engine's)     ``loaded``: every element written; ``partial``: some (one of q/k/v); ``unwritten``:
-                             none, and the engine does not take it from the target; ``from_target``: the
+                             none, and the engine does not take it from the target; ``altered``: fully
+                             written, but with values no checkpoint tensor holds (zero padding of a narrower
+                             tensor, a lossy cast); ``from_target``: the
                              engine takes it from the target. ckptdiff's fused shards (``qkv_proj.weight[q]``)
                              are folded into their parameter; ``random``, ``default``, ``not_needed`` and
-                             ``missing`` are ``unwritten``.
+                             ``missing`` are ``unwritten``. Attention KV-cache scales, which the engine
+                             sets itself when the checkpoint has none, are not compared.
 outcome                      ``fails``: the engine raised while building or loading the drafter, or the first
                              forward cannot run (fc's width is not the captured hidden states' width; the
-                             embedding comes from a target of another width). ``degraded``: it loaded, but a
+                             embedding comes from a target of another width; a loader replaced a parameter
+                             by a tensor of another shape). ``degraded``: it loaded, but a
                              trained tensor went unused (other than those no loader ever uses: t2d,
-                             mask_hidden, rotary inv_freq), a parameter stayed unwritten or partial, the token
+                             mask_hidden, rotary inv_freq), a parameter stayed unwritten, partial or altered, the token
                              map went through a float type, hot_token_id is longer than the head, the head comes
                              from a target with another vocabulary, or the captured target layers differ from
                              the ones the case says it was trained on. ``loads``: none of these.
@@ -37,6 +41,9 @@ from cases import HIDDEN, VOCAB, Case, tensors_of
 
 #: Names no loader uses by design: skipping them is not a degradation.
 INERT = re.compile(r"(^|\.)(t2d|mask_hidden|rotary_emb\.inv_freq)$")
+#: Parameters an engine fills itself when the checkpoint has none (attention KV-cache quantization scales,
+#: set to 1.0 by the attention layer): not compared.
+ENGINE_DEFAULTS = re.compile(r"\.attn\.(k|v|q|prob)_scale$")
 CKPTDIFF_TENSOR = {"loaded": "used", "renamed": "used", "from_target": "from_target", "skipped": "unused"}
 CKPTDIFF_PARAMETER = {
     "loaded": "loaded",
@@ -74,7 +81,7 @@ class Disagreement:
 def engine_view(result: Mapping[str, Any], case: Case) -> View:
     """What the engine did, from the worker's observation of one case."""
     raised = result.get("raised")
-    params: dict[str, str] = dict(result.get("params", {}))
+    params = {name: state for name, state in result.get("params", {}).items() if not ENGINE_DEFAULTS.search(name)}
     taken = set(result.get("from_target", []))
     parameters = {name: "from_target" if name in taken else state for name, state in params.items()}
     loaded = set(result.get("loaded", [])) | set(result.get("consumed", []))
@@ -98,6 +105,8 @@ def engine_view(result: Mapping[str, Any], case: Case) -> View:
     for name, state in parameters.items():
         if state in ("unwritten", "partial"):
             degraded.append(f"{name} {state}")
+        elif state == "altered":
+            degraded.append(f"{name} holds values that are in no checkpoint tensor (padded or converted)")
     for name in result.get("float_into_int", []):
         degraded.append(f"{name}: token ids through a float type")
     hot = result.get("hot_token_id")
@@ -123,6 +132,8 @@ def _forward_failures(result: Mapping[str, Any]) -> list[str]:
         width = len(aux["outputs"]) * HIDDEN
         if width != aux["fc_in"]:
             found.append(f"fc reads {aux['fc_in']} but {len(aux['outputs'])} captured states are {width} wide")
+    for name, (built, now) in sorted(result.get("reshaped", {}).items()):
+        found.append(f"{name} was built {built} and now holds {now}")
     embed = next((p for p in result.get("from_target", []) if p.endswith("embed_tokens.weight")), None)
     width = result.get("embed_width")
     if embed and width is not None and width != HIDDEN:
@@ -158,8 +169,7 @@ def disagreements(case: str, engine: str, ours: View, theirs: View) -> list[Disa
     """Every place ckptdiff (``ours``) and the engine (``theirs``) differ, outcome first."""
     found = []
     if ours.outcome != theirs.outcome:
-        said = f"{ours.outcome}" + (f" ({'; '.join(ours.reasons)})" if ours.reasons else "")
-        did = f"{theirs.outcome}" + (f" ({'; '.join(theirs.reasons)})" if theirs.reasons else "")
+        said, did = _because(ours), _because(theirs)
         found.append(Disagreement(case, engine, "outcome", said, did))
     if theirs.raised:
         for name, fate in sorted(theirs.tensors.items()):
@@ -176,3 +186,13 @@ def disagreements(case: str, engine: str, ours: View, theirs: View) -> list[Disa
         if said != did and said != "error":
             found.append(Disagreement(case, engine, f"parameter {name}", said, did))
     return found
+
+
+def _because(view: View, limit: int = 240) -> str:
+    """The outcome and why, each reason once with its count, cut at ``limit`` characters."""
+    counts: dict[str, int] = {}
+    for reason in view.reasons:
+        counts[reason] = counts.get(reason, 0) + 1
+    reasons = "; ".join(r + (f" x{n}" if n > 1 else "") for r, n in counts.items())
+    text = f"{view.outcome} ({reasons})" if reasons else view.outcome
+    return text if len(text) <= limit else text[: limit - 3] + "..."

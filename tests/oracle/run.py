@@ -56,7 +56,8 @@ class Result:
             lines.append(f"not comparable: {case} under {engine}: {why}")
         if self.found:
             header = ("case", "engine", "subject", "ckptdiff says", "engine did")
-            widths = [max(len(r[i]) for r in [header, *(d.row() for d in self.found)]) for i in range(4)]
+            rows = [header, *(d.row() for d in self.found)]
+            widths = [min(max(len(r[i]) for r in rows), 60) for i in range(4)]
             lines.append("")
             lines.append("  ".join(h.ljust(w) for h, w in zip(header, widths)) + "  " + header[4])
             for d in self.found:

@@ -9,7 +9,8 @@ never imports ckptdiff.
 Per case: a marker copy of the checkpoint (floating tensor k filled with the value k, integer tensors with
 1,000,000 + k), every parameter of the drafter the engine builds filled with NaN (integers with a sentinel),
 then the engine's load path. Afterwards a parameter holding marker k was loaded from tensor k; one still all
-NaN was never written; one partly NaN was partly written (one of q/k/v).
+NaN was never written; one partly NaN was partly written (one of q/k/v); one holding values that are no
+tensor's marker was padded or converted with loss ("altered").
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def write_markers(case_dir: str, out_dir: str) -> dict[float, list[str]]:
     return markers
 
 
-def poison(model: Any) -> None:
+def poison(model: Any) -> dict[str, list[int]]:
+    """Every parameter to NaN (integers to a sentinel); returns their shapes as built."""
     import torch
 
     with torch.no_grad():
@@ -94,10 +96,12 @@ def poison(model: Any) -> None:
                 param.data.fill_(float("nan"))
             elif param.dtype != torch.bool:
                 param.data.fill_(INT_SENTINEL)
+    return {name: list(param.shape) for name, param in model.named_parameters()}
 
 
-def observe(model: Any, markers: dict[float, list[str]]) -> dict[str, Any]:
-    """Which tensors' markers reached a parameter, and which parameters stayed (partly) unwritten."""
+def observe(model: Any, markers: dict[float, list[str]], built: dict[str, list[int]]) -> dict[str, Any]:
+    """Which tensors' markers reached a parameter, which parameters stayed (partly) unwritten, and which a
+    loader replaced by a tensor of another shape than the one it was built with."""
     import torch
 
     loaded: set[str] = set()
@@ -114,13 +118,23 @@ def observe(model: Any, markers: dict[float, list[str]]) -> dict[str, Any]:
             unwritten = torch.isnan(data)
         else:
             unwritten = data == INT_SENTINEL
-        params[name] = "unwritten" if bool(unwritten.all()) else "partial" if bool(unwritten.any()) else "loaded"
+        foreign = False  # a written value that is no tensor's marker: padding, or a lossy conversion
         for value in torch.unique(data[~unwritten]).tolist():
             names = markers.get(float(value), [])
             loaded.update(names)
+            foreign = foreign or not names
             if not param.dtype.is_floating_point and float(value) < INT_MARKER_BASE and names:
                 float_into_int.append(name)
-    return {"loaded": sorted(loaded), "params": params, "float_into_int": sorted(float_into_int)}
+        if bool(unwritten.all()):
+            params[name] = "unwritten"
+        else:
+            params[name] = "partial" if bool(unwritten.any()) else "altered" if foreign else "loaded"
+    reshaped = {
+        name: [built[name], list(param.shape)]
+        for name, param in model.named_parameters()
+        if name in built and list(param.shape) != built[name]
+    }
+    return {"loaded": sorted(loaded), "params": params, "float_into_int": sorted(float_into_int), "reshaped": reshaped}
 
 
 def free_port() -> int:
@@ -193,12 +207,12 @@ def vllm_case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any
         with set_default_torch_dtype(model_config.dtype), torch.device("cpu"):
             model = loader.create_model(vllm_config=draft_config, model_config=model_config)
         result["model_class"] = type(model).__name__
-        poison(model)
+        built = poison(model)
         result["stage"] = "load"
         try:
             loader.load_weights(model, model_config)
         finally:
-            result.update(observe(model, markers))
+            result.update(observe(model, markers, built))
             result["from_target"] = vllm_share_from_target(model, target_dir)
             # Two model runners read aux ids differently; config/vllm.py picks V2 for EAGLE-3 on a GPU unless a
             # feature it lacks is asked for (V1: top level, then eagle_config; V2: top level only).
@@ -317,14 +331,14 @@ def sglang_case(case_dir: str, target_dir: str, marked: str, result: dict[str, A
     with set_default_torch_dtype(model_config.dtype), torch.device("cpu"):
         model = _initialize_model(model_config, loader.load_config)
     result["model_class"] = type(model).__name__
-    poison(model)
+    built = poison(model)
     result["stage"] = "load"
     try:
         DefaultModelLoader.load_weights_and_postprocess(
             model, loader._get_all_weights(model_config, model), torch.device("cpu")
         )
     finally:
-        observed = observe(model, markers)
+        observed = observe(model, markers, built)
         hot = getattr(model, "hot_token_id", None)
         head_rows = _head_rows(model)
         vocab = getattr(hf_config, "vocab_size", None)
