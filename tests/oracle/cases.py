@@ -22,6 +22,16 @@ TARGET_LAYERS = 32
 #: MLA attention sizes (a scaled-down Kimi/DeepSeek drafter).
 Q_LORA, KV_LORA, NOPE, ROPE, V_DIM = 32, 32, 16, 8, 16
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+#: Kimi-K2's long-context rope, on every MLA case (SGLang's CPU rope factory also requires one for MLA).
+KIMI_ROPE = {
+    "type": "yarn",
+    "factor": 32.0,
+    "original_max_position_embeddings": 4096,
+    "beta_fast": 1.0,
+    "beta_slow": 1.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+}
 BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "BOOL": 1, "F8_E4M3": 1, "U8": 1}
 TARGET_NAME = "_target"
 
@@ -88,16 +98,7 @@ def base_config(case: Case) -> dict[str, Any]:
             qk_nope_head_dim=NOPE,
             qk_rope_head_dim=ROPE,
             v_head_dim=V_DIM,
-            # Kimi-K2's long-context rope (SGLang's CPU rope factory also requires a rope_scaling for MLA).
-            rope_scaling={
-                "type": "yarn",
-                "factor": 32.0,
-                "original_max_position_embeddings": 4096,
-                "beta_fast": 1.0,
-                "beta_slow": 1.0,
-                "mscale": 1.0,
-                "mscale_all_dim": 1.0,
-            },
+            rope_scaling=KIMI_ROPE,
             num_key_value_heads=HEADS,
         )
     if case.speculators:

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
-from cases import AUX_KEY, DRAFT_VOCAB, HIDDEN, INTERMEDIATE, VOCAB, Case
+from cases import AUX_KEY, DRAFT_VOCAB, HIDDEN, INTERMEDIATE, KIMI_ROPE, VOCAB, Case
 
 H, D = HIDDEN, "BF16"
 NESTED = f"eagle_config.{AUX_KEY}"
 #: The Llama layer's tensors under the base drafter's midlayer (for drops and dtype edits).
 LAYER = "midlayer."
 NO_AUX_IDS = {NESTED: None}
+#: The layer's linear weights and their shapes, for the quantized cases.
+FP8_LAYER = (
+    ("self_attn.q_proj", [H, 2 * H]),
+    ("self_attn.k_proj", [32, 2 * H]),
+    ("self_attn.v_proj", [32, 2 * H]),
+    ("self_attn.o_proj", [H, H]),
+    ("mlp.gate_proj", [INTERMEDIATE, H]),
+    ("mlp.up_proj", [INTERMEDIATE, H]),
+    ("mlp.down_proj", [H, INTERMEDIATE]),
+)
 
 CASES: list[Case] = [
     # ---- layout and naming
@@ -51,6 +61,7 @@ CASES: list[Case] = [
             "qk_nope_head_dim": 16,
             "qk_rope_head_dim": 8,
             "v_head_dim": 16,
+            "rope_scaling": KIMI_ROPE,
         },
     ),
     Case(
@@ -280,7 +291,7 @@ CASES: list[Case] = [
     ),
     Case(
         "speculators_no_norm_before_residual",
-        "speculators config without norm_before_residual",
+        "speculators config without norm_before_residual (which default it was trained with, the oracle cannot see)",
         speculators=True,
         layer_names="layers",
         config={"norm_before_residual": None},
@@ -307,30 +318,23 @@ CASES: list[Case] = [
         "FP8 (e4m3) layer weights with per-tensor scales and quantization_config",
         config={"quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic"}},
         add={
-            **{
-                f"{LAYER}{n}.weight": ("F8_E4M3", s)
-                for n, s in (
-                    ("self_attn.q_proj", [H, 2 * H]),
-                    ("self_attn.k_proj", [32, 2 * H]),
-                    ("self_attn.v_proj", [32, 2 * H]),
-                    ("self_attn.o_proj", [H, H]),
-                    ("mlp.gate_proj", [INTERMEDIATE, H]),
-                    ("mlp.up_proj", [INTERMEDIATE, H]),
-                    ("mlp.down_proj", [H, INTERMEDIATE]),
-                )
-            },
-            **{
-                f"{LAYER}{n}.weight_scale": ("F32", [])
-                for n in (
-                    "self_attn.q_proj",
-                    "self_attn.k_proj",
-                    "self_attn.v_proj",
-                    "self_attn.o_proj",
-                    "mlp.gate_proj",
-                    "mlp.up_proj",
-                    "mlp.down_proj",
-                )
-            },
+            **{f"{LAYER}{n}.weight": ("F8_E4M3", s) for n, s in FP8_LAYER},
+            **{f"{LAYER}{n}.weight_scale": ("F32", []) for n, _ in FP8_LAYER},
+        },
+    ),
+    Case(
+        "modelopt_fp8_exclude_modules",
+        "a ModelOpt FP8 export: FP8 layer weights with weight and input scales, fc and lm_head excluded",
+        config={
+            "quantization_config": {
+                "quant_method": "modelopt",
+                "quant_algo": "FP8",
+                "exclude_modules": ["lm_head", "fc", "embed_tokens"],
+            }
+        },
+        add={
+            **{f"{LAYER}{n}.weight": ("F8_E4M3", s) for n, s in FP8_LAYER},
+            **{f"{LAYER}{n}.{scale}": ("F32", []) for n, _ in FP8_LAYER for scale in ("weight_scale", "input_scale")},
         },
     ),
     Case(

@@ -62,8 +62,9 @@ def test_not_comparable_cases_say_why() -> None:
             assert engine in ("vllm", "sglang") and len(why) > 20, case.name
 
 
-def test_ckptdiff_reads_every_case(tmp_path: Path) -> None:
-    """Every case is a checkpoint ckptdiff can report on under both engines (exit 0 or 1, never 2)."""
+def test_ckptdiff_reports_on_each_kind_of_case(tmp_path: Path) -> None:
+    """Each kind of case (plain, speculators, MLA, FP8, prefixed) is a checkpoint ckptdiff reports on under both
+    engines (exit 0 or 1, never 2)."""
     written = write_all(tmp_path, CASES)
     for name in ("basic", "speculators", "mla_basic", "fp8_with_quantization_config", "model_prefixed"):
         completed = subprocess.run(
