@@ -67,8 +67,15 @@ def missing_environments(wanted: list[Pin]) -> list[Pin]:
 def _cache_key(pin: Pin, case_digest: str, target_digest: str) -> str:
     sha = hashlib.sha256()
     driver = WORKER.with_name(f"worker_{pin.engine}.py")
-    for part in (pin.engine, pin.version, pin.requirements, WORKER.read_text(), driver.read_text(), case_digest,
-                 target_digest):
+    for part in (
+        pin.engine,
+        pin.version,
+        pin.requirements,
+        WORKER.read_text(),
+        driver.read_text(),
+        case_digest,
+        target_digest,
+    ):
         sha.update(part.encode() + b"\0")
     return sha.hexdigest()[:24]
 
