@@ -8,23 +8,24 @@ tensor (a checkpoint name)   ``used``: its marker reached a parameter, or the en
                              take from the target, the head SGLang takes without draft_vocab_size); ckptdiff
                              ``from_target``. ``unused``: its marker reached nothing; ckptdiff ``skipped``
                              (dropped or skipped). ckptdiff ``error`` is compared only through the outcome.
-parameter (the engine's)     ``loaded``: every element written; ``partial``: some (one of q/k/v); ``unwritten``:
-                             none, and the engine does not take it from the target; ``altered``: fully
-                             written, but with values no checkpoint tensor holds (zero padding of a narrower
-                             tensor, a lossy cast); ``from_target``: the
-                             engine takes it from the target. ckptdiff's fused shards (``qkv_proj.weight[q]``)
-                             are folded into their parameter; ``random``, ``default``, ``not_needed`` and
-                             ``missing`` are ``unwritten``. Attention KV-cache scales, which the engine
-                             sets itself when the checkpoint has none, are not compared.
-outcome                      ``fails``: the engine raised while building or loading the drafter, or the first
-                             forward cannot run (fc's width is not the captured hidden states' width; the
-                             embedding comes from a target of another width; a loader replaced a parameter
-                             by a tensor of another shape). ``degraded``: it loaded, but a
-                             trained tensor went unused (other than those no loader ever uses: t2d,
-                             mask_hidden, rotary inv_freq), a parameter stayed unwritten, partial or altered, the token
-                             map went through a float type, hot_token_id is longer than the head, the head comes
-                             from a target with another vocabulary, or the captured target layers differ from
-                             the ones the case says it was trained on. ``loads``: none of these.
+parameter (the engine's)     ``loaded``: every element written; ``partial``: some (one of q/k/v);
+                             ``unwritten``: none, and the engine does not take it from the target;
+                             ``altered``: fully written, but with values no checkpoint tensor holds (zero
+                             padding of a narrower tensor, a lossy cast); ``from_target``: the engine takes
+                             it from the target. ckptdiff's fused shards (``qkv_proj.weight[q]``) are folded
+                             into their parameter; ``random``, ``default``, ``not_needed`` and ``missing``
+                             are ``unwritten``. Attention KV-cache scales, which the engine sets itself when
+                             the checkpoint has none, are not compared.
+outcome                      ``fails``: the engine raised while building or loading the drafter, or its
+                             first forward cannot run: fc's width is not that of the hidden states the
+                             target captures; the embedding comes from a target of another width; a loader
+                             replaced a parameter by a tensor of another shape; hot_token_id is shorter
+                             than the head it maps. ``degraded``: it loaded, but a trained tensor went
+                             unused (other than those no loader uses: t2d, mask_hidden, rotary inv_freq), a
+                             parameter stayed unwritten, partial or altered, the token map went through a
+                             float type, hot_token_id is longer than the head, the head comes from a target
+                             with another vocabulary, or the target layers captured differ from the ones
+                             the case says it was trained on. ``loads``: none of these.
 
 When the engine raised, its lists describe progress up to the raise: then only the outcome is compared, plus
 that every tensor whose marker reached a parameter is one ckptdiff does not call unused.
