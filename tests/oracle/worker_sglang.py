@@ -109,6 +109,8 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
             if hot.dtype.is_floating_point:
                 observed["float_into_int"] = sorted({*observed["float_into_int"], "hot_token_id"})
         result.update(observed)
+        # The width the drafter built its embedding with, before the target's may replace it.
+        result["embed_width"] = embed_width(getattr(model, "model", None))
         result["from_target"] = sglang_share_from_target(model, target_dir)
         inner = getattr(model, "model", None)
         # spec_aux_hidden_state.py: aux ids only from eagle_config.
@@ -124,7 +126,6 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
             "fc_in": fc_in_width(inner),
             "uses_aux": True,
         }
-        result["embed_width"] = embed_width(inner)
         result["head_rows"] = rows
     result["stage"] = "done"
 

@@ -86,6 +86,8 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
             loader.load_weights(model, model_config)
         finally:
             result.update(observe(model, markers, built))
+            # The width the drafter built its embedding with, before the target's may replace it.
+            result["embed_width"] = embed_width(getattr(model, "model", None))
             result["from_target"] = vllm_share_from_target(model, target_dir)
             # Two model runners read aux ids differently; config/vllm.py picks V2 for EAGLE-3 on a GPU unless a
             # feature it lacks is asked for (V1: top level, then eagle_config; V2: top level only).
@@ -103,7 +105,6 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
                 "fc_in": fc_in_width(inner),
                 "uses_aux": bool(getattr(inner, "use_aux_hidden_state", True)),
             }
-            result["embed_width"] = embed_width(inner)
             result["head_rows"] = head_rows(model)
         result["stage"] = "done"
 
