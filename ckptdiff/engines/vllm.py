@@ -24,6 +24,7 @@ LLAMA = Source(REPO, VERSION, "vllm/model_executor/models/llama_eagle3.py")
 QWEN3 = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_eagle3.py")
 DEEPSEEK = Source(REPO, VERSION, "vllm/model_executor/models/deepseek_eagle3.py")
 PROPOSER = Source(REPO, VERSION, "vllm/v1/spec_decode/llm_base_proposer.py")
+SHARE_EMBED = Source(REPO, VERSION, "vllm/v1/worker/gpu/spec_decode/eagle/utils.py (maybe_share_target_embed)")
 AUX = Source(REPO, VERSION, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (get_eagle3_aux_layers_from_config)")
 CAPTURE = Source(REPO, VERSION, "vllm/model_executor/models/interfaces.py (get_eagle3_default_aux_hidden_state_layers)")
 REGISTRY = Source(REPO, VERSION, "vllm/model_executor/models/registry.py")
@@ -54,12 +55,11 @@ EMBED = Param(
         Case(
             lambda d: d.target_width not in (None, d.hidden),
             Event(
-                "warning",
-                "random_init",
-                "{param}: the drafter has none, and vLLM shares the target's only when the widths match; the "
-                "target's is {target_width} wide but hidden_size is {hidden}, so it keeps its own, never loaded: "
-                "random (before the width check, vllm#18906's AssertionError)",
-                PROPOSER,
+                "error",
+                "embed_width_mismatch",
+                "{param}: the drafter has none, so vLLM shares the target's, which is {target_width} wide, with no "
+                "width check, but the drafter's layers take hidden_size={hidden}: the first forward fails",
+                SHARE_EMBED.inferring(),
             ),
         ),
         Case(

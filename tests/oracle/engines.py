@@ -1,0 +1,134 @@
+"""The pinned engine environments (pins.txt) and running the worker in them, with results cached by content."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cases import digest
+
+HERE = Path(__file__).resolve().parent
+PINS = HERE / "pins.txt"
+WORKER = HERE / "worker.py"
+#: Whole-engine time limit: start-up (20-45 s) plus a few seconds a case.
+TIMEOUT_S = 1200
+
+
+def oracle_home() -> Path:
+    return Path(os.environ.get("CKPTDIFF_ORACLE_HOME", Path.home() / ".cache" / "ckptdiff" / "oracle"))
+
+
+@dataclass(frozen=True)
+class Pin:
+    """One line of pins.txt: an engine, its version, the pip requirements its environment is built from."""
+
+    engine: str
+    version: str
+    requirements: str
+
+    @property
+    def environment(self) -> Path:
+        return oracle_home() / f"{self.engine}-{self.version}"
+
+    @property
+    def python(self) -> Path:
+        return self.environment / "bin" / "python"
+
+    @property
+    def installed(self) -> bool:
+        return (self.environment / ".complete").is_file() and self.python.exists()
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine} {self.version}"
+
+
+def pins() -> list[Pin]:
+    found = []
+    for line in PINS.read_text().splitlines():
+        fields = line.split(None, 2)
+        if len(fields) == 3 and not line.startswith("#"):
+            found.append(Pin(*fields))
+    return found
+
+
+def missing_environments(wanted: list[Pin]) -> list[Pin]:
+    return [pin for pin in wanted if not pin.installed]
+
+
+def _cache_key(pin: Pin, case_digest: str, target_digest: str) -> str:
+    sha = hashlib.sha256()
+    driver = WORKER.with_name(f"worker_{pin.engine}.py")
+    for part in (
+        pin.engine,
+        pin.version,
+        pin.requirements,
+        WORKER.read_text(),
+        driver.read_text(),
+        case_digest,
+        target_digest,
+    ):
+        sha.update(part.encode() + b"\0")
+    return sha.hexdigest()[:24]
+
+
+def run_engine(pin: Pin, cases: dict[str, Path], target: Path, log: Any = sys.stderr) -> dict[str, dict[str, Any]]:
+    """The engine's observation for every case: from the cache when nothing it depends on changed."""
+    cache = oracle_home() / "results" / f"{pin.engine}-{pin.version}"
+    cache.mkdir(parents=True, exist_ok=True)
+    target_digest = digest(target)
+    keys = {name: _cache_key(pin, digest(path), target_digest) for name, path in cases.items()}
+    results: dict[str, dict[str, Any]] = {}
+    todo: dict[str, Path] = {}
+    for name, path in cases.items():
+        cached = cache / f"{name}-{keys[name]}.json"
+        if cached.is_file():
+            results[name] = json.loads(cached.read_text())
+        else:
+            todo[name] = path
+    print(f"oracle: {pin.label}: {len(results)} cached, {len(todo)} to run", file=log, flush=True)
+    if not todo:
+        return results
+    out = Path(tempfile.mkdtemp(prefix=f"ckptdiff-oracle-{pin.engine}-"))
+    try:
+        # The engine's environment only: no ckptdiff on the path, no CUDA device.
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env.update(CUDA_VISIBLE_DEVICES="", PYTHONNOUSERSITE="1", TOKENIZERS_PARALLELISM="false")
+        command = [str(pin.python), str(WORKER), pin.engine, str(target), str(out), *map(str, todo.values())]
+        completed = subprocess.run(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S
+        )
+        for name in todo:
+            produced = out / f"{name}.json"
+            if not produced.is_file():
+                tail = completed.stdout[-3000:]
+                raise RuntimeError(
+                    f"oracle worker for {pin.label} wrote no result for {name} (exit {completed.returncode}):\n{tail}"
+                )
+            results[name] = json.loads(produced.read_text())
+            fresh = cache / f"{name}-{keys[name]}.json"
+            for stale in cache.glob(f"{name}-*.json"):
+                if stale != fresh:
+                    stale.unlink(missing_ok=True)
+            # Atomic, so two runs sharing the cache never read half a file.
+            partial = cache / f".{name}-{keys[name]}.{os.getpid()}"
+            shutil.copy(produced, partial)
+            os.replace(partial, fresh)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return results
+
+
+if __name__ == "__main__":  # exit 0 when every pinned environment is installed, else name what is missing
+    absent = missing_environments(pins())
+    if absent:
+        print(f"not installed: {', '.join(pin.label for pin in absent)} under {oracle_home()}")
+    sys.exit(1 if absent else 0)

@@ -1,0 +1,168 @@
+"""The oracle's case generator (runs in the default suite, no engine needed): the cases are what they claim."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from cases import TARGET_NAME, Case, digest, tensors_of, write_all  # noqa: E402
+from catalogue import CASES  # noqa: E402
+from compare import ckptdiff_view, disagreements, engine_view  # noqa: E402
+
+REPO = HERE.parent.parent
+
+
+def test_there_are_at_least_sixty_distinct_cases(tmp_path: Path) -> None:
+    written = write_all(tmp_path, CASES)
+    assert len(written) >= 60
+    digests = {name: digest(path) for name, path in written.items()}
+    same = [name for name in digests if list(digests.values()).count(digests[name]) > 1]
+    assert not same, f"cases with identical files: {same}"
+
+
+def test_the_cases_are_written_byte_for_byte_the_same_each_time(tmp_path: Path) -> None:
+    first = write_all(tmp_path / "one", CASES)
+    second = write_all(tmp_path / "two", CASES)
+    assert {n: digest(p) for n, p in first.items()} == {n: digest(p) for n, p in second.items()}
+    assert digest(tmp_path / "one" / TARGET_NAME) == digest(tmp_path / "two" / TARGET_NAME)
+
+
+def test_a_case_is_data_over_the_base_drafter(tmp_path: Path) -> None:
+    case = Case(
+        "example",
+        "no hidden_norm, aux ids at the top level",
+        config={"x.y": 3, "vocab_size": None},
+        drop=("midlayer.hidden_norm.weight",),
+        prefix="model.",
+    )
+    directory = write_all(tmp_path, [case])["example"]
+    config = json.loads((directory / "config.json").read_text())
+    assert config["x"] == {"y": 3} and "vocab_size" not in config
+    names = set(tensors_of(case))
+    assert "model.midlayer.hidden_norm.weight" not in names
+    assert {"d2t", "t2d", "model.fc.weight"} <= names
+
+
+def test_a_drop_of_a_name_the_drafter_lacks_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not have"):
+        tensors_of(Case("typo", "a misspelt drop", drop=("midlayer.hiden_norm.weight",)))
+
+
+def test_not_comparable_cases_say_why() -> None:
+    for case in CASES:
+        for engine, why in case.not_comparable.items():
+            assert engine in ("vllm", "sglang") and len(why) > 20, case.name
+
+
+def test_ckptdiff_reports_on_each_kind_of_case(tmp_path: Path) -> None:
+    """Each kind of case (plain, speculators, MLA, FP8, prefixed) is a checkpoint ckptdiff reports on under both
+    engines (exit 0 or 1, never 2)."""
+    written = write_all(tmp_path, CASES)
+    for name in ("basic", "speculators", "mla_basic", "fp8_with_quantization_config", "model_prefixed"):
+        completed = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ckptdiff",
+                str(written[name]),
+                "--base",
+                str(tmp_path / TARGET_NAME),
+                "--engine",
+                "vllm",
+                "--engine",
+                "sglang",
+                "--format",
+                "json",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+            env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"},
+        )
+        assert completed.returncode in (0, 1), (name, completed.stderr)
+        assert {e["engine"] for e in json.loads(completed.stdout)["engines"]} == {"vllm", "sglang"}
+
+
+BASIC = next(case for case in CASES if case.name == "basic")
+
+
+def _observed(**changes: object) -> dict:
+    """A worker result for the basic case under vLLM, as recorded from vLLM 0.33.0, with ``changes``."""
+    params = {
+        "draft_id_to_target_id": "loaded",
+        "lm_head.weight": "loaded",
+        "model.embed_tokens.weight": "unwritten",
+        "model.fc.weight": "loaded",
+        "model.layers.0.self_attn.qkv_proj.weight": "loaded",
+        "model.norm.weight": "loaded",
+    }
+    result = {
+        "raised": None,
+        "stage": "done",
+        "loaded": [n for n in tensors_of(BASIC) if n != "t2d"],
+        "params": params,
+        "from_target": ["model.embed_tokens.weight"],
+        "float_into_int": [],
+        "aux": {"ids": None, "outputs": [1, 15, 28], "fc_in": 192, "uses_aux": True},
+        "embed_width": 64,
+        "head_rows": 128,
+    }
+    result.update(changes)
+    return result
+
+
+def test_the_mapping_reads_a_clean_load_as_loads() -> None:
+    view = engine_view(_observed(), BASIC)
+    assert view.outcome == "loads", view.reasons
+    assert view.tensors["t2d"] == "unused" and view.tensors["fc.weight"] == "used"
+    assert view.parameters["model.embed_tokens.weight"] == "from_target"
+
+
+def test_the_mapping_reads_an_unwritten_parameter_as_degraded() -> None:
+    view = engine_view(_observed(params={**_observed()["params"], "model.norm.weight": "unwritten"}), BASIC)
+    assert view.outcome == "degraded" and "model.norm.weight unwritten" in view.reasons
+
+
+def test_the_mapping_reads_a_raise_as_fails() -> None:
+    raised = {"type": "ValueError", "message": "There is no module or parameter named 'model'"}
+    assert engine_view(_observed(raised=raised, stage="load"), BASIC).outcome == "fails"
+
+
+def test_the_mapping_reads_too_few_captured_states_as_fails() -> None:
+    aux = {"ids": [1, 15, 40], "outputs": [1, 15], "fc_in": 192, "uses_aux": True}
+    view = engine_view(_observed(aux=aux), BASIC)
+    assert view.outcome == "fails" and "fc reads 192" in view.reasons[0]
+
+
+def test_the_mapping_reads_other_captured_layers_than_trained_as_degraded() -> None:
+    aux = {"ids": [2, 16, 29], "outputs": [2, 16, 29], "fc_in": 192, "uses_aux": True}
+    assert engine_view(_observed(aux=aux), BASIC).outcome == "degraded"
+
+
+def test_every_difference_is_listed() -> None:
+    engine = engine_view(_observed(params={**_observed()["params"], "model.norm.weight": "unwritten"}), BASIC)
+    ckptdiff_entry = {
+        "engine": "vllm",
+        "outcome": "loads",
+        "events": [],
+        "tensors": [{"name": n, "fate": "loaded", "parameter": None} for n in tensors_of(BASIC)],
+        "parameters": [
+            {"name": "model.layers.0.self_attn.qkv_proj.weight[q]", "fate": "loaded"},
+            {"name": "model.layers.0.self_attn.qkv_proj.weight[k]", "fate": "random"},
+        ],
+    }
+    found = disagreements("basic", "vllm", ckptdiff_view(ckptdiff_entry), engine)
+    subjects = {d.subject: (d.ckptdiff, d.engine_did) for d in found}
+    assert subjects["outcome"][0] == "loads" and subjects["outcome"][1].startswith("degraded")
+    assert subjects["tensor t2d"] == ("used", "unused")
+    assert subjects["parameter model.layers.0.self_attn.qkv_proj.weight"] == ("partial", "loaded")
+    assert subjects["parameter model.norm.weight"] == ("(no such parameter)", "unwritten")
