@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
@@ -70,12 +70,16 @@ class Checkpoint:
 
     @property
     def parameters(self) -> int:
-        return sum(map(math.prod, map(attrgetter("shape"), self.tensors.values())))
+        shapes: Iterator[tuple[int, ...]] = map(attrgetter("shape"), self.tensors.values())
+        counts: Iterator[int] = map(math.prod, shapes)
+        return sum(counts)
 
     @property
     def nbytes(self) -> int:
-        spans = list(map(attrgetter("data_offsets"), self.tensors.values()))
-        return sum(map(itemgetter(1), spans)) - sum(map(itemgetter(0), spans))
+        spans: list[tuple[int, int]] = list(map(attrgetter("data_offsets"), self.tensors.values()))
+        ends: Iterator[int] = map(itemgetter(1), spans)
+        begins: Iterator[int] = map(itemgetter(0), spans)
+        return sum(ends) - sum(begins)
 
     def dtype_totals(self) -> dict[DType, tuple[int, int]]:
         """Parameters and bytes per dtype, sorted by dtype name."""

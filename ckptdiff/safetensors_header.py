@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard
 
 import msgspec
 
@@ -38,12 +38,17 @@ _Count = Annotated[int, msgspec.Meta(ge=0)]
 class TensorSpan(msgspec.Struct, frozen=True, gc=False):
     """What every tensor record (a header entry, a checkpoint's tensor) derives from its shape and byte span.
 
-    No fields of its own: subclasses declare ``shape`` and ``data_offsets``.
+    No fields of its own: subclasses declare ``shape`` and ``data_offsets`` as fields, each in its own place in
+    the field order (so here they are read-only properties to the type checker, not fields).
     """
 
     if TYPE_CHECKING:
-        shape: tuple[int, ...]
-        data_offsets: tuple[int, int]
+
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+
+        @property
+        def data_offsets(self) -> tuple[int, int]: ...
 
     @property
     def numel(self) -> int:
@@ -190,7 +195,7 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
     if at >= 0:  # decoded on its own, by the precise path's decoder (it is small): the rest must be plain
         found = _FLAT_METADATA.match(raw, at)
         metadata_or_none = _decode_metadata(found[1]) if found is not None else None
-        if metadata_or_none is None:
+        if found is None or metadata_or_none is None:
             return None
         metadata, raw = metadata_or_none, raw[: found.start(1)] + b"null" + raw[found.end(1) :]
     if b"\\" in raw:
@@ -209,17 +214,9 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
     # ASCII without DEL has no unprintable character the decoder lets into a string (it refuses raw controls)
     if not (raw.isascii() and b"\x7f" not in raw) and not all(map(str.isprintable, document)):
         return None
-    spans = []
-    for entry in document.values():  # one pass: faster here than C-level passes over the columns
-        if entry is None:
-            return None
-        numel = math.prod(entry.shape)
-        begin, end = span = entry.data_offsets
-        # an empty tensor may hide an overflowing prefix: the precise checks see it; the bits must be whole bytes
-        # and exactly the span (so each end is past its begin)
-        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[entry.dtype] != (end - begin) * 8:
-            return None
-        spans.append(span)
+    spans: list[tuple[int, int]] = []
+    if not _plain_entries(document, spans):
+        return None
     spans.sort()
     data_length = 0
     for begin, end in spans:  # the spans tile the data region from 0
@@ -227,6 +224,24 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
             return None
         data_length = end
     return document, metadata, data_length
+
+
+def _plain_entries(
+    document: dict[str, TensorEntry | None], spans: list[tuple[int, int]]
+) -> TypeGuard[dict[str, TensorEntry]]:
+    """Whether every entry is a tensor (not null) that is not empty and whose bits are exactly its span; the
+    spans are appended to ``spans`` as they are checked."""
+    for entry in document.values():  # one pass: faster here than C-level passes over the columns
+        if entry is None:
+            return False
+        numel = math.prod(entry.shape)
+        begin, end = span = entry.data_offsets
+        # an empty tensor may hide an overflowing prefix: the precise checks see it; the bits must be whole bytes
+        # and exactly the span (so each end is past its begin)
+        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[entry.dtype] != (end - begin) * 8:
+            return False
+        spans.append(span)
+    return True
 
 
 def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:

@@ -9,7 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeAlias
 
 from ..checkpoint import MAX_JSON_BYTES, RelativePath, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
@@ -21,6 +21,8 @@ from ..safetensors_header import (
     read_header_length,
 )
 
+#: A seekable read-only handle on a weight file: the local file, or a remote one read through ranges.
+ReadHandle: TypeAlias = "BinaryIO | RangeFile"
 #: The first ranged read of a header: 97 % of the Hub's headers fit in 100 kB (huggingface_hub's measurement).
 INITIAL_RANGE = 100_000
 
@@ -136,7 +138,7 @@ class Source(ABC):
         """The file on this machine's disk, if it is there without downloading."""
         return None
 
-    def open_file(self, file: ListedFile) -> BinaryIO:
+    def open_file(self, file: ListedFile) -> ReadHandle:
         """A seekable read-only handle (for zip archives): the local file, or ranged reads behind a small buffer."""
         local = self.local_path(file.path)
         if local is not None:

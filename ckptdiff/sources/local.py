@@ -10,7 +10,7 @@ from typing import BinaryIO
 from ..checkpoint import INDEX_SUFFIX, RelativePath
 from ..errors import HeaderError, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
-from .base import Described, ListedFile, Listing, Source
+from .base import Described, ListedFile, Listing, ReadHandle, Source
 from .planner import CONFIG_NAME
 
 
@@ -117,7 +117,7 @@ class LocalSource(Source):
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         return read_header_file(self._inside(file.path))
 
-    def open_file(self, file: ListedFile) -> BinaryIO:
+    def open_file(self, file: ListedFile) -> ReadHandle:
         self._inside(file.path)
         return super().open_file(file)
 

@@ -109,10 +109,10 @@ class StoreSource(Source):
         if self.scheme in ("http", "https"):
             # A web server has no folder listing to trust (an HTML page, or a big file misnamed): ask for the names
             # the planner takes, one HEAD each, and never GET a body that is not a header.
-            files = {name: found for name in (*_WELL_KNOWN, "config.json") if (found := self.stat(name)) is not None}
-            if not files:
+            probed = {name: found for name in (*_WELL_KNOWN, "config.json") if (found := self.stat(name)) is not None}
+            if not probed:
                 raise FileNotFoundError(self.folder)
-            return Listing(files)
+            return Listing(probed)
         entries = fs.ls(self.folder, detail=True)
         files: dict[RelativePath, ListedFile] = {}
         for info in entries:
