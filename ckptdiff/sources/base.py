@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
 
-from ..checkpoint import MAX_JSON_BYTES, RelativePath, check_json_size
+from ..checkpoint import CONFIG_NAME, MAX_JSON_BYTES, RelativePath, SourceKind, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
@@ -48,7 +48,7 @@ class Listing:
 class Described:
     """How reports name a source: its kind, where it is, and the revision it was pinned to (commit, ETag)."""
 
-    kind: str
+    kind: SourceKind
     location: str
     revision: str | None
 
@@ -104,6 +104,11 @@ class Source(ABC):
     def stat(self, file: RelativePath) -> ListedFile | None:
         """A file the listing may not show (an index's shard in a subfolder): its entry, or None if absent."""
         return None
+
+    def config_beside(self) -> dict[RelativePath, ListedFile]:
+        """config.json beside the one file a spec names (whose siblings are not listed): by name, or nothing."""
+        config = self.stat(CONFIG_NAME)
+        return {CONFIG_NAME: config} if config is not None else {}
 
     def read_small(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
         """A config.json or an index, whole; refused unread when it is bigger than any real one."""
@@ -210,6 +215,7 @@ class RangeFile(io.RawIOBase):
         self.position = max(0, base + offset)
         return self.position
 
+    # io hands readinto any writable buffer; ours are the bytearray and byte memoryview io and zipfile pass
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
         with self._lock:
             count = min(len(buffer), max(0, self.size - self.position))

@@ -11,7 +11,6 @@ from ..checkpoint import INDEX_SUFFIX, RelativePath
 from ..errors import HeaderError, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
 from .base import Described, ListedFile, Listing, ReadHandle, Source
-from .planner import CONFIG_NAME
 
 
 def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
@@ -89,8 +88,7 @@ class LocalSource(Source):
     def _folder_files(self) -> dict[RelativePath, ListedFile]:
         """The folder's files, by name; only config.json when the spec names a file (its siblings are not read)."""
         if self.path.is_file():
-            config = self.stat(CONFIG_NAME)
-            return {CONFIG_NAME: config} if config is not None else {}
+            return self.config_beside()
         files = {}
         for entry in os.scandir(self.folder):
             if entry.is_file():

@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..checkpoint import TORCH_INDEX_SUFFIX as TORCH_INDEX_SUFFIX  # re-exported: where values.readers looks
+from ..checkpoint import TORCH_SUFFIXES as TORCH_SUFFIXES
 from ..checkpoint import RelativePath, TensorInfo
 from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, TORCH_WITHOUT_SAFETENSORS_DTYPE, DType
 from ..errors import CkptdiffError, SourceError
 from .base import ReadHandle
 
-#: Files this reader takes: single archives and the sharded index ``transformers`` writes next to them.
-TORCH_SUFFIXES = (".bin", ".pt", ".pth")
-TORCH_INDEX_SUFFIX = ".bin.index.json"
+#: The names ``transformers`` gives a single archive and the sharded index it writes next to them.
 TORCH_SINGLE_FILE_NAME = "pytorch_model.bin"
 TORCH_INDEX_NAME = "pytorch_model.bin.index.json"
 
