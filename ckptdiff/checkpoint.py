@@ -105,6 +105,15 @@ class Checkpoint:
         return {dtype: (totals[dtype][0], totals[dtype][1]) for dtype in sorted(totals)}
 
 
+def config_at(config: Mapping[str, Any] | None, path: Iterable[str]) -> Any:
+    """The value at a nested path of a config (``("text_config", "hidden_size")``), or None where a step is
+    missing or not an object."""
+    holder: Any = config
+    for key in path:
+        holder = holder.get(key) if isinstance(holder, Mapping) else None
+    return holder
+
+
 def tensors_from_shards(
     headers: Mapping[RelativePath, SafetensorsHeader],
     *,
