@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import CONFIG_NAME, INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, RelativePath
 from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
+from .planner import SINGLE_FILE_NAME
 from .store_errors import explain_store_error
 from .store_reads import bounded_read
+from .torch_pickle import TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME
 
 if TYPE_CHECKING:
     from . import SourceOptions, StoreSpec
@@ -26,7 +28,7 @@ EXTRA_FOR_SCHEME = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs"
 #: The package each extra brings (for the "needs ..." line).
 PACKAGE_FOR_EXTRA = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "http": "aiohttp"}
 #: Probed one by one on a web server (which has no folder listing to trust): the names the planner takes.
-_WELL_KNOWN = ("model.safetensors", "model" + INDEX_SUFFIX, "pytorch_model.bin.index.json", "pytorch_model.bin")
+_WELL_KNOWN = (SINGLE_FILE_NAME, "model" + INDEX_SUFFIX, TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME)
 #: Where a listing keeps an object's version: the ETag first (S3, GCS, Azure and HTTP servers all give it, in a
 #: listing and a HEAD alike, so one checkpoint shows one version however it is spelled), else a generation.
 _VERSION_KEYS = ("ETag", "etag", "generation", "VersionId", "version_id")
