@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
@@ -18,6 +18,7 @@ from .safetensors_header import (
     DuplicateKeyError,
     SafetensorsHeader,
     TensorSpan,
+    decode_unescaped,
     has_lone_surrogate,
     reject_duplicate_keys,
 )
@@ -28,7 +29,16 @@ RelativePath = str
 Revision = str | None
 SourceKind = Literal["local", "hub", "cache", "store"]
 
+#: How the files ckptdiff reads weights from are named: safetensors files and their index, torch archives and
+#: the index ``transformers`` writes beside them.
+SAFETENSORS_SUFFIX = ".safetensors"
 INDEX_SUFFIX = ".safetensors.index.json"
+TORCH_SUFFIXES = (".bin", ".pt", ".pth")
+TORCH_INDEX_SUFFIX = ".bin.index.json"
+#: A path ending like this names one weight file or index, not a folder.
+WEIGHT_FILE_SUFFIXES = (SAFETENSORS_SUFFIX, INDEX_SUFFIX, *TORCH_SUFFIXES, TORCH_INDEX_SUFFIX)
+#: The model's settings, beside its weights.
+CONFIG_NAME = "config.json"
 
 
 class TensorInfo(TensorSpan, frozen=True, gc=False):
@@ -70,12 +80,16 @@ class Checkpoint:
 
     @property
     def parameters(self) -> int:
-        return sum(map(math.prod, map(attrgetter("shape"), self.tensors.values())))
+        shapes: Iterator[tuple[int, ...]] = map(attrgetter("shape"), self.tensors.values())
+        counts: Iterator[int] = map(math.prod, shapes)
+        return sum(counts)
 
     @property
     def nbytes(self) -> int:
-        spans = list(map(attrgetter("data_offsets"), self.tensors.values()))
-        return sum(map(itemgetter(1), spans)) - sum(map(itemgetter(0), spans))
+        spans: list[tuple[int, int]] = list(map(attrgetter("data_offsets"), self.tensors.values()))
+        ends: Iterator[int] = map(itemgetter(1), spans)
+        begins: Iterator[int] = map(itemgetter(0), spans)
+        return sum(ends) - sum(begins)
 
     def dtype_totals(self) -> dict[DType, tuple[int, int]]:
         """Parameters and bytes per dtype, sorted by dtype name."""
@@ -89,6 +103,15 @@ class Checkpoint:
             found[0] += math.prod(info.shape)
             found[1] += end - begin
         return {dtype: (totals[dtype][0], totals[dtype][1]) for dtype in sorted(totals)}
+
+
+def config_at(config: Mapping[str, Any] | None, path: Iterable[str]) -> Any:
+    """The value at a nested path of a config (``("text_config", "hidden_size")``), or None where a step is
+    missing or not an object."""
+    holder: Any = config
+    for key in path:
+        holder = holder.get(key) if isinstance(holder, Mapping) else None
+    return holder
 
 
 def tensors_from_shards(
@@ -108,16 +131,10 @@ def tensors_from_shards(
             begin, end = entry.data_offsets
             tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
         stored += len(header.tensors)
-        if indexed:  # a C-level subset test: each of this shard's names is indexed to this shard
-            indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()  # type: ignore[union-attr]
-    if len(tensors) != stored:  # a name in two shards: name the first, in the order the shards are merged
-        first_in: dict[str, RelativePath] = {}
-        for file in sorted(headers):
-            for name in headers[file].tensors:
-                if name in first_in:
-                    both = f"{first_in[name]} and {file}"
-                    raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
-                first_in[name] = file
+        if indexed and weight_map is not None:  # a C-level subset test: this shard's names are indexed to it
+            indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+    if len(tensors) != stored:
+        _refuse_name_in_two_shards({file: headers[file].tensors for file in headers}, index_name)
     if weight_map is not None and not (indexed and stored == len(weight_map)):
         check_against_index(tensors, weight_map, index_name)
     return tensors
@@ -131,14 +148,23 @@ def merge_tensor_maps(
     """Merge per-file tensor maps (of torch archives), refusing a name in two files and checking the index."""
     tensors: dict[str, TensorInfo] = {}
     for file in sorted(per_file):
-        for name, info in per_file[file].items():
-            if name in tensors:
-                both = f"{tensors[name].file} and {file}"
-                raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
-            tensors[name] = info
+        tensors.update(per_file[file])
+    if len(tensors) != sum(map(len, per_file.values())):
+        _refuse_name_in_two_shards(per_file, index_name)
     if weight_map is not None:
         check_against_index(tensors, weight_map, index_name)
     return tensors
+
+
+def _refuse_name_in_two_shards(names_by_file: Mapping[RelativePath, Iterable[str]], index_name: str) -> None:
+    """Raise for the first name stored in two files, in the order the files are merged (sorted)."""
+    first_in: dict[str, RelativePath] = {}
+    for file in sorted(names_by_file):
+        for name in names_by_file[file]:
+            if name in first_in:
+                both = f"{first_in[name]} and {file}"
+                raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
+            first_in[name] = file
 
 
 def check_against_index(
@@ -226,16 +252,8 @@ def _load_json(
 
 
 def _decode_plain(raw: bytes) -> Any | None:
-    """A JSON document without backslashes and without a key named twice, decoded in C; None for anything else
-    (invalid, or valid but unusual), for the precise path to decide. Without escapes every quote delimits a
-    string, so the text's quotes count the strings: a key named twice is one more than the document holds."""
-    if b"\\" in raw:
-        return None
-    try:
-        document = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    return document if raw.count(b'"') == 2 * _strings_in(document) else None
+    """A JSON document without escapes and without a key named twice, decoded in C; None for anything else."""
+    return decode_unescaped(raw, msgspec.json.decode, _strings_in)
 
 
 def _strings_in(value: Any) -> int:

@@ -71,7 +71,7 @@ class FileSettings:
     def spec(self, key: str) -> str | None:
         """A checkpoint spec from the file: a relative path found beside the file is taken from there (so the
         gate works from any folder below it); anything else, such as a Hub repo ``org/name``, is kept as written."""
-        value = self.values.get(key)
+        value: str | None = self.values.get(key)  # a text setting: validated as a string
         if value is None or self.path is None:
             return value
         beside = self.path.parent / Path(value).expanduser()
@@ -208,14 +208,11 @@ def _home() -> Path | None:
 
 def load_config(path: str | Path | None = None, *, start: Path | None = None) -> FileSettings:
     """Read ``path`` (``--config``), or the file :func:`find_config` finds; no file gives empty settings."""
-    if path is not None:
-        found = Path(path)
-        if not found.is_file():
-            raise ConfigError(str(path), "no such config file" if not found.exists() else "is not a file")
-    else:
-        found = find_config(start)
-        if found is None:
-            return FileSettings()
+    found = Path(path) if path is not None else find_config(start)
+    if found is None:
+        return FileSettings()
+    if path is not None and not found.is_file():
+        raise ConfigError(str(path), "no such config file" if not found.exists() else "is not a file")
     section = _section(found, _read_toml(found), required=True)
     assert section is not None
     return FileSettings(found.absolute(), _validate(found, section))

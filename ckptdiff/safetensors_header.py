@@ -10,15 +10,17 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard, TypeVar
 
 import msgspec
 
-from .dtypes import DTYPE_BITS
+from .dtypes import DTYPE_BITS, DType
 from .errors import HeaderError
+
+T = TypeVar("T")
 
 #: Where the source's bytes are named in errors: a path, or ``org/name@commit:file``.
 SourceName = str
@@ -38,12 +40,17 @@ _Count = Annotated[int, msgspec.Meta(ge=0)]
 class TensorSpan(msgspec.Struct, frozen=True, gc=False):
     """What every tensor record (a header entry, a checkpoint's tensor) derives from its shape and byte span.
 
-    No fields of its own: subclasses declare ``shape`` and ``data_offsets``.
+    No fields of its own: subclasses declare ``shape`` and ``data_offsets`` as fields, each in its own place in
+    the field order (so here they are read-only properties to the type checker, not fields).
     """
 
     if TYPE_CHECKING:
-        shape: tuple[int, ...]
-        data_offsets: tuple[int, int]
+
+        @property
+        def shape(self) -> tuple[int, ...]: ...
+
+        @property
+        def data_offsets(self) -> tuple[int, int]: ...
 
     @property
     def numel(self) -> int:
@@ -62,7 +69,10 @@ class TensorEntry(TensorSpan, frozen=True, gc=False, forbid_unknown_fields=True)
     keeps ~140 k of them per checkpoint out of the cyclic collector's passes.)
     """
 
-    dtype: Literal[tuple(DTYPE_BITS)]  # type: ignore[valid-type]
+    if TYPE_CHECKING:
+        dtype: DType
+    else:  # the spec's dtypes, a Literal built from the table at run time: the decoder refuses any other
+        dtype: Literal[tuple(DTYPE_BITS)]
     shape: tuple[_Count, ...]
     data_offsets: tuple[_Count, _Count]
 
@@ -190,36 +200,18 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
     if at >= 0:  # decoded on its own, by the precise path's decoder (it is small): the rest must be plain
         found = _FLAT_METADATA.match(raw, at)
         metadata_or_none = _decode_metadata(found[1]) if found is not None else None
-        if metadata_or_none is None:
+        if found is None or metadata_or_none is None:
             return None
         metadata, raw = metadata_or_none, raw[: found.start(1)] + b"null" + raw[found.end(1) :]
-    if b"\\" in raw:
-        return None
-    try:
-        document = _DECODER.decode(raw)
-    except msgspec.DecodeError:
-        return None
-    if at >= 0 and document.pop("__metadata__", 0) is not None:  # the metadata was not the top level's
-        return None
-    strings = raw.count(b'"') - (2 if at >= 0 else 0)  # twice the number of JSON strings outside the metadata
-    # A key named twice leaves the document with fewer entries than the text has strings for; each entry has
-    # exactly five strings (its name, three keys, its dtype), so the counts agree only without repeats.
-    if strings != 10 * len(document):
+    document = decode_unescaped(raw, _DECODER.decode, _header_strings)
+    if document is None or (at >= 0 and document.pop("__metadata__", 0) is not None):  # not the top level's
         return None
     # ASCII without DEL has no unprintable character the decoder lets into a string (it refuses raw controls)
     if not (raw.isascii() and b"\x7f" not in raw) and not all(map(str.isprintable, document)):
         return None
-    spans = []
-    for entry in document.values():  # one pass: faster here than C-level passes over the columns
-        if entry is None:
-            return None
-        numel = math.prod(entry.shape)
-        begin, end = span = entry.data_offsets
-        # an empty tensor may hide an overflowing prefix: the precise checks see it; the bits must be whole bytes
-        # and exactly the span (so each end is past its begin)
-        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[entry.dtype] != (end - begin) * 8:
-            return None
-        spans.append(span)
+    spans: list[tuple[int, int]] = []
+    if not _plain_entries(document, spans):
+        return None
     spans.sort()
     data_length = 0
     for begin, end in spans:  # the spans tile the data region from 0
@@ -227,6 +219,46 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
             return None
         data_length = end
     return document, metadata, data_length
+
+
+def _header_strings(document: dict[str, TensorEntry | None]) -> int:
+    """The JSON strings of a decoded header: five an entry (its name, three keys, its dtype), and one for the
+    ``"__metadata__"`` key whose value was replaced by null."""
+    return 5 * len(document) - 4 * ("__metadata__" in document)
+
+
+def decode_unescaped(raw: bytes, decode: Callable[[bytes], T], strings_in: Callable[[T], int]) -> T | None:
+    """``raw`` decoded in C when it has no escapes and no key named twice; None for anything else (invalid, or
+    valid but unusual), for a precise path to decide.
+
+    Without backslashes every quote delimits a string, so the text's quotes count its strings; a key named twice
+    leaves the decoded document (whose strings ``strings_in`` counts) with fewer than the text has.
+    """
+    if b"\\" in raw:
+        return None
+    try:
+        document = decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return document if raw.count(b'"') == 2 * strings_in(document) else None
+
+
+def _plain_entries(
+    document: dict[str, TensorEntry | None], spans: list[tuple[int, int]]
+) -> TypeGuard[dict[str, TensorEntry]]:
+    """Whether every entry is a tensor (not null) that is not empty and whose bits are exactly its span; the
+    spans are appended to ``spans`` as they are checked."""
+    for entry in document.values():  # one pass: faster here than C-level passes over the columns
+        if entry is None:
+            return False
+        numel = math.prod(entry.shape)
+        begin, end = span = entry.data_offsets
+        # an empty tensor may hide an overflowing prefix: the precise checks see it; the bits must be whole bytes
+        # and exactly the span (so each end is past its begin)
+        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[entry.dtype] != (end - begin) * 8:
+            return False
+        spans.append(span)
+    return True
 
 
 def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:

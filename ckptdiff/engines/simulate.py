@@ -16,7 +16,7 @@ from .rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param, 
 from .settings import Draft, Target
 
 
-class _Fields(dict):
+class _Fields(dict[str, object]):
     """Message fields; a field a message names but this case does not know shows as "?"."""
 
     def __missing__(self, key: str) -> str:

@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ..checkpoint import config_at
+
 if TYPE_CHECKING:
     from ..checkpoint import Checkpoint
     from . import Profile
@@ -312,16 +314,9 @@ def recognise(config: Config | None, names: Iterable[str]) -> Resolved:
 
 def _nested_text_config(config: Config) -> tuple[str, ...] | None:
     for path in TEXT_CONFIG_PATHS[:-1]:
-        if isinstance(_at(config, path), Mapping):
+        if isinstance(config_at(config, path), Mapping):
             return path
     return None
-
-
-def _at(config: Config, path: tuple[str, ...]) -> Any:
-    holder: Any = config
-    for key in path:
-        holder = holder.get(key) if isinstance(holder, Mapping) else None
-    return holder
 
 
 def text_config_path(config: Config | None, layout: BaseLayout | None = None) -> tuple[str, ...]:
@@ -329,7 +324,7 @@ def text_config_path(config: Config | None, layout: BaseLayout | None = None) ->
     text config found, else the top level."""
     if not config:
         return ()
-    if layout is not None and layout.text_config and isinstance(_at(config, layout.text_config), Mapping):
+    if layout is not None and layout.text_config and isinstance(config_at(config, layout.text_config), Mapping):
         return layout.text_config
     return _nested_text_config(config) or ()
 
@@ -338,7 +333,7 @@ def text_config(base_config: Config | None, layout: BaseLayout | None = None) ->
     """The base's text-model settings (``text_config`` etc., or the top level), for callers such as engines."""
     if not base_config:
         return {}
-    held = _at(base_config, text_config_path(base_config, layout or _by_architecture(base_config)))
+    held = config_at(base_config, text_config_path(base_config, layout or _by_architecture(base_config)))
     return held if isinstance(held, Mapping) else base_config
 
 
@@ -356,7 +351,7 @@ def lookup(config: Config | None, key: str, path: tuple[str, ...]) -> tuple[Foun
     for where in dict.fromkeys([path, ()]):
         dotted = ".".join((*where, key))
         looked.append(dotted)
-        holder = _at(config, where) if config else None
+        holder = config_at(config, where) if config else None
         if isinstance(holder, Mapping) and holder.get(key) is not None:
             return Found(holder[key], dotted), tuple(looked)
     return None, tuple(looked)

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..checkpoint import config_at
 from ..dtypes import FLOAT_DTYPES, DType, from_torch_name
 
 Config = Mapping[str, Any]
@@ -46,19 +47,14 @@ class Setting:
 
 def lookup(config: Config, dotted: str) -> Any:
     """The value at a dotted key ("eagle_config.eagle_aux_hidden_state_layer_ids"), or None."""
-    holder: Any = config
-    for part in dotted.split("."):
-        if not isinstance(holder, Mapping):
-            return None
-        holder = holder.get(part)
-    return holder
+    return config_at(config, dotted.split("."))
 
 
 def setting(config: Config, *keys: str) -> Setting | None:
     """The first of ``keys`` set (not null) at the top level, in ``transformer_layer_config`` or ``eagle_config``."""
     for key in keys:
         for scope in SCOPES:
-            holder = config.get(scope) if scope else config
+            holder = config_at(config, (scope,) if scope else ())
             if isinstance(holder, Mapping) and holder.get(key) is not None:
                 return Setting(holder[key], f"{scope}.{key}" if scope else key)
     return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from ..checkpoint import Checkpoint, RelativePath
+from ..checkpoint import WEIGHT_FILE_SUFFIXES, Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError, display_url, scrub_secrets
 from ..progress import Progress
 from .base import Source
@@ -37,8 +37,6 @@ _HUB_PAGE = re.compile(r"^(?:/(?P<view>tree|blob|resolve)/(?P<revision>[^/]+)(?P
 _BAD_REVISION = re.compile(r"\.\.|@\{|//|[\x00-\x20\x7f~^:?*\[\\]|^[/.]|[/.]$|\.lock$|^@$|/\.")
 #: URL schemes read through fsspec, and the extra that installs each one's package.
 STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
-#: What a Hub file URL may name as the checkpoint itself (anything else names its folder).
-_WEIGHT_FILE_SUFFIXES = (".safetensors", ".safetensors.index.json", ".bin", ".pt", ".pth", ".bin.index.json")
 
 
 @dataclass(frozen=True)
@@ -146,7 +144,8 @@ def _parse_hub_page(spec: str, rest: str) -> HubSpec | None:
         )
     revision = _checked_revision(spec, unquote(page["revision"]) if page["revision"] else None)
     sub = unquote((page["path"] or "").strip("/"))
-    if page["view"] in ("blob", "resolve") and not sub.endswith(_WEIGHT_FILE_SUFFIXES):
+    # a Hub file URL naming a weight file or index names the checkpoint itself; any other file names its folder
+    if page["view"] in ("blob", "resolve") and not sub.endswith(WEIGHT_FILE_SUFFIXES):
         sub = sub.rpartition("/")[0]  # config.json or a README: the checkpoint is its folder
     if ".." in sub.split("/"):
         raise SourceError(display_spec(spec), "not a Hub model URL (a '..' in its path)")

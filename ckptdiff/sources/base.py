@@ -8,9 +8,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeAlias
 
-from ..checkpoint import MAX_JSON_BYTES, RelativePath, check_json_size
+from ..checkpoint import CONFIG_NAME, MAX_JSON_BYTES, RelativePath, SourceKind, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
 from ..progress import Progress, terminal_progress
 from ..safetensors_header import (
@@ -21,6 +21,8 @@ from ..safetensors_header import (
     read_header_length,
 )
 
+#: A seekable read-only handle on a weight file: the local file, or a remote one read through ranges.
+ReadHandle: TypeAlias = "BinaryIO | RangeFile"
 #: The first ranged read of a header: 97 % of the Hub's headers fit in 100 kB (huggingface_hub's measurement).
 INITIAL_RANGE = 100_000
 
@@ -46,7 +48,7 @@ class Listing:
 class Described:
     """How reports name a source: its kind, where it is, and the revision it was pinned to (commit, ETag)."""
 
-    kind: str
+    kind: SourceKind
     location: str
     revision: str | None
 
@@ -103,6 +105,11 @@ class Source(ABC):
         """A file the listing may not show (an index's shard in a subfolder): its entry, or None if absent."""
         return None
 
+    def config_beside(self) -> dict[RelativePath, ListedFile]:
+        """config.json beside the one file a spec names (whose siblings are not listed): by name, or nothing."""
+        config = self.stat(CONFIG_NAME)
+        return {CONFIG_NAME: config} if config is not None else {}
+
     def read_small(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
         """A config.json or an index, whole; refused unread when it is bigger than any real one."""
         check_json_size(file.size, self.name_of(file.path), what=what, error=error)
@@ -136,7 +143,7 @@ class Source(ABC):
         """The file on this machine's disk, if it is there without downloading."""
         return None
 
-    def open_file(self, file: ListedFile) -> BinaryIO:
+    def open_file(self, file: ListedFile) -> ReadHandle:
         """A seekable read-only handle (for zip archives): the local file, or ranged reads behind a small buffer."""
         local = self.local_path(file.path)
         if local is not None:
@@ -207,6 +214,7 @@ class RangeFile(io.RawIOBase):
         self.position = max(0, base + offset)
         return self.position
 
+    # io hands readinto any writable buffer; ours are the bytearray and byte memoryview io and zipfile pass
     def readinto(self, buffer: memoryview | bytearray) -> int:  # type: ignore[override]
         with self._lock:
             count = min(len(buffer), max(0, self.size - self.position))

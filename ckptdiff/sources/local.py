@@ -10,8 +10,7 @@ from typing import BinaryIO
 from ..checkpoint import INDEX_SUFFIX, RelativePath
 from ..errors import HeaderError, SourceError
 from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
-from .base import Described, ListedFile, Listing, Source
-from .planner import CONFIG_NAME
+from .base import Described, ListedFile, Listing, ReadHandle, Source
 
 
 def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
@@ -89,8 +88,7 @@ class LocalSource(Source):
     def _folder_files(self) -> dict[RelativePath, ListedFile]:
         """The folder's files, by name; only config.json when the spec names a file (its siblings are not read)."""
         if self.path.is_file():
-            config = self.stat(CONFIG_NAME)
-            return {CONFIG_NAME: config} if config is not None else {}
+            return self.config_beside()
         files = {}
         for entry in os.scandir(self.folder):
             if entry.is_file():
@@ -117,7 +115,7 @@ class LocalSource(Source):
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         return read_header_file(self._inside(file.path))
 
-    def open_file(self, file: ListedFile) -> BinaryIO:
+    def open_file(self, file: ListedFile) -> ReadHandle:
         self._inside(file.path)
         return super().open_file(file)
 

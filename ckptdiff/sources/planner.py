@@ -17,7 +17,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..checkpoint import (
+    CONFIG_NAME,
     INDEX_SUFFIX,
+    SAFETENSORS_SUFFIX,
+    TORCH_INDEX_SUFFIX,
+    TORCH_SUFFIXES,
     Checkpoint,
     FileInfo,
     RelativePath,
@@ -34,7 +38,6 @@ from . import torch_pickle
 from .base import INITIAL_RANGE, ListedFile, Listing, Source
 from .wanted import Wanted, shards_after_index
 
-CONFIG_NAME = "config.json"
 SINGLE_FILE_NAME = "model.safetensors"
 #: The smallest first read when the index lets us estimate a shard's header (estimates carry their own margin).
 MIN_ESTIMATED_RANGE = 16 * 1024
@@ -62,11 +65,11 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
     if named is not None:
         if named.endswith(INDEX_SUFFIX):
             return WeightPlan(named, ())
-        if named.endswith(".safetensors"):
+        if named.endswith(SAFETENSORS_SUFFIX):
             return WeightPlan(None, (named,))
-        if named.endswith(torch_pickle.TORCH_INDEX_SUFFIX):
+        if named.endswith(TORCH_INDEX_SUFFIX):
             return WeightPlan(named, (), torch=True)
-        if named.endswith(torch_pickle.TORCH_SUFFIXES):
+        if named.endswith(TORCH_SUFFIXES):
             return WeightPlan(None, (named,), torch=True)
         known = next((name for suffix, name in _FORMAT_NAMES.items() if named.lower().endswith(suffix)), None)
         if known is not None:
@@ -83,7 +86,7 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
         indexes = [preferred]
     if indexes:
         return WeightPlan(indexes[0], ())
-    loose = tuple(p for p in root if p.endswith(".safetensors"))
+    loose = tuple(p for p in root if p.endswith(SAFETENSORS_SUFFIX))
     if loose:  # no index: every safetensors file is a shard, and no tensor may appear twice
         return WeightPlan(None, loose)
     # Legacy torch weights (pytorch_model.bin or its sharded index), read without running pickle code.
@@ -170,7 +173,7 @@ def read_checkpoint(
     return Checkpoint(
         spec=source.display,
         source_spec=source.spec,
-        kind=described.kind,  # type: ignore[arg-type]
+        kind=described.kind,
         location=described.location,
         revision=described.revision,
         tensors=tensors,
@@ -206,12 +209,7 @@ def _start_indexed(
         first = _first_range_from_index(files[index].size, len(guesses))
         early = {name: pool.submit(read_one, files[name], first) for name in guesses}
     shards, weight_map = narrow_to_wanted(parse_index(index_job.result(), index_name=index_name), wanted)
-    entries: dict[RelativePath, ListedFile] = {}
-    for shard in shards:
-        entry = files.get(shard) or source.stat(shard)
-        if entry is None:
-            raise IndexError_(index_name, f"shard {shard} listed in the index is {source.absent}")
-        entries[shard] = entry
+    entries = {shard: _shard_entry(source, files, shard, index_name) for shard in shards}
     jobs = {shard: early.pop(shard) for shard in shards if shard in early}
     if len(jobs) < len(shards):
         # a local read needs no estimate (it reads the length first); 140 k names cost ~20 ms to estimate
@@ -250,13 +248,19 @@ def _start_wanted(
     weight_map = {name: file for name, file in weight_map.items() if file in keep}
     estimates = _header_estimates(weight_map) if source.remote else {}
     for shard in shards:
-        if shard in jobs:
-            continue
-        entry = files.get(shard) or source.stat(shard)
-        if entry is None:
-            raise IndexError_(index_name, f"shard {shard} listed in the index is {source.absent}")
-        jobs[shard] = pool.submit(read_one, entry, estimates.get(shard))
+        if shard not in jobs:
+            jobs[shard] = pool.submit(read_one, _shard_entry(source, files, shard, index_name), estimates.get(shard))
     return {shard: jobs[shard] for shard in shards}, weight_map
+
+
+def _shard_entry(
+    source: Source, files: Mapping[RelativePath, ListedFile], shard: RelativePath, index_name: str
+) -> ListedFile:
+    """A shard the index names: from the listing, else by asking the store (one in a subfolder); absent, refused."""
+    entry = files.get(shard) or source.stat(shard)
+    if entry is None:
+        raise IndexError_(index_name, f"shard {shard} listed in the index is {source.absent}")
+    return entry
 
 
 def _collect(jobs: Mapping[RelativePath, Future[T]]) -> dict[RelativePath, T]:
@@ -272,7 +276,9 @@ def _collect(jobs: Mapping[RelativePath, Future[T]]) -> dict[RelativePath, T]:
             future.cancel()
         wait(list(jobs.values()))
         failed = [name for name, future in sorted(jobs.items()) if not future.cancelled() and future.exception()]
-        raise jobs[failed[0]].exception()  # type: ignore[misc]
+        error = jobs[failed[0]].exception()
+        assert error is not None  # a job that failed holds its exception
+        raise error
     return results
 
 
@@ -321,7 +327,7 @@ def _sha256(entry: ListedFile | None) -> str | None:
 def _shard_guesses(files: Mapping[RelativePath, ListedFile], index: RelativePath) -> list[RelativePath]:
     """Root files named like the index's shards (``model-00001-of-00009.safetensors`` for ``model.*``)."""
     stem = index[: -len(INDEX_SUFFIX)]
-    return sorted(p for p in files if "/" not in p and p.startswith(stem + "-") and p.endswith(".safetensors"))
+    return sorted(p for p in files if "/" not in p and p.startswith(stem + "-") and p.endswith(SAFETENSORS_SUFFIX))
 
 
 def _first_range_from_index(index_size: int | None, shards: int) -> int:

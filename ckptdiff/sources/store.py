@@ -12,11 +12,13 @@ from __future__ import annotations
 import posixpath
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import INDEX_SUFFIX, RelativePath
+from ..checkpoint import CONFIG_NAME, INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, RelativePath
 from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
+from .planner import SINGLE_FILE_NAME
 from .store_errors import explain_store_error
 from .store_reads import bounded_read
+from .torch_pickle import TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME
 
 if TYPE_CHECKING:
     from . import SourceOptions, StoreSpec
@@ -25,10 +27,8 @@ if TYPE_CHECKING:
 EXTRA_FOR_SCHEME = {"s3": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure", "abfss": "azure"}
 #: The package each extra brings (for the "needs ..." line).
 PACKAGE_FOR_EXTRA = {"s3": "s3fs", "gcs": "gcsfs", "azure": "adlfs", "http": "aiohttp"}
-#: A spec path ending like this names one file; anything else is a folder-like prefix.
-_FILE_SUFFIXES = (".safetensors", INDEX_SUFFIX, ".bin", ".pt", ".pth", ".bin.index.json")
 #: Probed one by one on a web server (which has no folder listing to trust): the names the planner takes.
-_WELL_KNOWN = ("model.safetensors", "model" + INDEX_SUFFIX, "pytorch_model.bin.index.json", "pytorch_model.bin")
+_WELL_KNOWN = (SINGLE_FILE_NAME, "model" + INDEX_SUFFIX, TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME)
 #: Where a listing keeps an object's version: the ETag first (S3, GCS, Azure and HTTP servers all give it, in a
 #: listing and a HEAD alike, so one checkpoint shows one version however it is spelled), else a generation.
 _VERSION_KEYS = ("ETag", "etag", "generation", "VersionId", "version_id")
@@ -66,7 +66,7 @@ class StoreSource(Source):
 
     def pin(self, revision: str | None) -> None:
         self._filesystem()
-        if self.folder.endswith(_FILE_SUFFIXES):  # the spec named a file: its siblings live in its folder
+        if self.folder.endswith(WEIGHT_FILE_SUFFIXES):  # the spec named a file: its siblings live in its folder
             self.folder, _, self._named = self.folder.rpartition("/")
 
     def explain(self, err: BaseException) -> CkptdiffError | None:
@@ -92,27 +92,23 @@ class StoreSource(Source):
 
     def list_files(self) -> Listing:
         fs = self._filesystem()
-        if self.folder.endswith(_FILE_SUFFIXES):
+        if self.folder.endswith(WEIGHT_FILE_SUFFIXES):
             info = fs.info(self.folder)
             if info.get("type") == "directory":
                 return self._list_folder(fs)
             self.folder, _, named = self.folder.rpartition("/")
             self._named = named
-            files = {named: self._entry(named, info)}
-            config = self.stat("config.json")
-            if config is not None:
-                files["config.json"] = config
-            return Listing(files, named)
+            return Listing({named: self._entry(named, info), **self.config_beside()}, named)
         return self._list_folder(fs)
 
     def _list_folder(self, fs: Any) -> Listing:
         if self.scheme in ("http", "https"):
             # A web server has no folder listing to trust (an HTML page, or a big file misnamed): ask for the names
             # the planner takes, one HEAD each, and never GET a body that is not a header.
-            files = {name: found for name in (*_WELL_KNOWN, "config.json") if (found := self.stat(name)) is not None}
-            if not files:
+            probed = {name: found for name in (*_WELL_KNOWN, CONFIG_NAME) if (found := self.stat(name)) is not None}
+            if not probed:
                 raise FileNotFoundError(self.folder)
-            return Listing(files)
+            return Listing(probed)
         entries = fs.ls(self.folder, detail=True)
         files: dict[RelativePath, ListedFile] = {}
         for info in entries:

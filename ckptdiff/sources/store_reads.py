@@ -14,7 +14,7 @@ import asyncio
 import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from ..errors import SourceError
 
@@ -40,11 +40,11 @@ def bounded_read(fs: Any, scheme: str, path: str, start: int, stop: int, *, wher
     if scheme in ("http", "https"):
         from fsspec.asyn import sync
 
-        return sync(fs.loop, _http_read, fs, path, start, stop, where, deadline)
+        return cast(bytes, sync(fs.loop, _http_read, fs, path, start, stop, where, deadline))  # fsspec is untyped
     if scheme == "s3":
         from fsspec.asyn import sync
 
-        return sync(fs.loop, _s3_read, fs, path, start, stop, where, deadline)
+        return cast(bytes, sync(fs.loop, _s3_read, fs, path, start, stop, where, deadline))
     data = fs.cat_file(path, start=start, end=stop)
     if len(data) > stop - start:
         raise SourceError(where, f"the store sent {len(data)} bytes for a range of {stop - start}")

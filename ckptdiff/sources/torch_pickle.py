@@ -24,15 +24,16 @@ import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
+from ..checkpoint import TORCH_INDEX_SUFFIX as TORCH_INDEX_SUFFIX  # re-exported: where values.readers looks
+from ..checkpoint import TORCH_SUFFIXES as TORCH_SUFFIXES
 from ..checkpoint import RelativePath, TensorInfo
 from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, TORCH_WITHOUT_SAFETENSORS_DTYPE, DType
 from ..errors import CkptdiffError, SourceError
+from .base import ReadHandle
 
-#: Files this reader takes: single archives and the sharded index ``transformers`` writes next to them.
-TORCH_SUFFIXES = (".bin", ".pt", ".pth")
-TORCH_INDEX_SUFFIX = ".bin.index.json"
+#: The names ``transformers`` gives a single archive and the sharded index it writes next to them.
 TORCH_SINGLE_FILE_NAME = "pytorch_model.bin"
 TORCH_INDEX_NAME = "pytorch_model.bin.index.json"
 
@@ -51,8 +52,20 @@ MAX_NESTING = 3
 # --- inert stand-ins for what the pickle may name ------------------------------------------------------
 
 
+class _PickleRefused(Exception):
+    """Raised inside the unpickler; turned into a CkptdiffError naming the archive."""
+
+
+class _NoBuild:
+    """Refuses the BUILD opcode, which would otherwise write straight into a stand-in's ``__dict__``, past every
+    check of the unpickler."""
+
+    def __setstate__(self, state: Any) -> None:
+        raise _PickleRefused(f"the pickle overwrites the fields of a {type(self).__name__} (BUILD); torch never does")
+
+
 @dataclass(frozen=True)
-class _StorageType:
+class _StorageType(_NoBuild):
     """Stands in for ``torch.FloatStorage`` & co.; ``dtype`` is None for ``torch.storage.UntypedStorage``."""
 
     name: str
@@ -60,7 +73,7 @@ class _StorageType:
 
 
 @dataclass(frozen=True)
-class _DTypeGlobal:
+class _DTypeGlobal(_NoBuild):
     """Stands in for ``torch.float8_e4m3fn`` & co."""
 
     name: str
@@ -68,7 +81,7 @@ class _DTypeGlobal:
 
 
 @dataclass(frozen=True)
-class StorageRef:
+class StorageRef(_NoBuild):
     """A storage the pickle points at: its zip entry key and, for typed storages, its dtype."""
 
     key: str
@@ -78,7 +91,7 @@ class StorageRef:
 
 
 @dataclass(frozen=True)
-class TensorRecord:
+class TensorRecord(_NoBuild):
     """What ``_rebuild_tensor_v2/v3`` would have built, kept as plain numbers."""
 
     storage: StorageRef
@@ -108,26 +121,15 @@ class TensorRecord:
         return True
 
 
-class _PickleRefused(Exception):
-    """Raised inside the unpickler; turned into a CkptdiffError naming the archive."""
-
-
-def _refuse_state(self: Any, state: Any) -> None:
-    raise _PickleRefused(f"the pickle overwrites the fields of a {type(self).__name__} (BUILD); torch never does")
-
-
-# The BUILD opcode would otherwise write straight into these objects' __dict__, past every check above.
-for _stand_in in (_StorageType, _DTypeGlobal, StorageRef, TensorRecord):
-    _stand_in.__setstate__ = _refuse_state  # type: ignore[attr-defined]
-
-
 def _ints(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise _PickleRefused(f"{what} {value!r} is not a tuple of integers")
     return tuple(value)
 
 
-def _rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, *_rest: Any, dtype: DType | None = None):
+def _rebuild_tensor(
+    storage: Any, offset: Any, size: Any, stride: Any, *_rest: Any, dtype: DType | None = None
+) -> TensorRecord:
     if not isinstance(storage, StorageRef):
         raise _PickleRefused("a tensor is rebuilt from something that is not a storage")
     if not isinstance(offset, int) or offset < 0:
@@ -145,7 +147,9 @@ def _rebuild_tensor_v2(storage: Any, offset: Any, size: Any, stride: Any, *rest:
     return _rebuild_tensor(storage, offset, size, stride)
 
 
-def _rebuild_tensor_v3(storage: Any, offset: Any, size: Any, stride: Any, _grad: Any, _hooks: Any, dtype: Any, *rest):
+def _rebuild_tensor_v3(
+    storage: Any, offset: Any, size: Any, stride: Any, _grad: Any, _hooks: Any, dtype: Any, *rest: Any
+) -> TensorRecord:
     if not isinstance(dtype, _DTypeGlobal) or dtype.dtype is None:
         raise _PickleRefused(f"tensor dtype {dtype!r} has no safetensors equivalent")
     return _rebuild_tensor(storage, offset, size, stride, dtype=dtype.dtype)
@@ -235,7 +239,7 @@ def read_archive(path: Path, *, source: str | None = None) -> TorchArchive:
         raise SourceError(name, f"cannot read: {err.strerror or err}") from None
 
 
-def read_archive_from(handle: BinaryIO, name: str, file_size: int, *, path: Path | None = None) -> TorchArchive:
+def read_archive_from(handle: ReadHandle, name: str, file_size: int, *, path: Path | None = None) -> TorchArchive:
     """The same from any seekable handle (a local file, or a remote one read through ranges)."""
     if not zipfile.is_zipfile(handle):
         handle.seek(0)
@@ -260,7 +264,7 @@ def _refuse_non_zip(name: str, start: bytes) -> None:
     raise SourceError(name, "not a torch zip checkpoint (no zip archive with data.pkl)")
 
 
-def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: BinaryIO, file_size: int):
+def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: ReadHandle, file_size: int) -> TorchArchive:
     entries = {info.filename: info for info in archive.infolist()}
     pickles = [entry for entry in entries if entry.endswith("/data.pkl") and entry.count("/") == 1]
     if len(pickles) != 1:
@@ -301,7 +305,7 @@ def _span(record: TensorRecord) -> int:
     return 1 + sum((dim - 1) * step for dim, step in zip(record.shape, record.stride))
 
 
-def _data_start(entry: zipfile.ZipInfo, handle: BinaryIO, name: str) -> int:
+def _data_start(entry: zipfile.ZipInfo, handle: ReadHandle, name: str) -> int:
     """Where an entry's bytes start: after its local header, whose extra field may differ from the central one."""
     if entry.compress_type != zipfile.ZIP_STORED:
         raise SourceError(name, f"storage {entry.filename} is compressed; torch writes storages uncompressed")
@@ -310,7 +314,9 @@ def _data_start(entry: zipfile.ZipInfo, handle: BinaryIO, name: str) -> int:
     if len(header) != _LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
         raise SourceError(name, f"zip entry {entry.filename} has no local header")
     fields = _LOCAL_HEADER.unpack(header)
-    return entry.header_offset + _LOCAL_HEADER.size + fields[9] + fields[10]
+    name_length: int = fields[9]
+    extra_length: int = fields[10]
+    return entry.header_offset + _LOCAL_HEADER.size + name_length + extra_length
 
 
 def _read_pickle_entry(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str, file_size: int) -> bytes:
@@ -341,7 +347,7 @@ _ZIP64_LOCATOR = struct.Struct("<4sIQI")
 _ZIP64_EOCD = struct.Struct("<4sQHHIIQQQQ")
 
 
-def _check_central_directory(handle: BinaryIO, file_size: int, name: str) -> None:
+def _check_central_directory(handle: ReadHandle, file_size: int, name: str) -> None:
     """Refuse a central directory whose claimed size is beyond the file or the cap, before zipfile reads it whole."""
     tail_size = min(file_size, 65535 + _EOCD.size + _ZIP64_LOCATOR.size)
     handle.seek(file_size - tail_size)

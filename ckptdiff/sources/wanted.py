@@ -28,8 +28,8 @@ class Wanted:
         if isinstance(wanted, Wanted):
             return wanted
         if isinstance(wanted, AbstractSet) and all(isinstance(name, str) for name in wanted):
-            return cls(tuple(frozenset((name,)) for name in sorted(wanted)))  # type: ignore[arg-type]
-        return cls(tuple(frozenset(group) for group in wanted))  # type: ignore[union-attr]
+            return cls(tuple(frozenset((name,)) for name in sorted(wanted)))
+        return cls(tuple(frozenset(group) for group in wanted))
 
     @property
     def names(self) -> frozenset[str]:
