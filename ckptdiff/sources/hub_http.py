@@ -3,13 +3,15 @@ limits."""
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import SourceError, hf_token_beyond_environment
 
 #: Retries for one request: status 408/429/5xx (honouring Retry-After up to a cap) and dropped connections. A
 #: timeout or a refused connection is reported at once.
@@ -24,6 +26,23 @@ RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
 MAX_ERROR_BODY = 64 * 1024
 #: The wait before the first retry without a Retry-After, doubling up to MAX_BACKOFF.
 FIRST_BACKOFF, MAX_BACKOFF = 0.5, 4.0
+
+
+def request_headers(library_version: str) -> dict[str, str]:
+    """The headers of every Hub request: huggingface_hub's ``build_hf_headers`` (its user agent and the token from
+    HF_TOKEN, ``hf auth login``, OIDC or Colab) whenever a token may be sent. When none can be (implicit tokens
+    off, or none of those places holds one), its helper is not imported: its auth module loads PyYAML and filelock,
+    ~20 ms of start-up before the first request, to find nothing. The user agent then names the same versions."""
+    from huggingface_hub import __version__ as hub_version
+    from huggingface_hub import constants
+
+    token_variable = any(os.environ.get(name, "").strip() for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
+    if not constants.HF_HUB_DISABLE_IMPLICIT_TOKEN and (token_variable or hf_token_beyond_environment()):
+        from huggingface_hub.utils import build_hf_headers
+
+        return build_hf_headers(library_name="ckptdiff", library_version=library_version)
+    python = ".".join(map(str, sys.version_info[:3]))
+    return {"user-agent": f"ckptdiff/{library_version}; hf_hub/{hub_version}; python/{python}"}
 
 
 class BodyInterrupted(Exception):
