@@ -80,17 +80,14 @@ def _positional(args: list[str]) -> list[str]:
 
 def _specs_from_config(args: list[str]) -> list[str]:
     """With no A and B on the command line: the config file's ``reference`` and ``candidate``, as the CLI takes
-    them (``--config FILE`` or the nearest file). Only when no word of the command line could be A (a word after
-    a flag could be: then nothing is sent early)."""
-    path, words = None, [word for word in args if not word.startswith("-")]
+    them (``--config FILE`` or the nearest file). A word right after a flag is taken for an option's value here
+    (``-o report.md``); were it A, the two early calls would go unused, and the run would make its own."""
+    path = None
     for index, word in enumerate(args):
         if word == "--config" and index + 1 < len(args):
             path = args[index + 1]
-            words.remove(path)
         elif word.startswith("--config="):
             path = word.partition("=")[2]
-    if words:
-        return []
     from .config_file import load_config
 
     settings = load_config(path)

@@ -23,7 +23,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -271,15 +271,23 @@ class HubSource(Source):
             return early.result()  # its answer, or the very error the call raised
         return self._model_info(revision)
 
-    def _model_info(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
-        """One call: the commit, and every file with its size and LFS sha256."""
+    def _model_info(
+        self, revision: str | None, trace: Callable[[str, dict[str, Any]], None] | None = None
+    ) -> tuple[Any, list[ListedFile]]:
+        """One call: the commit, and every file with its size and LFS sha256 (``trace``: see :func:`.open_get`)."""
         url = self.listing_url
         if revision:
             url += f"/revision/{quote(revision, safe='')}"
         headers = self._auth_headers()
         deadline = time.monotonic() + (MAX_RETRIES + 1) * self.timeout + MAX_JSON_BYTES / MIN_BODY_RATE
         with open_get(
-            url, self.where, headers=headers, params={"blobs": True}, timeout=self.timeout, deadline=deadline
+            url,
+            self.where,
+            headers=headers,
+            params={"blobs": True},
+            timeout=self.timeout,
+            deadline=deadline,
+            trace=trace,
         ) as response:
             body, started = bytearray(), time.monotonic()
             for chunk in response.iter_bytes():  # streamed, so an endless or bloated listing stops at the cap
@@ -344,11 +352,16 @@ _early_listings: dict[tuple[str, str | None], Future[tuple[Any, list[ListedFile]
 _early_lock = threading.Lock()
 
 
+#: The longest the caller of :func:`send_listing_early` waits for the call to reach the network.
+EARLY_START_WAIT = 5.0
+
+
 def send_listing_early(spec: str, options: SourceOptions) -> bool:
     """Send the listing call of a Hub spec now, on a thread of its own, through the same code a HubSource runs;
     the run's HubSource for that repo and revision takes its answer (or its error) instead of calling again.
-    Nothing is sent for a spec that is not a Hub repo, offline, or a commit whose listing is cached. Returns
-    whether a call was sent."""
+    Returns once the call is on the network (its connection or request started), so that the caller's next
+    imports overlap the round trip and do not hold up the call. Nothing is sent for a spec that is not a Hub
+    repo, offline, or a commit whose listing is cached. Returns whether a call was sent."""
     from . import HubSpec, parse_spec
 
     parsed = parse_spec(spec)
@@ -363,13 +376,18 @@ def send_listing_early(spec: str, options: SourceOptions) -> bool:
             return False
         _early_listings[source._listing_key()] = future
 
+    under_way = threading.Event()
+
     def call() -> None:
         try:
-            future.set_result(source._model_info(source.revision))
+            future.set_result(source._model_info(source.revision, trace=lambda event, info: under_way.set()))
         except BaseException as err:  # handed to the HubSource that takes the answer
             future.set_exception(err)
+        finally:
+            under_way.set()
 
     threading.Thread(target=call, name="ckptdiff-listing", daemon=True).start()
+    under_way.wait(EARLY_START_WAIT)
     return True
 
 
