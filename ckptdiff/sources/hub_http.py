@@ -98,7 +98,7 @@ def open_get(
     extension (called as the connection and the request go out)."""
     from huggingface_hub.utils import http_stream_backoff
 
-    extra = {"extensions": {"trace": trace}} if trace is not None else {}
+    extra: dict[str, Any] = {"extensions": {"trace": trace}} if trace is not None else {}
     for attempt in range(MAX_RETRIES + 1):
         with http_stream_backoff(
             "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy(), **extra
