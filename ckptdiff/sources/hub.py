@@ -12,8 +12,10 @@ One run against ``org/name@rev``:
 
 Listings, headers, config.json and the index are kept in :mod:`.header_cache` by repo + commit + file, so a
 second run pinned to a commit makes no request and one on a branch makes one. ``--offline`` /
-``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint, token, HTTP
-session, retry policy and error classes.
+``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint and URL template,
+headers and token (:func:`.hub_http.request_headers`), HTTP session, retry policy and error classes; its
+download module is loaded only to look in its cache, when the repo has a folder there. The ``ckptdiff`` command
+sends the listing call before the rest of the program loads (:func:`send_listing_early`).
 """
 
 from __future__ import annotations
