@@ -15,7 +15,12 @@ HF cache of its own (a fresh HF_HOME), run in turn with the others each round; t
 - ckptdiff: ``ckptdiff A B --format json -o /dev/null`` (BOTH sides, compared and reported), then again on
   the same cache ("again": a branch costs one listing call a side).
 
-The target (issue 15): ckptdiff's both-sides time ≤ 0.55× the anchor's one-side time at 50 ms a request.
+Each process's time is split in three phases, from the emulator's log (``time.monotonic()``, one clock for
+every process): start-up (spawn → the first request arrives), the wave (→ the last answer is sent) and the
+tail (→ the process has exited: parsing, comparing, reporting, the interpreter's exit).
+
+The targets (issues 15 and 22), at 50 ms a request: ckptdiff's both-sides time ≤ 0.55× the anchor's one-side
+time, and ≤ 1.10× the floor's both-sides time.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from fixtures.generate import write_kimi_k2_base  # noqa: E402
 
 SHARDS = 50
 TARGET_RATIO = 0.55
+TARGET_FLOOR_RATIO = 1.10
 #: (latency ms, LFS redirects, rounds); --quick keeps only the first.
 SETTINGS = ((50, False, 5), (50, True, 3), (0, False, 3))
 QUICK_ROUNDS = 3
@@ -81,8 +87,11 @@ OTHER_REVISION = """
 import sys
 sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in repr(finder).lower()]
 sys.path.insert(0, sys.argv.pop(1))
-from ckptdiff.cli import main
-main(sys.argv[1:])
+try:
+    from ckptdiff._entry import main  # the command's entry, where that tree has one
+except ImportError:
+    from ckptdiff.cli import main
+main()
 """
 
 
@@ -116,6 +125,10 @@ class EmulatorProcess:
     def counters(self) -> tuple[int, int]:
         return self._ask("counters")
 
+    def span(self) -> tuple[float, float]:
+        """When the first request since the last reset arrived and when the last answer was sent."""
+        return self._ask("span")
+
     def stop(self) -> None:
         self._ask("stop")
         self._process.join(timeout=10)
@@ -135,6 +148,10 @@ def _serve(conn: Any, repos: dict[str, Path], lfs_redirect: bool) -> None:
         elif command == "counters":
             conn.send((emulator.total_requests, emulator.total_bytes))
             continue
+        elif command == "span":
+            log = list(emulator.log)
+            conn.send((min(e.started for e in log), max(e.finished for e in log)) if log else (0.0, 0.0))
+            continue
         elif command == "stop":
             emulator.stop()
             conn.send(None)
@@ -148,12 +165,17 @@ class Command:
     argv: list[str]
     warm: bool = False  # reuse the previous command's HF_HOME instead of a fresh one
     seconds: list[float] = field(default_factory=list)
+    #: per round: spawn → first request, first request → last answer, last answer → exit
+    phases: list[tuple[float, float, float]] = field(default_factory=list)
     requests: int = 0
     sent: int = 0
 
     @property
     def median(self) -> float:
         return statistics.median(self.seconds)
+
+    def phase_medians(self) -> tuple[float, float, float]:
+        return tuple(statistics.median(phase) for phase in zip(*self.phases))  # type: ignore[return-value]
 
 
 def environment(endpoint: str, home: Path) -> dict[str, str]:
@@ -170,9 +192,9 @@ def environment(endpoint: str, home: Path) -> dict[str, str]:
 
 
 def measure_once(emulator: EmulatorProcess, command: Command, home: Path) -> None:
-    """Run the command once as a process: wall time from spawn to exit, and the requests it made."""
+    """Run the command once as a process: wall time from spawn to exit, its phases, and the requests it made."""
     emulator.reset_counters()
-    start = time.perf_counter()
+    start = time.monotonic()
     done = subprocess.run(
         command.argv,
         env=environment(emulator.endpoint, home),
@@ -181,11 +203,13 @@ def measure_once(emulator: EmulatorProcess, command: Command, home: Path) -> Non
         stderr=subprocess.PIPE,
         text=True,
     )
-    seconds = time.perf_counter() - start
+    end = time.monotonic()
     if done.returncode not in (0, 1):
         raise SystemExit(f"benchmark command failed ({done.returncode}): {command.label}\n{done.stderr[-2000:]}")
-    command.seconds.append(seconds)
+    command.seconds.append(end - start)
     command.requests, command.sent = emulator.counters()
+    first, last = emulator.span()
+    command.phases.append((first - start, last - first, end - last))
 
 
 def commands(against: str | None) -> list[Command]:
@@ -228,17 +252,20 @@ def run_setting(
             if not command.warm:
                 home = Path(tempfile.mkdtemp(prefix=f"run-{attempt}-{number}-", dir=scratch))
             measure_once(emulator, command, home)
-    anchor = listed[0].median
+    anchor, floor = listed[0].median, listed[1].median
     return {
         "latency_ms": latency_ms,
         "lfs_redirect": redirect,
         "rounds": rounds,
+        "load": os.getloadavg()[0],
         "commands": [
             dict(
                 label=c.label,
                 median=c.median,
                 min=min(c.seconds),
                 ratio=c.median / anchor,
+                floor_ratio=c.median / floor,
+                phases=c.phase_medians(),
                 requests=c.requests,
                 bytes=c.sent,
             )
@@ -273,34 +300,54 @@ def render(rows: list[dict[str, Any]]) -> str:
     parts = []
     for row in rows:
         redirect = ", LFS files through a 302 to the CDN" if row["lfs_redirect"] else ""
-        parts.append(f"{row['latency_ms']} ms a request{redirect}; medians of {row['rounds']} rounds")
+        parts.append(
+            f"{row['latency_ms']} ms a request{redirect}; medians of {row['rounds']} rounds; "
+            f"load average {row['load']:.1f} at the end"
+        )
         table = [
             [
                 c["label"],
                 f"{c['median']:.3f}",
                 f"{c['min']:.3f}",
                 f"{c['ratio']:.2f}",
+                f"{c['floor_ratio']:.2f}",
+                *(f"{1000 * phase:.0f}" for phase in c["phases"]),
                 c["requests"],
                 f"{c['bytes'] / 1e6:.2f}",
             ]
             for c in row["commands"]
         ]
-        headers = ["process", "median s", "min s", "× anchor", "requests", "MB sent"]
+        headers = [
+            "process",
+            "median s",
+            "min s",
+            "× anchor",
+            "× floor",
+            "start-up ms",
+            "wave ms",
+            "tail ms",
+            "requests",
+            "MB sent",
+        ]
         parts.append(tabulate(table, headers=headers, disable_numparse=True))
         parts.append("")
     return "\n".join(parts).rstrip()
 
 
 def checks(rows: list[dict[str, Any]]) -> list[tuple[str, bool]]:
-    """The issue's target, on the 50 ms row without redirects."""
+    """The issues' targets, on the 50 ms row without redirects: against the anchor, and against the floor."""
     row = next(r for r in rows if r["latency_ms"] == 50 and not r["lfs_redirect"])
     ours = next(c for c in row["commands"] if c["label"].startswith("ckptdiff A B, 2 sides"))
     floor = next(c for c in row["commands"] if c["label"].startswith("floor"))
-    text = (
+    against_anchor = (
         f"Hub, 2 sides ≤ {TARGET_RATIO}× the anchor's 1 side at 50 ms a request ({ours['ratio']:.2f}×; "
         f"the httpx2 floor: {floor['ratio']:.2f}×)"
     )
-    return [(text, ours["ratio"] <= TARGET_RATIO)]
+    against_floor = f"Hub, 2 sides ≤ {TARGET_FLOOR_RATIO:.2f}× the httpx2 floor's 2 sides ({ours['floor_ratio']:.2f}×)"
+    return [
+        (against_anchor, ours["ratio"] <= TARGET_RATIO),
+        (against_floor, ours["floor_ratio"] <= TARGET_FLOOR_RATIO),
+    ]
 
 
 def main() -> None:
@@ -311,7 +358,7 @@ def main() -> None:
     rows = run(quick=args.quick, against=args.against)
     print(
         f"Two {SHARDS}-shard repos on tests/hub_emulator.py; whole processes, cold HF cache each; "
-        "× anchor = median time / the anchor's median time."
+        "× anchor, × floor = median time / that process's median time; phases are medians too."
     )
     print(render(rows))
     for text, ok in checks(rows):

@@ -1,3 +1,5 @@
-from .cli import main
+"""``python -m ckptdiff``: the same entry as the ``ckptdiff`` command."""
+
+from ._entry import main
 
 main()

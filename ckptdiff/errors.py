@@ -97,13 +97,24 @@ def display_url(url: str) -> str:
     return f"{scheme}://{host}{slash}{re.split(r'[?#]', path, maxsplit=1)[0]}"
 
 
+def hf_token_beyond_environment() -> bool:
+    """Whether huggingface_hub's ``get_token`` may find a token outside HF_TOKEN: its token file (``hf auth login``),
+    an OIDC exchange (HF_OIDC_RESOURCE) or Colab's secrets. Only then is its auth module worth loading (it loads
+    PyYAML and filelock)."""
+    from huggingface_hub import constants
+
+    return bool(
+        os.environ.get("HF_OIDC_RESOURCE") or os.path.exists(constants.HF_TOKEN_PATH) or "google.colab" in sys.modules
+    )
+
+
 def scrub_secrets(text: str) -> str:
     """Remove tokens and keys from anything we print, even one a server reflected into a message."""
     tokens = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
     endpoint = os.environ.get("HF_ENDPOINT", "")  # http://token@host or http://user:password@host
     userinfo = endpoint.partition("://")[2].partition("/")[0].rpartition("@")[0]
     tokens += userinfo.split(":") if userinfo else []
-    if "huggingface_hub" in sys.modules:  # the token it sends may be a stored login in no hf_ shape
+    if "huggingface_hub" in sys.modules and hf_token_beyond_environment():  # a stored login, in no hf_ shape
         from huggingface_hub import get_token
 
         tokens.append(get_token())

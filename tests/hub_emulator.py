@@ -118,6 +118,7 @@ class LoggedRequest:
     status: int = 0
     bytes_sent: int = 0
     started: float = field(default_factory=time.monotonic)  # when the request line arrived
+    finished: float = 0.0  # when the answer was sent (time.monotonic(), comparable across processes)
 
 
 @dataclass
@@ -413,6 +414,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self._handle(entry, origin, split, raw_parts, route)
         finally:
+            entry.finished = time.monotonic()
             self.emulator._leave(route)
 
     def _handle(self, entry: LoggedRequest, origin: str, split: Any, raw_parts: list[str], route: str) -> None:

@@ -6,6 +6,7 @@ What a fresh interpreter has imported is a count, not a timing: benchmarks/run.p
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,122 @@ def test_a_local_comparison_imports_no_heavy_library() -> None:
     published, ours = FIXTURES / "kimi-k2-eagle3-published", FIXTURES / "kimi-k25-eagle3-ours"
     imported = top_level_modules_after(str(published), str(ours), "--format", "json", "-o", "/dev/null")
     assert imported.isdisjoint(HEAVY), sorted(imported & set(HEAVY))
+
+
+# --- the Hub path: what is loaded before the first request, and what never is ---------------------------------
+
+#: Runs the ckptdiff command (``python -m ckptdiff``'s entry) in a fresh interpreter and prints, as JSON on stderr,
+#: the modules loaded when huggingface_hub's HTTP client sent its first request, and those loaded at the end.
+#: httpx2's ``Client.send`` is wrapped for the snapshot: the library's, not ckptdiff's.
+COMMAND_RUN = """
+import json, runpy, sys
+first, code = [], 0
+if "--snapshot-first-request" in sys.argv:
+    sys.argv.remove("--snapshot-first-request")
+    import httpx2
+    send = httpx2.Client.send
+    def snapshot(self, request, **kwargs):
+        if not first:
+            first.append(sorted(sys.modules))
+        return send(self, request, **kwargs)
+    httpx2.Client.send = snapshot
+sys.argv = ["ckptdiff", *sys.argv[1:]]
+try:
+    runpy.run_module("ckptdiff", run_name="__main__")
+except SystemExit as done:
+    code = done.code
+print(json.dumps({"code": code, "first": first[0] if first else None, "end": sorted(sys.modules)}), file=sys.__stderr__)
+"""
+
+
+def run_the_command(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> dict:
+    """``python -m ckptdiff args`` in a fresh interpreter: its exit code and the modules it loaded (at the end,
+    and with ``--snapshot-first-request`` when huggingface_hub's HTTP client sent its first request)."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
+    full_env.update(env or {}, PYTHONPATH=str(REPO))
+    done = subprocess.run(
+        [sys.executable, "-c", COMMAND_RUN, *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=120
+    )
+    return json.loads(done.stderr.strip().splitlines()[-1])
+
+
+#: Loaded only by what a Hub comparison does not need: downloads (file_download) and the auth helpers' PyYAML
+#: and filelock (no token can be sent here).
+NEVER_ON_THE_HUB_PATH = ("huggingface_hub.file_download", "huggingface_hub.utils._auth", "yaml", "filelock")
+#: The CLI and the comparison machinery: loaded while the listing calls are on the network, not before.
+LOADED_AFTER_THE_LISTING = ("click", "ckptdiff.cli", "ckptdiff.comparison", "ckptdiff.report", "ckptdiff.formats")
+
+
+def modules_of_a_hub_run(hub, home: Path, *args: str, cwd: Path = REPO) -> dict:
+    return run_the_command("--snapshot-first-request", *args, cwd=cwd, env=hub.client_env(home))
+
+
+def loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if m in names or m.split(".")[0] in names)
+
+
+@pytest.fixture
+def two_repos(hub) -> tuple[str, str]:
+    hub.add_repo("org/published", FIXTURES / "kimi-k2-eagle3-published")
+    hub.add_repo("org/ours", FIXTURES / "kimi-k25-eagle3-ours")
+    return "org/published", "org/ours"
+
+
+def test_a_hub_run_sends_its_listing_calls_before_the_cli_loads(hub, two_repos, tmp_path) -> None:
+    run = modules_of_a_hub_run(hub, tmp_path / "hf-home", *two_repos, "--format", "json", "-o", os.devnull)
+
+    assert run["code"] == 0
+    assert loaded(run["first"], LOADED_AFTER_THE_LISTING) == []
+    assert loaded(run["end"], NEVER_ON_THE_HUB_PATH) == []
+    assert "click" in run["end"]
+    assert hub.requests["api-info"] == 2  # one listing call a side: the run took the early answers
+
+
+def test_specs_from_the_config_file_are_listed_before_the_cli_loads(hub, two_repos, tmp_path) -> None:
+    (tmp_path / "ckptdiff.toml").write_text(f'reference = "{two_repos[0]}"\ncandidate = "{two_repos[1]}"\n')
+
+    run = modules_of_a_hub_run(hub, tmp_path / "hf-home", "-o", os.devnull, cwd=tmp_path)
+
+    assert run["code"] == 0
+    # reading the config file loads the names it checks settings against (ckptdiff.formats' list), nothing more
+    assert loaded(run["first"], tuple(set(LOADED_AFTER_THE_LISTING) - {"ckptdiff.formats"})) == []
+    assert hub.requests["api-info"] == 2
+
+
+def test_offline_sends_nothing_early(hub, two_repos, tmp_path) -> None:
+    run = modules_of_a_hub_run(hub, tmp_path / "hf-home", *two_repos, "--offline")
+
+    assert run["code"] == 2 and run["first"] is None
+    assert hub.total_requests == 0
+
+
+def test_a_file_downloaded_into_the_hf_cache_is_read_from_there(hub, two_repos, tmp_path) -> None:
+    """Once a repo has a folder in huggingface_hub's cache, its download module looks files up there."""
+    home = tmp_path / "hf-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
+    download = "from huggingface_hub import hf_hub_download; hf_hub_download('org/published', 'config.json')"
+    assert subprocess.run([sys.executable, "-c", download], env={**env, **hub.client_env(home)}).returncode == 0
+    hub.reset_counters()
+
+    run = modules_of_a_hub_run(hub, home, *two_repos, "--format", "json", "-o", os.devnull)
+
+    assert run["code"] == 0 and "huggingface_hub.file_download" in run["end"]
+    configs = [entry.path.split("/")[:3] for entry in hub.log if entry.path.endswith("/config.json")]
+    assert configs == [["", "org", "ours"]]  # org/published's came from the HF cache
+
+
+def test_a_local_comparison_through_the_command_imports_no_heavy_library(tmp_path) -> None:
+    published, ours = FIXTURES / "kimi-k2-eagle3-published", FIXTURES / "kimi-k25-eagle3-ours"
+
+    run = run_the_command(str(published), str(ours), "-o", os.devnull, env={"HF_HOME": str(tmp_path)})
+
+    assert run["code"] == 0
+    assert loaded(run["end"], HEAVY) == []
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_help_through_the_command_imports_no_heavy_library(flag: str) -> None:
+    run = run_the_command(flag)
+
+    assert run["code"] == 0
+    assert loaded(run["end"], (*HEAVY, "msgspec")) == []

@@ -12,20 +12,21 @@ One run against ``org/name@rev``:
 
 Listings, headers, config.json and the index are kept in :mod:`.header_cache` by repo + commit + file, so a
 second run pinned to a commit makes no request and one on a branch makes one. ``--offline`` /
-``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint, token, HTTP
-session, retry policy and error classes.
+``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint and URL template,
+headers and token (:func:`.hub_http.request_headers`), HTTP session, retry policy and error classes; its
+download module is loaded only to look in its cache, when the repo has a folder there. The ``ckptdiff`` command
+sends the listing call before the rest of the program loads (:func:`send_listing_early`).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
-import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -36,7 +37,7 @@ from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
-from .hub_http import MAX_RETRIES, MIN_BODY_RATE, get_range, open_get
+from .hub_http import MAX_RETRIES, MIN_BODY_RATE, get_range, open_get, request_headers
 
 if TYPE_CHECKING:
     from . import HubSpec, SourceOptions
@@ -69,17 +70,28 @@ class HubSource(Source):
         self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
         self.etag_timeout = float(constants.HF_HUB_ETAG_TIMEOUT)
         self.hf_cache = constants.HF_HUB_CACHE
+        self.url_template = constants.HUGGINGFACE_CO_URL_TEMPLATE
+        self.listing_url = f"{constants.ENDPOINT}/api/models/{self.repo_id}"
         self.cache = HeaderCache(self.repo_id)  # $HF_HOME/ckptdiff, read now (tests move HF_HOME per run)
         self.commit: str | None = None
         self._headers: dict[str, str] | None = None
 
     def _auth_headers(self) -> dict[str, str]:
         """huggingface_hub's headers (user agent, token from HF_TOKEN or the stored login), built once a run."""
-        from huggingface_hub.utils import build_hf_headers
-
         if self._headers is None:
-            self._headers = build_hf_headers()
+            from .. import __version__
+
+            self._headers = request_headers(__version__)
         return dict(self._headers)
+
+    def _file_url(self, file: RelativePath) -> str:
+        """A file's URL at the commit, from huggingface_hub's URL template (as its ``hf_hub_url`` builds it)."""
+        revision = quote(self.commit or "main", safe="")
+        return self.url_template.format(repo_id=self.repo_id, revision=revision, filename=quote(self._repo_path(file)))
+
+    def _hf_cache_folder(self) -> Path:
+        """This repo's folder in huggingface_hub's cache (named as its ``repo_folder_name`` names it)."""
+        return Path(self.hf_cache) / "--".join(("models", *self.repo_id.split("/")))
 
     # --- naming -----------------------------------------------------------------------------------------
 
@@ -157,9 +169,7 @@ class HubSource(Source):
         return self._get(file, start, stop, ranged=True)
 
     def _get(self, file: RelativePath, start: int, stop: int, *, ranged: bool) -> bytes:
-        from huggingface_hub import hf_hub_url
-
-        url = hf_hub_url(self.repo_id, self._repo_path(file), revision=self.commit)
+        url = self._file_url(file)
         needed = needed_from_prefix if start == 0 and file.endswith(".safetensors") else None
         headers, timeout = self._auth_headers(), self.timeout
         return get_range(
@@ -189,7 +199,10 @@ class HubSource(Source):
         return header
 
     def local_path(self, file: RelativePath) -> Path | None:
-        """The file in huggingface_hub's cache, if a download put it there."""
+        """The file in huggingface_hub's cache, if a download put it there (its lookup, which loads its download
+        module, only when the repo has a folder there)."""
+        if not self._hf_cache_folder().is_dir():
+            return None
         from huggingface_hub import try_to_load_from_cache
 
         local = try_to_load_from_cache(self.repo_id, self._repo_path(file), revision=self.commit)
@@ -231,7 +244,7 @@ class HubSource(Source):
             if commit is None or listing is None:
                 raise SourceError(self.where, "not in the local cache and offline mode is on", OFFLINE_HINT)
             return commit, listing
-        commit, listing = self._model_info(revision)
+        commit, listing = self._listing_call(revision)
         if not isinstance(commit, str) or not _COMMIT.match(commit):
             raise SourceError(self.where, f"the Hub at {self.endpoint} did not say which commit {revision!r} is")
         malformed = next((f for f in listing if not _well_formed(f)), None)
@@ -243,20 +256,40 @@ class HubSource(Source):
             self.cache.write_ref(revision, commit)
         return commit, listing
 
-    def _model_info(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
-        """One call: the commit, and every file with its size and LFS sha256."""
-        from huggingface_hub import constants
-        from huggingface_hub.utils import get_session
+    def _listing_call_needed(self) -> bool:
+        """Whether resolving the revision asks the Hub (not offline, and not a commit whose listing is cached)."""
+        revision = self.revision
+        return not self.offline and not (revision and _COMMIT.match(revision) and self.cache.read_listing(revision))
 
-        url = f"{constants.ENDPOINT}/api/models/{self.repo_id}"
+    def _listing_key(self) -> tuple[str, str | None]:
+        return self.listing_url, self.revision
+
+    def _listing_call(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
+        """The listing call's answer: the one :func:`send_listing_early` sent for this repo and revision, else a
+        call made now."""
+        with _early_lock:
+            early = _early_listings.pop(self._listing_key(), None) if revision == self.revision else None
+        if early is not None:
+            return early.result()  # its answer, or the very error the call raised
+        return self._model_info(revision)
+
+    def _model_info(
+        self, revision: str | None, trace: Callable[[str, dict[str, Any]], None] | None = None
+    ) -> tuple[Any, list[ListedFile]]:
+        """One call: the commit, and every file with its size and LFS sha256 (``trace``: see :func:`.open_get`)."""
+        url = self.listing_url
         if revision:
             url += f"/revision/{quote(revision, safe='')}"
         headers = self._auth_headers()
-        get_session()  # made before the import below starts, so the two do not slow each other down
-        _import_in_background("huggingface_hub.file_download")  # the reads after the listing need it
         deadline = time.monotonic() + (MAX_RETRIES + 1) * self.timeout + MAX_JSON_BYTES / MIN_BODY_RATE
         with open_get(
-            url, self.where, headers=headers, params={"blobs": True}, timeout=self.timeout, deadline=deadline
+            url,
+            self.where,
+            headers=headers,
+            params={"blobs": True},
+            timeout=self.timeout,
+            deadline=deadline,
+            trace=trace,
         ) as response:
             body, started = bytearray(), time.monotonic()
             for chunk in response.iter_bytes():  # streamed, so an endless or bloated listing stops at the cap
@@ -285,9 +318,7 @@ class HubSource(Source):
 
     def _hf_cache_ref(self, revision: str | None) -> str | None:
         """The commit a branch pointed at when huggingface_hub last downloaded from it (offline fallback)."""
-        from huggingface_hub.file_download import repo_folder_name
-
-        ref = Path(self.hf_cache) / repo_folder_name(repo_id=self.repo_id, repo_type="model") / "refs"
+        ref = self._hf_cache_folder() / "refs"
         try:
             commit = (ref / (revision or "main")).read_text().strip()
         except OSError:
@@ -296,10 +327,7 @@ class HubSource(Source):
 
     def _hf_snapshot_listing(self, commit: str) -> list[ListedFile] | None:
         """A listing rebuilt from a snapshot huggingface_hub downloaded (its blob names are the LFS sha256)."""
-        from huggingface_hub.file_download import repo_folder_name
-
-        snapshot = Path(self.hf_cache) / repo_folder_name(repo_id=self.repo_id, repo_type="model") / "snapshots"
-        snapshot = snapshot / commit
+        snapshot = self._hf_cache_folder() / "snapshots" / commit
         if not snapshot.is_dir():
             return None
         listing = []
@@ -320,16 +348,49 @@ def _listed(sibling: dict[str, Any]) -> ListedFile:
     return ListedFile(sibling["rfilename"], sibling.get("size"), lfs["sha256"] if lfs is not None else None)
 
 
-_imported_in_background: set[str] = set()
+#: Listing calls sent before a run's sources exist, by (listing URL, revision): each is taken by the first
+#: HubSource that would make the same call.
+_early_listings: dict[tuple[str, str | None], Future[tuple[Any, list[ListedFile]]]] = {}
+_early_lock = threading.Lock()
 
 
-def _import_in_background(module: str) -> None:
-    """Import a module on a thread of its own, once: its import then overlaps a request's wait on the network
-    instead of holding up the requests that follow."""
-    if module in _imported_in_background or module in sys.modules:
-        return
-    _imported_in_background.add(module)
-    threading.Thread(target=importlib.import_module, args=(module,), name="ckptdiff-import", daemon=True).start()
+#: The longest the caller of :func:`send_listing_early` waits for the call to reach the network.
+EARLY_START_WAIT = 5.0
+
+
+def send_listing_early(spec: str, options: SourceOptions) -> bool:
+    """Send the listing call of a Hub spec now, on a thread of its own, through the same code a HubSource runs;
+    the run's HubSource for that repo and revision takes its answer (or its error) instead of calling again.
+    Returns once the call is on the network (its connection or request started), so that the caller's next
+    imports overlap the round trip and do not hold up the call. Nothing is sent for a spec that is not a Hub
+    repo, offline, or a commit whose listing is cached. Returns whether a call was sent."""
+    from . import HubSpec, parse_spec
+
+    parsed = parse_spec(spec)
+    if not isinstance(parsed, HubSpec):
+        return False
+    source = HubSource(spec, parsed, options)
+    if not source._listing_call_needed():
+        return False
+    future: Future[tuple[Any, list[ListedFile]]] = Future()
+    with _early_lock:
+        if source._listing_key() in _early_listings:
+            return False
+        _early_listings[source._listing_key()] = future
+
+    under_way = threading.Event()
+
+    def call() -> None:
+        try:
+            future.set_result(source._model_info(source.revision, trace=lambda event, info: under_way.set()))
+        except BaseException as err:  # handed to the HubSource that takes the answer
+            future.set_exception(err)
+        finally:
+            under_way.set()
+
+    threading.Thread(target=call, name="ckptdiff-listing", daemon=True).start()
+    under_way.wait(EARLY_START_WAIT)
+    return True
 
 
 def _well_formed(listed: ListedFile) -> bool:

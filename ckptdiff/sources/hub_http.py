@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import SourceError
+from ..errors import SourceError, hf_token_beyond_environment
 
 #: Retries for one request: status 408/429/5xx (honouring Retry-After up to a cap) and dropped connections. A
 #: timeout or a refused connection is reported at once.
@@ -26,6 +27,23 @@ MAX_RETRY_AFTER = 30.0
 RETRY_STATUSES = (408, 429, 500, 502, 503, 504)
 #: Bytes of an error response's body kept for its message.
 MAX_ERROR_BODY = 64 * 1024
+
+
+def request_headers(library_version: str) -> dict[str, str]:
+    """The headers of every Hub request: huggingface_hub's ``build_hf_headers`` (its user agent and the token from
+    HF_TOKEN, ``hf auth login``, OIDC or Colab) whenever a token may be sent. When none can be (implicit tokens
+    off, or none of those places holds one), its helper is not imported: its auth module loads PyYAML and filelock,
+    ~20 ms of start-up before the first request, to find nothing. The user agent then names the same versions."""
+    from huggingface_hub import __version__ as hub_version
+    from huggingface_hub import constants
+
+    token_variable = any(os.environ.get(name, "").strip() for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
+    if not constants.HF_HUB_DISABLE_IMPLICIT_TOKEN and (token_variable or hf_token_beyond_environment()):
+        from huggingface_hub.utils import build_hf_headers
+
+        return build_hf_headers(library_name="ckptdiff", library_version=library_version)
+    python = ".".join(map(str, sys.version_info[:3]))
+    return {"user-agent": f"ckptdiff/{library_version}; hf_hub/{hub_version}; python/{python}"}
 
 
 class BodyInterrupted(Exception):
@@ -73,15 +91,18 @@ def open_get(
     timeout: float,
     deadline: float,
     params: dict[str, Any] | None = None,
+    trace: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> Iterator[Any]:
     """A streamed GET through huggingface_hub's session, its 408/429/5xx retried here with waits that have a
     cap (Retry-After up to MAX_RETRY_AFTER, never past ``deadline``); an error status is raised as
-    huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body."""
+    huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body. ``trace``: httpx2's trace
+    extension (called as the connection and the request go out)."""
     from huggingface_hub.utils import http_stream_backoff
 
+    extra: dict[str, Any] = {"extensions": {"trace": trace}} if trace is not None else {}
     for attempt in range(MAX_RETRIES + 1):
         with http_stream_backoff(
-            "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy()
+            "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy(), **extra
         ) as response:
             status = response.status_code
             if status in RETRY_STATUSES and attempt < MAX_RETRIES:
