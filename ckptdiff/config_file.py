@@ -23,12 +23,15 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
-from .policy import FAIL_ON_CHOICES, PATTERN_FIELDS, Policy
+from .policy_keys import FAIL_ON_CHOICES, PATTERN_FIELDS
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 CKPTDIFF_TOML = "ckptdiff.toml"
 PYPROJECT_TOML = "pyproject.toml"
@@ -223,6 +226,8 @@ def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy:
 
     ``flags`` maps policy field names to the command line's values; an empty tuple or None means "not given".
     """
+    from .policy import Policy
+
     chosen: dict[str, Any] = {}
     origins: list[tuple[str, str]] = []
     for key in (*PATTERN_FIELDS, "fail_on"):

@@ -32,14 +32,12 @@ from typing import cast
 import msgspec
 
 from .errors import CkptdiffError, scrub_secrets
+from .policy_keys import FAIL_ON_CHOICES, PATTERN_FIELDS
 from .report import EngineResult, FailOn, Finding, PolicyRule, RuleKind, RuleOrigin, TensorRow, rule_id
 
 __all__ = ["FailOn", "Policy", "PolicyError", "apply_event_policy", "apply_policy", "idle_rule_findings"]
 
-FAIL_ON_CHOICES: tuple[str, ...] = ("error", "warning")
 ANY_DTYPE_CHANGE = "*"
-#: Policy fields that hold lists of patterns, in the order reports name them.
-PATTERN_FIELDS: tuple[str, ...] = ("ignore", "allow_missing", "allow_extra", "allow_dtype_change", "allow_event")
 
 
 class PolicyError(CkptdiffError):

@@ -18,6 +18,8 @@ LAYERS: dict[str, int] = {
     "ckptdiff.errors": 0,
     "ckptdiff.dtypes": 0,
     "ckptdiff.progress": 0,
+    "ckptdiff.policy_keys": 0,
+    "ckptdiff._entry": 11,
     "ckptdiff.safetensors_header": 1,
     "ckptdiff.checkpoint": 2,
     "ckptdiff.sources": 3,
