@@ -6,8 +6,8 @@ import click
 
 #: Each option's group in --help, by its first long name; an option not listed goes under "Other".
 OPTION_GROUPS: dict[str, tuple[str, ...]] = {
-    "Sources": ("--base", "--offline", "--jobs"),
-    "Comparison": ("--profile", "--rename", "--values"),
+    "Sources": ("--base", "--offline", "--jobs", "--follow-symlinks"),
+    "Comparison": ("--profile", "--rename", "--values", "--scheduler"),
     "Engines": ("--engine",),
     "Policy": (
         "--ignore",
@@ -16,6 +16,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "--allow-dtype-change",
         "--allow-event",
         "--fail-on",
+        "--allow-empty",
         "--config",
     ),
     "Output": (
