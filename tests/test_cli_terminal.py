@@ -300,3 +300,17 @@ def test_tab_completes_a_path_in_bash(tmp_path, on_path):
         assert "ckptdiff drafters/ours-step-100/" in screen, screen
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
+    from ckptdiff.formats.table import hang
+
+    message = "error [aux_count_mismatch] the fc matmul fails [vllm-project/vllm@v0.33.0 " + (
+        "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (get_eagle3_aux_layers_from_config)]"
+    )
+    for width in range(30, 90):
+        lines = [line.strip() for line in hang("    ", message, width, indent="      ")]
+        rejoined = lines[0]
+        for line in lines[1:]:  # a path breaks after a dot, prose at a space
+            rejoined += line if rejoined.endswith(".") else " " + line
+        assert rejoined == message, width

@@ -283,7 +283,12 @@ def hang(first: str, text: str, width: int | None, indent: str | None = None, in
         return [first + text]
     available = max(width - len(indent), 20)
     head, *rest = wrap(text, max(width - len(first), 20) + invisible)
-    return [first + head] + [indent + line for line in wrap(" ".join(rest), available)] if rest else [first + head]
+    if not rest:
+        return [first + head]
+    # wrap the text after the first line again at the continuation width (rejoining the lines would put a space
+    # where a path was broken after a dot)
+    remainder = text[len(head) :].lstrip() if text.startswith(head) else " ".join(rest)
+    return [first + head] + [indent + line for line in wrap(remainder, available)]
 
 
 def grid(
