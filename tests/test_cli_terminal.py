@@ -305,7 +305,9 @@ def test_tab_completes_a_path_in_bash(tmp_path, on_path):
 def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
     from ckptdiff.formats.table import hang
 
-    message = "error [aux_count_mismatch] the fc matmul fails [vllm-project/vllm@v0.33.0 " + (
+    message = (
+        "[aux_count_mismatch] 3 target hidden states are captured (its default three) but fc takes 2 x "
+        "target_hidden_size=64: the fc matmul fails on the first forward [vllm-project/vllm@v0.33.0 "
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (get_eagle3_aux_layers_from_config)]"
     )
     for width in range(30, 90):
