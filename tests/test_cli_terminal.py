@@ -303,16 +303,18 @@ def test_tab_completes_a_path_in_bash(tmp_path, on_path):
 
 
 def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
+    """The event lines of a coloured table: the severity's colour codes take no room on screen."""
     from ckptdiff.formats.table import hang
 
+    label = "\033[31merror\033[0m"
     message = (
         "[aux_count_mismatch] 3 target hidden states are captured (its default three) but fc takes 2 x "
         "target_hidden_size=64: the fc matmul fails on the first forward [vllm-project/vllm@v0.33.0 "
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (get_eagle3_aux_layers_from_config)]"
     )
-    for width in range(30, 90):
-        lines = [line.strip() for line in hang("    ", message, width, indent="      ")]
-        rejoined = lines[0]
+    for width in range(30, 120):
+        lines = hang("    ", f"{label} {message}", width, indent="      ", invisible=len(label) - len("error"))
+        rejoined = lines[0].strip()
         for line in lines[1:]:  # a path breaks after a dot, prose at a space
-            rejoined += line if rejoined.endswith(".") else " " + line
-        assert rejoined == message, width
+            rejoined += line.strip() if rejoined.endswith(".") else " " + line.strip()
+        assert rejoined == f"{label} {message}", width
