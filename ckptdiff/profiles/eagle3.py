@@ -21,6 +21,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -114,16 +115,34 @@ class _Findings:
 
     def __init__(self) -> None:
         self._items: dict[tuple[Severity, str, str], list[str]] = {}
+        self._details: dict[tuple[Severity, str, str], tuple[str | None, dict[str, Any]]] = {}
 
-    def add(self, severity: Severity, code: str, message: str, side: str | None = None) -> None:
-        self._items.setdefault((severity, code, message), []).extend([side] if side else [])
+    def add(
+        self,
+        severity: Severity,
+        code: str,
+        message: str,
+        side: str | None = None,
+        *,
+        subject: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        key = (severity, code, message)
+        self._items.setdefault(key, []).extend([side] if side else [])
+        self._details.setdefault(key, (subject, params or {}))
 
     def to_list(self) -> list[Finding]:
         """Errors first, then warnings, then information; otherwise in the order found."""
         rank = {"error": 0, "warning": 1, "info": 2}
         items = sorted(self._items.items(), key=lambda item: rank[item[0][0]])
         return [
-            Finding(severity, code, f"{' and '.join(sides)}: {message}" if sides else message)
+            Finding(
+                severity,
+                code,
+                f"{' and '.join(sides)}: {message}" if sides else message,
+                subject=self._details[(severity, code, message)][0],
+                params=self._details[(severity, code, message)][1],
+            )
             for (severity, code, message), sides in items
         ]
 
@@ -258,6 +277,10 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
         )
 
 
+def _aux_difference(key: str, a: Any, b: Any) -> str:
+    return f"{key} differs: A {json.dumps(a)}, B {json.dumps(b)}"
+
+
 def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
     if a.drafter is None or b.drafter is None:
         return
@@ -275,7 +298,9 @@ def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
         found.add(
             "warning",
             "aux_layer_ids_differ",
-            f"{ids_a.key} differs: A {json.dumps(ids_a.value)}, B {json.dumps(ids_b.value)}; {why}",
+            f"{_aux_difference(ids_a.key, ids_a.value, ids_b.value)}; {why}",
+            subject=ids_a.key,
+            params={"key": ids_a.key, "a": list(ids_a.value), "b": list(ids_b.value), "engines": why},
         )
     pos_a, pos_b = a.drafter.max_positions, b.drafter.max_positions
     if pos_a is not None and pos_b is not None and pos_a.value != pos_b.value:
@@ -443,8 +468,11 @@ def engine_view(findings: list[Finding]) -> list[Finding]:
     for finding in findings:
         if finding.code in ENGINE_PROSE:
             continue
-        if finding.code == "aux_layer_ids_differ":  # "<key> differs: A [..], B [..]; <what engines do>"
-            finding = msgspec.structs.replace(finding, message=finding.message.split("; ", 1)[0])
+        if finding.code == "aux_layer_ids_differ":  # the engines' own events say what each engine reads
+            p = finding.params
+            kept = {name: value for name, value in p.items() if name != "engines"}
+            message = _aux_difference(p["key"], p["a"], p["b"])
+            finding = msgspec.structs.replace(finding, message=message, params=kept)
         out.append(finding)
     return out
 
