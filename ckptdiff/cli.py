@@ -344,12 +344,28 @@ def _interrupt(signum: int, frame: object) -> None:
     os._exit(130)
 
 
+#: Loggers of the object-store clients, which log failed attempts with their tracebacks on stderr (Python's
+#: last-resort handler) before ckptdiff's own one line says what failed.
+STORE_LOGGERS = ("gcsfs", "adlfs", "s3fs", "aiobotocore", "botocore", "fsspec", "aiohttp", "google", "azure")
+
+
+def _quiet_store_loggers() -> None:
+    import logging
+
+    for name in STORE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+            logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: CkptdiffError → one line on stderr and exit 2; never a traceback unless --debug."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
     if not debug:  # huggingface_hub logs every retry; ckptdiff reports the outcome in one line instead
         os.environ.setdefault("HF_HUB_VERBOSITY", "error")
+        _quiet_store_loggers()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _interrupt)
     try:

@@ -240,3 +240,15 @@ def test_offline_refuses_an_object_store_before_any_request(s3):
     with pytest.raises(SourceError, match="an object store cannot be read with --offline"):
         resolve("s3://drafters/published", SourceOptions(offline=True))
     assert sum(s3.requests.values()) == 0
+
+
+def test_an_unreachable_store_is_one_line_without_the_clients_logged_tracebacks(run_cli_subprocess):
+    """gcsfs logs each failed attempt with its traceback; ckptdiff's one line is all that reaches stderr."""
+    pytest.importorskip("gcsfs")
+    done = run_cli_subprocess(
+        "gs://my-bucket/drafter",
+        str(FIXTURES / "kimi-k25-eagle3-ours"),
+        env={"GOOGLE_CLOUD_PROJECT": "x", "STORAGE_EMULATOR_HOST": "http://127.0.0.1:9"},
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("ckptdiff: gs://my-bucket/drafter: "), done.stderr

@@ -224,7 +224,9 @@ def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only
             lines += hang("    ", text, terminal.width, indent="      ", invisible=len(label) - len(event.severity))
         hidden = len(events) - len(visible)
         if hidden:
-            lines.append(f"    {hidden} info event{'s' if hidden != 1 else ''} (-v shows them)")
+            lines.append(
+                f"    {hidden} info event{'s' if hidden != 1 else ''} (-v shows {'them' if hidden != 1 else 'it'})"
+            )
     return ["", "engines:", *lines] if lines else []
 
 
@@ -238,7 +240,10 @@ def _findings(report: Report, terminal: Terminal, paint: Painter, *, failing_onl
         if not group:
             continue
         if severity == "info" and terminal.verbosity <= 0:
-            lines += ["", f"{len(group)} info finding{'s' if len(group) != 1 else ''} (-v shows them)"]
+            lines += [
+                "",
+                _hidden_info(len(group), "finding"),
+            ]
             continue
         lines += ["", paint(f"{_PLURAL[severity]}:", severity)]
         for finding in group:
@@ -258,6 +263,11 @@ _PROSE_WORDS = re.compile(r"(?:\[[0-9, ]*\]|[^\s.]|\.(?![A-Za-z_]))+(?:\.(?=[A-Z
 
 def words(text: str, name: bool = False) -> list[str]:
     return (_NAME_WORDS if name else _PROSE_WORDS).findall(text)
+
+
+def _hidden_info(count: int, what: str) -> str:
+    """``3 info events (-v shows them)``, ``1 info finding (-v shows it)``."""
+    return f"{count} info {what}s (-v shows them)" if count != 1 else f"1 info {what} (-v shows it)"
 
 
 def wrap(text: str, width: int | None, name: bool = False) -> list[str]:
