@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
@@ -119,17 +119,35 @@ def tensors_from_shards(
     *,
     weight_map: Mapping[str, RelativePath] | None = None,
     index_name: str = "index",
+    known: Mapping[RelativePath, tuple[SafetensorsHeader, dict[str, TensorInfo]]] | None = None,
+    into: MutableMapping[RelativePath, tuple[SafetensorsHeader, dict[str, TensorInfo]]] | None = None,
 ) -> dict[str, TensorInfo]:
-    """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one."""
+    """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one.
+
+    ``known``: a shard's TensorInfos already built from this very header object (the other side's, same file
+    name), reused as they are; ``into``: where each shard's TensorInfos are recorded for such reuse.
+    """
     tensors: dict[str, TensorInfo] = {}
     indexed = weight_map is not None  # so far, every stored (name, shard) pair is the index's
     stored = 0
     for file in sorted(headers):
         header = headers[file]
-        start = header.data_start
-        for name, entry in header.tensors.items():
-            begin, end = entry.data_offsets
-            tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+        built = known.get(file) if known is not None else None
+        if built is not None and built[0] is header:
+            tensors.update(built[1])
+        elif into is None:
+            start = header.data_start
+            for name, entry in header.tensors.items():
+                begin, end = entry.data_offsets
+                tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+        else:
+            start = header.data_start
+            shard: dict[str, TensorInfo] = {}
+            for name, entry in header.tensors.items():
+                begin, end = entry.data_offsets
+                shard[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+            into[file] = (header, shard)
+            tensors.update(shard)
         stored += len(header.tensors)
         if indexed and weight_map is not None:  # a C-level subset test: this shard's names are indexed to it
             indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()

@@ -160,6 +160,11 @@ def _parse_document(text: str, source: SourceName, *, header_length: int, file_s
     return header
 
 
+def check_file_size(header: SafetensorsHeader, file_size: int | None, *, source: SourceName) -> None:
+    """Refuse a file whose size is not the one its (validated) header describes."""
+    _check_file_size(header, header.data_length, file_size, source)
+
+
 def _check_file_size(header: SafetensorsHeader, data_length: int, file_size: int | None, source: SourceName) -> None:
     end = header.data_start + data_length
     if file_size is not None and end != file_size:

@@ -167,7 +167,14 @@ def read_checkpoint(
     if plan.torch:
         tensors = merge_tensor_maps({name: per_file[name].tensors for name in order}, weight_map, index_name)
     else:
-        tensors = tensors_from_shards(per_file, weight_map=weight_map, index_name=index_name)
+        shared = source.shared
+        tensors = tensors_from_shards(
+            per_file,
+            weight_map=weight_map,
+            index_name=index_name,
+            known=shared.tensors if shared is not None and not shared.recording else None,
+            into=shared.tensors if shared is not None and shared.recording else None,
+        )
     sizes = {name: per_file[name].file_size for name in order}
     described = source.describe(plan.index or plan.files[0])
     return Checkpoint(
