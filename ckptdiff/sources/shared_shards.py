@@ -29,11 +29,16 @@ class SharedShards:
             self._headers[file] = (raw, header)
 
     def header_for(self, file: RelativePath, raw: bytes) -> SafetensorsHeader | None:
-        """A's validated header of the same-named shard if B's bytes are exactly A's, else None."""
+        """A's validated header of the same-named shard if B's bytes are exactly A's, else None.
+
+        A's record of the shard is let go as B reads it (B reads each shard once): where headers differ, A's
+        decode is freed before B's next shard is decoded, so peak memory stays near a pair read without sharing.
+        """
         if self.recording:
             return None
-        found = self._headers.get(file)
+        found = self._headers.pop(file, None)
         if found is None or found[0] != raw:
+            self.tensors.pop(file, None)
             return None
         self.reused.append(file)
         return found[1]
