@@ -150,16 +150,3 @@ def test_the_61_shard_kimi_k2_base_renders_in_a_few_dozen_rows_and_json_lists_ev
     listed = json.loads(render(report, "json"))["tensors"]
     assert len(listed) == len(report.tensors)
     assert {row["name"] for row in listed} == {row.name for row in report.tensors}
-
-
-@pytest.mark.parametrize("odd_name", ["model.layers.9\n.mlp.weight", "model.layers.9.\x00.weight"])
-def test_a_name_the_joined_text_cannot_separate_changes_no_other_line(odd_name):
-    """Names are split in one pass over their newline-joined text; a name holding a newline or the template's
-    hole (a torch archive may) makes the collapse take names one by one, with the same lines."""
-    rows = expert_rows(range(3), range(4))
-    odd = TensorRow(odd_name, "match", NORM, NORM, None)
-
-    lines = collapse([*rows, odd])
-
-    assert lines[:-1] == collapse(rows)
-    assert lines[-1].name == odd_name and lines[-1].count == 1
