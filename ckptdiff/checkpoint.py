@@ -114,13 +114,18 @@ def config_at(config: Mapping[str, Any] | None, path: Iterable[str]) -> Any:
     return holder
 
 
+#: One shard's TensorInfos as built from a header with a weight map: (header, tensors, weight map, whether every
+#: name of the shard is indexed to it). Another side's same-named shard with the same header object reuses them.
+ShardTensors = tuple["SafetensorsHeader", dict[str, "TensorInfo"], "Mapping[str, RelativePath] | None", bool]
+
+
 def tensors_from_shards(
     headers: Mapping[RelativePath, SafetensorsHeader],
     *,
     weight_map: Mapping[str, RelativePath] | None = None,
     index_name: str = "index",
-    known: Mapping[RelativePath, tuple[SafetensorsHeader, dict[str, TensorInfo]]] | None = None,
-    into: MutableMapping[RelativePath, tuple[SafetensorsHeader, dict[str, TensorInfo]]] | None = None,
+    known: Mapping[RelativePath, ShardTensors] | None = None,
+    into: MutableMapping[RelativePath, ShardTensors] | None = None,
 ) -> dict[str, TensorInfo]:
     """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one.
 
@@ -135,7 +140,12 @@ def tensors_from_shards(
         built = known.get(file) if known is not None else None
         if built is not None and built[0] is header:
             tensors.update(built[1])
-        elif into is None:
+            stored += len(header.tensors)
+            if indexed and weight_map is not None:  # the same header under the same index: the same answer
+                same_index = built[2] is weight_map
+                indexed = built[3] if same_index else dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+            continue
+        if into is None:
             start = header.data_start
             for name, entry in header.tensors.items():
                 begin, end = entry.data_offsets
@@ -146,11 +156,15 @@ def tensors_from_shards(
             for name, entry in header.tensors.items():
                 begin, end = entry.data_offsets
                 shard[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
-            into[file] = (header, shard)
             tensors.update(shard)
         stored += len(header.tensors)
-        if indexed and weight_map is not None:  # a C-level subset test: this shard's names are indexed to it
-            indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+        # a C-level subset test: this shard's names are indexed to it (not asked once a shard has failed it)
+        shard_indexed = (
+            indexed and weight_map is not None and dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+        )
+        if into is not None:
+            into[file] = (header, shard, weight_map, shard_indexed)
+        indexed = indexed and shard_indexed
     if len(tensors) != stored:
         _refuse_name_in_two_shards({file: headers[file].tensors for file in headers}, index_name)
     if weight_map is not None and not (indexed and stored == len(weight_map)):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..checkpoint import RelativePath, TensorInfo
+from ..checkpoint import RelativePath, ShardTensors
 from ..safetensors_header import SafetensorsHeader
 
 
@@ -19,8 +19,10 @@ class SharedShards:
     def __init__(self) -> None:
         self.recording = True  # reading A: remember; then B: look up
         self._headers: dict[RelativePath, tuple[bytes, SafetensorsHeader]] = {}
-        #: Per shard, the header A built its tensors from and those tensors (``tensors_from_shards``).
-        self.tensors: dict[RelativePath, tuple[SafetensorsHeader, dict[str, TensorInfo]]] = {}
+        #: Per shard, the header A built its tensors from, those tensors, A's weight map and whether the shard's
+        #: names were all indexed to it there (``tensors_from_shards``).
+        self.tensors: dict[RelativePath, ShardTensors] = {}
+        self._index: tuple[bytes, dict[str, RelativePath]] | None = None
         #: B's shards whose header was A's (what the decode-skipping path did, for tests and benchmarks).
         self.reused: list[RelativePath] = []
 
@@ -41,6 +43,19 @@ class SharedShards:
             self.tensors.pop(file, None)
             return None
         self.reused.append(file)
+        return found[1]
+
+    def remember_index(self, raw: bytes, weight_map: dict[str, RelativePath]) -> None:
+        if self.recording:
+            self._index = (raw, weight_map)
+
+    def weight_map_for(self, raw: bytes) -> dict[str, RelativePath] | None:
+        """A's parsed weight map if B's index bytes are exactly A's (same shard names: B's shard paths are A's)."""
+        if self.recording:
+            return None
+        found, self._index = self._index, None  # B reads its index once: A's is let go
+        if found is None or found[0] != raw:
+            return None
         return found[1]
 
     def done_recording(self) -> None:
