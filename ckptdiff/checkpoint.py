@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
@@ -114,25 +114,57 @@ def config_at(config: Mapping[str, Any] | None, path: Iterable[str]) -> Any:
     return holder
 
 
+#: One shard's TensorInfos as built from a header with a weight map: (header, tensors, weight map, whether every
+#: name of the shard is indexed to it). Another side's same-named shard with the same header object reuses them.
+ShardTensors = tuple["SafetensorsHeader", dict[str, "TensorInfo"], "Mapping[str, RelativePath] | None", bool]
+
+
 def tensors_from_shards(
     headers: Mapping[RelativePath, SafetensorsHeader],
     *,
     weight_map: Mapping[str, RelativePath] | None = None,
     index_name: str = "index",
+    known: Mapping[RelativePath, ShardTensors] | None = None,
+    into: MutableMapping[RelativePath, ShardTensors] | None = None,
 ) -> dict[str, TensorInfo]:
-    """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one."""
+    """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one.
+
+    ``known``: a shard's TensorInfos already built from this very header object (the other side's, same file
+    name), reused as they are; ``into``: where each shard's TensorInfos are recorded for such reuse.
+    """
     tensors: dict[str, TensorInfo] = {}
     indexed = weight_map is not None  # so far, every stored (name, shard) pair is the index's
     stored = 0
     for file in sorted(headers):
         header = headers[file]
-        start = header.data_start
-        for name, entry in header.tensors.items():
-            begin, end = entry.data_offsets
-            tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+        built = known.get(file) if known is not None else None
+        if built is not None and built[0] is header:
+            tensors.update(built[1])
+            stored += len(header.tensors)
+            if indexed and weight_map is not None:  # the same header under the same index: the same answer
+                same_index = built[2] is weight_map
+                indexed = built[3] if same_index else dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+            continue
+        if into is None:
+            start = header.data_start
+            for name, entry in header.tensors.items():
+                begin, end = entry.data_offsets
+                tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+        else:
+            start = header.data_start
+            shard: dict[str, TensorInfo] = {}
+            for name, entry in header.tensors.items():
+                begin, end = entry.data_offsets
+                shard[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+            tensors.update(shard)
         stored += len(header.tensors)
-        if indexed and weight_map is not None:  # a C-level subset test: this shard's names are indexed to it
-            indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+        # a C-level subset test: this shard's names are indexed to it (not asked once a shard has failed it)
+        shard_indexed = (
+            indexed and weight_map is not None and dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+        )
+        if into is not None:
+            into[file] = (header, shard, weight_map, shard_indexed)
+        indexed = indexed and shard_indexed
     if len(tensors) != stored:
         _refuse_name_in_two_shards({file: headers[file].tensors for file in headers}, index_name)
     if weight_map is not None and not (indexed and stored == len(weight_map)):

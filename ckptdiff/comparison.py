@@ -149,7 +149,10 @@ def _tensor_rows(
     append = rows.append
     for name, ta, tb in zip(names, map(a.get, names), map(b.get, names)):
         side_a = None if ta is None else TensorSide(ta.shape, ta.dtype, None if ta.name == name else ta.name)
-        side_b = None if tb is None else TensorSide(tb.shape, tb.dtype, None if tb.name == name else tb.name)
+        if tb is ta:  # one object on both sides: B's shard header was byte-identical to A's (sources.shared_shards)
+            side_b = side_a
+        else:
+            side_b = None if tb is None else TensorSide(tb.shape, tb.dtype, None if tb.name == name else tb.name)
         if ta is not None and tb is not None:
             if ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case
                 append(TensorRow(name, "match", side_a, side_b, None))

@@ -12,6 +12,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard, TypeVar
 
@@ -90,7 +91,7 @@ class SafetensorsHeader:
         """Absolute file offset where tensor data begins."""
         return LENGTH_PREFIX_BYTES + self.header_length
 
-    @property
+    @cached_property  # asked for by the size check and by the file's listing, and for B when B reuses A's header
     def data_length(self) -> int:
         return max(map(itemgetter(1), map(attrgetter("data_offsets"), self.tensors.values())), default=0)
 
@@ -158,6 +159,11 @@ def _parse_document(text: str, source: SourceName, *, header_length: int, file_s
     header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=header_length)
     _check_file_size(header, header.data_length, file_size, source)
     return header
+
+
+def check_file_size(header: SafetensorsHeader, file_size: int | None, *, source: SourceName) -> None:
+    """Refuse a file whose size is not the one its (validated) header describes."""
+    _check_file_size(header, header.data_length, file_size, source)
 
 
 def _check_file_size(header: SafetensorsHeader, data_length: int, file_size: int | None, source: SourceName) -> None:

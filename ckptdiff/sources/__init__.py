@@ -242,7 +242,7 @@ def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[
     """
     options = options or SourceOptions()
     if not (_is_remote(a) or _is_remote(b)):
-        return resolve(a, options), resolve(b, options)
+        return _read_local_pair(a, b, options)
     from concurrent.futures import ThreadPoolExecutor
 
     def read(spec: str) -> Checkpoint:
@@ -255,6 +255,19 @@ def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[
             return side_a.result(), side_b.result()
     finally:
         headers.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_local_pair(a: str, b: str, options: SourceOptions) -> tuple[Checkpoint, Checkpoint]:
+    """A then B; B reuses A's decode of every shard whose header bytes are A's same-named shard's
+    (:mod:`.shared_shards`), a common case: a fine-tune that kept the base's layout and metadata."""
+    from .shared_shards import SharedShards
+
+    shared = SharedShards()
+    source_a, source_b = open_source(a, options), open_source(b, options)
+    source_a.shared = source_b.shared = shared
+    side_a = read_source(source_a, progress=options.progress)
+    shared.done_recording()
+    return side_a, read_source(source_b, progress=options.progress)
 
 
 def _is_remote(spec: str) -> bool:

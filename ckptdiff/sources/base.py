@@ -20,6 +20,7 @@ from ..safetensors_header import (
     parse_file_prefix,
     read_header_length,
 )
+from .shared_shards import SharedShards
 
 #: A seekable read-only handle on a weight file: the local file, or a remote one read through ranges.
 ReadHandle: TypeAlias = "BinaryIO | RangeFile"
@@ -68,6 +69,8 @@ class Source(ABC):
     absent: str = "missing"
     #: Where fetch_to puts files that are not on disk yet (for the --values download note).
     downloads_into: str = "a temporary folder"
+    #: Shards shared with the other side of a pair (only local sources share: :mod:`.shared_shards`).
+    shared: SharedShards | None = None
 
     @property
     def display(self) -> str:

@@ -9,13 +9,25 @@ from typing import BinaryIO
 
 from ..checkpoint import INDEX_SUFFIX, RelativePath
 from ..errors import HeaderError, SourceError
-from ..safetensors_header import LENGTH_PREFIX_BYTES, SafetensorsHeader, parse_header, read_header_length
+from ..safetensors_header import (
+    LENGTH_PREFIX_BYTES,
+    SafetensorsHeader,
+    check_file_size,
+    parse_header,
+    read_header_length,
+)
 from .base import Described, ListedFile, Listing, ReadHandle, Source
 
 
 def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
     """Read only the header bytes of one safetensors file (never its tensor data)."""
     name = source or str(path)
+    raw, size = _read_header_bytes(path, name)
+    return parse_header(raw, source=name, file_size=size)
+
+
+def _read_header_bytes(path: Path, name: str) -> tuple[bytes, int]:
+    """A safetensors file's header JSON (checked for length, not yet decoded) and the file's size."""
     try:
         with open(path, "rb", buffering=0) as handle:  # unbuffered: not even a read-ahead of tensor data
             size = os.fstat(handle.fileno()).st_size
@@ -27,7 +39,7 @@ def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHea
         raise SourceError(name, f"cannot read: {err.strerror or err}") from None
     if len(raw) != length:
         raise HeaderError(name, f"header truncated: {len(raw)} of {length} bytes")
-    return parse_header(raw, source=name, file_size=size)
+    return raw, size
 
 
 def _read_exactly(handle: BinaryIO, count: int) -> bytes:
@@ -113,7 +125,19 @@ class LocalSource(Source):
             raise SourceError(self.name_of(file), f"cannot read: {err.strerror or err}") from None
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
-        return read_header_file(self._inside(file.path))
+        path = self._inside(file.path)
+        name = str(path)
+        raw, size = _read_header_bytes(path, name)
+        shared = self.shared
+        if shared is None:
+            return parse_header(raw, source=name, file_size=size)
+        header = shared.header_for(file.path, raw)
+        if header is not None:  # A's decode of these very bytes; only the file's size is B's own
+            check_file_size(header, size, source=name)
+            return header
+        header = parse_header(raw, source=name, file_size=size)
+        shared.remember(file.path, raw, header)
+        return header
 
     def open_file(self, file: ListedFile) -> ReadHandle:
         self._inside(file.path)

@@ -167,7 +167,14 @@ def read_checkpoint(
     if plan.torch:
         tensors = merge_tensor_maps({name: per_file[name].tensors for name in order}, weight_map, index_name)
     else:
-        tensors = tensors_from_shards(per_file, weight_map=weight_map, index_name=index_name)
+        shared = source.shared
+        tensors = tensors_from_shards(
+            per_file,
+            weight_map=weight_map,
+            index_name=index_name,
+            known=shared.tensors if shared is not None and not shared.recording else None,
+            into=shared.tensors if shared is not None and shared.recording else None,
+        )
     sizes = {name: per_file[name].file_size for name in order}
     described = source.describe(plan.index or plan.files[0])
     return Checkpoint(
@@ -208,7 +215,7 @@ def _start_indexed(
         guesses = _shard_guesses(files, index)
         first = _first_range_from_index(files[index].size, len(guesses))
         early = {name: pool.submit(read_one, files[name], first) for name in guesses}
-    shards, weight_map = narrow_to_wanted(parse_index(index_job.result(), index_name=index_name), wanted)
+    shards, weight_map = narrow_to_wanted(_weight_map(source, index_job.result(), index_name), wanted)
     entries = {shard: _shard_entry(source, files, shard, index_name) for shard in shards}
     jobs = {shard: early.pop(shard) for shard in shards if shard in early}
     if len(jobs) < len(shards):
@@ -251,6 +258,17 @@ def _start_wanted(
         if shard not in jobs:
             jobs[shard] = pool.submit(read_one, _shard_entry(source, files, shard, index_name), estimates.get(shard))
     return {shard: jobs[shard] for shard in shards}, weight_map
+
+
+def _weight_map(source: Source, raw: bytes, index_name: str) -> dict[RelativePath, RelativePath]:
+    """The index's weight map; side B of a local pair whose index bytes are A's reuses A's (:mod:`.shared_shards`)."""
+    shared = source.shared
+    weight_map = shared.weight_map_for(raw) if shared is not None else None
+    if weight_map is None:
+        weight_map = parse_index(raw, index_name=index_name)
+        if shared is not None:
+            shared.remember_index(raw, weight_map)
+    return weight_map
 
 
 def _shard_entry(

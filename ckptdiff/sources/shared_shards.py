@@ -1,0 +1,63 @@
+"""Side A's validated shard headers, reused by side B of a local pair wherever B's header bytes are A's."""
+
+from __future__ import annotations
+
+from ..checkpoint import RelativePath, ShardTensors
+from ..safetensors_header import SafetensorsHeader
+
+
+class SharedShards:
+    """What side A decoded and built, by shard file name, for side B (read after A) to reuse.
+
+    B reuses a shard's header only when its bytes equal A's same-named shard's, byte for byte: the decode and
+    its validation would give the same header, so they are skipped (B's file size is still checked). The
+    ``TensorInfo``s built from that header are reused with it: they carry the file's name relative to its
+    checkpoint and offsets within it, nothing of the side. Only A's records are kept, and only while the pair is
+    read.
+    """
+
+    def __init__(self) -> None:
+        self.recording = True  # reading A: remember; then B: look up
+        self._headers: dict[RelativePath, tuple[bytes, SafetensorsHeader]] = {}
+        #: Per shard, the header A built its tensors from, those tensors, A's weight map and whether the shard's
+        #: names were all indexed to it there (``tensors_from_shards``).
+        self.tensors: dict[RelativePath, ShardTensors] = {}
+        self._index: tuple[bytes, dict[str, RelativePath]] | None = None
+        #: B's shards whose header was A's (what the decode-skipping path did, for tests and benchmarks).
+        self.reused: list[RelativePath] = []
+
+    def remember(self, file: RelativePath, raw: bytes, header: SafetensorsHeader) -> None:
+        if self.recording:
+            self._headers[file] = (raw, header)
+
+    def header_for(self, file: RelativePath, raw: bytes) -> SafetensorsHeader | None:
+        """A's validated header of the same-named shard if B's bytes are exactly A's, else None.
+
+        A's record of the shard is let go as B reads it (B reads each shard once): where headers differ, A's
+        decode is freed before B's next shard is decoded, so peak memory stays near a pair read without sharing.
+        """
+        if self.recording:
+            return None
+        found = self._headers.pop(file, None)
+        if found is None or found[0] != raw:
+            self.tensors.pop(file, None)
+            return None
+        self.reused.append(file)
+        return found[1]
+
+    def remember_index(self, raw: bytes, weight_map: dict[str, RelativePath]) -> None:
+        if self.recording:
+            self._index = (raw, weight_map)
+
+    def weight_map_for(self, raw: bytes) -> dict[str, RelativePath] | None:
+        """A's parsed weight map if B's index bytes are exactly A's (same shard names: B's shard paths are A's)."""
+        if self.recording:
+            return None
+        found, self._index = self._index, None  # B reads its index once: A's is let go
+        if found is None or found[0] != raw:
+            return None
+        return found[1]
+
+    def done_recording(self) -> None:
+        """Side A is read: from now on, look up."""
+        self.recording = False

@@ -1,0 +1,117 @@
+"""A local pair: side B reuses A's decode of a shard whose header bytes are A's same-named shard's, and only then.
+
+The reference is the same comparison with each side read on its own (``resolve``), which shares nothing: the
+reports must be identical in every format. Which path ran is seen in the objects: a reused shard's tensors are
+A's very ``TensorInfo`` objects, a decoded one's are B's own.
+"""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+import ckptdiff
+from ckptdiff.comparison import choose_profile, compare_checkpoints
+from ckptdiff.errors import HeaderError
+from ckptdiff.sources import resolve, resolve_both
+from ckptdiff.version import __version__
+from fixtures.generate import KIMI_K2_BASE_CONFIG, kimi_k2_base_layer, write_kimi_k2_base, write_safetensors
+
+LAYERS, EXPERTS = 4, 3
+
+
+def shard(layer: int) -> str:
+    return f"model-{layer + 1:05d}-of-{LAYERS:06d}.safetensors"
+
+
+def layer_specs(layer: int) -> list:
+    return kimi_k2_base_layer(KIMI_K2_BASE_CONFIG, layer, experts=EXPERTS)
+
+
+def base(folder, **kwargs):
+    """A 4-layer Kimi-K2-shaped checkpoint (a shard per layer) without the vocab-sized tensors, to stay small."""
+    return write_kimi_k2_base(folder, layers=LAYERS, experts=EXPERTS, embed_shape=[32, 7168], **kwargs)
+
+
+def reports_alike(a, b) -> None:
+    """The report of ``ckptdiff.compare`` (sides read as a pair) equals the one of sides read separately."""
+    paired = ckptdiff.compare(str(a), str(b))
+    side_a, side_b = resolve(str(a)), resolve(str(b))
+    alone = compare_checkpoints(
+        side_a, side_b, profile=choose_profile("auto", side_a, side_b), tool_version=__version__
+    )
+    for fmt in ("json", "table", "markdown"):
+        assert ckptdiff.render(paired, fmt) == ckptdiff.render(alone, fmt)
+
+
+def reused_shards(a, b) -> set[str]:
+    side_a, side_b = resolve_both(str(a), str(b))
+    shared = {info.file for name, info in side_b.tensors.items() if side_a.tensors.get(name) is info}
+    decoded = {info.file for name, info in side_b.tensors.items() if side_a.tensors.get(name) is not info}
+    assert not shared & decoded  # a shard is reused whole or not at all
+    return shared
+
+
+def test_identical_headers_reuse_every_shard(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b", config=dict(KIMI_K2_BASE_CONFIG, max_position_embeddings=262144))
+
+    assert reused_shards(a, b) == {shard(layer) for layer in range(LAYERS)}
+    reports_alike(a, b)
+
+
+def test_every_shard_metadata_differs_nothing_is_reused(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b", metadata={"format": "pt", "producer": "fine-tune"})
+
+    assert reused_shards(a, b) == set()
+    reports_alike(a, b)
+
+
+def test_one_shard_metadata_differs_only_that_shard_is_decoded(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    # the same tensors, one byte of __metadata__ changed: "pt" → "pu" (same length, same offsets)
+    write_safetensors(b / shard(2), layer_specs(2), metadata={"format": "pu"})
+
+    assert reused_shards(a, b) == {shard(0), shard(1), shard(3)}
+    reports_alike(a, b)
+
+
+def test_one_tensor_shape_differs_that_shard_is_decoded_and_the_mismatch_shown(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    specs = layer_specs(1)
+    name, dtype, shape = specs[0]
+    specs[0] = (name, dtype, [shape[0] + 1, *shape[1:]])
+    write_safetensors(b / shard(1), specs, metadata={"format": "pt"})
+
+    assert reused_shards(a, b) == {shard(0), shard(2), shard(3)}
+    reports_alike(a, b)
+    report = ckptdiff.compare(str(a), str(b))
+    assert [row.name for row in report.tensors if row.status == "shape_mismatch"] == [name]
+
+
+def test_a_reused_header_still_checks_b_file_size(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    with open(b / shard(3), "ab") as handle:  # same header bytes, trailing data after the data region
+        handle.write(b"\0" * 8)
+
+    with pytest.raises(HeaderError) as raised:
+        resolve_both(str(a), str(b))
+    assert str(b / shard(3)) in str(raised.value)
+    assert "trailing data" in str(raised.value)
+
+
+def test_a_single_file_pair_is_matched_by_its_name(tmp_path):
+    a = base(tmp_path / "a")
+    (tmp_path / "b").mkdir()
+    shutil.copy(a / shard(0), tmp_path / "b" / shard(0))
+    (tmp_path / "c").mkdir()
+    shutil.copy(a / shard(0), tmp_path / "c" / "model.safetensors")  # same bytes, another name: not A's shard
+
+    assert reused_shards(a / shard(0), tmp_path / "b" / shard(0)) == {shard(0)}
+    assert reused_shards(a / shard(0), tmp_path / "c" / "model.safetensors") == set()
+    reports_alike(a / shard(0), tmp_path / "b" / shard(0))
