@@ -39,7 +39,7 @@ class _TqdmBar:
     """A tqdm bar that several threads may advance."""
 
     def __init__(self, label: str, total: int | None, unit: str, stream: IO[str]) -> None:
-        from tqdm import tqdm  # type: ignore[import-untyped]
+        from tqdm import tqdm
 
         self._lock = threading.Lock()
         self._started = time.monotonic()

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..checkpoint import Checkpoint, RelativePath
+from ..progress import Progress
 from .base import EmbedJob, embed_jobs
 from .files import Notify, fetch_files, identical_files, local_path
 from .readers import Side, is_torch_file, require_torch
@@ -48,7 +49,7 @@ def compare_values(
     base: Checkpoint | None = None,
     embed_pairs: Iterable[tuple[str, str]] = (),
     offline: bool = False,
-    progress: bool = False,
+    progress: Progress | None = None,
     notify: Notify | None = None,
     options: ValuesOptions | None = None,
 ) -> ValuesResult:
@@ -57,7 +58,8 @@ def compare_values(
     A name is one tensor name, or (key, name in A, name in B) when the sides name it differently; results
     are keyed by it. ``embed_pairs`` are (tensor name in a side, tensor name in the base) pairs. Reading a
     .bin/.pt file's values needs torch (checked before anything is downloaded); safetensors need only numpy.
-    ``progress`` draws the download bars; ``options`` says where the pass runs (:class:`ValuesOptions`).
+    ``progress`` draws the download bars (:mod:`ckptdiff.progress`); ``options`` says where the pass runs
+    (:class:`ValuesOptions`).
     """
     options = options or ValuesOptions()
     triples = [(n, n, n) if isinstance(n, str) else n for n in names]
