@@ -69,6 +69,36 @@ class _TqdmBar:
             self._bar.close()
 
 
+class BytesBar:
+    """A bar of ``progress`` fed as ``hook(bytes done, bytes in all)``, the way the --values pass reports; made
+    at the first call (when the total is known) and closed by :meth:`close`."""
+
+    def __init__(self, progress: Progress, label: str) -> None:
+        self._progress = progress
+        self._label = label
+        self._bar: Bar | None = None
+        self._done = 0
+        self._total = 0
+        self._closed = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._closed:
+            return
+        if self._bar is None:
+            self._bar, self._total = self._progress(self._label, total, "B"), total
+        elif total != self._total:
+            self._total = total
+            self._bar.set_total(total)
+        if done > self._done:
+            self._bar.advance(done - self._done)
+            self._done = done
+
+    def close(self) -> None:
+        if self._bar is not None and not self._closed:
+            self._bar.close()
+        self._closed = True
+
+
 def terminal_progress(stream: IO[str] | None = None) -> Progress | None:
     """Bars on ``stream`` (stderr) when it is a terminal; None (no bars) when it is a file or a pipe."""
     out = stream if stream is not None else sys.stderr
