@@ -72,11 +72,7 @@ def compare(
         raise CkptdiffError("jobs", f"{jobs!r} is not a positive number")
     if policy is not None and not _is_policy(policy):
         raise CkptdiffError("policy", f"{type(policy).__name__} is not a ckptdiff.Policy")
-    if progress is True:
-        from .progress import terminal_progress
-
-        progress = terminal_progress()
-    options = SourceOptions(offline=offline, jobs=jobs, progress=progress or None, follow_symlinks=follow_symlinks)
+    options = SourceOptions(offline=offline, jobs=jobs, progress=_bars(progress), follow_symlinks=follow_symlinks)
     return compare_specs(
         a,
         b,
@@ -89,6 +85,15 @@ def compare(
         renames=renames,
         engines=tuple(engines),
     )
+
+
+def _bars(progress: bool | Progress) -> Progress | None:
+    """``compare``'s ``progress``: True → bars on a terminal's stderr, False → none, a callback → itself."""
+    if progress is True:
+        from .progress import terminal_progress
+
+        return terminal_progress()
+    return None if progress is False else progress
 
 
 def _is_policy(value: object) -> bool:

@@ -35,6 +35,7 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .config_file import FileSettings
+    from .values import ValuesOptions
 
 EXIT_TROUBLE = 2
 
@@ -323,7 +324,7 @@ def command(
     sys.exit(report.exit_code)
 
 
-def _values_options(values: bool, jobs: int, scheduler: str | None) -> object:
+def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOptions | None:
     """Where --values runs: --scheduler's Dask cluster, --jobs local processes if given on the command line, or
     (None) threads in this process."""
     if not values:

@@ -78,7 +78,7 @@ def compare_specs(
             base=base_checkpoint,
             profile=chosen,
             offline=source_options.offline if source_options is not None else False,
-            progress=source_options.progress if source_options is not None else False,
+            progress=source_options.progress if source_options is not None else None,
             notify=notify,
             options=values_options,
         )

@@ -39,7 +39,7 @@ class _TqdmBar:
     """A tqdm bar that several threads may advance."""
 
     def __init__(self, label: str, total: int | None, unit: str, stream: IO[str]) -> None:
-        from tqdm import tqdm  # type: ignore[import-untyped]
+        from tqdm import tqdm
 
         self._lock = threading.Lock()
         self._started = time.monotonic()
@@ -67,6 +67,36 @@ class _TqdmBar:
     def close(self) -> None:
         with self._lock:
             self._bar.close()
+
+
+class BytesBar:
+    """A bar of ``progress`` fed as ``hook(bytes done, bytes in all)``, the way the --values pass reports; made
+    at the first call (when the total is known) and closed by :meth:`close`."""
+
+    def __init__(self, progress: Progress, label: str) -> None:
+        self._progress = progress
+        self._label = label
+        self._bar: Bar | None = None
+        self._done = 0
+        self._total = 0
+        self._closed = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._closed:
+            return
+        if self._bar is None:
+            self._bar, self._total = self._progress(self._label, total, "B"), total
+        elif total != self._total:
+            self._total = total
+            self._bar.set_total(total)
+        if done > self._done:
+            self._bar.advance(done - self._done)
+            self._done = done
+
+    def close(self) -> None:
+        if self._bar is not None and not self._closed:
+            self._bar.close()
+        self._closed = True
 
 
 def terminal_progress(stream: IO[str] | None = None) -> Progress | None:

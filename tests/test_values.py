@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from torch_files import write_torch_file
 
 from ckptdiff import values
 from ckptdiff.errors import CkptdiffError
@@ -20,55 +21,65 @@ from ckptdiff.values import scheduling
 from ckptdiff.values.dtypes import VALUE_TYPES, widen
 from fixtures.generate import header_bytes, small_drafter_config, write_config
 
-torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
-safetensors_torch = pytest.importorskip("safetensors.torch")
+ml_dtypes = pytest.importorskip("ml_dtypes")
 
 REPO = Path(__file__).resolve().parent.parent
-HAS_FP8 = hasattr(torch, "float8_e4m3fn")
+BF16 = np.dtype(ml_dtypes.bfloat16)
+#: numpy's type of each safetensors dtype's elements (ml_dtypes for bfloat16 and fp8) → the dtype's name.
+DTYPE_NAMES = {kind.numpy: name for name, kind in VALUE_TYPES.items()}
 
 
-def random_tensors(seed: int = 0) -> dict[str, object]:
-    generator = torch.Generator().manual_seed(seed)
-    tensors = {
-        "bf16.weight": torch.randn(96, 64, generator=generator).to(torch.bfloat16),
-        "f32.weight": torch.randn(40, 30, generator=generator),
-        "f16.weight": torch.randn(33, generator=generator).to(torch.float16),
-        "ids": torch.arange(50, dtype=torch.int64),
-        "mask": torch.arange(20) % 3 == 0,
+def randn(rng: np.random.Generator, *shape: int, dtype: object = np.float32) -> np.ndarray:
+    return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+
+
+def random_tensors(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "bf16.weight": randn(rng, 96, 64, dtype=BF16),
+        "f32.weight": randn(rng, 40, 30),
+        "f16.weight": randn(rng, 33, dtype=np.float16),
+        "ids": np.arange(50, dtype=np.int64),
+        "mask": np.arange(20) % 3 == 0,
+        "fp8.weight": (randn(rng, 32, 16) * 4).astype(ml_dtypes.float8_e4m3fn),
     }
-    if HAS_FP8:
-        tensors["fp8.weight"] = (torch.randn(32, 16, generator=generator) * 4).to(torch.float8_e4m3fn)
-    return tensors
 
 
-def perturbed(tensors: dict[str, object], scale: float, seed: int = 1) -> dict[str, object]:
-    generator = torch.Generator().manual_seed(seed)
+def is_float(array: np.ndarray) -> bool:
+    return DTYPE_NAMES[array.dtype].startswith(("F", "BF"))
+
+
+def perturbed(tensors: dict[str, np.ndarray], scale: float, seed: int = 1) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
     out = {}
     for name, tensor in tensors.items():
-        if tensor.is_floating_point():
-            noise = torch.randn(tensor.shape, generator=generator) * scale
-            out[name] = (tensor.float() + noise).to(tensor.dtype)
+        if is_float(tensor):
+            out[name] = (tensor.astype(np.float32) + randn(rng, *tensor.shape) * scale).astype(tensor.dtype)
         else:
-            out[name] = tensor.clone()
+            out[name] = tensor.copy()
     return out
 
 
-def save(folder: Path, tensors: dict[str, object]) -> Path:
+def save(folder: Path, tensors: dict[str, np.ndarray]) -> Path:
+    """A model.safetensors of these arrays, bfloat16 and fp8 included (safetensors.numpy knows neither)."""
     folder.mkdir(parents=True, exist_ok=True)
-    safetensors_torch.save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    specs = [(name, DTYPE_NAMES[array.dtype], list(array.shape)) for name, array in tensors.items()]
+    prefix, _ = header_bytes(specs, metadata={"format": "pt"})
+    data = b"".join(np.ascontiguousarray(array).tobytes() for array in tensors.values())
+    (folder / "model.safetensors").write_bytes(prefix + data)
     return folder
 
 
-def direct_stats(a: object, b: object) -> dict[str, float]:
-    """The same statistics, straight from torch on whole tensors in float64."""
-    x, y = a.double().reshape(-1), b.double().reshape(-1)
+def direct_stats(a: np.ndarray, b: np.ndarray) -> dict[str, float]:
+    """The same statistics, straight from numpy on whole arrays in float64."""
+    x, y = a.astype(np.float64).reshape(-1), b.astype(np.float64).reshape(-1)
     d = y - x
     return {
-        "max_abs": float(d.abs().max()),
-        "mean_abs": float(d.abs().mean()),
-        "cosine": float(torch.dot(x, y) / (x.norm() * y.norm())),
-        "rel_l2": float(d.norm() / x.norm()),
+        "max_abs": float(np.abs(d).max()),
+        "mean_abs": float(np.abs(d).mean()),
+        "cosine": float(x @ y / (np.linalg.norm(x) * np.linalg.norm(y))),
+        "rel_l2": float(np.linalg.norm(d) / np.linalg.norm(x)),
     }
 
 
@@ -81,7 +92,7 @@ def test_stats_match_a_float64_computation(tmp_path: Path, monkeypatch, chunk: i
 
     result = values.compare_values(a, b, sorted(a_tensors))
 
-    for name in ("bf16.weight", "f32.weight", "f16.weight") + (("fp8.weight",) if HAS_FP8 else ()):
+    for name in ("bf16.weight", "f32.weight", "f16.weight", "fp8.weight"):
         got, expected = result.stats[name], direct_stats(a_tensors[name], b_tensors[name])
         assert not got.equal, name
         for key, value in expected.items():
@@ -101,9 +112,11 @@ TORCH_TYPES = {
 }
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("dtype", sorted(TORCH_TYPES))
 def test_every_bit_pattern_widens_to_the_float32_torch_gives(dtype: str) -> None:
     """bf16 by a shift, f16 and fp8 by a table: all 2^8 or 2^16 values, NaNs included, as torch converts them."""
+    torch = pytest.importorskip("torch")
     torch_type = getattr(torch, TORCH_TYPES[dtype], None)
     if torch_type is None:
         pytest.skip(f"this torch has no {TORCH_TYPES[dtype]}")
@@ -119,9 +132,9 @@ def test_every_bit_pattern_widens_to_the_float32_torch_gives(dtype: str) -> None
 @pytest.mark.parametrize("noise", [1e-3, 10.0], ids=["fine-tuned", "unrelated"])
 def test_cosine_is_accurate_near_one_and_near_zero(tmp_path: Path, noise: float) -> None:
     """1 − cos of a fine-tuned tensor and the cosine of unrelated ones, both where float32 loses digits."""
-    generator = torch.Generator().manual_seed(11)
-    a = torch.randn(1200, 1000, generator=generator).to(torch.bfloat16)  # 1.2 M elements: several chunks
-    b = (a.float() + noise * torch.randn(a.shape, generator=generator)).to(torch.bfloat16)
+    rng = np.random.default_rng(11)
+    a = randn(rng, 1200, 1000, dtype=BF16)  # 1.2 M elements: several chunks
+    b = (a.astype(np.float32) + noise * randn(rng, *a.shape)).astype(BF16)
     left, right = resolve(str(save(tmp_path / "a", {"w": a}))), resolve(str(save(tmp_path / "b", {"w": b})))
 
     stats = values.compare_values(left, right, ["w"]).stats["w"]
@@ -134,14 +147,14 @@ def test_cosine_is_accurate_near_one_and_near_zero(tmp_path: Path, noise: float)
 def test_partly_trained_tensors_on_threads_match_torch_and_one_thread(tmp_path: Path, monkeypatch) -> None:
     """Only some rows trained (new tokens' embeddings): equal chunks skip the float math, and their Σa² is
     added afterwards. Threads give the same bits as one thread; a NaN in an equal chunk is counted either way."""
-    generator = torch.Generator().manual_seed(7)
-    embed = torch.randn(64, 50, generator=generator).to(torch.bfloat16)
-    tuned = embed.clone()
-    tuned[40:44] += 0.25  # rows 40–43: elements 2000–2199, two of the 100-element chunks
-    half = torch.randn(1000, generator=generator).to(torch.float16)
-    half[5] = float("nan")  # in an equal chunk, on both sides
-    a_tensors = {"embed": embed, "half": half, "same": embed.clone()}
-    b_tensors = {"embed": tuned, "half": half.clone(), "same": embed.clone()}
+    rng = np.random.default_rng(7)
+    embed = randn(rng, 64, 50, dtype=BF16)
+    tuned = embed.copy()
+    tuned[40:44] = (embed[40:44].astype(np.float32) + 0.25).astype(BF16)  # elements 2000–2199: two 100-element chunks
+    half = randn(rng, 1000, dtype=np.float16)
+    half[5] = np.nan  # in an equal chunk, on both sides
+    a_tensors = {"embed": embed, "half": half, "same": embed.copy()}
+    b_tensors = {"embed": tuned, "half": half.copy(), "same": embed.copy()}
     a, b = resolve(str(save(tmp_path / "a", a_tensors))), resolve(str(save(tmp_path / "b", b_tensors)))
     monkeypatch.setattr(scheduling, "CHUNK_ELEMENTS", 100)
 
@@ -170,7 +183,7 @@ def test_a_file_cut_short_during_a_threaded_pass_fails_with_one_line(tmp_path: P
 
 
 def test_equal_tensors_and_all_zero_ones(tmp_path: Path) -> None:
-    tensors = {"w": torch.randn(5, 5), "zeros": torch.zeros(7, dtype=torch.bfloat16)}
+    tensors = {"w": randn(np.random.default_rng(0), 5, 5), "zeros": np.zeros(7, dtype=BF16)}
     a, b = resolve(str(save(tmp_path / "a", tensors))), resolve(str(save(tmp_path / "b", dict(tensors))))
 
     stats = values.compare_values(a, b, ["w", "zeros"]).stats
@@ -182,9 +195,9 @@ def test_equal_tensors_and_all_zero_ones(tmp_path: Path) -> None:
 
 def test_a_dtype_change_is_compared_in_float32(tmp_path: Path) -> None:
     """bf16 weights saved again as f32 hold the same numbers: equal by value, though not by bytes."""
-    weights = torch.randn(16, 8, generator=torch.Generator().manual_seed(5)).to(torch.bfloat16)
+    weights = randn(np.random.default_rng(5), 16, 8, dtype=BF16)
     a = resolve(str(save(tmp_path / "a", {"w": weights})))
-    b = resolve(str(save(tmp_path / "b", {"w": weights.float()})))
+    b = resolve(str(save(tmp_path / "b", {"w": weights.astype(np.float32)})))
 
     stats = values.compare_values(a, b, ["w"]).stats["w"]
 
@@ -227,8 +240,8 @@ def test_packed_fp4_is_compared_byte_for_byte(tmp_path: Path) -> None:
 
 
 def test_nan_and_overflow_are_left_out_and_said(tmp_path: Path) -> None:
-    a = torch.tensor([1.0, float("nan"), 3.0, 3e38], dtype=torch.float32)
-    b = torch.tensor([1.5, float("nan"), 3.0, -3e38], dtype=torch.float32)
+    a = np.array([1.0, np.nan, 3.0, 3e38], dtype=np.float32)
+    b = np.array([1.5, np.nan, 3.0, -3e38], dtype=np.float32)
     left, right = resolve(str(save(tmp_path / "a", {"w": a}))), resolve(str(save(tmp_path / "b", {"w": b})))
 
     stats = values.compare_values(left, right, ["w"]).stats["w"]
@@ -242,19 +255,24 @@ def test_nan_and_overflow_are_left_out_and_said(tmp_path: Path) -> None:
 UP_PROJ = "midlayer.mlp.up_proj.weight"
 
 
-def fine_tuned_pair(tmp_path: Path) -> tuple[Path, Path]:
-    """A drafter-shaped checkpoint and a copy where training changed up_proj a lot and fc.weight a little."""
-    generator = torch.Generator().manual_seed(3)
+def fine_tuned_tensors() -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A drafter's tensors and a copy where training changed up_proj a lot and fc.weight a little."""
     base = {
-        "fc.weight": torch.ones(256, 768, dtype=torch.bfloat16),  # 384 KiB: more than a header read
-        "midlayer.mlp.up_proj.weight": torch.randn(160, 64, generator=generator).to(torch.bfloat16),
-        "norm.weight": torch.ones(64, dtype=torch.bfloat16),
-        "d2t": torch.arange(256, dtype=torch.int64),
+        "fc.weight": np.ones((256, 768), dtype=BF16),  # 384 KiB: more than a header read
+        UP_PROJ: randn(np.random.default_rng(3), 160, 64, dtype=BF16),
+        "norm.weight": np.ones(64, dtype=BF16),
+        "d2t": np.arange(256, dtype=np.int64),
     }
     tuned = dict(base)
-    tuned["midlayer.mlp.up_proj.weight"] = (base["midlayer.mlp.up_proj.weight"].float() * 1.5).to(torch.bfloat16)
-    tuned["fc.weight"] = base["fc.weight"].clone()
+    tuned[UP_PROJ] = (base[UP_PROJ].astype(np.float32) * 1.5).astype(BF16)
+    tuned["fc.weight"] = base["fc.weight"].copy()
     tuned["fc.weight"][7, 7] = 1.0078125  # one bf16 step
+    return base, tuned
+
+
+def fine_tuned_pair(tmp_path: Path) -> tuple[Path, Path]:
+    """The two as checkpoints: published and tuned."""
+    base, tuned = fine_tuned_tensors()
     return save(tmp_path / "published", base), save(tmp_path / "tuned", tuned)
 
 
@@ -289,8 +307,8 @@ def test_the_table_ranks_value_changes(tmp_path: Path) -> None:
 
 def test_values_follow_renamed_tensors(tmp_path: Path) -> None:
     """B names its tensors the vLLM way (model. prefix); --rename matches them, --values reads each side's own."""
-    published, tuned = fine_tuned_pair(tmp_path)
-    tensors = safetensors_torch.load_file(tuned / "model.safetensors")
+    published, _ = fine_tuned_pair(tmp_path)
+    _, tensors = fine_tuned_tensors()
     renamed = save(tmp_path / "renamed", {"model." + name: tensor for name, tensor in tensors.items()})
 
     report = compare_specs(str(published), str(renamed), values=True, renames=[r"^model\.="])
@@ -319,8 +337,7 @@ def test_values_of_safetensors_need_no_torch(tmp_path: Path) -> None:
 
 def test_values_of_a_bin_file_without_torch_fail_with_the_install_line(tmp_path: Path) -> None:
     folder = tmp_path / "bin"
-    folder.mkdir()
-    torch.save({"w": torch.ones(4, 4)}, folder / "pytorch_model.bin")
+    write_torch_file(folder / "pytorch_model.bin", {"w": ("F32", [4, 4], None)})
 
     with_values = run_without_torch(str(folder), str(folder), "--values")
     without = run_without_torch(str(folder), str(folder))  # reading a .bin's metadata needs no torch
@@ -354,14 +371,24 @@ def test_require_torch_is_the_library_check_too(monkeypatch) -> None:
         values.require_torch()
 
 
+@pytest.mark.torch
 def test_a_bin_checkpoint_against_its_safetensors_copy_is_equal_value_for_value(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
     tensors = random_tensors(seed=4)
-    tensors["transposed"] = torch.randn(6, 9).t()  # stored strided in the .bin: read through torch.load(mmap)
+    torch_types = {"F32": "float32", "I64": "int64", "BOOL": "bool", **TORCH_TYPES}
+    in_torch = {
+        name: torch.frombuffer(
+            bytearray(array.tobytes()), dtype=getattr(torch, torch_types[DTYPE_NAMES[array.dtype]])
+        ).reshape(array.shape)
+        for name, array in tensors.items()
+    }
+    stored = randn(np.random.default_rng(6), 9, 6)
+    tensors["transposed"] = stored.T
+    in_torch["transposed"] = torch.from_numpy(stored).t()  # stored strided in the .bin: read through torch.load(mmap)
     folder = tmp_path / "bin"
     folder.mkdir()
-    torch.save(tensors, folder / "pytorch_model.bin")
-    contiguous = {name: t.contiguous() for name, t in tensors.items()}
-    copy = save(tmp_path / "st", contiguous)
+    torch.save(in_torch, folder / "pytorch_model.bin")
+    copy = save(tmp_path / "st", tensors)
 
     result = values.compare_values(resolve(str(folder)), resolve(str(copy)), sorted(tensors))
 
@@ -423,11 +450,10 @@ def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path
 # --- the embedding against the base -------------------------------------------------------------------
 
 
-def drafter_with_embed(folder: Path, embed: object, config: dict[str, object]) -> Path:
-    generator = torch.Generator().manual_seed(9)
+def drafter_with_embed(folder: Path, embed: np.ndarray, config: dict[str, object]) -> Path:
     hidden = config["hidden_size"]
-    fc = torch.randn(hidden, 3 * hidden, generator=generator).to(torch.bfloat16)
-    norm = torch.ones(hidden, dtype=torch.bfloat16)
+    fc = randn(np.random.default_rng(9), hidden, 3 * hidden, dtype=BF16)
+    norm = np.ones(hidden, dtype=BF16)
     save(folder, {"embed_tokens.weight": embed, "fc.weight": fc, "norm.weight": norm})
     write_config(folder, config)
     return folder
@@ -436,10 +462,10 @@ def drafter_with_embed(folder: Path, embed: object, config: dict[str, object]) -
 def test_values_with_a_base_check_each_sides_embedding(tmp_path: Path) -> None:
     config = small_drafter_config()
     vocab, hidden = config["vocab_size"], config["hidden_size"]
-    embed = torch.randn(vocab, hidden, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
-    base = save(tmp_path / "base", {"model.embed_tokens.weight": embed, "lm_head.weight": embed.clone()})
+    embed = randn(np.random.default_rng(1), vocab, hidden, dtype=BF16)
+    base = save(tmp_path / "base", {"model.embed_tokens.weight": embed, "lm_head.weight": embed.copy()})
     copied = drafter_with_embed(tmp_path / "copied", embed, config)
-    random_embed = torch.randn(vocab, hidden, generator=torch.Generator().manual_seed(2)).to(torch.bfloat16)
+    random_embed = randn(np.random.default_rng(2), vocab, hidden, dtype=BF16)
     fresh = drafter_with_embed(tmp_path / "fresh", random_embed, config)
 
     report = compare_specs(str(copied), str(fresh), base=str(base), values=True)
@@ -463,8 +489,7 @@ def write_big(path: Path, rows: int, cols: int, seed: int | None) -> None:
         if seed is None:
             handle.truncate(len(prefix) + length)
             return
-        generator = torch.Generator().manual_seed(seed)
-        block = torch.randn(8 * 2**20, generator=generator).to(torch.bfloat16).view(torch.uint8).numpy().tobytes()
+        block = randn(np.random.default_rng(seed), 8 * 2**20, dtype=BF16).tobytes()
         left = length
         while left:
             handle.write(block[: min(left, len(block))])

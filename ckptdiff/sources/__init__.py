@@ -213,7 +213,7 @@ def source_of(checkpoint: Checkpoint, options: SourceOptions | None = None) -> S
 
 
 def fetch_files(
-    source: Source, folder: Path, files: Iterable[RelativePath], progress: Progress | bool | None = None
+    source: Source, folder: Path, files: Iterable[RelativePath], progress: Progress | None = None
 ) -> dict[RelativePath, Path]:
     """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
     with _explained(source):

@@ -12,7 +12,7 @@ from typing import BinaryIO, TypeAlias
 
 from ..checkpoint import CONFIG_NAME, MAX_JSON_BYTES, RelativePath, SourceKind, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
-from ..progress import Progress, terminal_progress
+from ..progress import Progress
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
     MAX_HEADER_BYTES,
@@ -156,10 +156,10 @@ class Source(ABC):
         return RangeFile(self, file.path, file.size)
 
     def fetch_to(
-        self, folder: Path, files: Iterable[RelativePath], progress: Progress | bool | None = None
+        self, folder: Path, files: Iterable[RelativePath], progress: Progress | None = None
     ) -> dict[RelativePath, Path]:
         """Local paths of these files: ones on disk as they are, others copied into ``folder`` (for --values),
-        with a bar of the bytes copied from ``progress`` (:mod:`ckptdiff.progress`; True: on a terminal)."""
+        with a bar of the bytes copied from ``progress`` (:mod:`ckptdiff.progress`), or none."""
         paths: dict[RelativePath, Path] = {}
         remote: list[ListedFile] = []
         for file in files:
@@ -168,8 +168,6 @@ class Source(ABC):
                 paths[file] = local
             else:
                 remote.append(self.stat(file) or ListedFile(file, None, None))
-        if progress is True:
-            progress = terminal_progress()
         bar = progress(self.display, sum(entry.size or 0 for entry in remote), "B") if progress and remote else None
         try:
             for entry in remote:

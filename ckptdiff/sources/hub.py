@@ -40,6 +40,7 @@ from .hub_errors import OFFLINE_HINT, explain_hub_error
 from .hub_http import MAX_RETRIES, MIN_BODY_RATE, get_range, open_get, request_headers
 
 if TYPE_CHECKING:
+    from ..progress import Progress
     from . import HubSpec, SourceOptions
 
 __all__ = ["INITIAL_RANGE", "HubSource"]
@@ -211,15 +212,17 @@ class HubSource(Source):
     def stat(self, file: RelativePath) -> ListedFile | None:
         return None  # the listing is the whole repo: a file it lacks is not there
 
-    def fetch_to(self, folder: Path, files: Iterable[RelativePath], progress: bool = False) -> dict[RelativePath, Path]:
+    def fetch_to(
+        self, folder: Path, files: Iterable[RelativePath], progress: Progress | None = None
+    ) -> dict[RelativePath, Path]:
         """The files through huggingface_hub's download cache (``folder`` is not used: the HF cache is shared),
-        with its own progress bars when ``progress``."""
+        with its own progress bars when there is a ``progress`` (bars at all)."""
         from huggingface_hub import hf_hub_download
         from huggingface_hub.utils.tqdm import silent_tqdm
 
         if self.commit is None:
             self.list_files()
-        bars = None if progress else silent_tqdm
+        bars = None if progress is not None else silent_tqdm
         paths = {}
         for file in files:
             name = self._repo_path(file)

@@ -39,7 +39,7 @@ def request_headers(library_version: str) -> dict[str, str]:
 
     token_variable = any(os.environ.get(name, "").strip() for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"))
     if not constants.HF_HUB_DISABLE_IMPLICIT_TOKEN and (token_variable or hf_token_beyond_environment()):
-        from huggingface_hub.utils import build_hf_headers
+        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # public, in a lazy facade
 
         return build_hf_headers(library_name="ckptdiff", library_version=library_version)
     python = ".".join(map(str, sys.version_info[:3]))
@@ -97,7 +97,7 @@ def open_get(
     cap (Retry-After up to MAX_RETRY_AFTER, never past ``deadline``); an error status is raised as
     huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body. ``trace``: httpx2's trace
     extension (called as the connection and the request go out)."""
-    from huggingface_hub.utils import http_stream_backoff
+    from huggingface_hub.utils import http_stream_backoff  # type: ignore[attr-defined]  # public, in a lazy facade
 
     extra: dict[str, Any] = {"extensions": {"trace": trace}} if trace is not None else {}
     for attempt in range(MAX_RETRIES + 1):
@@ -131,14 +131,14 @@ def _wait_before_retry(response: Any, attempt: int, source: str) -> float:
                 "retry later; a token (HF_TOKEN) raises the Hub's rate limits",
             )
         return seconds
-    return min(8 * retry_base_wait(), retry_base_wait() * 2**attempt)
+    return min(8 * retry_base_wait(), retry_base_wait() * 2.0**attempt)
 
 
 def raise_for_status(response: Any) -> None:
     """huggingface_hub's error for an error response, made from at most MAX_ERROR_BODY bytes of its body (an
     endless error body is not read to its end)."""
     import httpx2
-    from huggingface_hub.utils import hf_raise_for_status
+    from huggingface_hub import hf_raise_for_status
 
     body = bytearray()
     try:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..checkpoint import Checkpoint, RelativePath
+from ..progress import BytesBar, Progress
 from .base import EmbedJob, embed_jobs
 from .files import Notify, fetch_files, identical_files, local_path
 from .readers import Side, is_torch_file, require_torch
@@ -48,7 +49,7 @@ def compare_values(
     base: Checkpoint | None = None,
     embed_pairs: Iterable[tuple[str, str]] = (),
     offline: bool = False,
-    progress: bool = False,
+    progress: Progress | None = None,
     notify: Notify | None = None,
     options: ValuesOptions | None = None,
 ) -> ValuesResult:
@@ -57,7 +58,8 @@ def compare_values(
     A name is one tensor name, or (key, name in A, name in B) when the sides name it differently; results
     are keyed by it. ``embed_pairs`` are (tensor name in a side, tensor name in the base) pairs. Reading a
     .bin/.pt file's values needs torch (checked before anything is downloaded); safetensors need only numpy.
-    ``progress`` draws the download bars; ``options`` says where the pass runs (:class:`ValuesOptions`).
+    ``progress`` draws the download bars and a bar of the bytes compared (:mod:`ckptdiff.progress`);
+    ``options`` says where the pass runs (:class:`ValuesOptions`).
     """
     options = options or ValuesOptions()
     triples = [(n, n, n) if isinstance(n, str) else n for n in names]
@@ -85,25 +87,41 @@ def compare_values(
         index = 0 if label == "A" else 1
         pairs.append(Pair(2, base.tensors[base_name], index, (a, b)[index].tensors[own]))  # type: ignore[union-attr]
     kernel = choose_kernel(sum(pair.nbytes for pair in pairs), notify)
-    if options.scheduler is not None:
-        results = _on_dask(options, checkpoints, wanted, pairs, kernel, offline)
-    else:
-        fetch: dict[str, Any] = dict(offline=offline, progress=progress, notify=notify)
-        sides: list[Side] = []
-        try:
+    bar = BytesBar(progress, "--values") if progress is not None else None
+    options = replace(options, on_progress=_both(options.on_progress, bar))
+    sides: list[Side] = []
+    try:
+        if options.scheduler is not None:
+            results = _on_dask(options, checkpoints, wanted, pairs, kernel, offline)
+        else:
+            fetch: dict[str, Any] = dict(offline=offline, progress=progress, notify=notify)
             for checkpoint, files, label, called in zip(checkpoints, wanted, SIDE_LABELS, ANNOUNCED_AS, strict=False):
                 sides.append(Side(label, checkpoint, fetch_files(checkpoint, files, label=called, **fetch)))
             if options.jobs is not None:
                 results = _on_processes(options, sides, checkpoints, pairs, kernel, offline)
             else:
                 results = pair_stats(sides, pairs, kernel=kernel, progress=options.on_progress)
-        finally:
-            for side in sides:
-                side.close()
+    finally:
+        if bar is not None:
+            bar.close()
+        for side in sides:
+            side.close()
     for (key, _, _), result in zip(to_read, results, strict=False):
         stats[key] = result
     embeds = tuple((*job, result) for job, result in zip(jobs, results[len(to_read) :], strict=True))
     return ValuesResult(stats, identical, embeds)
+
+
+def _both(hook: ProgressHook | None, bar: BytesBar | None) -> ProgressHook | None:
+    """The caller's progress hook and the bar, both told every step."""
+    if hook is None or bar is None:
+        return hook or bar
+
+    def both(done: int, total: int) -> None:
+        hook(done, total)
+        bar(done, total)
+
+    return both
 
 
 def _on_processes(

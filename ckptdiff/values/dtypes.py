@@ -101,7 +101,8 @@ def _numpy_dtype(stored: str) -> np.dtype[Any]:
     if stored.startswith(("bfloat", "float")):
         import ml_dtypes  # ~0.5 s to import: only for the fp8 tables
 
-        return np.dtype(getattr(ml_dtypes, stored))
+        scalar_type: type[np.generic] = getattr(ml_dtypes, stored)
+        return np.dtype(scalar_type)
     return np.dtype(stored)
 
 

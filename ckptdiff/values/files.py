@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..checkpoint import Checkpoint, RelativePath
 from ..errors import SourceError
+from ..progress import Progress
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -62,7 +63,7 @@ def fetch_files(
     *,
     label: str,
     offline: bool = False,
-    progress: bool = False,
+    progress: Progress | None = None,
     notify: Notify | None = None,
 ) -> dict[RelativePath, Path]:
     """Local paths of these files, through the checkpoint's Source: files on disk as they are, the others

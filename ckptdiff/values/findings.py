@@ -15,7 +15,8 @@ from .statistics import ValueStats
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..profiles import Profile
-    from ..report import Report, RowValues
+    from ..progress import Progress
+    from ..report import Report, RowValues, Severity
 
 #: How many rows the "largest changes" finding names.
 TOP_CHANGES = 5
@@ -29,7 +30,7 @@ def attach_values(
     base: Checkpoint | None = None,
     profile: Profile | None = None,
     offline: bool = False,
-    progress: bool = False,
+    progress: Progress | None = None,
     notify: Notify | None = None,
     options: ValuesOptions | None = None,
 ) -> Report:
@@ -63,9 +64,9 @@ def _row_values(stats: ValueStats) -> RowValues:
     )
 
 
-def value_findings(result: ValuesResult) -> list[tuple[str, str, str]]:
+def value_findings(result: ValuesResult) -> list[tuple[Severity, str, str]]:
     """(severity, code, message) triples: identical files, the largest changes, embed checks against the base."""
-    out: list[tuple[str, str, str]] = []
+    out: list[tuple[Severity, str, str]] = []
     for (file_a, file_b), digest in sorted(result.identical.items()):
         same = file_a if file_a == file_b else f"{file_a} (A) and {file_b} (B)"
         out.append(("info", "identical_file", f"{same}: same sha256 {digest[:12]}… on both sides; not read"))
@@ -83,7 +84,7 @@ def value_findings(result: ValuesResult) -> list[tuple[str, str, str]]:
             out.append(("info", "embed_matches_base", f"{label}'s {own} equals the base's {base_name}"))
             continue
         unrelated = embed.cosine is None or abs(embed.cosine) < 0.5
-        severity = "error" if unrelated else "warning"
+        severity: Severity = "error" if unrelated else "warning"
         why = "unrelated values (random or another model's?)" if unrelated else "trained away from the base"
         message = f"{label}'s {own} differs from the base's {base_name}: {_describe(embed)}; {why}"
         out.append((severity, "embed_differs_from_base", message))

@@ -8,6 +8,7 @@ uncompressed) go through the page cache, which is not the process's memory.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,10 +30,9 @@ TORCH_INSTALL_HINT = "pip install 'ckptdiff[torch]'"
 def require_torch(why: str = "--values") -> ModuleType:
     """Import torch, or fail with the one line saying how to get it."""
     try:
-        import torch
+        return importlib.import_module("torch")  # a module whether or not mypy's environment has torch
     except ImportError:
         raise CkptdiffError(why, "needs torch, which is not installed", TORCH_INSTALL_HINT) from None
-    return torch
 
 
 def is_torch_file(file: RelativePath) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -226,7 +226,9 @@ def pair_stats(
     return [results[index] for index in range(len(pairs))]
 
 
-def ordered_map(function: Callable[[Item], Result], items: Iterable[Item], threads: int) -> Iterator[Result]:
+def ordered_map(
+    function: Callable[[Item], Result], items: Iterable[Item], threads: int
+) -> Generator[Result, None, None]:
     """``map(function, items)`` on ``threads`` threads, in order, with at most a few results per thread waiting.
 
     Leaving early (an error, Ctrl-C) cancels what has not started and waits for what has.
