@@ -59,6 +59,14 @@ def test_a_missing_url_is_one_line(hub):
     assert error.value.line() == f"{url}: no such bucket, object or prefix (check the URL)"
 
 
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/x/model.safetensors", "http://127.0.0.1:9/x/"])
+def test_a_server_that_cannot_be_reached_is_not_a_missing_object(url):
+    """fsspec's http client raises FileNotFoundError for a refused connection; the line says what happened."""
+    with pytest.raises(SourceError) as error:
+        resolve(url)
+    assert error.value.line() == f"{url}: cannot reach the store (check the network and the endpoint URL)"
+
+
 # --- gs:// and az:// through fsspec's memory filesystem standing in for gcsfs / adlfs --------------------------
 
 

@@ -16,7 +16,7 @@ from ..checkpoint import CONFIG_NAME, INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, Relati
 from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
 from .planner import SINGLE_FILE_NAME
-from .store_errors import explain_store_error
+from .store_errors import connection_failure, explain_store_error
 from .store_reads import bounded_read
 from .torch_pickle import TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME
 
@@ -133,7 +133,9 @@ class StoreSource(Source):
     def stat(self, file: RelativePath) -> ListedFile | None:
         try:
             info = self._filesystem().info(self._path(file))
-        except FileNotFoundError:
+        except FileNotFoundError as err:
+            if connection_failure(err) is not None:  # not an absent file: the server could not be reached
+                raise
             return None
         return self._entry(file, info) if info.get("type") != "directory" else None
 

@@ -40,13 +40,17 @@ def explain_store_error(err: BaseException, *, where: str, scheme: str) -> Sourc
     if answered is not None:
         return _explain_status(answered, where, family)
     if isinstance(err, FileNotFoundError):
+        cause = connection_failure(err)  # fsspec's http client reports a connection that failed as a missing file
+        if cause is not None:
+            return explain_store_error(cause, where=where, scheme=scheme)
         return SourceError(where, "no such bucket, object or prefix", "check the URL")
     if isinstance(err, PermissionError):
         return SourceError(where, "access denied", CREDENTIAL_HINTS[family])
     name = type(err).__name__
+    names = {cls.__name__ for cls in type(err).__mro__}
     if name in _NO_CREDENTIALS:
         return SourceError(where, "no credentials found for the store", CREDENTIAL_HINTS[family])
-    if name in _UNREACHABLE or isinstance(err, ConnectionError):
+    if names & set(_UNREACHABLE) or isinstance(err, ConnectionError):
         endpoint = os.environ.get("AWS_ENDPOINT_URL") if family == "s3" else None
         target = f"the store's endpoint {endpoint}" if endpoint else "the store"
         return SourceError(where, f"cannot reach {target}", "check the network and the endpoint URL")
@@ -55,6 +59,19 @@ def explain_store_error(err: BaseException, *, where: str, scheme: str) -> Sourc
     if isinstance(err, OSError) or name in _REFUSED:
         detail = scrub_secrets(" ".join(str(err).split()))[:200]
         return SourceError(where, f"the store refused the request ({detail})")
+    return None
+
+
+def connection_failure(err: BaseException) -> BaseException | None:
+    """The connection error or timeout a FileNotFoundError was raised from, if any."""
+    seen = err.__cause__ or err.__context__
+    for _ in range(4):
+        if seen is None:
+            return None
+        names = {cls.__name__ for cls in type(seen).__mro__}  # aiohttp's DNS error subclasses its connector error
+        if names & {*_UNREACHABLE, *_TIMEOUT} or isinstance(seen, (ConnectionError, TimeoutError)):
+            return seen
+        seen = seen.__cause__ or seen.__context__
     return None
 
 
