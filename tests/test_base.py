@@ -87,6 +87,13 @@ def test_the_kimi_pair_with_a_61_shard_base_verifies_embed_tokens_from_one_shard
         "severity": "info",
         "code": "injected_verified",
         "message": "A: embed_tokens.weight: the base's model.embed_tokens.weight [163840, 7168] BF16 fits",
+        "subject": "embed_tokens.weight",
+        "params": {
+            "base_name": "model.embed_tokens.weight",
+            "base_shape": [163840, 7168],
+            "base_dtype": "BF16",
+            "sides": ["A"],
+        },
     } in (report["findings"])
     assert not [f for f in report["findings"] if f["severity"] != "info"]
 

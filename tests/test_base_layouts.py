@@ -95,6 +95,13 @@ def test_the_kimi_pair_against_a_k25_layout_base_reads_one_shard_header(kimi_pai
         "code": "injected_verified",
         "message": "A: embed_tokens.weight: the base's "
         "language_model.model.embed_tokens.weight [163840, 7168] BF16 fits",
+        "subject": "embed_tokens.weight",
+        "params": {
+            "base_name": "language_model.model.embed_tokens.weight",
+            "base_shape": [163840, 7168],
+            "base_dtype": "BF16",
+            "sides": ["A"],
+        },
     } in report["findings"]
     assert not [f for f in report["findings"] if f["severity"] == "error"]
     # the text model's settings were found under text_config: no check was skipped
