@@ -124,7 +124,7 @@ class _Findings:
         self,
         severity: Severity,
         code: str,
-        message: str,
+        message: str = "",
         side: str | None = None,
         *,
         subject: str | None = None,
@@ -143,7 +143,7 @@ class _Findings:
             Finding(
                 severity,
                 code,
-                f"{' and '.join(sides)}: {message}" if sides else message,
+                f"{' and '.join(sides)}: {message}" if sides and message else message,
                 subject=subject,
                 params={**params, "sides": sides} if sides else params,
             )
@@ -358,11 +358,9 @@ def _check_injected(
             found.add(
                 "info",
                 "injected_from_base",
-                f"{weight.name} is absent; the engine supplies it from the base model's {weight.base_name} "
-                "(give --base to verify it)",
-                side.label,
+                side=side.label,
                 subject=weight.name,
-                params={"base_name": weight.base_name},
+                params={"weight": weight.name, "base_name": weight.base_name},
             )
             continue
         base_name = resolved.name(weight.role)
@@ -416,10 +414,14 @@ def _check_injected(
         found.add(
             "info",
             "injected_verified",
-            f"{weight.name}: the base's {base_name} {got} fits",
-            side.label,
+            side=side.label,
             subject=weight.name,
-            params={"base_name": base_name, "base_shape": list(source.shape), "base_dtype": source.dtype},
+            params={
+                "weight": weight.name,
+                "base_name": base_name,
+                "base_shape": list(source.shape),
+                "base_dtype": source.dtype,
+            },
         )
         verified.setdefault(weight.name, (weight.note_for(base_name), f"verified: {got}"))
 
