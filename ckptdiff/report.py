@@ -169,7 +169,7 @@ class EngineEvent(msgspec.Struct, frozen=True, omit_defaults=True):
     severity: Severity  # error: the engine raises; warning: loads, not as trained; info: as trained
     code: str  # stable, e.g. "lm_head_random", "skipped_unknown_name"
     tensor: str | None
-    message: str  # the engine's behaviour in words, with its source citation
+    message: str  # the engine's behaviour in words, with its source citation; it names ``tensor`` when set
     #: The id of the policy rule that accepts this event (:class:`PolicyRule`).
     allowed_by: str | None = None
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ckptdiff import compare
+from ckptdiff.formats.messages import finding_message
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,
     KIMI_K2_DRAFTER_CONFIG,
@@ -59,7 +60,7 @@ def codes(report) -> dict[str, str]:
 
 
 def finding(report, code: str) -> str:
-    (message,) = [f.message for f in report.findings if f.code == code]
+    (message,) = [finding_message(report, f) for f in report.findings if f.code == code]
     return message
 
 
@@ -87,6 +88,14 @@ def test_the_kimi_pair_with_a_61_shard_base_verifies_embed_tokens_from_one_shard
         "severity": "info",
         "code": "injected_verified",
         "message": "A: embed_tokens.weight: the base's model.embed_tokens.weight [163840, 7168] BF16 fits",
+        "subject": "embed_tokens.weight",
+        "params": {
+            "weight": "embed_tokens.weight",
+            "base_name": "model.embed_tokens.weight",
+            "base_shape": [163840, 7168],
+            "base_dtype": "BF16",
+            "sides": ["A"],
+        },
     } in (report["findings"])
     assert not [f for f in report["findings"] if f["severity"] != "info"]
 
@@ -255,7 +264,7 @@ def test_lm_head_for_a_drafter_without_draft_vocab_size_is_read_from_the_base_to
     report = compare(str(a), str(b), base=str(base))
 
     assert report.base.files == 2  # embed in the first shard, lm_head in the last; not the middle one
-    assert [f.message for f in report.findings if f.code == "injected_verified"] == [
+    assert [finding_message(report, f) for f in report.findings if f.code == "injected_verified"] == [
         "A: embed_tokens.weight: the base's model.embed_tokens.weight [163840, 7168] BF16 fits",
         "B: lm_head.weight: the base's lm_head.weight [163840, 7168] BF16 fits",
     ]

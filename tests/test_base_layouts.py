@@ -26,6 +26,7 @@ from base_fixtures import (
 
 from ckptdiff import compare
 from ckptdiff.formats._common import side_display_with_layout
+from ckptdiff.formats.messages import finding_message
 from ckptdiff.profiles.base_layouts import LAYOUTS, recognise, text_config, wanted_groups
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
@@ -53,7 +54,7 @@ def codes(report) -> dict[str, str]:
 
 
 def messages(report, code: str) -> list[str]:
-    return [f.message for f in report.findings if f.code == code]
+    return [finding_message(report, f) for f in report.findings if f.code == code]
 
 
 def headless_drafter(folder: Path, config: dict) -> Path:
@@ -95,6 +96,14 @@ def test_the_kimi_pair_against_a_k25_layout_base_reads_one_shard_header(kimi_pai
         "code": "injected_verified",
         "message": "A: embed_tokens.weight: the base's "
         "language_model.model.embed_tokens.weight [163840, 7168] BF16 fits",
+        "subject": "embed_tokens.weight",
+        "params": {
+            "weight": "embed_tokens.weight",
+            "base_name": "language_model.model.embed_tokens.weight",
+            "base_shape": [163840, 7168],
+            "base_dtype": "BF16",
+            "sides": ["A"],
+        },
     } in report["findings"]
     assert not [f for f in report["findings"] if f["severity"] == "error"]
     # the text model's settings were found under text_config: no check was skipped

@@ -496,6 +496,22 @@ def test_the_same_finding_for_both_sides_is_reported_once():
     assert [f.code for f in report.findings].count("shape_vs_config") == 1
 
 
+def test_findings_for_both_sides_merge_by_subject_and_params_and_say_which_sides():
+    infos = {"fc.weight": TensorInfo("fc.weight", "BF16", (64, 100), "m", (0, 0))}
+    a = Checkpoint("a", "local", "a", None, infos, config=small_drafter_config())
+    other = {"fc.weight": TensorInfo("fc.weight", "BF16", (64, 101), "m", (0, 0))}
+    b = Checkpoint("b", "local", "b", None, other, config=small_drafter_config())
+
+    same = [f for f in compare_checkpoints(a, a, profile=EAGLE3).findings if f.code == "shape_vs_config"]
+    differ = [f for f in compare_checkpoints(a, b, profile=EAGLE3).findings if f.code == "shape_vs_config"]
+
+    assert [(f.subject, f.params["shape"], f.params["sides"]) for f in same] == [("fc.weight", [64, 100], ["A", "B"])]
+    assert [(f.subject, f.params["shape"], f.params["sides"]) for f in differ] == [
+        ("fc.weight", [64, 100], ["A"]),
+        ("fc.weight", [64, 101], ["B"]),
+    ]
+
+
 def test_a_rename_collision_in_the_library_raises_the_user_error():
     infos = {n: TensorInfo(n, "BF16", (1,), "m", (0, 0)) for n in ("x.a", "x.b")}
     side = Checkpoint("x", "local", "x", None, infos)

@@ -547,3 +547,18 @@ def test_attention_biases_are_loaded_by_vllm_and_dropped_by_sglang(tmp_path):
     assert sorted(e.tensor for e in sglang.events if e.code == "skipped_unknown_name") == [
         f"midlayer.self_attn.{p}_proj.bias" for p in ("k", "q", "v")
     ]
+
+
+def test_an_event_about_a_tensor_names_it_in_its_message_and_reports_print_it_once():
+    """Every event with a tensor names it first; the formats print the message as the simulator wrote it."""
+    from ckptdiff.formats import render
+
+    drafters = FIXTURES / "drafters"
+    report = check(str(drafters / "fp8-qwen3-8b"), base_spec=str(drafters / "bases" / "qwen3-8b"))
+    events = [e for r in report.engines for e in r.events if e.tensor is not None]
+    skipped = [e for e in events if e.code == "skipped_unknown_name"]
+
+    assert skipped and all(e.message.startswith(e.tensor) for e in events)
+    name = skipped[0].tensor
+    table = render(report, "table")
+    assert f"{name}: SGLang has no parameter {name} or model.{name}" in table and f"{name}: {name}" not in table

@@ -54,7 +54,9 @@ class Source:
 
 @dataclass(frozen=True)
 class Event:
-    """An event a rule raises: severity, stable code, message template ({name}, {param}, ... filled in)."""
+    """An event a rule raises: severity, stable code, message template ({name}, {param}, ... filled in). The
+    template of an event about a checkpoint tensor names it first ("{name} is ...", "{name}: ..."): reports print
+    the message as it is."""
 
     severity: Severity
     code: str

@@ -195,7 +195,7 @@ NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), LLAMA, absen
 UNKNOWN = Event(
     "warning",
     "skipped_unknown_name",
-    "SGLang has no parameter {name} or model.{name}: skipped without a word, the weight is not used",
+    "{name}: SGLang has no parameter {name} or model.{name}: skipped without a word, the weight is not used",
     LLAMA,
 )
 SHAPE = Event(

@@ -148,11 +148,9 @@ def outcomes_line(report: Report) -> str:
 
 
 def event_text(report: Report, event: EngineEvent) -> str:
-    """An engine event's tensor (unless the message starts with it), message and the rule that accepts it."""
-    shown = event.tensor is not None and not event.message.startswith(event.tensor)
-    where = f"{event.tensor}: " if shown and event.tensor is not None else ""
+    """An engine event's message (which names its tensor, see :class:`.EngineEvent`) and the rule that accepts it."""
     allowed = f" (allowed by {allowed_by_text(report, event.allowed_by)})" if event.allowed_by else ""
-    return f"{where}{event.message}{allowed}"
+    return f"{event.message}{allowed}"
 
 
 def event_line(report: Report, event: EngineEvent) -> str:

@@ -111,25 +111,29 @@ def injected_for(config: Config | None) -> tuple[InjectedWeight, ...]:
 
 
 class _Findings:
-    """Findings in order; the same finding for A and for B becomes one, "A and B: …"."""
+    """Findings in order; the same finding for A and for B becomes one, "A and B: …".
+
+    "The same" is decided by structure, (severity, code, subject, params), never by the words: each finding's
+    params hold everything its text is made of, so equal params mean equal text.
+    """
 
     def __init__(self) -> None:
-        self._items: dict[tuple[Severity, str, str], list[str]] = {}
-        self._details: dict[tuple[Severity, str, str], tuple[str | None, dict[str, Any]]] = {}
+        self._items: dict[tuple[Severity, str, str | None, str], tuple[list[str], dict[str, Any], str]] = {}
 
     def add(
         self,
         severity: Severity,
         code: str,
-        message: str,
+        message: str = "",
         side: str | None = None,
         *,
         subject: str | None = None,
         params: dict[str, Any] | None = None,
     ) -> None:
-        key = (severity, code, message)
-        self._items.setdefault(key, []).extend([side] if side else [])
-        self._details.setdefault(key, (subject, params or {}))
+        params = params or {}
+        key = (severity, code, subject, json.dumps(params, sort_keys=True))
+        sides, _, _ = self._items.setdefault(key, ([], params, message))
+        sides.extend([side] if side else [])
 
     def to_list(self) -> list[Finding]:
         """Errors first, then warnings, then information; otherwise in the order found."""
@@ -139,11 +143,11 @@ class _Findings:
             Finding(
                 severity,
                 code,
-                f"{' and '.join(sides)}: {message}" if sides else message,
-                subject=self._details[(severity, code, message)][0],
-                params=self._details[(severity, code, message)][1],
+                f"{' and '.join(sides)}: {message}" if sides and message else message,
+                subject=subject,
+                params={**params, "sides": sides} if sides else params,
             )
-            for (severity, code, message), sides in items
+            for (severity, code, subject, _), (sides, params, message) in items
         ]
 
 
@@ -196,6 +200,7 @@ def review(
                 "base_config_missing",
                 f"the base ({base.spec}) has no config.json: the drafters' vocab_size, hidden size, aux layer "
                 "ids, dtype and max_position_embeddings are not checked against it",
+                params={"base": base.spec},
             )
         for side in sides:
             _check_against_base(side, base, resolved, found)
@@ -231,6 +236,13 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
                 f"t2d{own} has {_shape(stored.shape)} entries but config.json's {want.because} needs "
                 f"{_shape(want.shape)}: the draft vocabulary mask was built for a different target vocabulary",
                 side.label,
+                subject=name,
+                params={
+                    "stored_as": stored.name,
+                    "shape": list(stored.shape),
+                    "needs": list(want.shape),
+                    "because": want.because,
+                },
             )
         else:
             found.add(
@@ -239,6 +251,13 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
                 f"{name}{own} is {_shape(stored.shape)} but its config.json implies {_shape(want.shape)} "
                 f"({want.because}); the engine builds the layer from the config and cannot load this weight",
                 side.label,
+                subject=name,
+                params={
+                    "stored_as": stored.name,
+                    "shape": list(stored.shape),
+                    "needs": list(want.shape),
+                    "because": want.because,
+                },
             )
     if c.draft_vocab is not None and "lm_head.weight" not in side.tensors:
         found.add(
@@ -248,6 +267,8 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
             "base model only when draft_vocab_size is absent, so it would be randomly initialised "
             "(accept length ≈ 1.00)",
             side.label,
+            subject="lm_head.weight",
+            params={"draft_vocab": str(c.draft_vocab)},
         )
     if c.needs_d2t and "d2t" not in side.tensors:
         found.add(
@@ -257,6 +278,8 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
             "d2t: draft token ids cannot be mapped to target ids (a missing d2t dropped accept length "
             "from 2.99 to 1.12)",
             side.label,
+            subject="d2t",
+            params={"draft_vocab": str(c.draft_vocab), "vocab": str(c.vocab)},
         )
     if EMBED.name in side.tensors:
         found.add(
@@ -266,6 +289,8 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
             "takes the base's), so it must equal the base's; a random one collapses acceptance "
             "(--values --base compares them)",
             side.label,
+            subject=EMBED.name,
+            params={"base_name": base_embedding},
         )
     if c.max_positions is not None and c.max_positions.value <= SMALL_MAX_POSITIONS:
         found.add(
@@ -274,6 +299,7 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
             f"{c.max_positions} is small: RoPE positions past it are clamped, and acceptance collapses on "
             "longer prompts",
             side.label,
+            params={"setting": str(c.max_positions)},
         )
 
 
@@ -309,6 +335,8 @@ def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
             "max_position_differs",
             f"max_position_embeddings differs: A {pos_a.value}, B {pos_b.value}; the smaller one clamps RoPE "
             f"past {min(pos_a.value, pos_b.value)} tokens",
+            subject=pos_a.key,
+            params={"a": pos_a.value, "b": pos_b.value},
         )
 
 
@@ -330,9 +358,9 @@ def _check_injected(
             found.add(
                 "info",
                 "injected_from_base",
-                f"{weight.name} is absent; the engine supplies it from the base model's {weight.base_name} "
-                "(give --base to verify it)",
-                side.label,
+                side=side.label,
+                subject=weight.name,
+                params={"weight": weight.name, "base_name": weight.base_name},
             )
             continue
         base_name = resolved.name(weight.role)
@@ -344,6 +372,8 @@ def _check_injected(
                 "injected_missing_in_base",
                 f"{weight.name} is absent and the base ({base.spec}) has no {looked} to supply it",
                 side.label,
+                subject=weight.name,
+                params={"base": base.spec, "looked_for": list(resolved.layout.names(weight.role))},
             )
             continue
         got = f"{_shape(source.shape)} {source.dtype}"
@@ -360,6 +390,13 @@ def _check_injected(
                 "injected_incompatible_with_base",
                 f"{weight.name} would come from the base's {base_name}, which is {got}, but {' and '.join(problems)}",
                 side.label,
+                subject=weight.name,
+                params={
+                    "base_name": base_name,
+                    "base_shape": list(source.shape),
+                    "base_dtype": source.dtype,
+                    "problems": problems,
+                },
             )
             verified.setdefault(weight.name, (weight.note_for(base_name), f"base has {got}: does not fit"))
             continue
@@ -371,8 +408,21 @@ def _check_injected(
                 f"{weight.name} would come from the base's {base_name} as {source.dtype}, but the "
                 f"drafter's weights are {dtype}",
                 side.label,
+                subject=weight.name,
+                params={"base_name": base_name, "base_dtype": source.dtype, "dtype": dtype},
             )
-        found.add("info", "injected_verified", f"{weight.name}: the base's {base_name} {got} fits", side.label)
+        found.add(
+            "info",
+            "injected_verified",
+            side=side.label,
+            subject=weight.name,
+            params={
+                "weight": weight.name,
+                "base_name": base_name,
+                "base_shape": list(source.shape),
+                "base_dtype": source.dtype,
+            },
+        )
         verified.setdefault(weight.name, (weight.note_for(base_name), f"verified: {got}"))
 
 
@@ -389,6 +439,12 @@ def _base_setting(
         "base_setting_missing",
         f"the base's config.json {what} {' or '.join(looked)}: {checks} not checked against the base",
         side.label,
+        subject=key,
+        params={
+            "looked_for": list(looked),
+            "found": None if value is None else {value.key: value.value},
+            "checks": checks,
+        },
     )
     return None
 
@@ -408,6 +464,8 @@ def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found
                 "base_config_mismatch",
                 f"{c.vocab} but the base's {vocab.key} is {vocab.value}: the drafter was trained for another tokenizer",
                 side.label,
+                subject=vocab.key,
+                params={"drafter": str(c.vocab), "base": vocab.value},
             )
     target = c.target_hidden or c.hidden
     if target is not None and (hidden := base_value("hidden_size", f"the drafter's target hidden size ({target})")):
@@ -418,6 +476,8 @@ def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found
                 f"the drafter expects target hidden states of {target} but the base's {hidden.key} is "
                 f"{hidden.value}: fc cannot take the base's hidden states",
                 side.label,
+                subject=hidden.key,
+                params={"drafter": str(target), "base": hidden.value},
             )
     if c.aux_layer_ids is not None and (layers := base_value("num_hidden_layers", str(c.aux_layer_ids))):
         outside = [i for i in c.aux_layer_ids.value if not 0 <= i < layers.value]
@@ -429,6 +489,8 @@ def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found
                 f"{layers.key}={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
                 "off-by-one)",
                 side.label,
+                subject=c.aux_layer_ids.key,
+                params={"setting": str(c.aux_layer_ids), "outside": outside, "base": {layers.key: layers.value}},
             )
     _check_dtype_against_base(side, base, resolved, found)
     if c.max_positions is not None:
@@ -440,6 +502,8 @@ def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found
                 f"{c.max_positions} is below the base's {positions.value}: RoPE positions past it are "
                 "clamped, and acceptance collapses on longer prompts",
                 side.label,
+                subject=positions.key,
+                params={"setting": str(c.max_positions), "base": positions.value},
             )
 
 
@@ -455,6 +519,11 @@ def _check_dtype_against_base(side: _Side, base: Checkpoint, resolved: Resolved,
             f"({setting_found.key}={json.dumps(setting_found.value)}); the engine casts the drafter to the "
             "base's dtype",
             side.label,
+            params={
+                "dtype": side.dtype,
+                "base_dtype": base_dtype,
+                "base_setting": {setting_found.key: setting_found.value},
+            },
         )
 
 
