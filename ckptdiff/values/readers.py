@@ -93,7 +93,6 @@ class Side:
         self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
         self.strided: tuple[TensorInfo, Any] | None = None  # the last strided tensor, flattened
         self.wide = np.empty(0, np.float32)
-        self.scratch = np.empty(0, np.uint8)
 
     def where(self, file: RelativePath) -> str:
         return str(self.paths.get(file, file))
@@ -123,11 +122,6 @@ class Side:
         if self.wide.size < count:
             self.wide = np.empty(count, np.float32)
         return widen(kind, raw, self.wide)
-
-    def scratch_for(self, nbytes: int) -> np.ndarray:
-        if self.scratch.size < nbytes:
-            self.scratch = np.empty(nbytes, np.uint8)
-        return self.scratch
 
     def close(self) -> None:
         for reader in self.readers.values():

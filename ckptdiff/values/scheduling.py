@@ -114,8 +114,8 @@ class Worker:
         raw_a = side_a.read(pair.a, kind_a, start, count)
         raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
         same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
-        if same:  # numpy's masked max (two passes at ~4 G elements/s) beat a numba loop here (~0.7)
-            facts = equal_chunk_facts(kind_a, raw_a, side_a.scratch_for(len(raw_a)))
+        if same:  # two numpy maxima over the bits (~8 G elements/s) beat a numba loop here (~0.7)
+            facts = equal_chunk_facts(kind_a, raw_a)
             if facts is not None and facts[0]:
                 return SameChunk(count, facts[1])
         return self._fused().sums(kind_a, raw_a, kind_b, raw_b, same)
@@ -127,7 +127,7 @@ class Worker:
         raw_b = side_b.read(pair.b, kind_b, start, count)
         same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
         if same:
-            facts = equal_chunk_facts(kind_a, raw_a, side_a.scratch_for(len(raw_a)))
+            facts = equal_chunk_facts(kind_a, raw_a)
             if facts is not None and facts[0]:
                 return SameChunk(count, facts[1])
         a, b = side_a.widen(kind_a, raw_a), side_b.widen(kind_b, raw_b)
