@@ -18,7 +18,7 @@ from ckptdiff.formats import render
 from ckptdiff.pipeline import compare_specs
 from ckptdiff.sources import resolve
 from ckptdiff.values import scheduling
-from ckptdiff.values.dtypes import VALUE_TYPES, widen
+from ckptdiff.values.dtypes import VALUE_TYPES, equal_chunk_facts, widen
 from fixtures.generate import header_bytes, small_drafter_config, write_config
 
 np = pytest.importorskip("numpy")
@@ -127,6 +127,34 @@ def test_every_bit_pattern_widens_to_the_float32_torch_gives(dtype: str) -> None
 
     expected = torch.frombuffer(bytearray(every), dtype=torch_type).float().numpy()
     assert np.array_equal(widened, expected, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", sorted(name for name, kind in VALUE_TYPES.items() if kind.magnitude_mask))
+def test_what_equal_bytes_tell_matches_the_widened_values(dtype: str) -> None:
+    """A byte-for-byte equal chunk is a SameChunk when every element is finite; its cosine needs a nonzero one.
+    Read from the bits alone: checked against the widened values, on every 1- and 2-byte pattern by itself
+    and on random chunks mixing signs, zeros, infinities and NaNs."""
+    kind = VALUE_TYPES[dtype]
+    rng = np.random.default_rng(5)
+    wide = kind.itemsize > 2
+    patterns = (
+        rng.integers(0, 2 ** (8 * kind.itemsize), 4096, dtype=kind.bits, endpoint=False)
+        if wide
+        else np.arange(2 ** (8 * kind.itemsize), dtype=kind.bits)
+    )
+    special = np.array([0, 1, kind.magnitude_mask], kind.bits)
+    if kind.finite_below is not None:  # ±0, ±tiny, ±largest finite, ±infinity or NaN, ±largest NaN
+        special = np.array([0, 1, kind.finite_below - 1, kind.finite_below, kind.magnitude_mask], kind.bits)
+        special = np.concatenate([special, special | np.array(kind.magnitude_mask + 1, kind.bits)])
+    pool = np.concatenate([patterns, special])
+    chunks = [pool[i : i + 1] for i in range(pool.size)] if not wide else []
+    chunks += [rng.choice(special, 3) for _ in range(200)] + [rng.choice(pool, 7) for _ in range(500)]
+    for chunk in chunks:
+        raw = bytearray(chunk.tobytes())
+        with np.errstate(invalid="ignore"):  # NaN patterns of bf16 and fp8
+            values = np.frombuffer(raw, kind.numpy).astype(np.float64)
+        expected = (bool(np.isfinite(values).all()), bool((values != 0).any()))
+        assert equal_chunk_facts(kind, raw) == expected, (dtype, chunk)
 
 
 @pytest.mark.parametrize("noise", [1e-3, 10.0], ids=["fine-tuned", "unrelated"])

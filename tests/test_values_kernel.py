@@ -230,3 +230,39 @@ def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).parent.parent)
     assert done.stderr.split()[-1] == "False", done.stderr
     assert json.loads(done.stdout)["tensors"][0]["values"]["equal"] is True
+
+
+def test_chunks_equal_in_some_pieces_only_report_what_the_numpy_pass_does(tmp_path: Path, monkeypatch) -> None:
+    """The fused path compares a chunk in pieces: a change in a later piece, equal pieces holding NaN, an equal
+    tensor and an all-zero one give the same statistics as the numpy pass (which compares whole chunks)."""
+    rng = np.random.default_rng(8)
+    per_piece = scheduling.EQUAL_PIECE_BYTES // 2  # bf16 elements
+    a = rng.standard_normal(3 * scheduling.CHUNK_ELEMENTS // 2).astype(np.float32)
+    b = a.copy()
+    b[2 * per_piece + 5] += 1.0  # the third piece of the first chunk
+    a[scheduling.CHUNK_ELEMENTS + per_piece + 1] = b[scheduling.CHUNK_ELEMENTS + per_piece + 1] = np.nan
+    zeros = np.zeros(per_piece + 3, np.float32)
+    a_side = {
+        "changed": ("BF16", stored("BF16", a)),
+        "same": ("BF16", stored("BF16", a[:-7])),
+        "zeros": ("BF16", stored("BF16", zeros)),
+    }
+    b_side = {
+        "changed": ("BF16", stored("BF16", b)),
+        "same": ("BF16", stored("BF16", a[:-7])),
+        "zeros": ("BF16", stored("BF16", zeros)),
+    }
+    first = resolve(str(write_pair(tmp_path / "a", a_side)))
+    second = resolve(str(write_pair(tmp_path / "b", b_side)))
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
+    fused = compare_values(first, second, list(a_side)).stats
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
+    numpy_stats = compare_values(first, second, list(a_side)).stats
+    assert not fused["changed"].equal and fused["same"].equal and fused["zeros"].equal
+    assert fused["zeros"].cosine is None and fused["same"].cosine == pytest.approx(1.0)
+    for name in a_side:
+        assert fused[name].equal == numpy_stats[name].equal, name
+        assert fused[name].note == numpy_stats[name].note, name
+        for field in ("max_abs", "mean_abs", "rel_l2", "cosine"):
+            got, want = getattr(fused[name], field), getattr(numpy_stats[name], field)
+            assert got == (None if want is None else pytest.approx(want, rel=1e-5)), (name, field)

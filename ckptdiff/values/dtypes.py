@@ -65,6 +65,7 @@ _KERNEL_CODES = {
 }
 _NO_TABLE = np.zeros(1, np.float32)
 _UNSIGNED = {size: np.dtype(f"<u{size}") for size in (1, 2, 4, 8)}
+_SIGNED = {size: np.dtype(f"<i{size}") for size in (1, 2, 4, 8)}
 
 
 def _integer(name: str, stored: str) -> ValueType:
@@ -127,15 +128,23 @@ def widen(kind: ValueType, raw: bytearray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def equal_chunk_facts(kind: ValueType, raw: bytearray, scratch: np.ndarray) -> tuple[bool, bool] | None:
+def equal_chunk_facts(kind: ValueType, raw: bytearray) -> tuple[bool, bool] | None:
     """(every element finite, one is nonzero) from the bits of a chunk both sides hold byte for byte; None when
-    the dtype has no rule for it. ``scratch`` holds at least ``len(raw)`` bytes."""
+    the dtype has no rule for it.
+
+    Floats take two read-only maxima instead of masking a copy (the mask and its max cost twice as much): read
+    as signed integers, the largest is the largest magnitude among elements whose sign bit is clear (the others
+    are negative); read as unsigned, the largest less the sign bit is the largest among those whose sign is set.
+    """
     if kind.magnitude_mask is None:
         return None
     bits = np.frombuffer(raw, kind.bits)
     if bits.size == 0:
         return True, False
-    if kind.finite_below is not None:
-        bits = np.bitwise_and(bits, kind.magnitude_mask, out=scratch[: len(raw)].view(kind.bits))
-    largest = int(bits.max())
-    return kind.finite_below is None or largest < kind.finite_below, largest != 0
+    if kind.finite_below is None:  # integers: every bit is magnitude
+        return True, int(bits.max()) != 0
+    sign = kind.magnitude_mask + 1
+    largest_clear = int(bits.view(_SIGNED[kind.itemsize]).max())  # < 0: no element has its sign bit clear
+    largest_set = int(bits.max()) - sign  # < 0: no element has its sign bit set
+    largest = max(largest_clear, largest_set)
+    return largest < kind.finite_below, largest > 0

@@ -54,22 +54,30 @@ class FileReader:
         self.tail = bytearray()
 
     def read(self, offset: int, nbytes: int) -> bytearray:
+        buffer = self.buffer(nbytes)
+        self.read_into(offset, memoryview(buffer))
+        return buffer
+
+    def buffer(self, nbytes: int) -> bytearray:
+        """The reused buffer for reads of ``nbytes``."""
         if nbytes == len(self.full):
-            buffer = self.full
-        elif nbytes == len(self.tail):
-            buffer = self.tail
-        elif nbytes > len(self.full):
-            buffer = self.full = bytearray(nbytes)
-        else:
-            buffer = self.tail = bytearray(nbytes)
-        view = memoryview(buffer)
-        got = 0
+            return self.full
+        if nbytes == len(self.tail):
+            return self.tail
+        if nbytes > len(self.full):
+            self.full = bytearray(nbytes)
+            return self.full
+        self.tail = bytearray(nbytes)
+        return self.tail
+
+    def read_into(self, offset: int, view: memoryview) -> None:
+        """Fill ``view`` with the bytes from ``offset`` on."""
+        got, nbytes = 0, len(view)
         while got < nbytes:
             n = _pread_into(self.handle, view[got:], offset + got)
             if not n:
                 raise SourceError(self.where, f"file ends at byte {offset + got}, a tensor needs {offset + nbytes}")
             got += n
-        return buffer
 
 
 def _pread_into(handle: Any, view: memoryview, offset: int) -> int:
@@ -93,7 +101,6 @@ class Side:
         self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
         self.strided: tuple[TensorInfo, Any] | None = None  # the last strided tensor, flattened
         self.wide = np.empty(0, np.float32)
-        self.scratch = np.empty(0, np.uint8)
 
     def where(self, file: RelativePath) -> str:
         return str(self.paths.get(file, file))
@@ -114,6 +121,21 @@ class Side:
         itemsize = kind.itemsize
         return self._reader(info.file).read(info.data_offsets[0] + start * itemsize, count * itemsize)
 
+    def is_plain(self, info: TensorInfo) -> bool:
+        """Whether the tensor's bytes are one run in its file (every safetensors tensor), read by :meth:`fill`."""
+        if self.strided is None or self.strided[0] is not info:
+            strided = self._strided_tensor(info)
+            self.strided = (info, strided.reshape(-1)) if strided is not None else None
+        return self.strided is None
+
+    def buffer(self, info: TensorInfo, nbytes: int) -> bytearray:
+        """The reused buffer :meth:`read` would return for ``nbytes`` of this tensor's file."""
+        return self._reader(info.file).buffer(nbytes)
+
+    def fill(self, info: TensorInfo, byte_start: int, view: memoryview) -> None:
+        """``view`` filled with a plain tensor's bytes from ``byte_start`` on."""
+        self._reader(info.file).read_into(info.data_offsets[0] + byte_start, view)
+
     def read_bytes(self, info: TensorInfo, start: int, nbytes: int) -> bytearray:
         return self._reader(info.file).read(info.data_offsets[0] + start, nbytes)
 
@@ -123,11 +145,6 @@ class Side:
         if self.wide.size < count:
             self.wide = np.empty(count, np.float32)
         return widen(kind, raw, self.wide)
-
-    def scratch_for(self, nbytes: int) -> np.ndarray:
-        if self.scratch.size < nbytes:
-            self.scratch = np.empty(nbytes, np.uint8)
-        return self.scratch
 
     def close(self) -> None:
         for reader in self.readers.values():

@@ -34,6 +34,9 @@ if TYPE_CHECKING:  # pragma: no cover
 #: it paid numpy's per-call overhead and above which its float32 copies spilled the CPU's cache.
 CHUNK_ELEMENTS = 1024 * 1024
 NUMPY_CHUNK_ELEMENTS = 256 * 1024
+#: The fused path compares a chunk's bytes in pieces of this size, which stay in the CPU's cache between the
+#: read, the memcmp and the finite/nonzero check.
+EQUAL_PIECE_BYTES = 512 * 1024
 #: At most this many threads compute a pass (each with its own file handles and buffers).
 MAX_THREADS = 4
 #: A pass reading less than this runs in the calling thread.
@@ -86,6 +89,7 @@ class Worker:
         self.delta = np.empty(0, np.float32)  # b − a of a chunk (numpy path)
         self.kernel = kernel
         self.fused: FusedChunks | None = None  # made on the first chunk that differs (numba loads ~0.5 s)
+        self.pieces: dict[int, tuple[bytearray, bytearray]] = {}  # size → reused buffers of both sides
 
     def chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         if self.kernel == "numba":
@@ -109,16 +113,55 @@ class Worker:
         return self.fused
 
     def _fused_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        side_a = self.sides[pair.side_a]
+        side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        raw_a = side_a.read(pair.a, kind_a, start, count)
-        raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
-        same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
-        if same:  # numpy's masked max (two passes at ~4 G elements/s) beat a numba loop here (~0.7)
-            facts = equal_chunk_facts(kind_a, raw_a, side_a.scratch_for(len(raw_a)))
-            if facts is not None and facts[0]:
-                return SameChunk(count, facts[1])
+        if kind_a is kind_b and side_a.is_plain(pair.a) and side_b.is_plain(pair.b):
+            outcome = self._equal_in_pieces(pair, start, count)
+            if isinstance(outcome, SameChunk):
+                return outcome
+            raw_a, raw_b, same = outcome
+        else:
+            raw_a = side_a.read(pair.a, kind_a, start, count)
+            raw_b = side_b.read(pair.b, kind_b, start, count)
+            same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
+            if same:
+                facts = equal_chunk_facts(kind_a, raw_a)
+                if facts is not None and facts[0]:
+                    return SameChunk(count, facts[1])
         return self._fused().sums(kind_a, raw_a, kind_b, raw_b, same)
+
+    def _equal_in_pieces(self, pair: Pair, start: int, count: int) -> SameChunk | tuple[bytearray, bytearray, bool]:
+        """A chunk of two plain tensors of one dtype, read and compared in pieces that stay in the CPU's cache
+        (a whole chunk pair spills it: measured ~1.6× the CPU time on byte copies): a SameChunk when every piece
+        is equal and finite, else both sides' whole chunks (in the readers' buffers) for the kernel."""
+        side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
+        kind = VALUE_TYPES[pair.a.dtype]
+        begin, nbytes = start * kind.itemsize, count * kind.itemsize
+        nonzero = False
+        for low in range(0, nbytes, EQUAL_PIECE_BYTES):
+            size = min(EQUAL_PIECE_BYTES, nbytes - low)
+            piece_a, piece_b = self._pieces(size)
+            side_a.fill(pair.a, begin + low, memoryview(piece_a))
+            side_b.fill(pair.b, begin + low, memoryview(piece_b))
+            same = piece_a == piece_b  # a memcmp
+            facts = equal_chunk_facts(kind, piece_a) if same else None
+            if facts is None or not facts[0]:  # differs, or the kernel must count non-finite elements
+                raw_a, raw_b = side_a.buffer(pair.a, nbytes), side_b.buffer(pair.b, nbytes)
+                for side, info, raw, piece in ((side_a, pair.a, raw_a, piece_a), (side_b, pair.b, raw_b, piece_b)):
+                    view = memoryview(raw)
+                    view[low : low + size] = piece
+                    side.fill(info, begin, view[:low])
+                    side.fill(info, begin + low + size, view[low + size :])
+                return raw_a, raw_b, same and raw_a == raw_b
+            nonzero = nonzero or facts[1]
+        return SameChunk(count, nonzero)
+
+    def _pieces(self, size: int) -> tuple[bytearray, bytearray]:
+        if size not in self.pieces:
+            if len(self.pieces) > 4:  # a tensor's last piece is shorter: keep the full size and a few others
+                self.pieces = {n: pair for n, pair in self.pieces.items() if n == EQUAL_PIECE_BYTES}
+            self.pieces[size] = (bytearray(size), bytearray(size))
+        return self.pieces[size]
 
     def _numpy_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
@@ -127,7 +170,7 @@ class Worker:
         raw_b = side_b.read(pair.b, kind_b, start, count)
         same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
         if same:
-            facts = equal_chunk_facts(kind_a, raw_a, side_a.scratch_for(len(raw_a)))
+            facts = equal_chunk_facts(kind_a, raw_a)
             if facts is not None and facts[0]:
                 return SameChunk(count, facts[1])
         a, b = side_a.widen(kind_a, raw_a), side_b.widen(kind_b, raw_b)
