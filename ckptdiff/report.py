@@ -110,7 +110,8 @@ class NotePart(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
 
     ``rank``/``dim``/``dtype``: A's and B's ``a``/``b`` (``index`` for a dim); ``injected``: ``how`` the engine
     takes it (``embedding``, ``head``, ``tied_head``) from the base's ``name``; ``base_verdict``: ``how``
-    (``verified``, ``does_not_fit``) with the base's ``got``; ``did_you_mean``: the ``side`` label and ``name``."""
+    (``verified``, ``does_not_fit``) with the tensor the base ``stores``; ``did_you_mean``: the ``side`` label
+    and ``name``."""
 
     kind: NoteKind
     a: str | int | None = None
@@ -119,7 +120,7 @@ class NotePart(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     how: str | None = None
     name: str | None = None
     side: str | None = None
-    got: str | None = None
+    stores: TensorSide | None = None
 
 
 class TensorRow(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):

@@ -66,7 +66,7 @@ INJECTED_WORDING = {
     "head": "the engine takes the base model's {name} (no draft_vocab_size of its own)",
     "tied_head": "tied (tie_word_embeddings): the head is embed_tokens, from the base model's {name}",
 }
-#: The base check's verdict on an injected weight; {got} is the base's shape and dtype.
+#: The base check's verdict on an injected weight; {got} is the shape and dtype the base stores.
 VERDICT_WORDING = {"verified": "verified: {got}", "does_not_fit": "base has {got}: does not fit"}
 
 
@@ -81,7 +81,7 @@ def note_part_text(part: NotePart) -> str:
     if part.kind == "injected":
         return INJECTED_WORDING[part.how or ""].format(name=part.name)
     if part.kind == "base_verdict":
-        return VERDICT_WORDING[part.how or ""].format(got=part.got)
+        return VERDICT_WORDING[part.how or ""].format(got=shape_dtype(part.stores))
     return f"did you mean {part.side}'s {part.name}? (same shape and dtype)"
 
 

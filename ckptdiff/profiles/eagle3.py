@@ -398,7 +398,7 @@ def _check_injected(
                     "problems": problems,
                 },
             )
-            verified.setdefault(weight.name, _verdict(weight, base_name, "does_not_fit", got))
+            verified.setdefault(weight.name, _verdict(weight, base_name, "does_not_fit", source.shape, source.dtype))
             continue
         dtype = carried.dtype if carried is not None else side.dtype
         if dtype is not None and source.dtype != dtype:
@@ -423,12 +423,15 @@ def _check_injected(
                 "base_dtype": source.dtype,
             },
         )
-        verified.setdefault(weight.name, _verdict(weight, base_name, "verified", got))
+        verified.setdefault(weight.name, _verdict(weight, base_name, "verified", source.shape, source.dtype))
 
 
-def _verdict(weight: InjectedWeight, base_name: str, how: str, got: str) -> tuple[NotePart, NotePart]:
+def _verdict(
+    weight: InjectedWeight, base_name: str, how: str, shape: Iterable[int], dtype: str
+) -> tuple[NotePart, NotePart]:
     """An injected row's note parts once its base is checked: where it comes from, then the verdict."""
-    return NotePart("injected", how=weight.how, name=base_name), NotePart("base_verdict", how=how, got=got)
+    stores = TensorSide(tuple(shape), dtype)
+    return NotePart("injected", how=weight.how, name=base_name), NotePart("base_verdict", how=how, stores=stores)
 
 
 def _base_setting(
