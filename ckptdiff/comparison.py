@@ -18,6 +18,7 @@ from .report import (
     EngineResult,
     Finding,
     Layout,
+    NotePart,
     Report,
     SideSummary,
     Status,
@@ -155,32 +156,33 @@ def _tensor_rows(
             side_b = None if tb is None else TensorSide(tb.shape, tb.dtype, None if tb.name == name else tb.name)
         if ta is not None and tb is not None:
             if ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case
-                append(TensorRow(name, "match", side_a, side_b, None))
+                append(TensorRow(name, "match", side_a, side_b))
             else:
-                status, note = _pair_status(ta, tb)
-                append(TensorRow(name, status, side_a, side_b, note))
+                status, notes = _pair_status(ta, tb)
+                append(TensorRow(name, status, side_a, side_b, notes))
             continue
         injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
         if injected is not None:
-            append(TensorRow(name, "injected", side_a, side_b, injected.note))
+            append(
+                TensorRow(
+                    name, "injected", side_a, side_b, (NotePart("injected", how=injected.how, name=injected.base_name),)
+                )
+            )
         else:
-            append(TensorRow(name, "only_in_a" if ta else "only_in_b", side_a, side_b, None))
+            append(TensorRow(name, "only_in_a" if ta else "only_in_b", side_a, side_b))
     return rows
 
 
-def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, str | None]:
+def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, tuple[NotePart, ...]]:
+    dtype = (NotePart("dtype", a=a.dtype, b=b.dtype),) if a.dtype != b.dtype else ()
     if a.shape != b.shape:
         if len(a.shape) != len(b.shape):
-            note = f"rank {len(a.shape)} vs {len(b.shape)}"
-        else:
-            dims = [f"dim {i}: {x} vs {y}" for i, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y]
-            note = "; ".join(dims)
-        if a.dtype != b.dtype:
-            note += f"; dtype {a.dtype} vs {b.dtype}"
-        return "shape_mismatch", note
-    if a.dtype != b.dtype:
-        return "dtype_mismatch", f"dtype {a.dtype} vs {b.dtype}"
-    return "match", None
+            return "shape_mismatch", (NotePart("rank", a=len(a.shape), b=len(b.shape)), *dtype)
+        dims = tuple(NotePart("dim", a=x, b=y, index=i) for i, (x, y) in enumerate(zip(a.shape, b.shape)) if x != y)
+        return "shape_mismatch", (*dims, *dtype)
+    if dtype:
+        return "dtype_mismatch", dtype
+    return "match", ()
 
 
 def _config_findings(a: Checkpoint, b: Checkpoint) -> Iterator[Finding]:

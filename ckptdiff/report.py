@@ -102,15 +102,37 @@ class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
         return float(value.lower().replace("infinity", "inf")) if isinstance(value, str) else value
 
 
+NoteKind = Literal["rank", "dim", "dtype", "injected", "base_verdict", "did_you_mean"]
+
+
+class NotePart(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One part of a row's note, as data; :func:`ckptdiff.formats._common.note_text` words it.
+
+    ``rank``/``dim``/``dtype``: A's and B's ``a``/``b`` (``index`` for a dim); ``injected``: ``how`` the engine
+    takes it (``embedding``, ``head``, ``tied_head``) from the base's ``name``; ``base_verdict``: ``how``
+    (``verified``, ``does_not_fit``) with the tensor the base ``stores``; ``did_you_mean``: the ``side`` label
+    and ``name``."""
+
+    kind: NoteKind
+    a: str | int | None = None
+    b: str | int | None = None
+    index: int | None = None
+    how: str | None = None
+    name: str | None = None
+    side: str | None = None
+    stores: TensorSide | None = None
+
+
 class TensorRow(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """One tensor name of either side. Its fields are its JSON object, in order (``values`` and ``allowed_by``
-    only when set); a Kimi-K2 pair has 140 k rows, so the C-built Struct serves as data and wire at once."""
+    """One tensor name of either side (its JSON object is :class:`ckptdiff.formats.document.TensorRowDocument`);
+    a Kimi-K2 pair has 140 k rows, hence a C-built Struct."""
 
     name: str
     status: Status
     a: TensorSide | None
     b: TensorSide | None
-    note: str | None
+    #: What the passes found about the row, in order (worded by the formats into the JSON ``note``).
+    notes: tuple[NotePart, ...] = ()
     #: Value statistics (``--values``).
     values: RowValues | None = None
     #: The id of the policy rule that accepts this row despite its status (:class:`PolicyRule`).

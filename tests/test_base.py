@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from ckptdiff import compare
+from ckptdiff.formats._common import note_text
 from ckptdiff.formats.messages import finding_message
+from ckptdiff.report import NotePart, TensorSide
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,
     KIMI_K2_DRAFTER_CONFIG,
@@ -158,6 +160,22 @@ def test_the_cli_with_a_hub_base_and_a_bad_embedding_exits_1(kimi_pair, tmp_path
 
 
 # --- more base checks, on small bases ---------------------------------------------------------------------
+
+
+def test_an_injected_rows_note_names_where_it_comes_from_and_the_verdict_as_data(kimi_pair, tmp_path):
+    published, ours = kimi_pair
+    base = base_with_only_the_first_shard(tmp_path / "Kimi-K2-Instruct")
+
+    report = compare(str(published), str(ours), base=str(base))
+
+    embed = next(row for row in report.tensors if row.name == "embed_tokens.weight")
+    assert embed.notes == (
+        NotePart("injected", how="embedding", name="model.embed_tokens.weight"),
+        NotePart("base_verdict", how="verified", stores=TensorSide((163840, 7168), "BF16")),
+    )
+    assert note_text(embed) == (
+        "frozen: the engine takes it from the base model's model.embed_tokens.weight; verified: [163840, 7168] BF16"
+    )
 
 
 def drafter_pair(root: Path, **config) -> tuple[Path, Path]:

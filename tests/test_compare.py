@@ -7,7 +7,9 @@ from report_json import json_document
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints, diff_configs, flatten_config
+from ckptdiff.formats._common import note_text
 from ckptdiff.profiles import detect_profile, get_profile
+from ckptdiff.report import NotePart
 from fixtures.generate import HERE as FIXTURES
 
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
@@ -40,7 +42,7 @@ def test_every_status():
         }
     )
     report = compare_checkpoints(a, b)
-    status = {row.name: (row.status, row.note) for row in report.tensors}
+    status = {row.name: (row.status, note_text(row)) for row in report.tensors}
     assert status == {
         "both_differ": ("shape_mismatch", "dim 0: 2 vs 3; dtype F16 vs F32"),
         "gone": ("only_in_a", "did you mean B's new? (same shape and dtype)"),
@@ -53,6 +55,18 @@ def test_every_status():
     assert report.verdict == "incompatible" and report.exit_code == 1
 
 
+def test_a_row_note_is_data_the_formats_word():
+    a = checkpoint({"flat": ([6], "F16"), "renamed": ([2, 2], "F32")})
+    b = checkpoint({"flat": ([2, 3], "BF16"), "moved": ([2, 2], "F32")})
+
+    rows = {row.name: row for row in compare_checkpoints(a, b).tensors}
+
+    assert rows["flat"].notes == (NotePart("rank", a=1, b=2), NotePart("dtype", a="F16", b="BF16"))
+    assert note_text(rows["flat"]) == "rank 1 vs 2; dtype F16 vs BF16"
+    assert rows["renamed"].notes == (NotePart("did_you_mean", side="B", name="moved"),)
+    assert rows["moved"].notes == (NotePart("did_you_mean", side="A", name="renamed"),)
+
+
 def test_embed_tokens_is_injected_only_for_eagle3_drafters():
     drafter_config = {"architectures": ["LlamaForCausalLMEagle3"]}
     a = checkpoint({"fc.weight": ([4, 12], "BF16")}, drafter_config)
@@ -60,7 +74,7 @@ def test_embed_tokens_is_injected_only_for_eagle3_drafters():
     eagle3 = compare_checkpoints(a, b, profile=detect_profile(a.config, b.config))
     assert eagle3.verdict == "compatible" and eagle3.profile == "eagle3"
     row = next(r for r in eagle3.tensors if r.name == "embed_tokens.weight")
-    assert row.status == "injected" and "base model" in row.note
+    assert row.status == "injected" and "base model" in (note_text(row) or "")
 
     generic = compare_checkpoints(a, b, profile=get_profile("none"))
     assert generic.verdict == "incompatible"

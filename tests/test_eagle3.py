@@ -12,6 +12,7 @@ from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.errors import CkptdiffError
+from ckptdiff.formats._common import note_text
 from ckptdiff.formats.messages import finding_message
 from ckptdiff.profiles import detect_profile, get_profile
 from ckptdiff.profiles.drafter_shapes import expected_shapes
@@ -161,10 +162,10 @@ def test_without_the_profile_names_do_not_match_and_did_you_mean_points_at_the_c
     assert report.verdict == "incompatible"
     rows = {row.name: row for row in report.tensors}
     assert rows["midlayer.mlp.up_proj.weight"].status == "only_in_a"
-    assert rows["midlayer.mlp.up_proj.weight"].note == (
+    assert note_text(rows["midlayer.mlp.up_proj.weight"]) == (
         "did you mean B's model.layers.0.mlp.up_proj.weight? (same shape and dtype)"
     )
-    assert rows["model.norm.weight"].note == "did you mean A's norm.weight? (same shape and dtype)"
+    assert note_text(rows["model.norm.weight"]) == "did you mean A's norm.weight? (same shape and dtype)"
 
 
 def test_did_you_mean_picks_the_closest_of_several_same_shaped_names(tmp_path):
@@ -175,7 +176,7 @@ def test_did_you_mean_picks_the_closest_of_several_same_shaped_names(tmp_path):
 
     rows = {row.name: row for row in report.tensors}  # four [64] BF16 norms are candidates; the name decides
     assert rows["midlayer.hidden_norm.weight"].status == "only_in_a"
-    assert rows["midlayer.hidden_norm.weight"].note == (
+    assert note_text(rows["midlayer.hidden_norm.weight"]) == (
         "did you mean B's midlayer.hidden_layernorm.weight? (same shape and dtype)"
     )
 
@@ -187,7 +188,7 @@ def test_did_you_mean_scales_to_hundreds_of_renamed_layers_and_stays_quiet_beyon
 
     report = compare_checkpoints(side("layers", 600), side("blocks", 600))
 
-    notes = {row.name: row.note for row in report.tensors}
+    notes = {row.name: note_text(row) for row in report.tensors}
     for i in (0, 7, 17, 117, 599):
         assert (
             notes[f"model.layers.{i}.mlp.weight"]
@@ -198,7 +199,7 @@ def test_did_you_mean_scales_to_hundreds_of_renamed_layers_and_stays_quiet_beyon
             == f"did you mean A's model.layers.{i}.mlp.weight? (same shape and dtype)"
         )
     many = compare_checkpoints(side("layers", 1001), side("blocks", 1001))
-    assert {row.note for row in many.tensors} == {None}
+    assert {note_text(row) for row in many.tensors} == {None}
 
 
 def test_rename_rules_apply_to_both_sides_before_matching(tmp_path, run_cli):
@@ -411,12 +412,12 @@ def test_lm_head_is_injected_from_the_base_when_the_drafter_has_no_draft_vocab_s
     report = compare(str(a), str(b))
 
     row = next(row for row in report.tensors if row.name == "lm_head.weight")
-    assert row.status == "injected" and "the base model's lm_head.weight" in row.note
+    assert row.status == "injected" and "the base model's lm_head.weight" in (note_text(row) or "")
     assert report.verdict == "compatible" and "lm_head_missing" not in codes(report)
     assert EAGLE3.base_tensors(config) == {"model.embed_tokens.weight", "lm_head.weight"}
     tied = dict(config, tie_word_embeddings=True)
     assert EAGLE3.base_tensors(tied) == {"model.embed_tokens.weight"}
-    assert "tied" in EAGLE3.injected_weight("lm_head.weight", tied).note
+    assert EAGLE3.injected_weight("lm_head.weight", tied).how == "tied_head"
 
 
 def test_d2t_missing_when_the_draft_vocabulary_is_smaller(tmp_path):

@@ -76,7 +76,7 @@ def test_each_row_line_is_exactly_json_dumps_of_the_row() -> None:
         a, replace(a, tensors=b), renames=["^layers\\.0\\.="], policy=Policy(allow_missing=("only_*",))
     )
     assert {row.status for row in report.tensors} >= {"match", "dtype_mismatch", "shape_mismatch", "only_in_a"}
-    assert any(row.allowed_by for row in report.tensors) and any(row.note for row in report.tensors)
+    assert any(row.allowed_by for row in report.tensors) and any(row.notes for row in report.tensors)
     text = render(report, "json")
     lines = [line.strip().rstrip(",") for line in text.split("\n") if line.startswith('    {"name": ')]
     assert lines == [json.dumps(row, ensure_ascii=False) for row in validate(json.loads(text))["tensors"]]

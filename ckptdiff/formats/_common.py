@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import printable as printable  # the terminal's escaping, for the table
-from ..report import STATUSES, ConfigDiff, EngineEvent, Report, SideSummary, TensorRow, TensorSide
+from ..report import STATUSES, ConfigDiff, EngineEvent, NotePart, Report, SideSummary, TensorRow, TensorSide
 from .messages import allowed_by_text
 
 if TYPE_CHECKING:
@@ -59,12 +59,50 @@ def counts_line(report: Report) -> str:
     return f"{text}; {outcomes_line(report)}" if report.engines else text
 
 
-def row_note(row: TensorRow, report: Report) -> str:
-    """The note column: the comparison's note, then the policy rule that accepts the row."""
+#: How an injected weight reaches the drafter, by :attr:`ckptdiff.profiles.InjectedWeight.how`; {name} is where
+#: the base stores it.
+INJECTED_WORDING = {
+    "embedding": "frozen: the engine takes it from the base model's {name}",
+    "head": "the engine takes the base model's {name} (no draft_vocab_size of its own)",
+    "tied_head": "tied (tie_word_embeddings): the head is embed_tokens, from the base model's {name}",
+}
+#: The base check's verdict on an injected weight; {got} is the shape and dtype the base stores.
+VERDICT_WORDING = {"verified": "verified: {got}", "does_not_fit": "base has {got}: does not fit"}
+
+
+def note_part_text(part: NotePart) -> str:
+    """One note part in words."""
+    if part.kind == "rank":
+        return f"rank {part.a} vs {part.b}"
+    if part.kind == "dim":
+        return f"dim {part.index}: {part.a} vs {part.b}"
+    if part.kind == "dtype":
+        return f"dtype {part.a} vs {part.b}"
+    if part.kind == "injected":
+        return INJECTED_WORDING[part.how or ""].format(name=part.name)
+    if part.kind == "base_verdict":
+        return VERDICT_WORDING[part.how or ""].format(got=shape_dtype(part.stores))
+    return f"did you mean {part.side}'s {part.name}? (same shape and dtype)"
+
+
+def note_text(row: TensorRow) -> str | None:
+    """The comparison's note on a row (no policy): its parts in words, in order; None when it has none."""
+    return "; ".join(map(note_part_text, row.notes)) if row.notes else None
+
+
+def row_note(
+    row: TensorRow,
+    report: Report,
+    text: Callable[[str], str] = str,
+    rule: Callable[[str], str] = str,
+) -> str:
+    """The note column: the comparison's note, then the policy rule that accepts the row. ``text`` and ``rule``
+    escape the note and the rule for a format that needs it (markdown)."""
+    note = text(note_text(row) or "")
     if row.allowed_by is None:
-        return row.note or ""
-    allowed = f"allowed by {allowed_by_text(report, row.allowed_by)}"
-    return f"{row.note}; {allowed}" if row.note else allowed
+        return note
+    allowed = f"allowed by {rule(allowed_by_text(report, row.allowed_by))}"
+    return f"{note}; {allowed}" if note else allowed
 
 
 def display_rows(report: Report, options: RenderOptions) -> list[DisplayRow]:

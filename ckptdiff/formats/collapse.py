@@ -96,7 +96,7 @@ def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
             row.status,
             None if a is None else (a.shape, a.dtype),
             None if b is None else (b.shape, b.dtype),
-            row.note,
+            row.notes,
             row.allowed_by,
             row.values,
         )

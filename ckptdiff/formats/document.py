@@ -16,16 +16,19 @@ from ..report import (
     Outcome,
     ParameterFate,
     Report,
+    RowValues,
     RuleKind,
     RuleOrigin,
     Severity,
     SideSummary,
+    Status,
     TensorFate,
-    TensorRow,
+    TensorSide,
     Verdict,
     json_safe,
 )
 from ..version import __version__
+from ._common import note_text
 from .messages import finding_message, rules_applied
 
 
@@ -73,6 +76,21 @@ class RuleDocument(msgspec.Struct, frozen=True, omit_defaults=True):
     path: str | None = None
 
 
+class TensorRowDocument(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """One tensor name of either side. ``note`` is what the comparison found, in words; ``values`` and
+    ``allowed_by`` only when set."""
+
+    name: str
+    status: Status
+    a: TensorSide | None
+    b: TensorSide | None
+    note: str | None
+    #: Value statistics (``--values``).
+    values: RowValues | None = None
+    #: The id of the policy rule that accepts this row despite its status.
+    allowed_by: str | None = None
+
+
 class ReportDocument(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=True):
     """The whole JSON report, its keys in this order; ``base`` and ``engines`` only when there are some."""
 
@@ -84,13 +102,21 @@ class ReportDocument(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=Tr
     b: SideSummary | None
     base: SideSummary | UnsetType = UNSET
     counts: dict[str, int]
-    tensors: tuple[TensorRow, ...]
+    tensors: tuple[TensorRowDocument, ...]
     config: tuple[ConfigDiffDocument, ...]
     findings: tuple[FindingDocument, ...]
     engines: tuple[EngineDocument, ...] | UnsetType = UNSET
     fail_on: FailOn
     rules_applied: tuple[str, ...]
     rules: tuple[RuleDocument, ...]
+
+
+def row_documents(report: Report) -> tuple[TensorRowDocument, ...]:
+    """The report's rows as JSON objects, each note in words."""
+    return tuple(
+        TensorRowDocument(row.name, row.status, row.a, row.b, note_text(row), row.values, row.allowed_by)
+        for row in report.tensors
+    )
 
 
 def document(report: Report, *, tensors: bool = True) -> ReportDocument:
@@ -104,7 +130,7 @@ def document(report: Report, *, tensors: bool = True) -> ReportDocument:
         b=report.b,
         base=report.base if report.base is not None else UNSET,
         counts=report.counts,
-        tensors=report.tensors if tensors else (),
+        tensors=row_documents(report) if tensors else (),
         config=tuple(
             ConfigDiffDocument(d.key, d.path, json_safe(d.a), json_safe(d.b), d.status) for d in report.config
         ),

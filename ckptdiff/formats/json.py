@@ -8,7 +8,7 @@ import msgspec
 
 from ..report import Report
 from . import RenderOptions
-from .document import document
+from .document import document, row_documents
 
 _encode = msgspec.json.Encoder().encode
 #: Between two rows of the compact rows list; inside a string every quote is escaped, and no other object in
@@ -24,7 +24,7 @@ def render(report: Report, options: RenderOptions) -> str:
         head = msgspec.json.format(_encode(document(report, tensors=False)), indent=2)
         if not report.tensors:
             return head.decode() + "\n"
-        rows = msgspec.json.format(_encode(report.tensors), indent=0)
+        rows = msgspec.json.format(_encode(row_documents(report)), indent=0)
     except UnicodeEncodeError:  # a lone surrogate in a name (pickle keys may hold one): escaped as \\udXXX
         return _escaped(report)
     lines = rows.replace(_BOUNDARY, b'},\n    {"name": ')

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 from ..report import Report, TensorRow
 from . import RenderOptions
-from ._common import config_cells, event_line, shape_dtype, side_display
+from ._common import config_cells, event_line, note_text, shape_dtype, side_display
 from .messages import allowed_by_text, finding_message, headline, rules_applied
 
 
@@ -76,10 +76,11 @@ def render(report: Report, options: RenderOptions) -> str:
             _element(case, "skipped", message=f"{row.status}, allowed by {allowed_by_text(report, row.allowed_by)}")
         elif not row.passes:
             failures += 1
-            reason = f"{row.status}: {row.note}" if row.note else row.status
+            note = note_text(row)
+            reason = f"{row.status}: {note}" if note else row.status
             _element(case, "failure", _sides(row), message=reason, type=row.status)
         elif row.status != "match":
-            _element(case, "system-out", f"{row.status}: {row.note or ''}\n{_sides(row)}")
+            _element(case, "system-out", f"{row.status}: {note_text(row) or ''}\n{_sides(row)}")
 
     seen: dict[str, int] = {}
     for finding in report.findings:

@@ -18,10 +18,11 @@ from ._common import (
     has_values,
     human_bytes,
     human_count,
+    row_note,
     shape_dtype,
     value_cells,
 )
-from .messages import allowed_by_text, finding_message, headline, rules_applied
+from .messages import finding_message, headline, rules_applied
 
 _MARK = {"compatible": "✅", "incompatible": "❌"}
 #: What markdown acts on in text: emphasis, code, links and images, raw HTML and entities, table cells (an
@@ -138,10 +139,12 @@ def _comparison(report: Report, options: RenderOptions) -> list[str]:
             row = line.row
             status = f"{row.status} (allowed)" if row.allowed_by else row.status
             cells = [escape(line.name, code=True, table=True)] + ([str(line.count)] if with_counts else [])
-            note = escape(row.note or "", table=True)
-            if row.allowed_by:
-                rule = escape(allowed_by_text(report, row.allowed_by), code=True, table=True)
-                note = f"{note}; allowed by {rule}" if note else f"allowed by {rule}"
+            note = row_note(
+                row,
+                report,
+                lambda text: escape(text, table=True),
+                lambda rule: escape(rule, code=True, table=True),
+            )
             values = value_cells(row) if with_values else []
             sides = [escape(shape_dtype(row.a), table=True), escape(shape_dtype(row.b), table=True)]
             table.append(cells + sides + [status] + values + [note])

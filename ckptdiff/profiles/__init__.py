@@ -29,13 +29,10 @@ class InjectedWeight:
 
     name: str  # the tensor name in this architecture's checkpoints (canonical naming)
     base_name: str  # where the engine finds it in a text-only base (target) model
-    note: str  # what the report says on the row
+    #: How the engine takes it, worded by the formats: "embedding", "head" (the base's head) or "tied_head".
+    how: str
     #: What it is in the base, whatever the base's layout names it (:mod:`.base_layouts`).
     role: str = "embedding"
-
-    def note_for(self, base_name: str) -> str:
-        """The row's note for a base that stores this weight as ``base_name``."""
-        return self.note.replace(self.base_name, base_name)
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import msgspec
 
 from ..checkpoint import Checkpoint
 from ..dtypes import FLOAT_DTYPES
-from ..report import Finding, Severity, TensorRow, TensorSide
+from ..report import Finding, NotePart, Severity, TensorRow, TensorSide
 from . import Config, Convention, InjectedWeight, Profile
 from .base_layouts import Found, Resolved, lookup, recognise
 from .drafter import DrafterSpec, config_dtype, is_eagle3, layer_prefix
@@ -82,18 +82,18 @@ def naming_convention(names: Iterable[str]) -> Convention | None:
 EMBED = InjectedWeight(
     name="embed_tokens.weight",
     base_name="model.embed_tokens.weight",
-    note="frozen: the engine takes it from the base model's model.embed_tokens.weight",
+    how="embedding",
 )
 LM_HEAD = InjectedWeight(
     name="lm_head.weight",
     base_name="lm_head.weight",
-    note="the engine takes the base model's lm_head.weight (no draft_vocab_size of its own)",
+    how="head",
     role="lm_head",
 )
 LM_HEAD_TIED = InjectedWeight(
     name="lm_head.weight",
     base_name="model.embed_tokens.weight",
-    note="tied (tie_word_embeddings): the head is embed_tokens, from the base model's model.embed_tokens.weight",
+    how="tied_head",
 )
 
 
@@ -190,7 +190,7 @@ def review(
     for side in sides:
         _check_own_config(side, found, base_embedding)
     _check_between(sides[0], sides[1], found)
-    verified: dict[str, tuple[str, str]] = {}  # row name → (its note for this base, the verdict)
+    verified: dict[str, tuple[NotePart, NotePart]] = {}  # row name → (its injected part for this base, the verdict)
     for side, other in (sides, sides[::-1]):
         _check_injected(side, other, base, resolved, found, verified)
     if base is not None and resolved is not None:
@@ -206,7 +206,7 @@ def review(
             _check_against_base(side, base, resolved, found)
     if verified:
         rows = tuple(
-            msgspec.structs.replace(row, note=f"{verified[row.name][0]}; {verified[row.name][1]}")
+            msgspec.structs.replace(row, notes=verified[row.name])
             if row.status == "injected" and row.name in verified
             else row
             for row in rows
@@ -346,7 +346,7 @@ def _check_injected(
     base: Checkpoint | None,
     resolved: Resolved | None,
     found: _Findings,
-    verified: dict[str, tuple[str, str]],
+    verified: dict[str, tuple[NotePart, NotePart]],
 ) -> None:
     config = side.checkpoint.config
     if config is not None and side.drafter is None:
@@ -398,7 +398,7 @@ def _check_injected(
                     "problems": problems,
                 },
             )
-            verified.setdefault(weight.name, (weight.note_for(base_name), f"base has {got}: does not fit"))
+            verified.setdefault(weight.name, _verdict(weight, base_name, "does_not_fit", source.shape, source.dtype))
             continue
         dtype = carried.dtype if carried is not None else side.dtype
         if dtype is not None and source.dtype != dtype:
@@ -423,7 +423,15 @@ def _check_injected(
                 "base_dtype": source.dtype,
             },
         )
-        verified.setdefault(weight.name, (weight.note_for(base_name), f"verified: {got}"))
+        verified.setdefault(weight.name, _verdict(weight, base_name, "verified", source.shape, source.dtype))
+
+
+def _verdict(
+    weight: InjectedWeight, base_name: str, how: str, shape: Iterable[int], dtype: str
+) -> tuple[NotePart, NotePart]:
+    """An injected row's note parts once its base is checked: where it comes from, then the verdict."""
+    stores = TensorSide(tuple(shape), dtype)
+    return NotePart("injected", how=weight.how, name=base_name), NotePart("base_verdict", how=how, stores=stores)
 
 
 def _base_setting(

@@ -17,7 +17,7 @@ import msgspec
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CkptdiffError
-from ..report import Finding, TensorRow
+from ..report import Finding, NotePart, TensorRow
 from . import Convention, Profile
 
 
@@ -146,14 +146,14 @@ def suggest_counterparts(rows: Iterable[TensorRow]) -> tuple[TensorRow, ...]:
             stored = getattr(row, side)
             keyed.setdefault((stored.shape, stored.dtype), []).append(row)
         groups[side] = {key: _Candidates(members) for key, members in keyed.items()}
-    notes: dict[int, str] = {}
+    notes: dict[int, NotePart] = {}
     for side, other, label in (("a", "b", "B"), ("b", "a", "A")):
         for row in only[side]:
             stored = getattr(row, side)
             candidates = groups[other].get((stored.shape, stored.dtype))
             if candidates is not None:
                 best = candidates.closest(row.name)
-                notes[id(row)] = f"did you mean {label}'s {_shown(best, other)}? (same shape and dtype)"
+                notes[id(row)] = NotePart("did_you_mean", side=label, name=_shown(best, other))
     return tuple(_with_note(row, notes[id(row)]) if id(row) in notes else row for row in rows)
 
 
@@ -162,5 +162,5 @@ def _shown(row: TensorRow, side: str) -> str:
     return own.name if own is not None and own.name else row.name
 
 
-def _with_note(row: TensorRow, note: str) -> TensorRow:
-    return msgspec.structs.replace(row, note=f"{row.note}; {note}" if row.note else note)
+def _with_note(row: TensorRow, note: NotePart) -> TensorRow:
+    return msgspec.structs.replace(row, notes=(*row.notes, note))
