@@ -14,9 +14,9 @@ frozen before the interpreter exits, so that its teardown does not walk them aga
 from __future__ import annotations
 
 import gc
-import os
-import signal
 import sys
+
+from .process import prepare
 
 #: Options after which the command line holds no spec to send early for (the CLI answers them alone).
 _NO_CALLS = frozenset(("-h", "--help", "-V", "--version", "--offline"))
@@ -26,23 +26,13 @@ def main() -> None:
     gc.disable()
     try:
         args = sys.argv[1:]
-        if "--debug" not in args:  # as cli.main: set before huggingface_hub is imported, which reads it then
-            os.environ.setdefault("HF_HUB_VERBOSITY", "error")
-        signal.signal(signal.SIGINT, _interrupt)  # until the CLI installs its own, which does the same
+        prepare(args)  # before the listing calls, which import huggingface_hub
         send_listings_early(args)
         from .cli import main as cli_main
 
         cli_main()
     finally:
         gc.freeze()
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    """Ctrl-C while a listing call is under way: one line and exit 130 at once, as the CLI's handler does (its
-    threads would otherwise hold the exit until their requests time out)."""
-    sys.stderr.write("ckptdiff: interrupted\n")
-    sys.stderr.flush()
-    os._exit(130)
 
 
 def send_listings_early(args: list[str]) -> int:

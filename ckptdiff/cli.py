@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 import sys
-import threading
 import traceback
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -30,6 +28,7 @@ from .cli_output import (
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, scrub_secrets
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
+from .process import prepare
 from .profiles import profile_choices
 from .version import __version__
 
@@ -337,38 +336,11 @@ def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOpt
     return ValuesOptions(jobs=jobs if given else None, scheduler=scheduler)
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    """Ctrl-C: one line and exit 130 at once. Unwinding would wait for threads blocked on the network (their
-    pools join them) until their timeout, and click would turn the KeyboardInterrupt into a bare "Aborted"."""
-    sys.stderr.write("ckptdiff: interrupted\n")
-    sys.stderr.flush()
-    os._exit(130)
-
-
-#: Loggers of the object-store clients, which log failed attempts with their tracebacks on stderr (Python's
-#: last-resort handler) before ckptdiff's own one line says what failed.
-STORE_LOGGERS = ("gcsfs", "adlfs", "s3fs", "aiobotocore", "botocore", "fsspec", "aiohttp", "google", "azure")
-
-
-def _quiet_store_loggers() -> None:
-    import logging
-
-    for name in STORE_LOGGERS:
-        logger = logging.getLogger(name)
-        if not logger.handlers:
-            logger.addHandler(logging.NullHandler())
-            logger.propagate = False
-
-
 def main(argv: list[str] | None = None) -> None:
     """Entry point: CkptdiffError → one line on stderr and exit 2; never a traceback unless --debug."""
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args
-    if not debug:  # huggingface_hub logs every retry; ckptdiff reports the outcome in one line instead
-        os.environ.setdefault("HF_HUB_VERBOSITY", "error")
-        _quiet_store_loggers()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, _interrupt)
+    prepare(args)
     try:
         command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:

@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.dtypes": 0,
     "ckptdiff.progress": 0,
     "ckptdiff.policy_keys": 0,
+    "ckptdiff.process": 0,
     "ckptdiff._entry": 11,
     "ckptdiff.safetensors_header": 1,
     "ckptdiff.checkpoint": 2,
