@@ -170,3 +170,14 @@ class S3Server:
             yield key["AccessKeyId"], key["SecretAccessKey"]
         finally:
             requests.post(f"{self.endpoint}/moto-api/reset-auth", data=str(2**62).encode(), timeout=10)
+
+
+def point_aws_chain_at(server: S3Server, monkeypatch: Any) -> S3Server:
+    """This process's AWS chain pointed at ``server`` (environment variables, as a user would set them), with
+    its request counters zeroed."""
+    for variable, value in server.env.items():
+        monkeypatch.setenv(variable, value)
+    for variable in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.delenv(variable, raising=False)
+    server.reset_counters()
+    return server

@@ -153,12 +153,9 @@ def s3_server():
 
 @pytest.fixture
 def s3(s3_server, monkeypatch):
-    for variable, value in s3_server.env.items():
-        monkeypatch.setenv(variable, value)
-    for variable in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        monkeypatch.delenv(variable, raising=False)
-    s3_server.reset_counters()
-    yield s3_server
+    from store_servers import point_aws_chain_at
+
+    yield point_aws_chain_at(s3_server, monkeypatch)
     s3_server.generated.clear()
     s3_server.ignore_range.clear()
     s3_server.endless.clear()

@@ -32,12 +32,9 @@ def s3_server():
 @pytest.fixture
 def s3(s3_server, monkeypatch):
     """This process's AWS chain pointed at the moto server (environment variables, as a user would set them)."""
-    for variable, value in s3_server.env.items():
-        monkeypatch.setenv(variable, value)
-    for variable in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
-        monkeypatch.delenv(variable, raising=False)
-    s3_server.reset_counters()
-    return s3_server
+    from store_servers import point_aws_chain_at
+
+    return point_aws_chain_at(s3_server, monkeypatch)
 
 
 def cli_json(run_cli, env, *args):
