@@ -34,10 +34,10 @@ from urllib.parse import quote
 from ..checkpoint import INDEX_SUFFIX, MAX_JSON_BYTES, RelativePath, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError, display_url
 from ..safetensors_header import SafetensorsHeader, parse_file_prefix
-from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
+from .base import INITIAL_RANGE, MIN_BODY_RATE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
-from .hub_http import MAX_RETRIES, MIN_BODY_RATE, get_range, open_get, request_headers
+from .hub_http import MAX_RETRIES, get_range, open_get, request_headers
 
 if TYPE_CHECKING:
     from ..progress import Progress

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import SourceError, hf_token_beyond_environment
+from .base import MIN_BODY_RATE
 
 #: Retries for one request: status 408/429/5xx (honouring Retry-After up to a cap) and dropped connections. A
 #: timeout or a refused connection is reported at once.
@@ -19,8 +20,6 @@ MAX_RETRIES = 3
 #: Seconds before the first retry; the environment variable overrides it (tests: 0, no waits).
 DEFAULT_RETRY_WAIT = 0.5
 RETRY_WAIT_VARIABLE = "CKPTDIFF_RETRY_WAIT"
-#: A body slower than this on average, past the timeout's grace, counts as a timeout (a trickling server).
-MIN_BODY_RATE = 16 * 1024
 #: The longest Retry-After waited out: a server asking for longer is reported at once (rate limited).
 MAX_RETRY_AFTER = 30.0
 #: Statuses retried (after a wait): the Hub's transient answers.

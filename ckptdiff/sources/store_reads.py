@@ -17,13 +17,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from ..errors import SourceError
+from .base import MIN_BODY_RATE
 
 #: Bytes per read from a response body.
 READ_CHUNK = 1024 * 1024
 #: Seconds allowed for the first byte of a read and any pause in between.
 READ_TIMEOUT = 30.0
-#: A body slower than this on average, past READ_TIMEOUT's grace, is a trickling server.
-MIN_BODY_RATE = 16 * 1024
 
 
 def deadline_for(expected: int) -> float:
