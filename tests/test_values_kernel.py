@@ -1,4 +1,5 @@
-"""The fused --values kernel against numpy in float64 on the widened data: every dtype, every awkward kind of data."""
+"""The fused --values kernels (C and numba) against numpy in float64 on the widened data: every dtype, every awkward
+kind of data; and against each other."""
 
 from __future__ import annotations
 
@@ -11,22 +12,32 @@ import pytest
 
 np = pytest.importorskip("numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
-pytest.importorskip("numba")
+
+from importlib.util import find_spec  # noqa: E402
 
 from ckptdiff.sources import resolve  # noqa: E402
-from ckptdiff.values import kernels, scheduling  # noqa: E402
+from ckptdiff.values import scheduling  # noqa: E402
 from ckptdiff.values.compare import compare_values  # noqa: E402
 from ckptdiff.values.dtypes import VALUE_TYPES  # noqa: E402
-from ckptdiff.values.fused import FusedChunks  # noqa: E402
+from ckptdiff.values.fused import FusedChunks, c_kernel  # noqa: E402
+from ckptdiff.values.statistics import SameChunk  # noqa: E402
 from fixtures.generate import header_bytes  # noqa: E402
+
+#: The kernels of the fused pass, each tested where it is there (CI builds the C one and installs numba).
+KERNELS = [
+    pytest.param("c", marks=pytest.mark.skipif(c_kernel() is None, reason="the C extension is not built")),
+    pytest.param("numba", marks=pytest.mark.skipif(find_spec("numba") is None, reason="numba is not installed")),
+]
 
 #: The issue's bar: every statistic within this of the float64 reference, relative to its scale.
 TOLERANCE = 1e-6
 
 FLOATS = ["BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"]
 INTEGERS = ["I8", "U8", "I16", "U16", "I32", "U32", "I64", "U64", "BOOL"]
+#: Elements in a block of either kernel (kernels.BLOCK, _fused.c's BLOCK).
+BLOCK = 512
 #: More elements than a block, not a multiple of it: the last block is padded.
-COUNT = 5 * kernels.BLOCK + 77
+COUNT = 5 * BLOCK + 77
 
 
 def numpy_type(dtype: str) -> np.dtype:
@@ -103,57 +114,67 @@ def assert_close(got: tuple[float, ...], skipped: int, want: dict[str, float]) -
 CASES = ["random", "unrelated", "constant", "nan-inf", "subnormal", "signed-zero"]
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", FLOATS)
-def test_float_sums_match_float64_numpy(dtype: str, case: str) -> None:
+def test_float_sums_match_float64_numpy(dtype: str, case: str, kernel: str) -> None:
     if case == "nan-inf" and dtype == "F8_E4M3":
         pytest.skip("F8_E4M3 (fn) has no infinities: ml_dtypes rounds them to NaN, covered by F8_E5M2")
     a, b = data(case, dtype)
     raw_a, raw_b = stored(dtype, a), stored(dtype, b)
     kind = VALUE_TYPES[dtype]
-    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
+    result = FusedChunks(kernel).sums(kind, raw_a, kind, raw_b, same=False)
     want = reference(widened(dtype, raw_a), widened(dtype, raw_b))
     assert result.count == COUNT - want["skipped"]
     assert_close(result.sums, result.nonfinite, want)
 
 
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("case", ["random", "constant", "signed-zero"])
 @pytest.mark.parametrize("dtype", INTEGERS)
-def test_integer_sums_match_float64_numpy(dtype: str, case: str) -> None:
+def test_integer_sums_match_float64_numpy(dtype: str, case: str, kernel: str) -> None:
     a, b = data(case, dtype)
     a, b = np.round(a * 40), np.round(b * 40)
     raw_a, raw_b = stored(dtype, a), stored(dtype, b)
     kind = VALUE_TYPES[dtype]
-    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
+    result = FusedChunks(kernel).sums(kind, raw_a, kind, raw_b, same=False)
     assert_close(result.sums, result.nonfinite, reference(widened(dtype, raw_a), widened(dtype, raw_b)))
 
 
-def test_a_whole_chunk_of_bf16_matches_float64() -> None:
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_whole_chunk_of_bf16_matches_float64(kernel: str) -> None:
     """A full 1 Mi-element chunk: 2048 blocks folded in float64."""
     rng = np.random.default_rng(3)
     a = rng.standard_normal(scheduling.CHUNK_ELEMENTS)
     raw_a, raw_b = stored("BF16", a), stored("BF16", a * 1.01 + 1e-3)
     kind = VALUE_TYPES["BF16"]
-    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
+    result = FusedChunks(kernel).sums(kind, raw_a, kind, raw_b, same=False)
     assert_close(result.sums, result.nonfinite, reference(widened("BF16", raw_a), widened("BF16", raw_b)))
 
 
-def test_a_dtype_change_with_the_same_numbers_is_equal() -> None:
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_a_dtype_change_with_the_same_numbers_is_equal(kernel: str) -> None:
     values = np.random.default_rng(4).standard_normal(COUNT)
     raw_a = stored("BF16", values)
     raw_b = bytearray(widened("BF16", raw_a).astype(np.float32).tobytes())
-    result = FusedChunks().sums(VALUE_TYPES["BF16"], raw_a, VALUE_TYPES["F32"], raw_b, same=False)
+    result = FusedChunks(kernel).sums(VALUE_TYPES["BF16"], raw_a, VALUE_TYPES["F32"], raw_b, same=False)
     assert result.equal and result.sums[0] == 0.0
 
 
 def test_the_kernel_codes_are_the_dtypes_codes() -> None:
-    """dtypes.py (no numba) numbers the decodings as kernels.py (numba) does."""
+    """dtypes.py (no numba) numbers the decodings as kernels.py (numba) does; _fused.c has the same enum."""
+    kernels = pytest.importorskip("ckptdiff.values.kernels")
     by_name = {"F32": kernels.F32, "BF16": kernels.BF16, "F16": kernels.TABLE16, "F64": kernels.F64}
     by_name |= {"I8": kernels.I8, "U8": kernels.U8, "BOOL": kernels.U8, "I64": kernels.I64, "U64": kernels.U64}
     by_name |= {"F8_E4M3": kernels.TABLE8, "I16": kernels.I16, "U16": kernels.U16, "I32": kernels.I32}
     by_name |= {"U32": kernels.U32}
     for name, code in by_name.items():
         assert VALUE_TYPES[name].code == code, name
+    compiled = c_kernel()
+    if compiled is not None:
+        for code_name in ("F32", "BF16", "TABLE16", "TABLE8", "F64", "I8", "U8", "I16", "U16", "I32", "U32", "I64"):
+            assert getattr(compiled, code_name) == getattr(kernels, code_name), code_name
+        assert compiled.U64 == kernels.U64 and compiled.BLOCK == kernels.BLOCK == BLOCK
 
 
 def write_pair(folder: Path, tensors: dict[str, tuple[str, bytearray]]) -> Path:
@@ -168,9 +189,10 @@ def write_pair(folder: Path, tensors: dict[str, tuple[str, bytearray]]) -> Path:
     return folder
 
 
-def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: Path, monkeypatch) -> None:
-    """End to end through compare_values: the numba and numpy kernels agree (to 1e-5: the numpy path sums in
-    float32, rounding F64 values first; the fused kernel is the accurate one, checked above)."""
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: Path, monkeypatch, kernel) -> None:
+    """End to end through compare_values: the fused (C or numba) and numpy kernels agree (to 1e-5: the numpy path
+    sums in float32, rounding F64 values first; the fused kernel is the accurate one, checked above)."""
     rng = np.random.default_rng(5)
     a_side, b_side = {}, {}
     for dtype in ("BF16", "F16", "F32", "F64", "I64"):
@@ -182,7 +204,7 @@ def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: 
         b_side[dtype.lower()] = (dtype, stored(dtype, b))
     a = resolve(str(write_pair(tmp_path / "a", a_side)))
     b = resolve(str(write_pair(tmp_path / "b", b_side)))
-    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")  # a small pass would take numpy by itself
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, kernel)  # without the C kernel a small pass would take numpy
     fused = compare_values(a, b, list(a_side)).stats
     monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
     numpy_stats = compare_values(a, b, list(a_side)).stats
@@ -192,9 +214,30 @@ def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: 
             assert got == pytest.approx(want, rel=1e-5), (name, field)
 
 
-def test_small_passes_take_numpy_and_large_ones_the_fused_kernel(monkeypatch) -> None:
+@pytest.mark.skipif(c_kernel() is None, reason="the C extension is not built")
+def test_the_c_kernel_is_chosen_wherever_it_was_built(monkeypatch) -> None:
+    monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
+    assert scheduling.choose_kernel(10) == scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "c"
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
+    assert scheduling.choose_kernel(10) == "numba"
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numpy"
+
+
+def without_the_c_kernel(monkeypatch) -> None:
+    """As where the extension was not built (no C compiler at install)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ckptdiff.values._fused", None)
+    assert c_kernel() is None
+
+
+def test_without_the_c_kernel_small_passes_take_numpy_and_large_ones_numba(monkeypatch) -> None:
+    without_the_c_kernel(monkeypatch)
     monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
     assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES - 1) == "numpy"
+    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numba"
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "c")  # asked for, not there: as if unset
     assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numba"
     monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
     assert scheduling.choose_kernel(10) == "numba"
@@ -202,14 +245,69 @@ def test_small_passes_take_numpy_and_large_ones_the_fused_kernel(monkeypatch) ->
     assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numpy"
 
 
-def test_without_numba_the_pass_says_so_once_and_uses_numpy(monkeypatch) -> None:
+def test_without_the_c_kernel_nor_numba_the_pass_says_so_once_and_uses_numpy(monkeypatch) -> None:
     import sys
 
+    without_the_c_kernel(monkeypatch)
     monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
     monkeypatch.setitem(sys.modules, "numba", None)  # as if numba were not installed
     notes: list[str] = []
     assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES, notes.append) == "numpy"
     assert notes == ["--values: numba is not installed; using the slower numpy statistics"]
+
+
+@pytest.mark.skipif(c_kernel() is None or find_spec("numba") is None, reason="needs both kernels")
+@pytest.mark.parametrize("dtype", ["BF16", "F16", "F32", "F64", "F8_E5M2", "I32"])
+@pytest.mark.parametrize("case", CASES)
+def test_the_c_and_numba_kernels_agree(dtype: str, case: str) -> None:
+    """Exactly on what is not a sum (counts, max |b−a|, equality), and within the bar on the sums, which they add
+    in a different order (lanes in C, pairwise halving in numba)."""
+    if case in ("nan-inf", "subnormal") and dtype == "I32":
+        pytest.skip("no infinities nor subnormal values in an integer type")
+    a, b = data(case, dtype, seed=11)
+    if dtype == "I32":
+        a, b = np.round(a * 40), np.round(b * 40)
+    raw_a, raw_b = stored(dtype, a), stored(dtype, b)
+    kind = VALUE_TYPES[dtype]
+    c, numba = (
+        FusedChunks("c").sums(kind, raw_a, kind, raw_b, False),
+        FusedChunks("numba").sums(kind, raw_a, kind, raw_b, False),
+    )
+    assert (c.equal, c.count, c.nonfinite, c.sums[2]) == (numba.equal, numba.count, numba.nonfinite, numba.sums[2])
+    dd, abs_sum, _, ab, aa, bb = numba.sums
+    for got, want in zip(c.sums[:2] + c.sums[4:], (dd, abs_sum, aa, bb), strict=True):
+        assert got == pytest.approx(want, rel=TOLERANCE, abs=0.0)
+    assert abs(c.sums[3] - ab) <= TOLERANCE * math.sqrt(aa * bb)  # Σab may cancel: measured against ‖a‖‖b‖
+
+
+@pytest.mark.skipif(not hasattr(c_kernel(), "mapped_chunk"), reason="the C kernel's memory-mapped reads (POSIX)")
+@pytest.mark.parametrize("case", ["random", "nan-inf", "subnormal", "equal", "equal-with-nan", "f32-vs-bf16"])
+def test_the_c_kernel_reading_the_files_itself_gives_the_same_bits(tmp_path: Path, case: str) -> None:
+    """mapped(): a chunk read from the files at an offset (not page-aligned) through a memory map, compared first.
+    The same sums, bit for bit, as from the bytes in memory; equal finite chunks stop at the comparison."""
+    dtype_a, dtype_b = ("BF16", "F32") if case == "f32-vs-bf16" else ("BF16", "BF16")
+    a, b = data("random" if case.startswith(("equal", "f32")) else case, "BF16", seed=12)
+    if case.startswith("equal"):
+        b = a.copy()
+        if case == "equal-with-nan":
+            a[100] = b[100] = np.nan
+    raw_a, raw_b = stored(dtype_a, a), stored(dtype_b, b)
+    if case == "f32-vs-bf16":
+        raw_b = bytearray(widened("BF16", raw_a).astype(np.float32).tobytes())
+    kind_a, kind_b = VALUE_TYPES[dtype_a], VALUE_TYPES[dtype_b]
+    offsets = (13, 4096 + 8)
+    for path, raw, offset in ((tmp_path / "a", raw_a, offsets[0]), (tmp_path / "b", raw_b, offsets[1])):
+        path.write_bytes(bytes(offset) + bytes(raw))
+    fused = FusedChunks("c")
+    with open(tmp_path / "a", "rb") as file_a, open(tmp_path / "b", "rb") as file_b:
+        got = fused.mapped(kind_a, file_a.fileno(), offsets[0], kind_b, file_b.fileno(), offsets[1], COUNT)
+    same = raw_a == raw_b
+    want = fused.sums(kind_a, raw_a, kind_b, raw_b, same)
+    if case == "equal":
+        assert got == SameChunk(COUNT, True)
+    else:
+        assert got == want
+        assert got.equal is (case != "random" and case != "nan-inf" and case != "subnormal")
 
 
 def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
@@ -232,7 +330,8 @@ def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["tensors"][0]["values"]["equal"] is True
 
 
-def test_chunks_equal_in_some_pieces_only_report_what_the_numpy_pass_does(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_chunks_equal_in_some_pieces_only_report_what_the_numpy_pass_does(tmp_path: Path, monkeypatch, kernel) -> None:
     """The fused path compares a chunk in pieces: a change in a later piece, equal pieces holding NaN, an equal
     tensor and an all-zero one give the same statistics as the numpy pass (which compares whole chunks)."""
     rng = np.random.default_rng(8)
@@ -254,7 +353,7 @@ def test_chunks_equal_in_some_pieces_only_report_what_the_numpy_pass_does(tmp_pa
     }
     first = resolve(str(write_pair(tmp_path / "a", a_side)))
     second = resolve(str(write_pair(tmp_path / "b", b_side)))
-    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, kernel)
     fused = compare_values(first, second, list(a_side)).stats
     monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
     numpy_stats = compare_values(first, second, list(a_side)).stats

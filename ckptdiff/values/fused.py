@@ -1,22 +1,68 @@
-"""A chunk pair's sums through the fused numba kernels (:mod:`.kernels`)."""
+"""A chunk pair's sums through a fused one-pass kernel: the C extension (``_fused.c``) or numba (:mod:`.kernels`)."""
 
 from __future__ import annotations
 
-import numpy as np
+import importlib
+from typing import Any
 
-from . import kernels
 from .dtypes import ValueType
-from .statistics import Sums
+from .statistics import SameChunk, Sums
+
+#: (elements left out as not finite, (Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²))
+Totals = tuple[int, tuple[float, float, float, float, float, float]]
+
+
+def c_kernel() -> Any | None:
+    """The compiled kernel module, or None where the extension was not built (no C compiler at install)."""
+    try:
+        return importlib.import_module("ckptdiff.values._fused")
+    except ImportError:
+        return None
+
+
+def finish(kind_a: ValueType, kind_b: ValueType, count: int, totals: Totals, same: bool) -> Sums:
+    """A chunk's :class:`Sums` from a kernel's totals; ``same``: its bytes are equal on both sides."""
+    skipped, (dd, abs_sum, largest, ab, aa, bb) = totals
+    same = same or (kind_a is not kind_b and not skipped and largest == 0.0)  # a dtype change, same numbers
+    if same:
+        dd = abs_sum = largest = 0.0
+        ab = bb = aa
+    elif dd < (aa + bb) / 2:  # close chunks: Σab from ‖b−a‖², as the numpy path does (see chunk_sums)
+        ab = (aa + bb - dd) / 2
+    return Sums(same, count - skipped, skipped, (dd, abs_sum, largest, ab, aa, bb))
+
+
+def _table(kind: ValueType) -> Any:
+    """The decoding table the C kernel needs (f16 and fp8), else None: bf16, f32 and integers need no numpy."""
+    return kind.table if kind.widening == "table" else None
 
 
 class FusedChunks:
-    """One thread's kernel buffers; turns two chunks' bytes into :class:`Sums` (float64 totals folded in order)."""
+    """One thread's kernel (``"c"`` or ``"numba"``) and buffers; turns two chunks' bytes into :class:`Sums`."""
 
-    def __init__(self) -> None:
-        self.totals = np.zeros((kernels.ROWS, kernels.LANES), np.float64)
+    def __init__(self, kernel: str = "c") -> None:
+        self.kernel = kernel
+        self.module = c_kernel() if kernel == "c" else None
+        if self.module is None:
+            import numpy as np
 
-    def sums(self, kind_a: ValueType, raw_a: bytearray, kind_b: ValueType, raw_b: bytearray, same: bool) -> Sums:
+            from . import kernels
+
+            self.kernel = "numba"
+            self.totals = np.zeros((kernels.ROWS, kernels.LANES), np.float64)
+
+    def chunk_totals(self, kind_a: ValueType, raw_a: bytearray, kind_b: ValueType, raw_b: bytearray) -> Totals:
         count = len(raw_a) // kind_a.itemsize
+        wide = kind_a.wide or kind_b.wide
+        if self.module is not None:
+            skipped, *sums = self.module.chunk_totals(
+                raw_a, kind_a.code, _table(kind_a), raw_b, kind_b.code, _table(kind_b), count, wide
+            )
+            return skipped, tuple(sums)  # type: ignore[return-value]
+        import numpy as np
+
+        from . import kernels
+
         totals = self.totals
         skipped = kernels.chunk_totals(
             np.frombuffer(raw_a, np.uint8),
@@ -26,18 +72,41 @@ class FusedChunks:
             kind_b.code,
             kind_b.table,
             count,
-            kind_a.wide or kind_b.wide,
+            wide,
             totals,
         )
         dd, ab, aa, bb, abs_sum = (float(totals[row].sum()) for row in range(kernels.MAX))
-        largest = float(totals[kernels.MAX].max())
-        same = same or (kind_a is not kind_b and not skipped and largest == 0.0)  # a dtype change, same numbers
-        if same:
-            dd = abs_sum = largest = 0.0
-            ab = bb = aa
-        elif dd < (aa + bb) / 2:  # close chunks: Σab from ‖b−a‖², as the numpy path does (see chunk_sums)
-            ab = (aa + bb - dd) / 2
-        return Sums(same, count - skipped, skipped, (dd, abs_sum, largest, ab, aa, bb))
+        return skipped, (dd, abs_sum, float(totals[kernels.MAX].max()), ab, aa, bb)
+
+    def sums(self, kind_a: ValueType, raw_a: bytearray, kind_b: ValueType, raw_b: bytearray, same: bool) -> Sums:
+        count = len(raw_a) // kind_a.itemsize
+        return finish(kind_a, kind_b, count, self.chunk_totals(kind_a, raw_a, kind_b, raw_b), same)
+
+    def mapped(
+        self, kind_a: ValueType, fd_a: int, offset_a: int, kind_b: ValueType, fd_b: int, offset_b: int, count: int
+    ) -> SameChunk | Sums:
+        """Two chunks read straight from their files (C kernel, POSIX): their bytes compared first, summed only
+        when they differ or hold non-finite values. Raises OSError where the file cannot be memory-mapped."""
+        assert self.module is not None
+        compare = kind_a is kind_b
+        state, nonzero, skipped, *sums = self.module.mapped_chunk(
+            fd_a,
+            offset_a,
+            kind_a.code,
+            _table(kind_a),
+            fd_b,
+            offset_b,
+            kind_b.code,
+            _table(kind_b),
+            count,
+            kind_a.wide or kind_b.wide,
+            compare,
+            (kind_a.magnitude_mask or 0) if compare else 0,
+            kind_a.finite_below or 0,
+        )
+        if state == 0:
+            return SameChunk(count, bool(nonzero))
+        return finish(kind_a, kind_b, count, (skipped, tuple(sums)), state == 1)  # type: ignore[arg-type]
 
     def square_sum(self, kind: ValueType, raw: bytearray) -> float:
         """Σa² of one chunk (an equal chunk's, once its tensor turned out to differ elsewhere)."""

@@ -52,6 +52,7 @@ class FileReader:
             raise SourceError(where, f"cannot read: {err.strerror or err}") from None
         self.full = bytearray()
         self.tail = bytearray()
+        self.size: int | None = None  # the file's length, looked up on the first place()
 
     def read(self, offset: int, nbytes: int) -> bytearray:
         buffer = self.buffer(nbytes)
@@ -69,6 +70,15 @@ class FileReader:
             return self.full
         self.tail = bytearray(nbytes)
         return self.tail
+
+    def place(self, offset: int, nbytes: int) -> tuple[int, int]:
+        """(file descriptor, ``offset``) for a kernel that reads the bytes itself, once the file is known to hold
+        them (a memory map past its end would fault)."""
+        if self.size is None:
+            self.size = os.fstat(self.handle.fileno()).st_size
+        if offset + nbytes > self.size:
+            raise SourceError(self.where, f"file ends at byte {self.size}, a tensor needs {offset + nbytes}")
+        return self.handle.fileno(), offset
 
     def read_into(self, offset: int, view: memoryview) -> None:
         """Fill ``view`` with the bytes from ``offset`` on."""
@@ -135,6 +145,10 @@ class Side:
     def fill(self, info: TensorInfo, byte_start: int, view: memoryview) -> None:
         """``view`` filled with a plain tensor's bytes from ``byte_start`` on."""
         self._reader(info.file).read_into(info.data_offsets[0] + byte_start, view)
+
+    def place(self, info: TensorInfo, byte_start: int, nbytes: int) -> tuple[int, int]:
+        """Where a plain tensor's bytes from ``byte_start`` on lie: (file descriptor, offset in the file)."""
+        return self._reader(info.file).place(info.data_offsets[0] + byte_start, nbytes)
 
     def read_bytes(self, info: TensorInfo, start: int, nbytes: int) -> bytearray:
         return self._reader(info.file).read(info.data_offsets[0] + start, nbytes)

@@ -9,12 +9,13 @@ from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from ..checkpoint import TensorInfo
-from .dtypes import VALUE_TYPES, equal_chunk_facts
+from .dtypes import VALUE_TYPES, ValueType, equal_chunk_facts
+from .fused import FusedChunks, c_kernel
 from .readers import Side
 from .statistics import (
     Accumulator,
@@ -25,9 +26,6 @@ from .statistics import (
     float64_sums,
     square_sum,
 )
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .fused import FusedChunks
 
 #: Elements per chunk: 1 Mi (2 MiB a side in bf16). The fused kernel works on blocks inside a chunk, so a chunk
 #: only has to amortise a read's system call and a thread hand-off; the numpy path keeps 256 Ki, below which
@@ -41,11 +39,13 @@ EQUAL_PIECE_BYTES = 512 * 1024
 MAX_THREADS = 4
 #: A pass reading less than this runs in the calling thread.
 THREADS_MIN_BYTES = 32 * 2**20
-#: Which code computes the sums: "numba" (the fused kernel) or "numpy" (array operations: the anchor, the
-#: fallback where numba cannot be imported, and small passes). The environment variable chooses one explicitly.
+#: Which code computes the sums: "c" (the fused kernel compiled at install, ``_fused.c``), "numba" (the same
+#: pass where the extension was not built) or "numpy" (array operations: the anchor, the fallback where neither
+#: is there, and small passes without the C kernel). The environment variable chooses one explicitly.
 KERNEL_VARIABLE = "CKPTDIFF_VALUES_KERNEL"
-#: A pass comparing fewer bytes (both sides) uses numpy: importing numba and loading its compiled kernels costs
-#: ~0.5 s of CPU (1–2 s on a loaded machine), more than the fused pass saves on less data.
+KERNELS = ("c", "numba", "numpy")
+#: Without the C kernel, a pass comparing fewer bytes (both sides) uses numpy: importing numba and loading its
+#: compiled kernels costs ~0.5 s of CPU (1–2 s on a loaded machine), more than the fused pass saves on less data.
 NUMBA_MIN_BYTES = 2**30
 
 Item = TypeVar("Item")
@@ -69,9 +69,12 @@ class Pair:
 
 
 def choose_kernel(nbytes: int | None = None, notify: Callable[[str], None] | None = None) -> str:
-    """The fused kernel ("numba") for a pass of ``nbytes`` ≥ NUMBA_MIN_BYTES (any, if None) when numba is
-    installed, else "numpy" (with a one-line note when numba is missing); the environment variable overrides."""
+    """The C kernel ("c") where it was built; else numba's ("numba") for a pass of ``nbytes`` ≥ NUMBA_MIN_BYTES
+    (any, if None) when numba is installed, else "numpy" (with a one-line note when numba is missing). The
+    environment variable overrides ("c" where it was not built: as if unset)."""
     wanted = os.environ.get(KERNEL_VARIABLE, "").strip().lower()
+    if wanted in ("", "c") and c_kernel() is not None:
+        return "c"
     if wanted == "numpy" or (wanted != "numba" and nbytes is not None and nbytes < NUMBA_MIN_BYTES):
         return "numpy"
     if find_spec("numba") is None:  # imported later, only by a chunk that differs: byte copies never load it
@@ -89,10 +92,18 @@ class Worker:
         self.delta = np.empty(0, np.float32)  # b − a of a chunk (numpy path)
         self.kernel = kernel
         self.fused: FusedChunks | None = None  # made on the first chunk that differs (numba loads ~0.5 s)
+        self.maps = kernel == "c" and hasattr(c_kernel(), "mapped_chunk")  # POSIX: the C kernel reads the files
         self.pieces: dict[int, tuple[bytearray, bytearray]] = {}  # size → reused buffers of both sides
 
     def chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        if self.kernel == "numba":
+        if self.maps:
+            side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
+            if side_a.is_plain(pair.a) and side_b.is_plain(pair.b):
+                try:
+                    return self._mapped_chunk(pair, start, count)
+                except OSError:  # a file that cannot be memory-mapped: positioned reads from now on
+                    self.maps = False
+        if self.kernel != "numpy":
             return self._fused_chunk(pair, start, count)
         with np.errstate(all="ignore"):  # overflow and NaN are expected in data: float64_sums handles them
             return self._numpy_chunk(pair, start, count)
@@ -101,16 +112,24 @@ class Worker:
         """Σa² of side A's chunk (an equal chunk taken as a SameChunk, once its tensor differed elsewhere)."""
         side, kind = self.sides[pair.side_a], VALUE_TYPES[pair.a.dtype]
         raw = side.read(pair.a, kind, start, count)
-        if self.kernel == "numba":
+        if self.kernel != "numpy":
             return self._fused().square_sum(kind, raw)
         return square_sum(side.widen(kind, raw))
 
     def _fused(self) -> FusedChunks:
         if self.fused is None:
-            from .fused import FusedChunks
-
-            self.fused = FusedChunks()
+            self.fused = FusedChunks(self.kernel)
         return self.fused
+
+    def _mapped_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
+        """A chunk pair of two plain tensors, read by the C kernel itself (a memory map of just that range)."""
+        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
+        fd_a, offset_a = self._place(pair.side_a, pair.a, kind_a, start, count)
+        fd_b, offset_b = self._place(pair.side_b, pair.b, kind_b, start, count)
+        return self._fused().mapped(kind_a, fd_a, offset_a, kind_b, fd_b, offset_b, count)
+
+    def _place(self, index: int, info: TensorInfo, kind: ValueType, start: int, count: int) -> tuple[int, int]:
+        return self.sides[index].place(info, start * kind.itemsize, count * kind.itemsize)
 
     def _fused_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
@@ -197,6 +216,8 @@ def pair_stats(
     None: as many as the cores free now (:func:`free_cores`). ``progress`` is called after every chunk.
     """
     kernel = kernel or choose_kernel(sum(pair.nbytes for pair in pairs))
+    if kernel == "c" and c_kernel() is None:  # a worker where the extension was not built
+        kernel = choose_kernel()
     results: dict[int, ValueStats] = {}
     comparable = []
     for index, pair in enumerate(pairs):
@@ -207,7 +228,7 @@ def pair_stats(
         else:
             comparable.append(index)
 
-    chunk_elements = CHUNK_ELEMENTS if kernel == "numba" else NUMPY_CHUNK_ELEMENTS
+    chunk_elements = NUMPY_CHUNK_ELEMENTS if kernel == "numpy" else CHUNK_ELEMENTS
     chunks = (
         (index, start, min(chunk_elements, pairs[index].a.numel - start))
         for index in comparable
