@@ -58,7 +58,7 @@ class FusedChunks:
             skipped, *sums = self.module.chunk_totals(
                 raw_a, kind_a.code, _table(kind_a), raw_b, kind_b.code, _table(kind_b), count, wide
             )
-            return skipped, tuple(sums)  # type: ignore[return-value]
+            return skipped, tuple(sums)
         import numpy as np
 
         from . import kernels
@@ -106,7 +106,7 @@ class FusedChunks:
         )
         if state == 0:
             return SameChunk(count, bool(nonzero))
-        return finish(kind_a, kind_b, count, (skipped, tuple(sums)), state == 1)  # type: ignore[arg-type]
+        return finish(kind_a, kind_b, count, (skipped, tuple(sums)), state == 1)
 
     def square_sum(self, kind: ValueType, raw: bytearray) -> float:
         """Σa² of one chunk (an equal chunk's, once its tensor turned out to differ elsewhere)."""
