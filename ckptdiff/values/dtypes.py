@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..dtypes import DTYPE_BITS
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 #: How a chunk becomes float32: used as it is, bits shifted into the top half, a table lookup, or numpy's cast.
 Widening = Literal["view", "shift", "table", "cast"]
@@ -42,7 +43,11 @@ class ValueType:
     @property
     def table(self) -> np.ndarray:
         """The float32 value of every bit pattern (1- and 2-byte floats but bf16), else a placeholder."""
-        return _table(self.stored) if self.widening == "table" else _NO_TABLE
+        if self.widening == "table":
+            return _table(self.stored)
+        import numpy as np
+
+        return np.zeros(1, np.float32)
 
     @property
     def numpy(self) -> np.dtype[Any]:
@@ -51,7 +56,9 @@ class ValueType:
     @property
     def bits(self) -> np.dtype[Any]:
         """The unsigned integer type of the same size: the stored bits as a number."""
-        return _UNSIGNED[self.itemsize]
+        import numpy as np
+
+        return np.dtype(f"<u{self.itemsize}")
 
 
 # The same numbers as ckptdiff.values.kernels' constants (that module imports numba, this one must not).
@@ -63,9 +70,6 @@ _KERNEL_CODES = {
     "F64": 4,
     **{"I8": 5, "U8": 6, "BOOL": 6, "I16": 7, "U16": 8, "I32": 9, "U32": 10, "I64": 11, "U64": 12},
 }
-_NO_TABLE = np.zeros(1, np.float32)
-_UNSIGNED = {size: np.dtype(f"<u{size}") for size in (1, 2, 4, 8)}
-_SIGNED = {size: np.dtype(f"<i{size}") for size in (1, 2, 4, 8)}
 
 
 def _integer(name: str, stored: str) -> ValueType:
@@ -99,6 +103,8 @@ VALUE_TYPES: dict[str, ValueType] = {
 
 @cache
 def _numpy_dtype(stored: str) -> np.dtype[Any]:
+    import numpy as np
+
     if stored.startswith(("bfloat", "float")):
         import ml_dtypes  # ~0.5 s to import: only for the fp8 tables
 
@@ -110,12 +116,16 @@ def _numpy_dtype(stored: str) -> np.dtype[Any]:
 @cache
 def _table(stored: str) -> np.ndarray:
     """Every value of a 1- or 2-byte float type as float32, indexed by its bits: widening is one gather."""
+    import numpy as np
+
     dtype = _numpy_dtype(stored)
     return np.arange(2 ** (8 * dtype.itemsize), dtype=f"<u{dtype.itemsize}").view(dtype).astype(np.float32)
 
 
 def widen(kind: ValueType, raw: bytearray, out: np.ndarray) -> np.ndarray:
     """The chunk ``raw`` as float32: a view of ``raw`` itself for F32, else written into ``out``."""
+    import numpy as np
+
     if kind.widening == "view":
         return np.frombuffer(raw, kind.numpy)
     out = out[: len(raw) // kind.itemsize]
@@ -138,13 +148,15 @@ def equal_chunk_facts(kind: ValueType, raw: bytearray) -> tuple[bool, bool] | No
     """
     if kind.magnitude_mask is None:
         return None
+    import numpy as np
+
     bits = np.frombuffer(raw, kind.bits)
     if bits.size == 0:
         return True, False
     if kind.finite_below is None:  # integers: every bit is magnitude
         return True, int(bits.max()) != 0
     sign = kind.magnitude_mask + 1
-    largest_clear = int(bits.view(_SIGNED[kind.itemsize]).max())  # < 0: no element has its sign bit clear
+    largest_clear = int(bits.view(f"<i{kind.itemsize}").max())  # < 0: no element has its sign bit clear
     largest_set = int(bits.max()) - sign  # < 0: no element has its sign bit set
     largest = max(largest_clear, largest_set)
     return largest < kind.finite_below, largest > 0

@@ -14,8 +14,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..checkpoint import Checkpoint, RelativePath, TensorInfo
 from ..errors import CkptdiffError, SourceError
 from ..sources import torch_pickle
@@ -23,6 +21,8 @@ from .dtypes import ValueType, widen
 
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
+
+    import numpy as np
 
 TORCH_INSTALL_HINT = "pip install 'ckptdiff[torch]'"
 
@@ -110,7 +110,7 @@ class Side:
         self.archives: dict[RelativePath, torch_pickle.TorchArchive] = {}
         self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
         self.strided: tuple[TensorInfo, Any] | None = None  # the last strided tensor, flattened
-        self.wide = np.empty(0, np.float32)
+        self.wide: np.ndarray | None = None  # the numpy path's float32 buffer
 
     def where(self, file: RelativePath) -> str:
         return str(self.paths.get(file, file))
@@ -155,8 +155,10 @@ class Side:
 
     def widen(self, kind: ValueType, raw: bytearray) -> np.ndarray:
         """A float32 chunk: ``raw`` itself if it holds F32, else widened into this side's reused buffer."""
+        import numpy as np
+
         count = len(raw) // kind.itemsize
-        if self.wide.size < count:
+        if self.wide is None or self.wide.size < count:
             self.wide = np.empty(count, np.float32)
         return widen(kind, raw, self.wide)
 

@@ -9,9 +9,7 @@ from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
-from typing import TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar
 
 from ..checkpoint import TensorInfo
 from .dtypes import VALUE_TYPES, ValueType, equal_chunk_facts
@@ -47,6 +45,9 @@ KERNELS = ("c", "numba", "numpy")
 #: Without the C kernel, a pass comparing fewer bytes (both sides) uses numpy: importing numba and loading its
 #: compiled kernels costs ~0.5 s of CPU (1–2 s on a loaded machine), more than the fused pass saves on less data.
 NUMBA_MIN_BYTES = 2**30
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -89,7 +90,7 @@ class Worker:
 
     def __init__(self, sides: list[Side], kernel: str) -> None:
         self.sides = sides
-        self.delta = np.empty(0, np.float32)  # b − a of a chunk (numpy path)
+        self.delta: np.ndarray | None = None  # b − a of a chunk (numpy path)
         self.kernel = kernel
         self.fused: FusedChunks | None = None  # made on the first chunk that differs (numba loads ~0.5 s)
         self.maps = kernel == "c" and hasattr(c_kernel(), "mapped_chunk")  # POSIX: the C kernel reads the files
@@ -105,6 +106,8 @@ class Worker:
                     self.maps = False
         if self.kernel != "numpy":
             return self._fused_chunk(pair, start, count)
+        import numpy as np
+
         with np.errstate(all="ignore"):  # overflow and NaN are expected in data: float64_sums handles them
             return self._numpy_chunk(pair, start, count)
 
@@ -183,6 +186,8 @@ class Worker:
         return self.pieces[size]
 
     def _numpy_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
+        import numpy as np
+
         side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
         raw_a = side_a.read(pair.a, kind_a, start, count)
@@ -195,7 +200,7 @@ class Worker:
         a, b = side_a.widen(kind_a, raw_a), side_b.widen(kind_b, raw_b)
         if kind_a is not kind_b:
             same = bool(np.array_equal(a, b))
-        if self.delta.size < count:
+        if self.delta is None or self.delta.size < count:
             self.delta = np.empty(count, np.float32)
         sums = chunk_sums(a, b, same, self.delta)
         return sums if sums is not None else float64_sums(a, b, same)

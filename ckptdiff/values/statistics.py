@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,8 @@ class Accumulator:
 
 def square_sum(a: np.ndarray) -> float:
     """Σa² of a float32 chunk holding only finite values, in float64 where float32 overflows."""
+    import numpy as np
+
     with np.errstate(over="ignore"):
         square = float(np.dot(a, a))
     if not math.isfinite(square):
@@ -149,6 +152,8 @@ def chunk_sums(a: np.ndarray, b: np.ndarray, same: bool, scratch: np.ndarray) ->
     tensor that came within 1e-9 of a float64 computation where the direct float32 Σab was 2e-5 off. For
     unrelated values the direct dot product is the accurate one (~1e-7).
     """
+    import numpy as np
+
     if same:  # b is a: one dot product gives every sum
         square = float(np.dot(a, a))
         sums = (0.0, 0.0, 0.0, square, square, square)
@@ -165,12 +170,14 @@ def chunk_sums(a: np.ndarray, b: np.ndarray, same: bool, scratch: np.ndarray) ->
     return Sums(same, a.size, 0, sums)
 
 
-_ONES = np.ones(0, np.float32)
+_ONES: np.ndarray | None = None
 
 
 def _ones(count: int) -> np.ndarray:
+    import numpy as np
+
     global _ONES
-    if _ONES.size < count:
+    if _ONES is None or _ONES.size < count:
         _ONES = np.ones(count, np.float32)
     return _ONES[:count]
 
@@ -178,6 +185,8 @@ def _ones(count: int) -> np.ndarray:
 def float64_sums(a: np.ndarray, b: np.ndarray, same: bool) -> Sums:
     """A chunk with NaN or infinity in the data, or a square overflowing float32: summed in float64 over the
     elements finite on both sides; the others are counted."""
+    import numpy as np
+
     finite = np.isfinite(a) & np.isfinite(b)
     a, b = a[finite].astype(np.float64), b[finite].astype(np.float64)
     kept = a.size
