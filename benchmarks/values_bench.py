@@ -10,7 +10,8 @@ random bf16 values; B differs from A everywhere (the full statistics path) or, i
 copy (the equal-bytes path). Every measurement is a fresh subprocess (through run.py's launcher): wall time
 spawn → exit, CPU time and peak RSS from ``os.wait4``; the "pass alone" rows time only the value pass inside
 the child (imports, kernel loading and headers done before the clock starts), so start-up and throughput show
-apart. The anchor is the previous implementation, the numpy statistics, still selectable with
+apart. ckptdiff runs the kernel it chooses by itself (the C one where it was built; ``--against`` a revision
+before it shows numba's). The anchor is the previous implementation, the numpy statistics, still selectable with
 CKPTDIFF_VALUES_KERNEL=numpy. Rounds interleave the cases. The page cache is warm (the files were just read),
 so `cat` is the cost of moving the bytes and the difference is ckptdiff's arithmetic. "of cat" is throughput as
 a share of cat's. The Dask rows time the pass alone (in this process, the driver) on a LocalCluster of 1, 2 and
