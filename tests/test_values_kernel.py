@@ -365,3 +365,11 @@ def test_chunks_equal_in_some_pieces_only_report_what_the_numpy_pass_does(tmp_pa
         for field in ("max_abs", "mean_abs", "rel_l2", "cosine"):
             got, want = getattr(fused[name], field), getattr(numpy_stats[name], field)
             assert got == (None if want is None else pytest.approx(want, rel=1e-5)), (name, field)
+
+
+def test_the_cores_free_count_the_tasks_running_now_besides_this_one() -> None:
+    """/proc/loadavg's fourth field, "running/total", counts the process reading it."""
+    assert scheduling.tasks_running_now("0.50 0.40 0.30 3/250 12345\n") == 2
+    assert scheduling.tasks_running_now("0.50 0.40 0.30 1/250 12345\n") == 0
+    assert scheduling.tasks_running_now("garbage") is None
+    assert 1 <= scheduling.free_cores() <= scheduling.cores()

@@ -328,13 +328,34 @@ def cores() -> int:
 
 
 def free_cores() -> int:
-    """The CPUs this process may run on, less the ones the last minute's load average says are busy: on a
-    shared machine a second thread only contends (measured: one thread beat two at a load average of 2)."""
+    """The CPUs this process may run on, less the busy ones: the smaller of the last minute's load average and
+    the tasks running right now besides this one. On a shared machine a second thread only contends (measured:
+    one thread beat two at a load average of 2); the minute's average alone would also count this process's
+    own work of a moment ago (runs that follow each other), and the tasks running now alone are one sample."""
     try:
         busy = os.getloadavg()[0]
     except (AttributeError, OSError):  # no load average on this system
         busy = 0.0
+    now = tasks_running_now()
+    if now is not None:
+        busy = min(busy, now)
     return max(1, min(cores(), round(cores() - busy)))
+
+
+def tasks_running_now(loadavg: str | None = None) -> int | None:
+    """Tasks runnable on the machine now, less this one: the fourth field of /proc/loadavg ("running/total",
+    which counts the reader), or of ``loadavg``; None where there is no such file (not Linux)."""
+    if loadavg is None:
+        try:
+            with open("/proc/loadavg") as handle:
+                loadavg = handle.read()
+        except OSError:
+            return None
+    try:
+        running = int(loadavg.split()[3].split("/")[0])
+    except (IndexError, ValueError):
+        return None
+    return max(0, running - 1)
 
 
 def _bytes_only(side_a: Side, a: TensorInfo, side_b: Side, b: TensorInfo, reason: str) -> ValueStats:
