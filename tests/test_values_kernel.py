@@ -301,6 +301,7 @@ def test_the_c_kernel_reading_the_files_itself_gives_the_same_bits(tmp_path: Pat
     fused = FusedChunks("c")
     with open(tmp_path / "a", "rb") as file_a, open(tmp_path / "b", "rb") as file_b:
         got = fused.mapped(kind_a, file_a.fileno(), offsets[0], kind_b, file_b.fileno(), offsets[1], COUNT)
+    assert fused.compared(kind_a, raw_a, kind_b, raw_b) == got  # small chunks are read, then compared alike
     same = raw_a == raw_b
     want = fused.sums(kind_a, raw_a, kind_b, raw_b, same)
     if case == "equal":

@@ -351,7 +351,6 @@ done:
     return result;
 }
 
-#ifdef CKPTDIFF_MMAP
 /* Equal bytes and every element finite under the dtype's rule: the largest magnitude (bits & mask) below limit
  * (limit 0: integers, always finite); *nonzero set when a magnitude is not 0. */
 #define FACTS_FUNCTION(NAME, T)                                                                                 \
@@ -394,6 +393,72 @@ CLONES static int equal_and_finite(const uint8_t *a, const uint8_t *b, size_t nb
     return 1;
 }
 
+/* The state of a chunk pair whose bytes were compared first: 0 equal and every element finite (no sums;
+ * nonzero says whether one is not 0), 1 equal but summed (a non-finite element, or no rule for the dtype), 2
+ * summed. compare 0: the dtypes differ, only sum. */
+static int compared_chunk(const Input *a, const Input *b, size_t count, int wide, int compare, uint64_t mask,
+                          uint64_t limit, Totals *totals, int *nonzero) {
+    memset(totals, 0, sizeof *totals);
+    size_t nbytes = count * (size_t)ITEMSIZE[a->code];
+    int same = compare && a->code == b->code;
+    if (same && mask != 0 && equal_and_finite(a->raw, b->raw, nbytes, ITEMSIZE[a->code], mask, limit, nonzero))
+        return 0;
+    int state = same && memcmp(a->raw, b->raw, nbytes) == 0 ? 1 : 2;
+    chunk_totals(a, b, count, wide, totals);
+    return state;
+}
+
+/* (state, nonzero, skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²) */
+static PyObject *compared_result(int state, int nonzero, const Totals *totals) {
+    PyObject *sums = totals_tuple(totals);
+    if (sums == NULL) return NULL;
+    PyObject *head = Py_BuildValue("(ii)", state, nonzero);
+    if (head == NULL) {
+        Py_DECREF(sums);
+        return NULL;
+    }
+    PyObject *joined = PySequence_Concat(head, sums);
+    Py_DECREF(head);
+    Py_DECREF(sums);
+    return joined;
+}
+
+/* compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit): as
+ * mapped_chunk, on two chunks' bytes in memory. */
+static PyObject *py_compared_chunk(PyObject *self, PyObject *args) {
+    Py_buffer raw_a, raw_b, table_view_a, table_view_b;
+    int code_a, code_b, wide, compare;
+    unsigned long long mask, limit;
+    Py_ssize_t count;
+    PyObject *table_a, *table_b;
+    if (!PyArg_ParseTuple(args, "y*iOy*iOnppKK", &raw_a, &code_a, &table_a, &raw_b, &code_b, &table_b, &count, &wide,
+                          &compare, &mask, &limit))
+        return NULL;
+    PyObject *result = NULL;
+    const float *ta = NULL, *tb = NULL;
+    table_view_a.obj = table_view_b.obj = NULL;
+    if (!valid_code(code_a) || !valid_code(code_b)) goto done;
+    if (count < 0 || raw_a.len < count * ITEMSIZE[code_a] || raw_b.len < count * ITEMSIZE[code_b]) {
+        PyErr_SetString(PyExc_ValueError, "a chunk is shorter than count elements");
+        goto done;
+    }
+    if (!get_table(table_a, code_a, &table_view_a, &ta) || !get_table(table_b, code_b, &table_view_b, &tb)) goto done;
+    Input a = {raw_a.buf, code_a, ta}, b = {raw_b.buf, code_b, tb};
+    Totals totals;
+    int state, nonzero = 0;
+    Py_BEGIN_ALLOW_THREADS
+    state = compared_chunk(&a, &b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
+    Py_END_ALLOW_THREADS
+    result = compared_result(state, nonzero, &totals);
+done:
+    if (table_view_a.obj) PyBuffer_Release(&table_view_a);
+    if (table_view_b.obj) PyBuffer_Release(&table_view_b);
+    PyBuffer_Release(&raw_a);
+    PyBuffer_Release(&raw_b);
+    return result;
+}
+
+#ifdef CKPTDIFF_MMAP
 typedef struct {
     void *base;
     size_t length;
@@ -450,15 +515,8 @@ static PyObject *py_mapped_chunk(PyObject *self, PyObject *args) {
         failed = 1;
         error = errno;
     } else {
-        int same = compare && code_a == code_b;
-        if (same && mask != 0 &&
-            equal_and_finite(map_a.data, map_b.data, nbytes_a, ITEMSIZE[code_a], mask, limit, &nonzero)) {
-            state = 0;
-        } else {
-            if (same && memcmp(map_a.data, map_b.data, nbytes_a) == 0) state = 1;
-            Input a = {map_a.data, code_a, ta}, b = {map_b.data, code_b, tb};
-            chunk_totals(&a, &b, (size_t)count, wide, &totals);
-        }
+        Input a = {map_a.data, code_a, ta}, b = {map_b.data, code_b, tb};
+        state = compared_chunk(&a, &b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
     }
     if (map_a.base && map_a.base != MAP_FAILED) munmap(map_a.base, map_a.length);
     if (map_b.base && map_b.base != MAP_FAILED) munmap(map_b.base, map_b.length);
@@ -469,17 +527,7 @@ static PyObject *py_mapped_chunk(PyObject *self, PyObject *args) {
         errno = error;
         return PyErr_SetFromErrno(PyExc_OSError);
     }
-    PyObject *sums = totals_tuple(&totals);
-    if (sums == NULL) return NULL;
-    PyObject *result = Py_BuildValue("(ii)", state, nonzero);
-    if (result == NULL) {
-        Py_DECREF(sums);
-        return NULL;
-    }
-    PyObject *joined = PySequence_Concat(result, sums);
-    Py_DECREF(result);
-    Py_DECREF(sums);
-    return joined;
+    return compared_result(state, nonzero, &totals);
 }
 #endif
 
@@ -487,6 +535,9 @@ static PyMethodDef methods[] = {
     {"chunk_totals", py_chunk_totals, METH_VARARGS,
      "chunk_totals(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide) -> (skipped, dd, abs, max, ab, aa, "
      "bb)"},
+    {"compared_chunk", py_compared_chunk, METH_VARARGS,
+     "compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit) -> (state, "
+     "nonzero, skipped, dd, abs, max, ab, aa, bb)"},
 #ifdef CKPTDIFF_MMAP
     {"mapped_chunk", py_mapped_chunk, METH_VARARGS,
      "mapped_chunk(fd_a, offset_a, code_a, table_a, fd_b, offset_b, code_b, table_b, count, wide, compare, mask, "

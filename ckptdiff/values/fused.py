@@ -37,6 +37,21 @@ def _table(kind: ValueType) -> Any:
     return kind.table if kind.widening == "table" else None
 
 
+def _rules(kind_a: ValueType, kind_b: ValueType) -> tuple[bool, bool, int, int]:
+    """The C kernel's (wide, compare, mask, limit): float64 blocks?, compare the bytes first (one dtype)?, and the
+    rule saying from the bits whether every element is finite (mask 0: no rule; limit 0: integers, always)."""
+    compare = kind_a is kind_b
+    mask = (kind_a.magnitude_mask or 0) if compare else 0
+    return kind_a.wide or kind_b.wide, compare, mask, kind_a.finite_below or 0
+
+
+def _compared(kind_a: ValueType, kind_b: ValueType, count: int, result: tuple[Any, ...]) -> SameChunk | Sums:
+    state, nonzero, skipped, *sums = result
+    if state == 0:  # equal bytes, every element finite: no sums
+        return SameChunk(count, bool(nonzero))
+    return finish(kind_a, kind_b, count, (skipped, tuple(sums)), state == 1)
+
+
 class FusedChunks:
     """One thread's kernel (``"c"`` or ``"numba"``) and buffers; turns two chunks' bytes into :class:`Sums`."""
 
@@ -82,14 +97,22 @@ class FusedChunks:
         count = len(raw_a) // kind_a.itemsize
         return finish(kind_a, kind_b, count, self.chunk_totals(kind_a, raw_a, kind_b, raw_b), same)
 
+    def compared(self, kind_a: ValueType, raw_a: bytearray, kind_b: ValueType, raw_b: bytearray) -> SameChunk | Sums:
+        """Two chunks' bytes (C kernel): compared first, summed only when they differ or hold non-finite values."""
+        assert self.module is not None
+        count = len(raw_a) // kind_a.itemsize
+        result = self.module.compared_chunk(
+            raw_a, kind_a.code, _table(kind_a), raw_b, kind_b.code, _table(kind_b), count, *_rules(kind_a, kind_b)
+        )
+        return _compared(kind_a, kind_b, count, result)
+
     def mapped(
         self, kind_a: ValueType, fd_a: int, offset_a: int, kind_b: ValueType, fd_b: int, offset_b: int, count: int
     ) -> SameChunk | Sums:
-        """Two chunks read straight from their files (C kernel, POSIX): their bytes compared first, summed only
-        when they differ or hold non-finite values. Raises OSError where the file cannot be memory-mapped."""
+        """:meth:`compared` on two chunks the C kernel reads straight from their files (POSIX), through a memory
+        map of just their ranges. Raises OSError where a file cannot be memory-mapped."""
         assert self.module is not None
-        compare = kind_a is kind_b
-        state, nonzero, skipped, *sums = self.module.mapped_chunk(
+        result = self.module.mapped_chunk(
             fd_a,
             offset_a,
             kind_a.code,
@@ -99,14 +122,9 @@ class FusedChunks:
             kind_b.code,
             _table(kind_b),
             count,
-            kind_a.wide or kind_b.wide,
-            compare,
-            (kind_a.magnitude_mask or 0) if compare else 0,
-            kind_a.finite_below or 0,
+            *_rules(kind_a, kind_b),
         )
-        if state == 0:
-            return SameChunk(count, bool(nonzero))
-        return finish(kind_a, kind_b, count, (skipped, tuple(sums)), state == 1)
+        return _compared(kind_a, kind_b, count, result)
 
     def square_sum(self, kind: ValueType, raw: bytearray) -> float:
         """Σa² of one chunk (an equal chunk's, once its tensor turned out to differ elsewhere)."""
