@@ -45,7 +45,6 @@ THREADS_MIN_BYTES = 32 * 2**20
 #: pass where the extension was not built) or "numpy" (array operations: the anchor, the fallback where neither
 #: is there, and small passes without the C kernel). The environment variable chooses one explicitly.
 KERNEL_VARIABLE = "CKPTDIFF_VALUES_KERNEL"
-KERNELS = ("c", "numba", "numpy")
 #: Without the C kernel, a pass comparing fewer bytes (both sides) uses numpy: importing numba and loading its
 #: compiled kernels costs ~0.5 s of CPU (1–2 s on a loaded machine), more than the fused pass saves on less data.
 NUMBA_MIN_BYTES = 2**30
