@@ -1,16 +1,19 @@
 /* The fused --values kernel in C: one pass over two chunks' stored bits gives every sum, with no widened copy.
  *
- * The same rules as the numba kernel (kernels.py): blocks of BLOCK elements, decoded into two small buffers that
- * stay in L1 (bf16 by a shift, f16 and fp8 by a table, integers by a cast), summed in LANES independent lane
- * accumulators (each lane adds its elements in index order: the compiler vectorises across lanes without
- * reassociating anything, so no -ffast-math), the lanes added into float64 totals after every block and folded
- * in lane order at the end: the same bits on any number of threads. A block whose sums are not all finite, or so
- * small that squares of subnormal values may have been rounded away, is summed again element by element in
- * float64 over the elements finite on both sides, the others counted. F64 and integer tensors take float64 blocks.
+ * The same rules as the numba kernel (kernels.py): blocks of BLOCK elements, each element decoded where it is
+ * loaded (bf16 by a shift, f16 and fp8 by a table, integers by a cast; other dtype pairs through two small
+ * buffers that stay in L1), summed in LANES independent lane accumulators (each lane adds its elements in index
+ * order: the compiler vectorises across lanes without reassociating anything, so no -ffast-math), the lanes
+ * added into float64 totals after every block and folded in lane order at the end: the same bits on any number
+ * of threads. A chunk is summed unchecked first; when a total is not finite or is tiny it is summed again with
+ * every block checked, and a block whose sums are not all finite, or so small that squares of subnormal values
+ * may have been rounded away, is summed element by element in float64 over the elements finite on both sides,
+ * the others counted. F64 and integer tensors take float64 blocks.
  *
- * mapped_chunk() reads the two chunks itself, through a memory map of just that range (no copy out of the page
- * cache; unmapped before it returns, so the resident set stays small), compares their bytes first and only sums
- * when they differ. Both entry points release the GIL.
+ * compared_chunk() compares the two chunks' bytes first and only sums when they differ (or hold non-finite
+ * values); mapped_chunk() does the same reading the chunks itself, through a memory map of just that range (no
+ * copy out of the page cache; unmapped before it returns, so the resident set stays small). Every entry point
+ * releases the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
