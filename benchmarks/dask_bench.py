@@ -1,0 +1,528 @@
+"""--values --scheduler where the network is the limit: Dask workers in network namespaces of their own, each behind a
+tc-shaped link, copying an s3:// pair's shards from moto's S3 server.
+
+    sudo python benchmarks/dask_bench.py                      # 32 shards of 32 MiB a side, 300 Mbit/s a worker
+    sudo python benchmarks/dask_bench.py --rounds 1 --workers 1,2 --rate-mbit 200 --shards 16
+
+What runs, all on this machine and all removed on exit (Ctrl-C and failures included):
+
+- moto's S3 server (``ThreadedMotoServer``, as tests/store_servers.py starts it) in a process of its own in the
+  root network namespace, holding A and B: SHARDS safetensors shards a side (bf16, every value differing) with an
+  index and a config.json;
+- for each worker count n (1, 2, 4): a Dask scheduler in the root namespace and n single-threaded workers
+  (``--nthreads 1 --no-nanny``), each in its own network namespace, joined to the root one by a veth pair whose
+  two ends ``tc`` shapes with a token bucket (tbf) at RATE Mbit/s. A worker reaches the scheduler and the store
+  only over its link: its AWS endpoint is the store's address on its link. Each worker's memory, page cache
+  included, is capped by a memory cgroup (``--worker-memory-mib``, under the pair's size), so no worker can hold
+  the pair in a cache of its own;
+- the driver, the real CLI as a subprocess in the root namespace:
+  ``ckptdiff s3://BUCKET/a s3://BUCKET/b --values --scheduler tcp://127.0.0.1:PORT --format json``. It reads the
+  headers from the store over loopback (not shaped); the workers copy the shards over their links.
+
+Before timing, every worker loads the fused kernel and s3fs once (a warm-up task), so the rounds time the pass,
+not first imports. Each round runs every case once, in a rotated order: the command with 1, 2 and 4 workers, the
+same command without ``--values`` (headers only: subtracted from the others to give the pass), and
+``ckptdiff A B --values`` on the local files. Throughput is the pair's bytes (both sides) over the pass; "of the
+links" is it over n × RATE. CPU seconds are summed over the workers, the store and the driver, to show whether a
+CPU was the limit. The JSON reports must be equal across worker counts and, once the sides' names are put
+aside, equal to the local run's.
+
+Needs, outside Python: Linux, root (network namespaces, veth, tc, cgroups), iproute2 (``ip``, ``tc`` with the
+tbf qdisc), and a cgroup memory controller (v1 or v2) unless ``--worker-memory-mib 0``. Python: the ``dask`` and
+``dev`` extras (distributed, moto[server], s3fs, boto3, numpy). A benchmark: neither CI nor run.py runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from fixtures.generate import header_bytes  # noqa: E402
+
+WORK = Path(os.environ.get("CKPTDIFF_BENCH_TMP", "/tmp")) / "ckptdiff-dask-bench"
+#: Names of this benchmark's namespaces, links and cgroups start with it (left-overs of a killed run are removed).
+PREFIX = "ckdb"
+BUCKET = "ckptdiff-dask-bench"
+#: The issue's target (issue 22): two workers at least this many times one.
+TARGET_SPEEDUP = 1.6
+CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "bench-secret-for-moto-only",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+#: Columns of each shard's tensors (bf16), two tensors a shard.
+COLUMNS = 4096
+MOTO = (
+    "import sys, time\n"
+    "from moto.server import ThreadedMotoServer\n"
+    "server = ThreadedMotoServer(ip_address='0.0.0.0', port=0, verbose=False)\n"
+    "server.start()\n"
+    "print(server.get_host_and_port()[1], flush=True)\n"
+    "time.sleep(10**9)\n"
+)
+
+
+@dataclass
+class Settings:
+    rate_mbit: int
+    shards: int
+    shard_mib: int
+    rounds: int
+    workers: tuple[int, ...]
+    memory_mib: int
+
+
+@dataclass
+class Started:
+    """What this run started, torn down in reverse by :meth:`close`."""
+
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    namespaces: list[str] = field(default_factory=list)
+    cgroups: list[Path] = field(default_factory=list)
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)  # its own session: it and what it started
+        for process in reversed(self.processes):
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        for namespace in self.namespaces:  # its veth pair goes with it
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        for cgroup in self.cgroups:
+            for _ in range(50):  # a killed process leaves its cgroup a moment later
+                try:
+                    cgroup.rmdir()
+                    break
+                except OSError:
+                    time.sleep(0.1)
+
+
+def sh(*command: str) -> None:
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"dask_bench: {' '.join(command)}: {done.stderr.strip()}")
+
+
+# --- the pair ----------------------------------------------------------------------------------------------------
+
+
+def write_side(folder: Path, settings: Settings, seed: int) -> int:
+    """SHARDS shards of two bf16 tensors each, filled with a 16 MiB block of random values repeated."""
+    import numpy as np
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = settings.shard_mib * 2**20 // 2 // (2 * COLUMNS)
+    floats = np.random.default_rng(seed).standard_normal(8 * 2**20, dtype=np.float32)
+    block = (floats.view(np.uint32) >> 16).astype("<u2").tobytes()  # bf16: each float32's top half
+    weight_map, total = {}, 0
+    for shard in range(settings.shards):
+        name = f"model-{shard + 1:05d}-of-{settings.shards:05d}.safetensors"
+        tensors = [(f"layers.{shard}.{part}.weight", "BF16", [rows, COLUMNS]) for part in ("up", "down")]
+        prefix, length = header_bytes(tensors, {"format": "pt"})
+        with open(folder / name, "wb") as handle:
+            handle.write(prefix)
+            for low in range(0, length, len(block)):
+                handle.write(block[: min(len(block), length - low)])
+        weight_map.update({tensor[0]: name for tensor in tensors})
+        total += len(prefix) + length
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}, "weight_map": weight_map}))
+    (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": COLUMNS}))
+    return total
+
+
+def pair_files(settings: Settings) -> tuple[Path, Path, int]:
+    """A and B under WORK (kept between runs of the same shape)."""
+    shape = f"{settings.shards}x{settings.shard_mib}MiB"
+    a, b = WORK / shape / "a", WORK / shape / "b"
+    done = WORK / shape / "sizes.json"
+    if not done.exists():
+        sizes = [write_side(a, settings, seed=1), write_side(b, settings, seed=2)]
+        done.write_text(json.dumps(sizes))
+    return a, b, sum(json.loads(done.read_text()))
+
+
+# --- the store, the links, the clusters --------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        return int(probe.getsockname()[1])
+
+
+def start(started: Started, command: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen(command, env=env, start_new_session=True, **kwargs)
+    started.processes.append(process)
+    return process
+
+
+def start_store(started: Started, a: Path, b: Path) -> tuple[int, subprocess.Popen[bytes]]:
+    """moto on every address of the root namespace; A and B uploaded into it."""
+    import boto3
+
+    quiet = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}  # werkzeug logs every request on stderr
+    store = start(started, [sys.executable, "-c", MOTO], dict(os.environ), **quiet)
+    assert store.stdout is not None
+    port = int(store.stdout.readline())
+    client = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", **_boto_credentials())
+    client.create_bucket(Bucket=BUCKET)
+    for side, folder in (("a", a), ("b", b)):
+        for path in sorted(folder.iterdir()):
+            client.upload_file(str(path), BUCKET, f"{side}/{path.name}")
+    return port, store
+
+
+def _boto_credentials() -> dict[str, str]:
+    return {
+        "aws_access_key_id": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+        "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
+    }
+
+
+def remove_leftovers() -> None:
+    """Namespaces and cgroups of a run that was killed before it could clean up (only this benchmark's names)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    for name in listed:
+        if name.startswith(f"{PREFIX}-w"):
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    for parent in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")):
+        for cgroup in parent.glob(f"{PREFIX}-w*") if parent.is_dir() else ():
+            try:
+                cgroup.rmdir()
+            except OSError:
+                pass
+
+
+def make_link(started: Started, index: int, rate_mbit: int) -> tuple[str, str, str]:
+    """A namespace joined to the root one by a veth pair shaped at ``rate_mbit`` both ways:
+    (namespace, the root end's address, the namespace end's address)."""
+    namespace, outside, inside = f"{PREFIX}-w{index}", f"{PREFIX}{index}h", f"{PREFIX}{index}w"
+    host, worker = f"10.213.{index}.1", f"10.213.{index}.2"
+    sh("ip", "netns", "add", namespace)
+    started.namespaces.append(namespace)
+    sh("ip", "link", "add", outside, "type", "veth", "peer", "name", inside, "netns", namespace)
+    sh("ip", "addr", "add", f"{host}/30", "dev", outside)
+    sh("ip", "link", "set", outside, "up")
+    sh("ip", "-n", namespace, "addr", "add", f"{worker}/30", "dev", inside)
+    sh("ip", "-n", namespace, "link", "set", inside, "up")
+    sh("ip", "-n", namespace, "link", "set", "lo", "up")
+    burst = str(max(64 * 1024, rate_mbit * 10**6 // 8 // 100))  # 10 ms of the rate, at least a GSO packet
+    shaping = ["root", "tbf", "rate", f"{rate_mbit}mbit", "burst", burst, "latency", "50ms"]
+    sh("tc", "qdisc", "replace", "dev", outside, *shaping)
+    sh("ip", "netns", "exec", namespace, "tc", "qdisc", "replace", "dev", inside, *shaping)
+    return namespace, host, worker
+
+
+def memory_cgroup(started: Started, index: int, limit_mib: int) -> Path | None:
+    """A memory cgroup capped at ``limit_mib`` (page cache included): v1's memory controller, else v2's."""
+    if limit_mib <= 0:
+        return None
+    v1 = Path("/sys/fs/cgroup/memory")
+    cgroup = (v1 if v1.is_dir() else Path("/sys/fs/cgroup")) / f"{PREFIX}-w{index}"
+    cgroup.mkdir()
+    started.cgroups.append(cgroup)
+    limit = str(limit_mib * 2**20)
+    (cgroup / ("memory.limit_in_bytes" if v1.is_dir() else "memory.max")).write_text(limit)
+    return cgroup
+
+
+def peak_memory_mib(cgroup: Path | None) -> float | None:
+    if cgroup is None:
+        return None
+    for name in ("memory.max_usage_in_bytes", "memory.peak"):
+        if (cgroup / name).exists():
+            return int((cgroup / name).read_text()) / 2**20
+    return None
+
+
+@dataclass
+class Cluster:
+    workers: int
+    port: int
+    scheduler: subprocess.Popen[bytes]
+    processes: list[subprocess.Popen[bytes]]
+    cgroups: list[Path | None]
+
+    @property
+    def address(self) -> str:
+        return f"tcp://127.0.0.1:{self.port}"
+
+
+def start_cluster(started: Started, workers: int, first_index: int, store_port: int, settings: Settings) -> Cluster:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    scheduler_command = ["-m", "distributed.cli.dask_scheduler", "--host", "0.0.0.0", "--port", str(port)]
+    scheduler = start(started, [sys.executable, *scheduler_command, "--no-dashboard"], env, **quiet)
+    processes, cgroups = [], []
+    for index in range(first_index, first_index + workers):
+        namespace, host, address = make_link(started, index, settings.rate_mbit)
+        folder = WORK / "workers" / f"w{index}"
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "tmp").mkdir(parents=True)
+        worker_env = {
+            **env,
+            **CREDENTIALS,
+            "AWS_ENDPOINT_URL": f"http://{host}:{store_port}",  # the store, over this worker's link only
+            "TMPDIR": str(folder / "tmp"),
+        }
+        command = ["ip", "netns", "exec", namespace, sys.executable, "-m", "distributed.cli.dask_worker"]
+        command += [f"tcp://{host}:{port}", "--nthreads", "1", "--no-nanny", "--host", address, "--no-dashboard"]
+        command += ["--memory-limit", "0", "--local-directory", str(folder), "--name", f"w{index}"]
+        process = start(started, command, worker_env, **quiet)
+        cgroup = memory_cgroup(started, index, settings.memory_mib)
+        if cgroup is not None:  # `ip netns exec` execs the worker: the same process, moved before it loads much
+            (cgroup / "cgroup.procs").write_text(str(process.pid))
+        processes.append(process)
+        cgroups.append(cgroup)
+    return Cluster(workers, port, scheduler, processes, cgroups)
+
+
+def warm_up() -> int:
+    """On a worker: load what a task loads (the fused kernel, s3fs), so the rounds time the pass."""
+    import s3fs  # noqa: F401
+
+    from ckptdiff.values.dtypes import VALUE_TYPES
+    from ckptdiff.values.fused import FusedChunks
+
+    kind = VALUE_TYPES["BF16"]
+    FusedChunks().sums(kind, bytearray(4096), kind, bytearray(b"\x01") * 4096, False)
+    return os.getpid()
+
+
+def wait_ready(cluster: Cluster) -> None:
+    from distributed import Client
+
+    with Client(cluster.address, timeout="60s") as client:
+        client.wait_for_workers(cluster.workers, timeout=120)
+        client.run(warm_up)
+
+
+# --- measuring ---------------------------------------------------------------------------------------------------
+
+
+def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
+    """User + system CPU seconds of a running process (and its waited-for children), from /proc."""
+    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def run_cli(args: list[str], env: dict[str, str], output: Path) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of ``python -m ckptdiff ARGS -o OUTPUT`` in a fresh process."""
+    command = [sys.executable, "-m", "ckptdiff", *args, "--format", "json", "-q", "-o", str(output)]
+    begin = time.perf_counter()
+    process = subprocess.Popen(command, env=env, cwd=ROOT, stderr=subprocess.PIPE)
+    assert process.stderr is not None
+    stderr = process.stderr.read()
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - begin
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 1):
+        raise SystemExit(f"dask_bench: {' '.join(args)}: exit {process.returncode}: {stderr.decode().strip()}")
+    return seconds, usage.ru_utime + usage.ru_stime
+
+
+def report_of(path: Path, names: dict[str, str]) -> dict[str, Any]:
+    """A JSON report without the command, the sides' names replaced by A and B, and where each side was found
+    (``kind``, ``etag``: a store's object against a local folder) left out of its description."""
+    text = path.read_text()
+    for name, label in names.items():
+        text = text.replace(name, label)
+    report = json.loads(text)
+    report.pop("command", None)
+    for side in ("a", "b"):
+        for key in ("kind", "etag"):
+            report[side].pop(key, None)
+    return report
+
+
+def load() -> str:
+    return " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
+@contextmanager
+def signals_end_the_run() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) raise SystemExit like Ctrl-C raises KeyboardInterrupt, so cleanup runs for all."""
+
+    def stop(number: int, frame: Any) -> None:
+        raise SystemExit(f"dask_bench: signal {number}, cleaning up")
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def run(settings: Settings) -> dict[str, Any]:
+    a, b, pair_bytes = pair_files(settings)
+    remove_leftovers()
+    started = Started()
+    with signals_end_the_run():
+        try:
+            return measure(settings, started, a, b, pair_bytes)
+        finally:
+            started.close()
+            shutil.rmtree(WORK / "workers", ignore_errors=True)
+
+
+def measure(settings: Settings, started: Started, a: Path, b: Path, pair_bytes: int) -> dict[str, Any]:
+    store_port, store = start_store(started, a, b)
+    clusters, index = {}, 1
+    for workers in settings.workers:
+        clusters[workers] = start_cluster(started, workers, index, store_port, settings)
+        index += workers
+    for cluster in clusters.values():
+        wait_ready(cluster)
+    driver_env = {**os.environ, **CREDENTIALS, "PYTHONPATH": str(ROOT)}
+    driver_env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{store_port}"
+    remote = [f"s3://{BUCKET}/a", f"s3://{BUCKET}/b"]
+    names = {remote[0]: "A", remote[1]: "B", str(a): "A", str(b): "B"}
+    out = WORK / "reports"
+    out.mkdir(parents=True, exist_ok=True)
+    cases: list[str | int] = ["headers", *settings.workers, "local"]
+    times: dict[str | int, list[float]] = {case: [] for case in cases}
+    cpu: dict[str | int, list[dict[str, float]]] = {case: [] for case in cases}
+    reports: dict[str | int, dict[str, Any]] = {}
+    loads = [load()]
+    for round_number in range(settings.rounds):
+        turn = round_number % len(cases)
+        for case in cases[turn:] + cases[:turn]:
+            output = out / f"{case}.json"
+            if case == "local":
+                args = [str(a), str(b), "--values"]
+            elif case == "headers":
+                args = remote
+            else:
+                args = [*remote, "--values", "--scheduler", clusters[int(case)].address]
+            watched = {"store": store}
+            if isinstance(case, int):
+                watched.update({f"worker {i}": p for i, p in enumerate(clusters[case].processes)})
+            before = {name: cpu_seconds(process) for name, process in watched.items()}
+            seconds, driver_cpu = run_cli(args, driver_env, output)
+            spent = {name: cpu_seconds(process) - before[name] for name, process in watched.items()}
+            times[case].append(seconds)
+            cpu[case].append({"driver": driver_cpu, **spent})
+            if case != "headers":
+                reports[case] = report_of(output, names)
+            for cluster in clusters.values():
+                if any(process.poll() is not None for process in cluster.processes):
+                    raise SystemExit(f"dask_bench: a worker of the {cluster.workers}-worker cluster died")
+            print(f"round {round_number + 1} {case}: {seconds:.2f} s (load {load()})", file=sys.stderr)
+        loads.append(load())
+    peaks = {workers: [peak_memory_mib(cgroup) for cgroup in cluster.cgroups] for workers, cluster in clusters.items()}
+    return {
+        "settings": settings.__dict__,
+        "pair_bytes": pair_bytes,
+        "times": {str(case): values for case, values in times.items()},
+        "cpu": {str(case): values for case, values in cpu.items()},
+        "same_across_workers": all(reports[w] == reports[settings.workers[0]] for w in settings.workers),
+        "same_as_local": all(reports[w] == reports["local"] for w in settings.workers),
+        "worker_peak_mib": {str(workers): values for workers, values in peaks.items()},
+        "loads": loads,
+    }
+
+
+# --- the table ---------------------------------------------------------------------------------------------------
+
+
+def render(result: dict[str, Any]) -> str:
+    settings, times, cpu = result["settings"], result["times"], result["cpu"]
+    headers = statistics.median(times["headers"])
+    pair_mb = result["pair_bytes"] / 1e6
+    passes = {w: statistics.median(times[str(w)]) - headers for w in settings["workers"]}
+    one = passes.get(1)
+    lines = [
+        f"pair: {settings['shards']} shards of {settings['shard_mib']} MiB a side, {pair_mb / 1000:.2f} GB in all; "
+        f"links {settings['rate_mbit']} Mbit/s each; worker memory cap {settings['memory_mib'] or 'none'} MiB; "
+        f"{settings['rounds']} round(s), medians; load average {' → '.join(result['loads'])}",
+        "",
+        "| case | command s | pass s | MB/s | × 1 worker | of the links | CPU s: workers / store / driver |",
+        "|------|----------:|-------:|-----:|-----------:|-------------:|--------------------------------:|",
+    ]
+    for case in ["headers", *settings["workers"], "local"]:
+        seconds = statistics.median(times[str(case)])
+        spent = cpu[str(case)]
+        workers_cpu = statistics.median(sum(v for k, v in c.items() if k.startswith("worker")) for c in spent)
+        store_cpu = statistics.median(c.get("store", 0.0) for c in spent)
+        driver_cpu = statistics.median(c["driver"] for c in spent)
+        if case == "headers":
+            label, rest = "`ckptdiff s3://…/a s3://…/b` (headers only)", "| | | |"
+        elif case == "local":
+            label, rest = "`ckptdiff A B --values` (local files, threads)", "| | | |"
+        else:
+            pass_s = passes[case]
+            rate = pair_mb / pass_s
+            links = rate * 8 / (case * settings["rate_mbit"])
+            ratio = f"{one / pass_s:.2f}×" if one else ""
+            label = f"`--values --scheduler`, {case} worker{'s' if case > 1 else ''}"
+            rest = f"{pass_s:.1f} | {rate:.0f} | {ratio} | {links:.0%} |"
+        lines.append(f"| {label} | {seconds:.1f} | {rest} {workers_cpu:.1f} / {store_cpu:.1f} / {driver_cpu:.1f} |")
+    lines.append("")
+    lines.append(
+        f"JSON equal across worker counts: {result['same_across_workers']}; "
+        f"to the local run's (the sides' names and kinds aside): {result['same_as_local']}"
+    )
+    peaks = [p for values in result["worker_peak_mib"].values() for p in values if p is not None]
+    if peaks:
+        lines.append(f"workers' peak memory (cgroup, page cache included): {min(peaks):.0f}–{max(peaks):.0f} MiB")
+    if one and 2 in passes:
+        speedup = one / passes[2]
+        verdict = "met" if speedup >= TARGET_SPEEDUP else "NOT met"
+        lines.append(f"target: 2 workers ≥ {TARGET_SPEEDUP}× one: {speedup:.2f}× ({verdict})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate-mbit", type=int, default=300, help="each worker's link, both ways (default 300)")
+    parser.add_argument("--shards", type=int, default=32, help="shards a side (default 32)")
+    parser.add_argument("--shard-mib", type=int, default=32, help="MiB a shard (default 32)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds, medians over them (default 2)")
+    parser.add_argument("--workers", default="1,2,4", help="worker counts (default 1,2,4)")
+    parser.add_argument(
+        "--worker-memory-mib", type=int, default=768, help="each worker's memory cgroup, 0 for none (default 768)"
+    )
+    parser.add_argument("--json", type=Path, help="also write the measurements here")
+    options = parser.parse_args(argv)
+    if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None:
+        print("dask_bench: needs root and iproute2 (ip, tc): network namespaces and shaped links", file=sys.stderr)
+        return 2
+    workers = tuple(int(n) for n in options.workers.split(","))
+    settings = Settings(
+        options.rate_mbit, options.shards, options.shard_mib, options.rounds, workers, options.worker_memory_mib
+    )
+    result = run(settings)
+    if options.json:
+        options.json.write_text(json.dumps(result, indent=1))
+    print(render(result))
+    return 0 if result["same_across_workers"] and result["same_as_local"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
