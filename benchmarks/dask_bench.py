@@ -102,13 +102,12 @@ class Started:
 
     def close(self) -> None:
         for process in reversed(self.processes):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)  # its own session: it and what it started
+            _signal_group(process, signal.SIGTERM)  # its own session: it and what it started
         for process in reversed(self.processes):
             try:
                 process.wait(10)
             except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
+                _signal_group(process, signal.SIGKILL)
                 process.wait()
         for namespace in self.namespaces:  # its veth pair goes with it
             subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
@@ -119,6 +118,14 @@ class Started:
                     break
                 except OSError:
                     time.sleep(0.1)
+
+
+def _signal_group(process: subprocess.Popen[bytes], number: int) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, number)
+        except ProcessLookupError:  # it ended in between
+            pass
 
 
 def sh(*command: str) -> None:
