@@ -123,6 +123,25 @@ def test_a_worker_reads_a_store_side_itself_and_keeps_no_copy(
     assert stats == run_task(ShardTask(on_disk, task.pairs, task.positions, task.kernel))[0]
 
 
+def test_a_worker_reads_a_hub_side_itself(pair: tuple[Path, Path], hub_client, tmp_path: Path) -> None:
+    """A task on a Hub pair, as a Dask worker runs it: the worker downloads the two shards at the revision the
+    driver read (into its HF cache) and computes what the local files give."""
+    hub_client.add_repo("org/run-a", pair[0])
+    hub_client.add_repo("org/run-b", pair[1])
+    a, b = resolve("org/run-a"), resolve("org/run-b")
+    pairs = [Pair(0, a.tensors[name], 1, b.tensors[name]) for name in sorted(a.tensors)]
+    sides = [SideSpec("A", a.spec, a.revision), SideSpec("B", b.spec, b.revision)]
+    task = next(task for task in shard_tasks(sides, pairs) if len(task.pairs) == 6)
+    hub_client.reset_counters()
+    stats, error = run_task(task)
+    assert error is None and stats is not None
+    shard = task.pairs[0].a.file
+    assert hub_client.bytes_sent["resolve"] >= 2 * (pair[0] / shard).stat().st_size  # both sides, by the worker
+    assert len(list((tmp_path / "hf-home" / "hub").rglob(shard))) == 2  # in the HF cache, as any Hub download
+    on_disk = (SideSpec("A", str(pair[0]), None), SideSpec("B", str(pair[1]), None))
+    assert stats == run_task(ShardTask(on_disk, task.pairs, task.positions, task.kernel))[0]
+
+
 def test_local_processes_give_the_same_report(pair: tuple[Path, Path], run_cli) -> None:
     here = report_of(run_cli, str(pair[0]), str(pair[1]))
     processes = report_of(run_cli, str(pair[0]), str(pair[1]), "--jobs", "2")
