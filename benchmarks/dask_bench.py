@@ -90,6 +90,7 @@ class Settings:
     rounds: int
     workers: tuple[int, ...]
     memory_mib: int
+    source: str = "s3"  # "s3": moto; "hub": tests/hub_emulator.py
 
 
 @dataclass
@@ -187,8 +188,22 @@ def start(started: Started, command: list[str], env: dict[str, str], **kwargs: A
     return process
 
 
-def start_store(started: Started, a: Path, b: Path) -> tuple[int, subprocess.Popen[bytes]]:
-    """moto on every address of the root namespace; A and B uploaded into it."""
+#: The pair's specs, as the driver and the workers name them.
+SPECS = {"s3": (f"s3://{BUCKET}/a", f"s3://{BUCKET}/b"), "hub": ("bench/run-a", "bench/run-b")}
+
+
+def start_store(started: Started, source: str, a: Path, b: Path) -> tuple[int, subprocess.Popen[bytes]]:
+    """moto (A and B uploaded into it) or the Hub emulator (serving A and B), on every address of the root
+    namespace: (its port, its process)."""
+    if source == "hub":
+        command = [sys.executable, str(ROOT / "tests" / "hub_emulator.py"), "--host", "0.0.0.0"]
+        command += [f"{SPECS['hub'][0]}={a}", f"{SPECS['hub'][1]}={b}"]
+        hub = start(started, command, dict(os.environ), stdout=subprocess.PIPE)
+        assert hub.stdout is not None
+        while not (line := hub.stdout.readline().decode()).startswith("export HF_ENDPOINT="):
+            if not line:
+                raise SystemExit("dask_bench: the Hub emulator did not start")
+        return int(line.rsplit(":", 1)[1]), hub
     import boto3
 
     quiet = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}  # werkzeug logs every request on stderr
@@ -280,6 +295,18 @@ class Cluster:
         return f"tcp://127.0.0.1:{self.port}"
 
 
+def server_env(address: str, port: int, hf_home: Path) -> dict[str, str]:
+    """The environment that points the AWS chain, or huggingface_hub, at the store on ``address``."""
+    return {
+        **CREDENTIALS,
+        "AWS_ENDPOINT_URL": f"http://{address}:{port}",
+        "HF_ENDPOINT": f"http://{address}:{port}",
+        "HF_HOME": str(hf_home),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "HF_HUB_DISABLE_IMPLICIT_TOKEN": "1",
+    }
+
+
 def start_cluster(started: Started, workers: int, first_index: int, store_port: int, settings: Settings) -> Cluster:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -292,12 +319,8 @@ def start_cluster(started: Started, workers: int, first_index: int, store_port: 
         folder = WORK / "workers" / f"w{index}"
         shutil.rmtree(folder, ignore_errors=True)
         (folder / "tmp").mkdir(parents=True)
-        worker_env = {
-            **env,
-            **CREDENTIALS,
-            "AWS_ENDPOINT_URL": f"http://{host}:{store_port}",  # the store, over this worker's link only
-            "TMPDIR": str(folder / "tmp"),
-        }
+        # the store, over this worker's link only; a store's copies go to TMPDIR, the Hub's to HF_HOME
+        worker_env = {**env, **server_env(host, store_port, folder / "hf"), "TMPDIR": str(folder / "tmp")}
         command = ["ip", "netns", "exec", namespace, sys.executable, "-m", "distributed.cli.dask_worker"]
         command += [f"tcp://{host}:{port}", "--nthreads", "1", "--no-nanny", "--host", address, "--no-dashboard"]
         command += ["--memory-limit", "0", "--local-directory", str(folder), "--name", f"w{index}"]
@@ -311,7 +334,8 @@ def start_cluster(started: Started, workers: int, first_index: int, store_port: 
 
 
 def warm_up() -> int:
-    """On a worker: load what a task loads (the fused kernel, s3fs), so the rounds time the pass."""
+    """On a worker: load what a task loads (the fused kernel, s3fs, huggingface_hub), so the rounds time the pass."""
+    import huggingface_hub  # noqa: F401
     import s3fs  # noqa: F401
 
     from ckptdiff.values.dtypes import VALUE_TYPES
@@ -368,7 +392,7 @@ def report_of(path: Path, names: dict[str, str]) -> dict[str, Any]:
     report: dict[str, Any] = json.loads(text)
     report.pop("command", None)
     for side in ("a", "b"):
-        for key in ("kind", "etag"):
+        for key in ("kind", "etag", "revision"):
             report[side].pop(key, None)
     return report
 
@@ -405,16 +429,16 @@ def run(settings: Settings) -> dict[str, Any]:
 
 
 def measure(settings: Settings, started: Started, a: Path, b: Path, pair_bytes: int) -> dict[str, Any]:
-    store_port, store = start_store(started, a, b)
+    store_port, store = start_store(started, settings.source, a, b)
     clusters, index = {}, 1
     for workers in settings.workers:
         clusters[workers] = start_cluster(started, workers, index, store_port, settings)
         index += workers
     for cluster in clusters.values():
         wait_ready(cluster)
-    driver_env = {**os.environ, **CREDENTIALS, "PYTHONPATH": str(ROOT)}
-    driver_env["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{store_port}"
-    remote = [f"s3://{BUCKET}/a", f"s3://{BUCKET}/b"]
+    driver_home = WORK / "driver-hf"
+    driver_env = {**os.environ, "PYTHONPATH": str(ROOT), **server_env("127.0.0.1", store_port, driver_home)}
+    remote = list(SPECS[settings.source])
     names = {remote[0]: "A", remote[1]: "B", str(a): "A", str(b): "B"}
     out = WORK / "reports"
     out.mkdir(parents=True, exist_ok=True)
@@ -427,6 +451,8 @@ def measure(settings: Settings, started: Started, a: Path, b: Path, pair_bytes: 
         turn = round_number % len(cases)
         for case in cases[turn:] + cases[:turn]:
             output = out / f"{case}.json"
+            for folder in [driver_home, *(WORK / "workers").glob("w*/hf")]:  # no Hub download kept between cases
+                shutil.rmtree(folder, ignore_errors=True)
             if case == "local":
                 args = [str(a), str(b), "--values"]
             elif case == "headers":
@@ -471,7 +497,8 @@ def render(result: dict[str, Any]) -> str:
     passes = {w: statistics.median(times[str(w)]) - headers for w in settings["workers"]}
     one = passes.get(1)
     lines = [
-        f"pair: {settings['shards']} shards of {settings['shard_mib']} MiB a side, {pair_mb / 1000:.2f} GB in all; "
+        f"{settings['source']} pair: {settings['shards']} shards of {settings['shard_mib']} MiB a side, "
+        f"{pair_mb / 1000:.2f} GB in all; "
         f"links {settings['rate_mbit']} Mbit/s each; worker memory cap {settings['memory_mib'] or 'none'} MiB; "
         f"{settings['rounds']} round(s), medians; load average {' → '.join(result['loads'])}",
         "",
@@ -485,7 +512,7 @@ def render(result: dict[str, Any]) -> str:
         store_cpu = statistics.median(c.get("store", 0.0) for c in spent)
         driver_cpu = statistics.median(c["driver"] for c in spent)
         if case == "headers":
-            label, rest = "`ckptdiff s3://…/a s3://…/b` (headers only)", "| | | |"
+            label, rest = f"`ckptdiff {' '.join(SPECS[settings['source']])}` (headers only)", "| | | |"
         elif case == "local":
             label, rest = "`ckptdiff A B --values` (local files, threads)", "| | | |"
         else:
@@ -521,6 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--worker-memory-mib", type=int, default=768, help="each worker's memory cgroup, 0 for none (default 768)"
     )
+    parser.add_argument("--source", choices=("s3", "hub"), default="s3", help="moto (default) or the Hub emulator")
     parser.add_argument("--json", type=Path, help="also write the measurements here")
     options = parser.parse_args(argv)
     if os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None:
@@ -528,7 +556,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workers = tuple(int(n) for n in options.workers.split(","))
     settings = Settings(
-        options.rate_mbit, options.shards, options.shard_mib, options.rounds, workers, options.worker_memory_mib
+        options.rate_mbit,
+        options.shards,
+        options.shard_mib,
+        options.rounds,
+        workers,
+        options.worker_memory_mib,
+        options.source,
     )
     try:
         result = run(settings)
