@@ -1,32 +1,35 @@
 """--values --scheduler where the network is the limit: each Dask worker in its own namespace, behind a shaped link.
 
-The workers copy an s3:// pair's shards from moto's S3 server, each over its own link.
+The workers copy an s3:// pair's shards from moto's S3 server (or download a Hub pair from the repo's Hub
+emulator), each over its own link.
 
     sudo python benchmarks/dask_bench.py           # 16 shards of 32 MiB a side, 100 Mbit/s a worker, 2 rounds (~10 min)
+    sudo python benchmarks/dask_bench.py --source hub                         # the same pair as two Hub repos
     sudo python benchmarks/dask_bench.py --rounds 1 --workers 1,2 --shards 8   # ~3 min
 
 What runs, all on this machine and all removed on exit (Ctrl-C and failures included):
 
 - moto's S3 server (``ThreadedMotoServer``, as tests/store_servers.py starts it) in a process of its own in the
   root network namespace, holding A and B: SHARDS safetensors shards a side (bf16, every value differing) with an
-  index and a config.json;
+  index and a config.json; with ``--source hub``, tests/hub_emulator.py serving A and B as two repos;
 - for each worker count n (1, 2, 4): a Dask scheduler in the root namespace and n single-threaded workers
   (``--nthreads 1 --no-nanny``), each in its own network namespace, joined to the root one by a veth pair whose
   two ends ``tc`` shapes with a token bucket (tbf) at RATE Mbit/s. A worker reaches the scheduler and the store
-  only over its link: its AWS endpoint is the store's address on its link. Each worker's memory, page cache
+  only over its link: its AWS endpoint (or HF_ENDPOINT) is the store's address on its link, and the Hub files it
+  downloads go to an HF cache of its own, emptied before every case. Each worker's memory, page cache
   included, is capped by a memory cgroup (``--worker-memory-mib``, under the pair's size), so no worker can hold
   the pair in a cache of its own;
 - the driver, the real CLI as a subprocess in the root namespace:
   ``ckptdiff s3://BUCKET/a s3://BUCKET/b --values --scheduler tcp://127.0.0.1:PORT --format json``. It reads the
   headers from the store over loopback (not shaped); the workers copy the shards over their links.
 
-Before timing, every worker loads the fused kernel and s3fs once (a warm-up task), so the rounds time the pass,
-not first imports. Each round runs every case once, in a rotated order: the command with 1, 2 and 4 workers, the
-same command without ``--values`` (headers only: subtracted from the others to give the pass), and
+Before timing, every worker loads the fused kernel, s3fs and huggingface_hub once (a warm-up task), so the rounds
+time the pass, not first imports. Each round runs every case once, in a rotated order: the command with 1, 2 and 4
+workers, the same command without ``--values`` (headers only: subtracted from the others to give the pass), and
 ``ckptdiff A B --values`` on the local files. Throughput is the pair's bytes (both sides) over the pass; "of the
-links" is it over n × RATE. CPU seconds are summed over the workers, the store and the driver, to show whether a
-CPU was the limit. The JSON reports must be equal across worker counts and, once the sides' names are put
-aside, equal to the local run's.
+links" is it over n × RATE. CPU seconds are summed over the workers, the store and the driver, to show whether a CPU
+was the limit. The JSON reports must be equal across worker counts and, once the sides' names, kinds and revisions
+are put aside, equal to the local run's.
 
 Needs, outside Python: Linux, root (network namespaces, veth, tc, cgroups), iproute2 (``ip``, ``tc`` with the
 tbf qdisc), and a cgroup memory controller (v1 or v2) unless ``--worker-memory-mib 0``. Python: the ``dask`` and
