@@ -42,15 +42,11 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,9 +57,21 @@ if str(ROOT) not in sys.path:
 
 from fixtures.generate import header_bytes  # noqa: E402
 
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from shaped_links import (  # noqa: E402
+    Started,
+    cpu_seconds,
+    free_port,
+    make_link,
+    memory_cgroup,
+    peak_memory_mib,
+    remove_leftovers,
+    signals_end_the_run,
+    start,
+)
+
 WORK = Path(os.environ.get("CKPTDIFF_BENCH_TMP", "/tmp")) / "ckptdiff-dask-bench"
-#: Names of this benchmark's namespaces, links and cgroups start with it (left-overs of a killed run are removed).
-PREFIX = "ckdb"
 BUCKET = "ckptdiff-dask-bench"
 #: The issue's target (issue 22): two workers at least this many times one.
 TARGET_SPEEDUP = 1.6
@@ -94,48 +102,6 @@ class Settings:
     workers: tuple[int, ...]
     memory_mib: int
     source: str = "s3"  # "s3": moto; "hub": tests/hub_emulator.py
-
-
-@dataclass
-class Started:
-    """What this run started, torn down in reverse by :meth:`close`."""
-
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    namespaces: list[str] = field(default_factory=list)
-    cgroups: list[Path] = field(default_factory=list)
-
-    def close(self) -> None:
-        for process in reversed(self.processes):
-            _signal_group(process, signal.SIGTERM)  # its own session: it and what it started
-        for process in reversed(self.processes):
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                _signal_group(process, signal.SIGKILL)
-                process.wait()
-        for namespace in self.namespaces:  # its veth pair goes with it
-            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
-        for cgroup in self.cgroups:
-            for _ in range(50):  # a killed process leaves its cgroup a moment later
-                try:
-                    cgroup.rmdir()
-                    break
-                except OSError:
-                    time.sleep(0.1)
-
-
-def _signal_group(process: subprocess.Popen[bytes], number: int) -> None:
-    if process.poll() is None:
-        try:
-            os.killpg(process.pid, number)
-        except ProcessLookupError:  # it ended in between
-            pass
-
-
-def sh(*command: str) -> None:
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"dask_bench: {' '.join(command)}: {done.stderr.strip()}")
 
 
 # --- the pair ----------------------------------------------------------------------------------------------------
@@ -179,18 +145,6 @@ def pair_files(settings: Settings) -> tuple[Path, Path, int]:
 # --- the store, the links, the clusters --------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        return int(probe.getsockname()[1])
-
-
-def start(started: Started, command: list[str], env: dict[str, str], **kwargs: Any) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(command, env=env, start_new_session=True, **kwargs)
-    started.processes.append(process)
-    return process
-
-
 #: The pair's specs, as the driver and the workers name them.
 SPECS = {"s3": (f"s3://{BUCKET}/a", f"s3://{BUCKET}/b"), "hub": ("bench/run-a", "bench/run-b")}
 
@@ -227,62 +181,6 @@ def _boto_credentials() -> dict[str, str]:
         "aws_secret_access_key": CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
         "region_name": CREDENTIALS["AWS_DEFAULT_REGION"],
     }
-
-
-def remove_leftovers() -> None:
-    """Namespaces and cgroups of a run that was killed before it could clean up (only this benchmark's names)."""
-    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-    for name in listed:
-        if name.startswith(f"{PREFIX}-w"):
-            subprocess.run(["ip", "netns", "del", name], capture_output=True)
-    for parent in (Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup")):
-        for cgroup in parent.glob(f"{PREFIX}-w*") if parent.is_dir() else ():
-            try:
-                cgroup.rmdir()
-            except OSError:
-                pass
-
-
-def make_link(started: Started, index: int, rate_mbit: int) -> tuple[str, str, str]:
-    """A namespace joined to the root one by a veth pair shaped at ``rate_mbit`` both ways:
-    (namespace, the root end's address, the namespace end's address)."""
-    namespace, outside, inside = f"{PREFIX}-w{index}", f"{PREFIX}{index}h", f"{PREFIX}{index}w"
-    host, worker = f"10.213.{index}.1", f"10.213.{index}.2"
-    sh("ip", "netns", "add", namespace)
-    started.namespaces.append(namespace)
-    sh("ip", "link", "add", outside, "type", "veth", "peer", "name", inside, "netns", namespace)
-    sh("ip", "addr", "add", f"{host}/30", "dev", outside)
-    sh("ip", "link", "set", outside, "up")
-    sh("ip", "-n", namespace, "addr", "add", f"{worker}/30", "dev", inside)
-    sh("ip", "-n", namespace, "link", "set", inside, "up")
-    sh("ip", "-n", namespace, "link", "set", "lo", "up")
-    burst = str(max(64 * 1024, rate_mbit * 10**6 // 8 // 100))  # 10 ms of the rate, at least a GSO packet
-    shaping = ["root", "tbf", "rate", f"{rate_mbit}mbit", "burst", burst, "latency", "50ms"]
-    sh("tc", "qdisc", "replace", "dev", outside, *shaping)
-    sh("ip", "netns", "exec", namespace, "tc", "qdisc", "replace", "dev", inside, *shaping)
-    return namespace, host, worker
-
-
-def memory_cgroup(started: Started, index: int, limit_mib: int) -> Path | None:
-    """A memory cgroup capped at ``limit_mib`` (page cache included): v1's memory controller, else v2's."""
-    if limit_mib <= 0:
-        return None
-    v1 = Path("/sys/fs/cgroup/memory")
-    cgroup = (v1 if v1.is_dir() else Path("/sys/fs/cgroup")) / f"{PREFIX}-w{index}"
-    cgroup.mkdir()
-    started.cgroups.append(cgroup)
-    limit = str(limit_mib * 2**20)
-    (cgroup / ("memory.limit_in_bytes" if v1.is_dir() else "memory.max")).write_text(limit)
-    return cgroup
-
-
-def peak_memory_mib(cgroup: Path | None) -> float | None:
-    if cgroup is None:
-        return None
-    for name in ("memory.max_usage_in_bytes", "memory.peak"):
-        if (cgroup / name).exists():
-            return int((cgroup / name).read_text()) / 2**20
-    return None
 
 
 @dataclass
@@ -360,12 +258,6 @@ def wait_ready(cluster: Cluster) -> None:
 # --- measuring ---------------------------------------------------------------------------------------------------
 
 
-def cpu_seconds(process: subprocess.Popen[bytes]) -> float:
-    """User + system CPU seconds of a running process (and its waited-for children), from /proc."""
-    fields = Path(f"/proc/{process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
-
-
 def run_cli(args: list[str], env: dict[str, str], output: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of ``python -m ckptdiff ARGS -o OUTPUT`` in a fresh process."""
     command = [sys.executable, "-m", "ckptdiff", *args, "--format", "json", "-q", "-o", str(output)]
@@ -402,21 +294,6 @@ def report_of(path: Path, names: dict[str, str]) -> dict[str, Any]:
 
 def load() -> str:
     return " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
-@contextmanager
-def signals_end_the_run() -> Iterator[None]:
-    """SIGTERM (and SIGHUP) raise SystemExit like Ctrl-C raises KeyboardInterrupt, so cleanup runs for all."""
-
-    def stop(number: int, frame: Any) -> None:
-        raise SystemExit(f"dask_bench: signal {number}, cleaning up")
-
-    previous = {number: signal.signal(number, stop) for number in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
 
 
 def run(settings: Settings) -> dict[str, Any]:
@@ -529,7 +406,7 @@ def render(result: dict[str, Any]) -> str:
     lines.append("")
     lines.append(
         f"JSON equal across worker counts: {result['same_across_workers']}; "
-        f"to the local run's (the sides' names and kinds aside): {result['same_as_local']}"
+        f"to the local run's (the sides' names, kinds and revisions aside): {result['same_as_local']}"
     )
     peaks = [p for values in result["worker_peak_mib"].values() for p in values if p is not None]
     if peaks:
