@@ -31,9 +31,10 @@ links" is it over n × RATE. CPU seconds are summed over the workers, the store 
 was the limit. The JSON reports must be equal across worker counts and, once the sides' names, kinds and revisions
 are put aside, equal to the local run's.
 
-Needs, outside Python: Linux, root (network namespaces, veth, tc, cgroups), iproute2 (``ip``, ``tc`` with the
-tbf qdisc), and a cgroup memory controller (v1 or v2) unless ``--worker-memory-mib 0``. Python: the ``dask`` and
-``dev`` extras (distributed, moto[server], s3fs, boto3, numpy). A benchmark: neither CI nor run.py runs it.
+Needs, outside Python: Linux, root (network namespaces, veth, tc, cgroups: benchmarks/shaped_links.py), iproute2
+(``ip``, ``tc`` with the tbf qdisc), and a cgroup memory controller (v1 or v2) unless ``--worker-memory-mib 0``.
+Python: the ``dask`` and ``dev`` extras (distributed, moto[server], s3fs, boto3, numpy). A benchmark: neither CI nor
+run.py runs it.
 """
 
 from __future__ import annotations
