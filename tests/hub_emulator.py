@@ -170,10 +170,11 @@ class HubEmulator:
 
     # --- life cycle -------------------------------------------------------------------------------------
 
-    def start(self, port: int = 0) -> HubEmulator:
-        """Listen on 127.0.0.1: the Hub origin on ``port`` (0: any free port), the CDN origin on any free port."""
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> HubEmulator:
+        """Listen on ``host`` (the endpoints name 127.0.0.1: "0.0.0.0" also listens there): the Hub origin on
+        ``port`` (0: any free port), the CDN origin on any free port."""
         for origin in ("hub", "cdn"):
-            server = _Server(("127.0.0.1", port if origin == "hub" else 0), _Handler)
+            server = _Server((host, port if origin == "hub" else 0), _Handler)
             server.emulator = self  # type: ignore[attr-defined]
             server.origin = origin  # type: ignore[attr-defined]
             threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -677,11 +678,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve folders as Hugging Face Hub repos on 127.0.0.1.")
     parser.add_argument("repos", nargs="+", metavar="ORG/NAME=FOLDER")
     parser.add_argument("--port", type=int, default=0, help="port of the Hub origin (default: any free one)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every interface)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every request")
     parser.add_argument("--lfs-redirect", action="store_true", help="answer LFS files with a 302 to a CDN origin")
     args = parser.parse_args(argv)
     emulator = HubEmulator(lfs_redirect=args.lfs_redirect, latency=args.latency)
-    emulator.start(port=args.port)
+    emulator.start(port=args.port, host=args.host)
     for item in args.repos:
         repo_id, _, folder = item.partition("=")
         commit = emulator.add_repo(repo_id, Path(folder))

@@ -91,6 +91,57 @@ def test_a_worker_that_cannot_see_a_local_file_says_so(pair: tuple[Path, Path], 
     assert "missing on this worker" in error[1]
 
 
+def test_a_worker_reads_a_store_side_itself_and_keeps_no_copy(
+    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task on an s3:// pair, as a Dask worker runs it: the worker copies the two shards from the store (its
+    own AWS chain), computes what the local files give, and removes the copies when the task ends."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    import tempfile
+
+    from store_servers import S3Server, point_aws_chain_at
+
+    scratch = tmp_path / "worker-tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    with S3Server() as server:
+        s3 = point_aws_chain_at(server, monkeypatch)
+        s3.upload(pair[0], "runs/a")
+        s3.upload(pair[1], "runs/b")
+        a, b = resolve("s3://runs/a"), resolve("s3://runs/b")
+        pairs = [Pair(0, a.tensors[name], 1, b.tensors[name]) for name in sorted(a.tensors)]
+        sides = [SideSpec("A", a.spec, a.revision), SideSpec("B", b.spec, b.revision)]
+        task = next(task for task in shard_tasks(sides, pairs) if len(task.pairs) == 6)
+        stats, error = run_task(task)
+        read = s3.bytes_sent
+    assert error is None and stats is not None
+    shard = task.pairs[0].a.file
+    assert read[f"runs/a/{shard}"] >= (pair[0] / shard).stat().st_size  # the worker fetched it, not the driver
+    assert list(scratch.iterdir()) == []  # nothing left on the worker's disk
+    on_disk = (SideSpec("A", str(pair[0]), None), SideSpec("B", str(pair[1]), None))
+    assert stats == run_task(ShardTask(on_disk, task.pairs, task.positions, task.kernel))[0]
+
+
+def test_a_worker_reads_a_hub_side_itself(pair: tuple[Path, Path], hub_client, tmp_path: Path) -> None:
+    """A task on a Hub pair, as a Dask worker runs it: the worker downloads the two shards at the revision the
+    driver read (into its HF cache) and computes what the local files give."""
+    hub_client.add_repo("org/run-a", pair[0])
+    hub_client.add_repo("org/run-b", pair[1])
+    a, b = resolve("org/run-a"), resolve("org/run-b")
+    pairs = [Pair(0, a.tensors[name], 1, b.tensors[name]) for name in sorted(a.tensors)]
+    sides = [SideSpec("A", a.spec, a.revision), SideSpec("B", b.spec, b.revision)]
+    task = next(task for task in shard_tasks(sides, pairs) if len(task.pairs) == 6)
+    hub_client.reset_counters()
+    stats, error = run_task(task)
+    assert error is None and stats is not None
+    shard = task.pairs[0].a.file
+    assert hub_client.bytes_sent["resolve"] >= 2 * (pair[0] / shard).stat().st_size  # both sides, by the worker
+    assert len(list((tmp_path / "hf-home" / "hub").rglob(shard))) == 2  # in the HF cache, as any Hub download
+    on_disk = (SideSpec("A", str(pair[0]), None), SideSpec("B", str(pair[1]), None))
+    assert stats == run_task(ShardTask(on_disk, task.pairs, task.positions, task.kernel))[0]
+
+
 def test_local_processes_give_the_same_report(pair: tuple[Path, Path], run_cli) -> None:
     here = report_of(run_cli, str(pair[0]), str(pair[1]))
     processes = report_of(run_cli, str(pair[0]), str(pair[1]), "--jobs", "2")

@@ -72,21 +72,26 @@ TaskResult = tuple[list[ValueStats], None] | tuple[None, tuple[str | None, str, 
 def run_task(task: ShardTask, threads: int | None = 1) -> TaskResult:
     """A task on a worker: open its files (shared paths, else through the side's Source), compute its pairs."""
     sides: list[Side] = []
+    # A store's files are copied here and removed with the task: a long-lived worker would otherwise keep every
+    # shard it was ever given, the whole pair spread over the workers' disks.
+    scratch = tempfile.TemporaryDirectory(prefix="ckptdiff-values-", ignore_cleanup_errors=True)
     try:
         for index, spec in enumerate(task.sides):
             files = {pair.a.file for pair in task.pairs if pair.side_a == index}
             files |= {pair.b.file for pair in task.pairs if pair.side_b == index}
-            sides.append(Side(spec.label, None, worker_paths(spec, files)))
+            sides.append(Side(spec.label, None, worker_paths(spec, files, Path(scratch.name))))
         return pair_stats(sides, list(task.pairs), threads=threads, kernel=task.kernel), None
     except CkptdiffError as err:
         return None, (err.where, err.defect, err.hint)
     finally:
         for side in sides:
             side.close()
+        scratch.cleanup()
 
 
-def worker_paths(side: SideSpec, files: set[RelativePath]) -> dict[RelativePath, Path]:
-    """Local paths of ``files`` on this machine: the driver's where they exist here, else through the Source."""
+def worker_paths(side: SideSpec, files: set[RelativePath], scratch: Path) -> dict[RelativePath, Path]:
+    """Local paths of ``files`` on this machine: the driver's where they exist here, else through the Source
+    (a store's copied into a folder under ``scratch``, a Hub file into the worker's HF cache)."""
     paths: dict[RelativePath, Path] = {}
     for file in sorted(files):
         known = side.paths.get(file)
@@ -110,8 +115,7 @@ def worker_paths(side: SideSpec, files: set[RelativePath]) -> dict[RelativePath,
         else:
             remote.append(file)
     if remote:
-        folder = Path(tempfile.mkdtemp(prefix=f"ckptdiff-values-{side.label}-"))
-        paths.update(fetch(source, folder, remote))
+        paths.update(fetch(source, scratch / side.label, remote))
     return paths
 
 
