@@ -25,9 +25,6 @@ from .shared_shards import SharedShards
 #: A seekable read-only handle on a weight file: the local file, or a remote one read through ranges.
 ReadHandle: TypeAlias = "BinaryIO | RangeFile"
 #: The first ranged read of a header: 97 % of the Hub's headers fit in 100 kB (huggingface_hub's measurement).
-#: The slowest average rate a body may arrive at, past its read timeout's grace, on any transport: slower is
-#: a trickling server, reported as a timeout.
-MIN_BODY_RATE = 16 * 1024
 INITIAL_RANGE = 100_000
 
 
