@@ -59,10 +59,14 @@ class Pool:
     def submit(self, future: Future[Any], call: Callable[[], Any]) -> None:
         """Run ``call`` for ``future`` (from :func:`register`): its result or its exception."""
         self._work.put((future, call))
+        self.start(1)
+
+    def start(self, threads: int) -> None:
+        """Start up to ``threads`` more threads (at most ``workers`` in all), to wait for work."""
         with _lock:
-            more = self._started < self._workers
+            more = max(0, min(threads, self._workers - self._started))
             self._started += more
-        if more:
+        for _ in range(more):
             threading.Thread(target=self._serve, name="ckptdiff-early-read", daemon=True).start()
 
     def close(self) -> None:

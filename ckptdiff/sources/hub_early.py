@@ -24,15 +24,18 @@ if TYPE_CHECKING:
 
 #: The longest :func:`send_early` waits for the listing call to reach the network.
 EARLY_START_WAIT = 5.0
+#: Threads of the pool of early reads started a repo while its listing call is on the network (at most
+#: ``options.jobs`` in all): starting one costs a GIL hand-off, which the answer would otherwise wait for, one
+#: thread after another, while the CLI's imports hold the GIL. More start when there are more reads.
+PRESTARTED_READERS = 64
 
 
 def send_early(spec: str, options: SourceOptions) -> bool:
     """Send a Hub spec's listing call now, and its first reads once it answers; whether a call was sent.
 
     Returns once the listing call is on the network (its connection or request started), so that the caller's
-    next imports overlap the round trip; it then loads what planning the first reads takes. Nothing is sent for
-    a spec that is not a Hub repo, offline, or a commit whose listing is cached, nor for a repo and revision
-    already sent for.
+    next imports overlap the round trip (then :func:`ready_for_answers`). Nothing is sent for a spec that is not
+    a Hub repo, offline, or a commit whose listing is cached, nor for a repo and revision already sent for.
     """
     from . import HubSpec, parse_spec
 
@@ -74,9 +77,14 @@ def send_early(spec: str, options: SourceOptions) -> bool:
 
     early_answers.start("ckptdiff-listing", send)
     under_way.wait(EARLY_START_WAIT)
-    from . import hub, planner  # noqa: F401 - loaded while the listing call is on the network, for its answer
-
     return True
+
+
+def ready_for_answers(repos: int, options: SourceOptions) -> None:
+    """Once the listing calls of ``repos`` repos are on the network: start the threads of their first reads and
+    load what reading them takes, so that neither waits for the answers (nor delays another repo's call)."""
+    early_answers.pool(options.jobs).start(PRESTARTED_READERS * repos)
+    from . import hub, planner  # noqa: F401
 
 
 def _source(spec: str, parsed: HubSpec, options: SourceOptions) -> HubSource:
