@@ -114,6 +114,12 @@ def modules_of_a_hub_run(hub, home: Path, *args: str, cwd: Path = REPO) -> dict:
     return run_the_command("--snapshot-first-request", *args, cwd=cwd, env=hub.client_env(home))
 
 
+def asked_once(hub) -> bool:
+    """Whether every request the Hub got (path and Range) came once: the run took what was sent early."""
+    asked = [(entry.path, entry.range) for entry in hub.log]
+    return len(asked) == len(set(asked)) > 2
+
+
 def loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if m in names or m.split(".")[0] in names)
 
@@ -133,6 +139,7 @@ def test_a_hub_run_sends_its_listing_calls_before_the_cli_loads(hub, two_repos, 
     assert loaded(run["end"], NEVER_ON_THE_HUB_PATH) == []
     assert "click" in run["end"]
     assert hub.requests["api-info"] == 2  # one listing call a side: the run took the early answers
+    assert asked_once(hub)
 
 
 def test_specs_from_the_config_file_are_listed_before_the_cli_loads(hub, two_repos, tmp_path) -> None:
@@ -144,6 +151,7 @@ def test_specs_from_the_config_file_are_listed_before_the_cli_loads(hub, two_rep
     # reading the config file loads the names it checks settings against (ckptdiff.formats' list), nothing more
     assert loaded(run["first"], tuple(set(LOADED_AFTER_THE_LISTING) - {"ckptdiff.formats"})) == []
     assert hub.requests["api-info"] == 2
+    assert asked_once(hub)
 
 
 def test_offline_sends_nothing_early(hub, two_repos, tmp_path) -> None:
