@@ -16,7 +16,7 @@ from concurrent.futures import wait as wait_for
 from typing import Any
 
 _answers: dict[Hashable, Future[Any]] = {}
-_sent: list[Future[Any]] = []
+_registered: list[Future[Any]] = []
 _threads: list[threading.Thread] = []
 _lock = threading.Lock()
 _open = True
@@ -30,7 +30,7 @@ def register(key: Hashable) -> Future[Any] | None:
             return None
         future: Future[Any] = Future()
         _answers[key] = future
-        _sent.append(future)
+        _registered.append(future)
         return future
 
 
@@ -55,19 +55,24 @@ class Pool:
     def __init__(self, workers: int) -> None:
         self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
         self._workers, self._started = max(1, workers), 0
+        self._idle = threading.Semaphore(0)  # one a thread waiting for work, not yet claimed by a submit
 
     def submit(self, future: Future[Any], call: Callable[[], Any]) -> None:
         """Run ``call`` for ``future`` (from :func:`register`): its result or its exception."""
         self._work.put((future, call))
-        self.start(1)
+        if not self._idle.acquire(blocking=False):
+            self._start(1, idle=False)  # for this work
 
     def start(self, threads: int) -> None:
         """Start up to ``threads`` more threads (at most ``workers`` in all), to wait for work."""
+        self._start(threads, idle=True)
+
+    def _start(self, threads: int, *, idle: bool) -> None:
         with _lock:
             more = max(0, min(threads, self._workers - self._started))
             self._started += more
         for _ in range(more):
-            threading.Thread(target=self._serve, name="ckptdiff-early-read", daemon=True).start()
+            threading.Thread(target=self._serve, args=(idle,), name="ckptdiff-early-read", daemon=True).start()
 
     def close(self) -> None:
         """Let every thread end once the work queued before this is done."""
@@ -76,15 +81,17 @@ class Pool:
         for _ in range(started):
             self._work.put(None)
 
-    def _serve(self) -> None:
+    def _serve(self, idle: bool) -> None:
+        if idle:
+            self._idle.release()
         while (item := self._work.get()) is not None:
             future, call = item
-            if not future.set_running_or_notify_cancel():
-                continue
-            try:
-                future.set_result(call())
-            except BaseException as err:  # noqa: BLE001 - handed to the run that takes this answer
-                future.set_exception(err)
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call())
+                except BaseException as err:  # noqa: BLE001 - handed to the run that takes this answer
+                    future.set_exception(err)
+            self._idle.release()
 
 
 _pool: Pool | None = None
@@ -109,14 +116,14 @@ def finish() -> None:
     for thread in threads:
         thread.join()
     with _lock:
-        sent, closing = list(_sent), _pool
-    for future in sent:
+        registered, closing = list(_registered), _pool
+    for future in registered:
         future.cancel()
-    wait_for(sent)
+    wait_for(registered)
     if closing is not None:
         closing.close()
     with _lock:
         _answers.clear()
-        _sent.clear()
+        _registered.clear()
         _threads.clear()
         _pool, _open = None, True

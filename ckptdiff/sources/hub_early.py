@@ -11,6 +11,7 @@ messages are those of a run that made the calls itself; they are only sent soone
 from __future__ import annotations
 
 import threading
+from collections.abc import Hashable
 from concurrent.futures import Future
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -111,7 +112,7 @@ def _send_first_reads(source: HubSource, answer: tuple[Any, list[ListedFile]], r
         _send(reads, key, partial(source.read_header_now, file, first_range))
 
 
-def _send(reads: early_answers.Pool, key: object, call: partial[Any]) -> None:
+def _send(reads: early_answers.Pool, key: Hashable, call: partial[Any]) -> None:
     future: Future[Any] | None = early_answers.register(key)
     if future is not None:
         reads.submit(future, call)
