@@ -19,10 +19,6 @@ import sys
 
 from .process import prepare
 
-#: Seconds a thread holding the GIL runs before a thread waiting for it gets it, while early calls are under
-#: way (Python's default: 0.005). The early calls' threads wait on the network while this thread imports the
-#: CLI: each time one of them is woken (an answer, a thread started) it waits at most this for the GIL, not 5 ms.
-EARLY_SWITCH_INTERVAL = 0.0005
 #: Options after which the command line holds no spec to send early for (the CLI answers them alone).
 _NO_CALLS = frozenset(("-h", "--help", "-V", "--version", "--offline"))
 
@@ -39,17 +35,7 @@ def run(args: list[str]) -> None:
     """The command on ``args``: the early Hub calls, then the CLI, which exits (SystemExit) with its code. The
     early calls the run did not take are ended before it returns (:func:`ckptdiff.sources.early_answers.finish`)."""
     prepare(args)  # before the listing calls, which import huggingface_hub
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(EARLY_SWITCH_INTERVAL)
     sent = send_early(args)
-    if not sent:
-        sys.setswitchinterval(interval)
-    import os
-
-    if sent and os.environ.get("XWAIT"):
-        from .sources import early_answers
-
-        early_answers.wait_sent(float(os.environ["XWAIT"]))
     try:
         from .cli import main as cli_main
 
@@ -59,7 +45,6 @@ def run(args: list[str]) -> None:
             from .sources import early_answers
 
             early_answers.finish()
-            sys.setswitchinterval(interval)
 
 
 def send_early(args: list[str]) -> int:
@@ -79,7 +64,7 @@ def send_early(args: list[str]) -> int:
         options = SourceOptions(jobs=_jobs(args, SourceOptions.jobs))
         sent = sum(_sent(spec, options, send) for spec in specs)
         if sent:
-            ready_for_answers(sent, options)
+            ready_for_answers()
         return sent
     except Exception:  # noqa: BLE001 - the CLI reports it in its turn
         return 0

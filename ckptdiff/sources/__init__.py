@@ -191,7 +191,16 @@ def resolve(
     sharded checkpoint reads its first shard, and the index and the shards it names only when that first shard
     does not hold them all (:mod:`.wanted`)."""
     options = options or SourceOptions()
-    return read_source(open_source(spec, options), wanted=wanted, progress=options.progress)
+    source = open_source(spec, options)
+    if not source.remote:
+        return read_source(source, wanted=wanted, progress=options.progress)
+    from .early_answers import HeaderReads
+
+    reads = HeaderReads(source.jobs, "ckptdiff-read")
+    try:
+        return read_source(source, wanted=wanted, progress=options.progress, pool=reads)
+    finally:
+        reads.shutdown(wait=True, cancel_futures=True)
 
 
 def read_source(
@@ -248,10 +257,12 @@ def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[
         return _read_local_pair(a, b, options)
     from concurrent.futures import ThreadPoolExecutor
 
+    from .early_answers import HeaderReads
+
     def read(spec: str) -> Checkpoint:
         return read_source(open_source(spec, options), progress=options.progress, pool=headers)
 
-    headers = ThreadPoolExecutor(options.jobs, "ckptdiff-read")
+    headers = HeaderReads(options.jobs, "ckptdiff-read")
     try:
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as sides:
             side_a, side_b = sides.submit(read, a), sides.submit(read, b)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from typing import Any
 
@@ -55,24 +55,18 @@ class Pool:
     def __init__(self, workers: int) -> None:
         self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]] | None] = queue.SimpleQueue()
         self._workers, self._started = max(1, workers), 0
-        self._idle = threading.Semaphore(0)  # one a thread waiting for work, not yet claimed by a submit
+        self._idle = threading.Semaphore(0)  # one a thread done with its work, not yet claimed by a submit
 
     def submit(self, future: Future[Any], call: Callable[[], Any]) -> None:
         """Run ``call`` for ``future`` (from :func:`register`): its result or its exception."""
         self._work.put((future, call))
-        if not self._idle.acquire(blocking=False):
-            self._start(1, idle=False)  # for this work
-
-    def start(self, threads: int) -> None:
-        """Start up to ``threads`` more threads (at most ``workers`` in all), to wait for work."""
-        self._start(threads, idle=True)
-
-    def _start(self, threads: int, *, idle: bool) -> None:
+        if self._idle.acquire(blocking=False):
+            return  # a thread done with its work takes this
         with _lock:
-            more = max(0, min(threads, self._workers - self._started))
+            more = self._started < self._workers
             self._started += more
-        for _ in range(more):
-            threading.Thread(target=self._serve, args=(idle,), name="ckptdiff-early-read", daemon=True).start()
+        if more:
+            threading.Thread(target=self._serve, name="ckptdiff-early-read", daemon=True).start()
 
     def close(self) -> None:
         """Let every thread end once the work queued before this is done."""
@@ -81,9 +75,7 @@ class Pool:
         for _ in range(started):
             self._work.put(None)
 
-    def _serve(self, idle: bool) -> None:
-        if idle:
-            self._idle.release()
+    def _serve(self) -> None:
         while (item := self._work.get()) is not None:
             future, call = item
             if future.set_running_or_notify_cancel():
@@ -92,6 +84,19 @@ class Pool:
                 except BaseException as err:  # noqa: BLE001 - handed to the run that takes this answer
                     future.set_exception(err)
             self._idle.release()
+
+
+class HeaderReads(ThreadPoolExecutor):
+    """A run's pool of header reads, where a read sent early is that read's own future (a source's
+    ``early_read_header``), not a thread of the pool waiting on it."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        if getattr(fn, "__name__", None) == "read_header":
+            take = getattr(getattr(fn, "__self__", None), "early_read_header", None)
+            early = take(*args, **kwargs) if take is not None else None
+            if early is not None:
+                return early
+        return super().submit(fn, *args, **kwargs)
 
 
 _pool: Pool | None = None

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Hashable, Iterable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -191,10 +192,14 @@ class HubSource(Source):
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         """One file's header: the early answer to this very read, else :meth:`read_header_now`."""
-        early = early_answers.take(self.read_key("header", file.path, first_range))
+        early = self.early_read_header(file, first_range)
         if early is not None:
             return early.result()
         return self.read_header_now(file, first_range)
+
+    def early_read_header(self, file: ListedFile, first_range: int | None = None) -> Future[SafetensorsHeader] | None:
+        """The early answer to this very read, taken (:class:`.early_answers.HeaderReads` hands it out as is)."""
+        return early_answers.take(self.read_key("header", file.path, first_range))
 
     def read_header_now(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached)."""

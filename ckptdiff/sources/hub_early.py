@@ -25,10 +25,6 @@ if TYPE_CHECKING:
 
 #: The longest :func:`send_early` waits for the listing call to reach the network.
 EARLY_START_WAIT = 5.0
-#: Threads of the pool of early reads started a repo while its listing call is on the network (at most
-#: ``options.jobs`` in all): starting one costs a GIL hand-off, which the answer would otherwise wait for, one
-#: thread after another, while the CLI's imports hold the GIL. More start when there are more reads.
-PRESTARTED_READERS = 64
 
 
 def send_early(spec: str, options: SourceOptions) -> bool:
@@ -81,10 +77,9 @@ def send_early(spec: str, options: SourceOptions) -> bool:
     return True
 
 
-def ready_for_answers(repos: int, options: SourceOptions) -> None:
-    """Once the listing calls of ``repos`` repos are on the network: start the threads of their first reads and
-    load what reading them takes, so that neither waits for the answers (nor delays another repo's call)."""
-    early_answers.pool(options.jobs).start(PRESTARTED_READERS * repos)
+def ready_for_answers() -> None:
+    """Once every listing call is on the network: load what reading their answers takes, so that it does not
+    wait for the answers (nor delay another repo's call)."""
     from . import hub, planner  # noqa: F401
 
 
