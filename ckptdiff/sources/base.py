@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
 
-from ..checkpoint import CONFIG_NAME, MAX_JSON_BYTES, RelativePath, SourceKind, check_json_size
+from ..checkpoint import CONFIG_NAME, RelativePath, SourceKind, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
+from ..limits import MAX_JSON_BYTES
 from ..progress import Progress
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,

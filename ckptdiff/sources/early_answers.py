@@ -93,7 +93,7 @@ class HeaderReads(ThreadPoolExecutor):
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         if getattr(fn, "__name__", None) == "read_header":
             take = getattr(getattr(fn, "__self__", None), "early_read_header", None)
-            early = take(*args, **kwargs) if take is not None else None
+            early: Future[Any] | None = take(*args, **kwargs) if take is not None else None
             if early is not None:
                 return early
         return super().submit(fn, *args, **kwargs)

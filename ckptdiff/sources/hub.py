@@ -146,7 +146,7 @@ class HubSource(Source):
             raise SourceError(self.name_of(), "no such folder in the repo")
         return Listing(files, named)
 
-    def read_key(self, *call: Hashable) -> Hashable:
+    def read_key(self, *call: object) -> Hashable:
         """What identifies one read of this source's files at its commit among the early answers."""
         return (self.listing.url, self.commit, self.subfolder, *call)
 
@@ -154,7 +154,8 @@ class HubSource(Source):
         """config.json or the index: the early answer to this very read, else :meth:`read_small_now`."""
         early = early_answers.take(self.read_key("whole", file.path, what, error))
         if early is not None:
-            return early.result()  # its bytes, or the very error the read raised
+            data: bytes = early.result()  # its bytes, or the very error the read raised
+            return data
         return self.read_small_now(file, what=what, error=error)
 
     def read_small_now(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
@@ -298,7 +299,8 @@ class HubSource(Source):
         (:mod:`.hub_early`), else a call made now."""
         early = early_answers.take(self.listing.key)
         if early is not None:
-            return early.result()  # its answer, or the very error the call raised
+            answer: tuple[Any, list[ListedFile]] = early.result()  # its answer, or the very error the call raised
+            return answer
         return self.listing_answer(*self.listing.send(self._auth_headers()))
 
     def listing_answer(self, commit: Any, entries: list[Entry]) -> tuple[Any, list[ListedFile]]:
