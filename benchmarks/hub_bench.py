@@ -3,6 +3,7 @@
     python benchmarks/hub_bench.py                  # 50 ms a request (5 rounds), 50 ms with LFS redirects, 0 ms
     python benchmarks/hub_bench.py --quick          # 50 ms a request only, 3 rounds
     python benchmarks/hub_bench.py --against main   # also ckptdiff as of another git revision (before/after)
+    python benchmarks/hub_bench.py --quick --rounds 20  # more rounds: a loaded machine needs them
 
 Two emulated 50-shard repos (Kimi-K2 layout, 8 experts a layer: ~100 tensors and a ~12 kB header a shard) are
 served by tests/hub_emulator.py in a child process, which adds the latency to every request (it models round
@@ -17,7 +18,8 @@ HF cache of its own (a fresh HF_HOME), run in turn with the others each round; t
 
 Each process's time is split in three phases, from the emulator's log (``time.monotonic()``, one clock for
 every process): start-up (spawn → the first request arrives), the wave (→ the last answer is sent) and the
-tail (→ the process has exited: parsing, comparing, reporting, the interpreter's exit).
+tail (→ the process has exited: parsing, comparing, reporting, the interpreter's exit). "CPU ms" is the
+process's user + system time: on a machine whose cores are busy with other work, wall time follows it.
 
 The targets (issues 15 and 22), at 50 ms a request: ckptdiff's both-sides time ≤ 0.55× the anchor's one-side
 time, and ≤ 1.10× the floor's both-sides time.
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -165,6 +168,7 @@ class Command:
     argv: list[str]
     warm: bool = False  # reuse the previous command's HF_HOME instead of a fresh one
     seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # user + system seconds, per round
     #: per round: spawn → first request, first request → last answer, last answer → exit
     phases: list[tuple[float, float, float]] = field(default_factory=list)
     requests: int = 0
@@ -194,6 +198,7 @@ def environment(endpoint: str, home: Path) -> dict[str, str]:
 def measure_once(emulator: EmulatorProcess, command: Command, home: Path) -> None:
     """Run the command once as a process: wall time from spawn to exit, its phases, and the requests it made."""
     emulator.reset_counters()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.monotonic()
     done = subprocess.run(
         command.argv,
@@ -204,9 +209,11 @@ def measure_once(emulator: EmulatorProcess, command: Command, home: Path) -> Non
         text=True,
     )
     end = time.monotonic()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 1):
         raise SystemExit(f"benchmark command failed ({done.returncode}): {command.label}\n{done.stderr[-2000:]}")
     command.seconds.append(end - start)
+    command.cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     command.requests, command.sent = emulator.counters()
     first, last = emulator.span()
     command.phases.append((first - start, last - first, end - last))
@@ -266,6 +273,7 @@ def run_setting(
                 ratio=c.median / anchor,
                 floor_ratio=c.median / floor,
                 phases=c.phase_medians(),
+                cpu=statistics.median(c.cpu),
                 requests=c.requests,
                 bytes=c.sent,
             )
@@ -274,9 +282,11 @@ def run_setting(
     }
 
 
-def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]:
-    """One row per setting; ``quick``: 50 ms a request, no redirects, 3 rounds."""
+def run(quick: bool = False, against: str | None = None, rounds: int | None = None) -> list[dict[str, Any]]:
+    """One row per setting; ``quick``: 50 ms a request, no redirects, 3 rounds; ``rounds``: that many in each."""
     settings = ((SETTINGS[0][0], SETTINGS[0][1], QUICK_ROUNDS),) if quick else SETTINGS
+    if rounds is not None:
+        settings = tuple((latency, redirect, rounds) for latency, redirect, _ in settings)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ckptdiff-hub-bench-") as scratch:
         root = Path(scratch)
@@ -312,6 +322,7 @@ def render(rows: list[dict[str, Any]]) -> str:
                 f"{c['ratio']:.2f}",
                 f"{c['floor_ratio']:.2f}",
                 *(f"{1000 * phase:.0f}" for phase in c["phases"]),
+                f"{1000 * c['cpu']:.0f}",
                 c["requests"],
                 f"{c['bytes'] / 1e6:.2f}",
             ]
@@ -326,6 +337,7 @@ def render(rows: list[dict[str, Any]]) -> str:
             "start-up ms",
             "wave ms",
             "tail ms",
+            "CPU ms",
             "requests",
             "MB sent",
         ]
@@ -354,8 +366,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only 50 ms a request, no redirects, 3 rounds")
     parser.add_argument("--against", metavar="REV", help="also time ckptdiff as of git REV (before/after)")
+    parser.add_argument("--rounds", type=int, metavar="N", help="N rounds in every setting")
     args = parser.parse_args()
-    rows = run(quick=args.quick, against=args.against)
+    rows = run(quick=args.quick, against=args.against, rounds=args.rounds)
     print(
         f"Two {SHARDS}-shard repos on tests/hub_emulator.py; whole processes, cold HF cache each; "
         "× anchor, × floor = median time / that process's median time; phases are medians too."

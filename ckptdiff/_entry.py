@@ -1,10 +1,11 @@
-"""The ``ckptdiff`` command's entry: Hub listing calls leave before the CLI loads, the collector rests during the run.
+"""The ``ckptdiff`` command's entry: Hub calls leave before the CLI loads, the collector rests during the run.
 
 ``ckptdiff`` (the console script) and ``python -m ckptdiff`` both start here. Before importing click and the
 comparison machinery, this looks at the command line for the checkpoints A and B (or, with neither, the config
-file's ``reference`` and ``candidate``) and sends the listing call of each Hub repo among them on a thread
-(:func:`ckptdiff.sources.hub.send_listing_early`); the run's Hub source takes that answer. The imports then
-overlap the network's round trip instead of preceding it. Anything unexpected here is left to the CLI, which
+file's ``reference`` and ``candidate``) and sends the listing call of each Hub repo among them on a thread, which
+sends the repo's first reads (config.json, the index, the shard headers) as soon as the listing answers
+(:func:`ckptdiff.sources.hub_early.send_early`); the run's Hub sources take those answers. The imports then
+overlap the network's round trips instead of preceding them. Anything unexpected here is left to the CLI, which
 reports it as it always does.
 
 The cyclic garbage collector is paused for the run (a run's objects live until it ends) and the survivors are
@@ -25,19 +26,31 @@ _NO_CALLS = frozenset(("-h", "--help", "-V", "--version", "--offline"))
 def main() -> None:
     gc.disable()
     try:
-        args = sys.argv[1:]
-        prepare(args)  # before the listing calls, which import huggingface_hub
-        send_listings_early(args)
-        from .cli import main as cli_main
-
-        cli_main()
+        run(sys.argv[1:])
     finally:
         gc.freeze()
 
 
-def send_listings_early(args: list[str]) -> int:
-    """Send the listing call of each Hub spec among A and B now; how many were sent. Never raises: a spec
-    this cannot read, or a call that fails, is reported by the run itself, with the error it always gives."""
+def run(args: list[str]) -> None:
+    """The command on ``args``: the early Hub calls, then the CLI, which exits (SystemExit) with its code. The
+    early calls the run did not take are ended before it returns (:func:`ckptdiff.sources.early_answers.finish`)."""
+    prepare(args)  # before the listing calls, which import huggingface_hub
+    sent = send_early(args)
+    try:
+        from .cli import main as cli_main
+
+        cli_main(args)
+    finally:
+        if sent:
+            from .sources import early_answers
+
+            early_answers.finish()
+
+
+def send_early(args: list[str]) -> int:
+    """Send the listing call of each Hub spec among A and B now (and its first reads when it answers); for how
+    many specs. Never raises: a spec this cannot read, or a call that fails, is reported by the run itself, with
+    the error it always gives."""
     if _NO_CALLS.intersection(args):
         return 0
     try:
@@ -45,12 +58,28 @@ def send_listings_early(args: list[str]) -> int:
         if not specs or len(specs) > 2:
             return 0
         from .sources import SourceOptions
-        from .sources.hub import send_listing_early
+        from .sources.hub_early import ready_for_answers
+        from .sources.hub_early import send_early as send
 
-        options = SourceOptions()
-        return sum(_sent(spec, options, send_listing_early) for spec in specs)
+        options = SourceOptions(jobs=_jobs(args, SourceOptions.jobs))
+        sent = sum(_sent(spec, options, send) for spec in specs)
+        if sent:
+            ready_for_answers()
+        return sent
     except Exception:  # noqa: BLE001 - the CLI reports it in its turn
         return 0
+
+
+def _jobs(args: list[str], default: int) -> int:
+    """``--jobs N`` as the CLI will read it (the last one given; the most reads in flight), or ``default``."""
+    jobs = default
+    for index, word in enumerate(args):
+        value = args[index + 1] if word == "--jobs" and index + 1 < len(args) else None
+        if word.startswith("--jobs="):
+            value = word.partition("=")[2]
+        if value is not None:
+            jobs = int(value) if value.isdigit() and 1 <= int(value) <= 256 else default
+    return jobs
 
 
 def _sent(spec: str, options: object, send: object) -> bool:

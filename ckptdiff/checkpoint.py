@@ -14,6 +14,7 @@ import msgspec
 
 from .dtypes import DType
 from .errors import CkptdiffError, IndexError_
+from .limits import MAX_JSON_BYTES
 from .safetensors_header import (
     DuplicateKeyError,
     SafetensorsHeader,
@@ -224,10 +225,6 @@ def check_shard_path(path: str, *, index_name: str) -> RelativePath:
     if ".." in normal.split("/"):
         raise IndexError_(index_name, f"shard path {path!r} escapes the checkpoint folder")
     return normal
-
-
-#: The most bytes ckptdiff reads of a config.json or an index: the limit the reference puts on a header.
-MAX_JSON_BYTES = 100_000_000
 
 
 def check_json_size(size: int | None, where: str, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> None:

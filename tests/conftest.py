@@ -50,12 +50,16 @@ def _reload_hub_constants() -> None:
         importlib.reload(constants)
 
 
-def run_in_process(args: list[str], env: dict[str, str], cwd: Path) -> CliRun:
-    """``ckptdiff args`` through the real entry point (``ckptdiff.cli.main``) in this process, with click's runner
-    capturing stdout and stderr, the environment and working directory swapped in for the run and restored."""
+def run_in_process(args: list[str], env: dict[str, str], cwd: Path, *, early: bool = True) -> CliRun:
+    """``ckptdiff args`` through the command's entry (``ckptdiff._entry.run``: the early Hub calls, then the CLI)
+    in this process, with click's runner capturing stdout and stderr, the environment and working directory
+    swapped in for the run and restored. ``early=False``: the CLI alone (``ckptdiff.cli.main``), no early calls."""
     from click.testing import CliRunner
 
-    from ckptdiff.cli import main
+    from ckptdiff._entry import run
+    from ckptdiff.cli import main as cli_main
+
+    main = run if early else cli_main
 
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_sigint = signal.getsignal(signal.SIGINT)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ckptdiff._entry import _positional
+from ckptdiff._entry import _jobs, _positional
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import write_kimi_k2_base
 
@@ -38,6 +38,20 @@ CONSOLE_SCRIPT = "import sys; from ckptdiff._entry import main; sys.argv[0] = 'c
 )
 def test_only_words_that_can_only_be_a_or_b_are_sent_early(args: list[str], specs: list[str]) -> None:
     assert _positional(args) == specs
+
+
+@pytest.mark.parametrize(
+    ("args", "jobs"),
+    [
+        (["org/a", "org/b"], 128),
+        (["org/a", "org/b", "--jobs", "4"], 4),
+        (["--jobs=16", "org/a", "org/b", "--jobs", "8"], 8),  # the last one, as click takes it
+        (["org/a", "org/b", "--jobs", "0"], 128),  # refused by the CLI in its turn
+        (["org/a", "org/b", "--jobs"], 128),
+    ],
+)
+def test_early_reads_in_flight_are_bounded_by_the_jobs_the_cli_will_take(args: list[str], jobs: int) -> None:
+    assert _jobs(args, 128) == jobs
 
 
 def run(*args: str, entry: str = "module", cwd: Path = REPO) -> subprocess.CompletedProcess[bytes]:

@@ -16,6 +16,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ckptdiff"
 LAYERS: dict[str, int] = {
     "ckptdiff.version": 0,
     "ckptdiff.errors": 0,
+    "ckptdiff.limits": 0,
     "ckptdiff.dtypes": 0,
     "ckptdiff.progress": 0,
     "ckptdiff.policy_keys": 0,

@@ -108,10 +108,20 @@ def run_the_command(*args: str, cwd: Path = REPO, env: dict[str, str] | None = N
 NEVER_ON_THE_HUB_PATH = ("huggingface_hub.file_download", "huggingface_hub.utils._auth", "yaml", "filelock")
 #: The CLI and the comparison machinery: loaded while the listing calls are on the network, not before.
 LOADED_AFTER_THE_LISTING = ("click", "ckptdiff.cli", "ckptdiff.comparison", "ckptdiff.report", "ckptdiff.formats")
+#: The checkpoint model and the planner: loaded while the listing calls are on the network, for their answers.
+LOADED_FOR_THE_ANSWERS = ("msgspec", "ckptdiff.checkpoint", "ckptdiff.sources.hub", "ckptdiff.sources.planner")
+#: The torch-pickle reader: only for .bin/.pt checkpoints.
+TORCH_READER = ("ckptdiff.sources.torch_pickle",)
 
 
 def modules_of_a_hub_run(hub, home: Path, *args: str, cwd: Path = REPO) -> dict:
     return run_the_command("--snapshot-first-request", *args, cwd=cwd, env=hub.client_env(home))
+
+
+def asked_once(hub) -> bool:
+    """Whether every request the Hub got (path and Range) came once: the run took what was sent early."""
+    asked = [(entry.path, entry.range) for entry in hub.log]
+    return len(asked) == len(set(asked)) > 2
 
 
 def loaded(modules: list[str], names: tuple[str, ...]) -> list[str]:
@@ -129,10 +139,11 @@ def test_a_hub_run_sends_its_listing_calls_before_the_cli_loads(hub, two_repos, 
     run = modules_of_a_hub_run(hub, tmp_path / "hf-home", *two_repos, "--format", "json", "-o", os.devnull)
 
     assert run["code"] == 0
-    assert loaded(run["first"], LOADED_AFTER_THE_LISTING) == []
-    assert loaded(run["end"], NEVER_ON_THE_HUB_PATH) == []
+    assert loaded(run["first"], (*LOADED_AFTER_THE_LISTING, *LOADED_FOR_THE_ANSWERS)) == []
+    assert loaded(run["end"], (*NEVER_ON_THE_HUB_PATH, *TORCH_READER)) == []
     assert "click" in run["end"]
     assert hub.requests["api-info"] == 2  # one listing call a side: the run took the early answers
+    assert asked_once(hub)
 
 
 def test_specs_from_the_config_file_are_listed_before_the_cli_loads(hub, two_repos, tmp_path) -> None:
@@ -144,6 +155,7 @@ def test_specs_from_the_config_file_are_listed_before_the_cli_loads(hub, two_rep
     # reading the config file loads the names it checks settings against (ckptdiff.formats' list), nothing more
     assert loaded(run["first"], tuple(set(LOADED_AFTER_THE_LISTING) - {"ckptdiff.formats"})) == []
     assert hub.requests["api-info"] == 2
+    assert asked_once(hub)
 
 
 def test_offline_sends_nothing_early(hub, two_repos, tmp_path) -> None:

@@ -19,14 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from ..checkpoint import WEIGHT_FILE_SUFFIXES, Checkpoint, RelativePath
 from ..errors import CkptdiffError, SourceError, display_url, scrub_secrets
-from ..progress import Progress
-from .base import Source
-from .wanted import Wanted
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # light to import: the command parses A and B before loading the checkpoint model
     from concurrent.futures import Executor
+
+    from ..checkpoint import Checkpoint, RelativePath
+    from ..progress import Progress
+    from .base import Source
+    from .wanted import Wanted
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 #: Hosts whose https:// page URLs are the Hub's (besides the host of HF_ENDPOINT).
@@ -144,6 +145,8 @@ def _parse_hub_page(spec: str, rest: str) -> HubSpec | None:
         )
     revision = _checked_revision(spec, unquote(page["revision"]) if page["revision"] else None)
     sub = unquote((page["path"] or "").strip("/"))
+    from ..checkpoint import WEIGHT_FILE_SUFFIXES
+
     # a Hub file URL naming a weight file or index names the checkpoint itself; any other file names its folder
     if page["view"] in ("blob", "resolve") and not sub.endswith(WEIGHT_FILE_SUFFIXES):
         sub = sub.rpartition("/")[0]  # config.json or a README: the checkpoint is its folder
@@ -188,7 +191,16 @@ def resolve(
     sharded checkpoint reads its first shard, and the index and the shards it names only when that first shard
     does not hold them all (:mod:`.wanted`)."""
     options = options or SourceOptions()
-    return read_source(open_source(spec, options), wanted=wanted, progress=options.progress)
+    source = open_source(spec, options)
+    if not source.remote:
+        return read_source(source, wanted=wanted, progress=options.progress)
+    from .early_answers import HeaderReads
+
+    reads = HeaderReads(source.jobs, "ckptdiff-read")
+    try:
+        return read_source(source, wanted=wanted, progress=options.progress, pool=reads)
+    finally:
+        reads.shutdown(wait=True, cancel_futures=True)
 
 
 def read_source(
@@ -245,10 +257,12 @@ def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[
         return _read_local_pair(a, b, options)
     from concurrent.futures import ThreadPoolExecutor
 
+    from .early_answers import HeaderReads
+
     def read(spec: str) -> Checkpoint:
         return read_source(open_source(spec, options), progress=options.progress, pool=headers)
 
-    headers = ThreadPoolExecutor(options.jobs, "ckptdiff-read")
+    headers = HeaderReads(options.jobs, "ckptdiff-read")
     try:
         with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as sides:
             side_a, side_b = sides.submit(read, a), sides.submit(read, b)

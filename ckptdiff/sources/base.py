@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
 
-from ..checkpoint import CONFIG_NAME, MAX_JSON_BYTES, RelativePath, SourceKind, check_json_size
+from ..checkpoint import CONFIG_NAME, RelativePath, SourceKind, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
+from ..limits import MAX_JSON_BYTES
 from ..progress import Progress
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
@@ -25,9 +26,6 @@ from .shared_shards import SharedShards
 #: A seekable read-only handle on a weight file: the local file, or a remote one read through ranges.
 ReadHandle: TypeAlias = "BinaryIO | RangeFile"
 #: The first ranged read of a header: 97 % of the Hub's headers fit in 100 kB (huggingface_hub's measurement).
-#: The slowest average rate a body may arrive at, past its read timeout's grace, on any transport: slower is
-#: a trickling server, reported as a timeout.
-MIN_BODY_RATE = 16 * 1024
 INITIAL_RANGE = 100_000
 
 

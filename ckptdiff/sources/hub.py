@@ -15,29 +15,30 @@ second run pinned to a commit makes no request and one on a branch makes one. ``
 ``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint and URL template,
 headers and token (:func:`.hub_http.request_headers`), HTTP session, retry policy and error classes; its
 download module is loaded only to look in its cache, when the repo has a folder there. The ``ckptdiff`` command
-sends the listing call before the rest of the program loads (:func:`send_listing_early`).
+sends the listing call and the first reads before the rest of the program loads (:mod:`.hub_early`); a HubSource
+takes those answers (:mod:`.early_answers`) instead of calling again.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Hashable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from ..checkpoint import INDEX_SUFFIX, MAX_JSON_BYTES, RelativePath, check_json_size
-from ..errors import CkptdiffError, HeaderError, SourceError, display_url
+from ..checkpoint import INDEX_SUFFIX, RelativePath, check_json_size
+from ..errors import CkptdiffError, HeaderError, SourceError
+from ..limits import MAX_JSON_BYTES
 from ..safetensors_header import SafetensorsHeader, parse_file_prefix
-from .base import INITIAL_RANGE, MIN_BODY_RATE, Described, ListedFile, Listing, Source, needed_from_prefix
+from . import early_answers
+from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
-from .hub_http import MAX_RETRIES, get_range, open_get, request_headers
+from .hub_http import get_range, request_headers
+from .hub_listing import COMMIT, Entry, ListingCall
 
 if TYPE_CHECKING:
     from ..progress import Progress
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = ["INITIAL_RANGE", "HubSource"]
 
-_COMMIT = re.compile(r"^[0-9a-f]{40}$")
 #: What a subfolder spec may name instead of a folder: one weight file or index.
 _WEIGHT_SUFFIXES = (".safetensors", INDEX_SUFFIX, ".bin", ".pt", ".pth", ".bin.index.json")
 
@@ -65,14 +65,14 @@ class HubSource(Source):
         self.revision = parsed.revision
         self.subfolder = parsed.subfolder.strip("/") if parsed.subfolder else ""
         self.may_be_a_path = not parsed.explicit  # a bare org/name, not hf://
-        self.endpoint = display_url(constants.ENDPOINT)  # for messages: an HF_ENDPOINT may carry credentials
+        self.listing = ListingCall.of(self.repo_id, self.revision)
+        self.endpoint = self.listing.endpoint  # for messages: an HF_ENDPOINT may carry credentials
         self.offline = options.offline or constants.is_offline_mode()
         self.jobs = max(1, options.jobs)
-        self.timeout = float(constants.HF_HUB_DOWNLOAD_TIMEOUT)
+        self.timeout = self.listing.timeout
         self.etag_timeout = float(constants.HF_HUB_ETAG_TIMEOUT)
         self.hf_cache = constants.HF_HUB_CACHE
         self.url_template = constants.HUGGINGFACE_CO_URL_TEMPLATE
-        self.listing_url = f"{constants.ENDPOINT}/api/models/{self.repo_id}"
         self.cache = HeaderCache(self.repo_id)  # $HF_HOME/ckptdiff, read now (tests move HF_HOME per run)
         self.commit: str | None = None
         self._headers: dict[str, str] | None = None
@@ -98,9 +98,7 @@ class HubSource(Source):
 
     @property
     def where(self) -> str:
-        if self.commit:
-            return f"{self.repo_id}@{self.commit[:12]}"
-        return f"{self.repo_id}@{self.revision}" if self.revision else self.repo_id
+        return f"{self.repo_id}@{self.commit[:12]}" if self.commit else self.listing.where
 
     def _repo_path(self, file: RelativePath) -> str:
         return f"{self.subfolder}/{file}" if self.subfolder else file
@@ -130,6 +128,10 @@ class HubSource(Source):
 
     def list_files(self) -> Listing:
         self.commit, listing = self._resolve()
+        return self.listing_of(listing)
+
+    def listing_of(self, listing: list[ListedFile]) -> Listing:
+        """The files of this spec's folder (or the file it names) in the repo's listing."""
         if not self.subfolder:
             return Listing({f.path: f for f in listing})
         exact = next((f for f in listing if f.path == self.subfolder), None)
@@ -144,7 +146,19 @@ class HubSource(Source):
             raise SourceError(self.name_of(), "no such folder in the repo")
         return Listing(files, named)
 
+    def read_key(self, *call: object) -> Hashable:
+        """What identifies one read of this source's files at its commit among the early answers."""
+        return (self.listing.url, self.commit, self.subfolder, *call)
+
     def read_small(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
+        """config.json or the index: the early answer to this very read, else :meth:`read_small_now`."""
+        early = early_answers.take(self.read_key("whole", file.path, what, error))
+        if early is not None:
+            data: bytes = early.result()  # its bytes, or the very error the read raised
+            return data
+        return self.read_small_now(file, what=what, error=error)
+
+    def read_small_now(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
         """config.json or the index: from our cache, from the HF cache, or by one GET pinned to the commit (the
         listing already gave its commit and size, so no HEAD is needed first), then cached."""
         assert self.commit is not None
@@ -178,6 +192,17 @@ class HubSource(Source):
         )
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
+        """One file's header: the early answer to this very read, else :meth:`read_header_now`."""
+        early = self.early_read_header(file, first_range)
+        if early is not None:
+            return early.result()
+        return self.read_header_now(file, first_range)
+
+    def early_read_header(self, file: ListedFile, first_range: int | None = None) -> Future[SafetensorsHeader] | None:
+        """The early answer to this very read, taken (:class:`.early_answers.HeaderReads` hands it out as is)."""
+        return early_answers.take(self.read_key("header", file.path, first_range))
+
+    def read_header_now(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached)."""
         assert self.commit is not None
         source, repo_path = self.name_of(file.path), self._repo_path(file.path)
@@ -236,88 +261,51 @@ class HubSource(Source):
 
     def _resolve(self) -> tuple[str, list[ListedFile]]:
         revision = self.revision
-        if revision and _COMMIT.match(revision):
+        if revision and COMMIT.match(revision):
             listing = self.cache.read_listing(revision)
             if listing is not None:
                 return revision, listing
         if self.offline:
-            commit = revision if revision and _COMMIT.match(revision) else self.cache.read_ref(revision)
+            commit = revision if revision and COMMIT.match(revision) else self.cache.read_ref(revision)
             commit = commit or self._hf_cache_ref(revision)
             listing = (self.cache.read_listing(commit) or self._hf_snapshot_listing(commit)) if commit else None
             if commit is None or listing is None:
                 raise SourceError(self.where, "not in the local cache and offline mode is on", OFFLINE_HINT)
             return commit, listing
-        commit, listing = self._listing_call(revision)
-        if not isinstance(commit, str) or not _COMMIT.match(commit):
-            raise SourceError(self.where, f"the Hub at {self.endpoint} did not say which commit {revision!r} is")
-        malformed = next((f for f in listing if not _well_formed(f)), None)
-        if malformed is not None:
-            raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry {malformed}")
+        commit, listing = self._listing_call()
+        commit = self.checked_commit(commit, listing)
         if self.cache.read_listing(commit) != listing:
             self.cache.write_listing(commit, listing)
         if revision != commit and self.cache.read_ref(revision) != commit:
             self.cache.write_ref(revision, commit)
         return commit, listing
 
-    def _listing_call_needed(self) -> bool:
+    def checked_commit(self, commit: Any, listing: list[ListedFile]) -> str:
+        """The commit of a listing call's answer; refused when the Hub named none or listed a malformed file."""
+        if not isinstance(commit, str) or not COMMIT.match(commit):
+            raise SourceError(self.where, f"the Hub at {self.endpoint} did not say which commit {self.revision!r} is")
+        malformed = next((f for f in listing if not _well_formed(f)), None)
+        if malformed is not None:
+            raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry {malformed}")
+        return commit
+
+    def listing_call_needed(self) -> bool:
         """Whether resolving the revision asks the Hub (not offline, and not a commit whose listing is cached)."""
-        revision = self.revision
-        return not self.offline and not (revision and _COMMIT.match(revision) and self.cache.read_listing(revision))
+        pinned = self.listing.pinned
+        return not self.offline and not (pinned and self.cache.read_listing(self.listing.revision or ""))
 
-    def _listing_key(self) -> tuple[str, str | None]:
-        return self.listing_url, self.revision
-
-    def _listing_call(self, revision: str | None) -> tuple[Any, list[ListedFile]]:
-        """The listing call's answer: the one :func:`send_listing_early` sent for this repo and revision, else a
-        call made now."""
-        with _early_lock:
-            early = _early_listings.pop(self._listing_key(), None) if revision == self.revision else None
+    def _listing_call(self) -> tuple[Any, list[ListedFile]]:
+        """The listing call's answer: the one the command sent early for this repo and revision
+        (:mod:`.hub_early`), else a call made now."""
+        early = early_answers.take(self.listing.key)
         if early is not None:
-            return early.result()  # its answer, or the very error the call raised
-        return self._model_info(revision)
+            answer: tuple[Any, list[ListedFile]] = early.result()  # its answer, or the very error the call raised
+            return answer
+        return self.listing_answer(*self.listing.send(self._auth_headers()))
 
-    def _model_info(
-        self, revision: str | None, trace: Callable[[str, dict[str, Any]], None] | None = None
-    ) -> tuple[Any, list[ListedFile]]:
-        """One call: the commit, and every file with its size and LFS sha256 (``trace``: see :func:`.open_get`)."""
-        url = self.listing_url
-        if revision:
-            url += f"/revision/{quote(revision, safe='')}"
-        headers = self._auth_headers()
-        deadline = time.monotonic() + (MAX_RETRIES + 1) * self.timeout + MAX_JSON_BYTES / MIN_BODY_RATE
-        with open_get(
-            url,
-            self.where,
-            headers=headers,
-            params={"blobs": True},
-            timeout=self.timeout,
-            deadline=deadline,
-            trace=trace,
-        ) as response:
-            body, started = bytearray(), time.monotonic()
-            for chunk in response.iter_bytes():  # streamed, so an endless or bloated listing stops at the cap
-                body += chunk
-                if time.monotonic() > started + self.timeout + len(body) / MIN_BODY_RATE:  # a trickling server
-                    raise SourceError(
-                        self.where,
-                        f"timed out: the Hub at {self.endpoint} sent its file listing slower than "
-                        f"{MIN_BODY_RATE // 1024} kB/s",
-                        "check the network or raise HF_HUB_DOWNLOAD_TIMEOUT",
-                    )
-                if len(body) > MAX_JSON_BYTES:
-                    raise SourceError(
-                        self.where, f"the Hub at {self.endpoint} sent a file listing over {MAX_JSON_BYTES:,} bytes"
-                    )
-        try:
-            info = json.loads(body)
-            siblings = info.get("siblings") or []
-            listing = [_listed(sibling) for sibling in siblings]
-            return info.get("sha"), listing
-        except (AttributeError, KeyError, TypeError, ValueError) as err:  # not JSON, or not a model's info
-            detail = f"{type(err).__name__}: {err}"
-            raise SourceError(
-                self.where, f"the Hub at {self.endpoint} sent a model info it cannot read ({detail})"
-            ) from None
+    def listing_answer(self, commit: Any, entries: list[Entry]) -> tuple[Any, list[ListedFile]]:
+        """A listing call's answer: the commit the Hub named, and its files."""
+        return commit, [ListedFile(*entry) for entry in entries]
 
     def _hf_cache_ref(self, revision: str | None) -> str | None:
         """The commit a branch pointed at when huggingface_hub last downloaded from it (offline fallback)."""
@@ -326,7 +314,7 @@ class HubSource(Source):
             commit = (ref / (revision or "main")).read_text().strip()
         except OSError:
             return None
-        return commit if _COMMIT.match(commit) else None
+        return commit if COMMIT.match(commit) else None
 
     def _hf_snapshot_listing(self, commit: str) -> list[ListedFile] | None:
         """A listing rebuilt from a snapshot huggingface_hub downloaded (its blob names are the LFS sha256)."""
@@ -343,57 +331,6 @@ class HubSource(Source):
         if not any(f.path.endswith((".safetensors", INDEX_SUFFIX)) for f in listing):
             return None
         return listing
-
-
-def _listed(sibling: dict[str, Any]) -> ListedFile:
-    """One entry of the listing (``?blobs=true``): its path, size and, for an LFS file, its sha256."""
-    lfs = sibling.get("lfs")
-    return ListedFile(sibling["rfilename"], sibling.get("size"), lfs["sha256"] if lfs is not None else None)
-
-
-#: Listing calls sent before a run's sources exist, by (listing URL, revision): each is taken by the first
-#: HubSource that would make the same call.
-_early_listings: dict[tuple[str, str | None], Future[tuple[Any, list[ListedFile]]]] = {}
-_early_lock = threading.Lock()
-
-
-#: The longest the caller of :func:`send_listing_early` waits for the call to reach the network.
-EARLY_START_WAIT = 5.0
-
-
-def send_listing_early(spec: str, options: SourceOptions) -> bool:
-    """Send the listing call of a Hub spec now, on a thread of its own, through the same code a HubSource runs;
-    the run's HubSource for that repo and revision takes its answer (or its error) instead of calling again.
-    Returns once the call is on the network (its connection or request started), so that the caller's next
-    imports overlap the round trip and do not hold up the call. Nothing is sent for a spec that is not a Hub
-    repo, offline, or a commit whose listing is cached. Returns whether a call was sent."""
-    from . import HubSpec, parse_spec
-
-    parsed = parse_spec(spec)
-    if not isinstance(parsed, HubSpec):
-        return False
-    source = HubSource(spec, parsed, options)
-    if not source._listing_call_needed():
-        return False
-    future: Future[tuple[Any, list[ListedFile]]] = Future()
-    with _early_lock:
-        if source._listing_key() in _early_listings:
-            return False
-        _early_listings[source._listing_key()] = future
-
-    under_way = threading.Event()
-
-    def call() -> None:
-        try:
-            future.set_result(source._model_info(source.revision, trace=lambda event, info: under_way.set()))
-        except BaseException as err:  # handed to the HubSource that takes the answer
-            future.set_exception(err)
-        finally:
-            under_way.set()
-
-    threading.Thread(target=call, name="ckptdiff-listing", daemon=True).start()
-    under_way.wait(EARLY_START_WAIT)
-    return True
 
 
 def _well_formed(listed: ListedFile) -> bool:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..errors import SourceError, hf_token_beyond_environment
-from .base import MIN_BODY_RATE
+from ..limits import MIN_BODY_RATE
 
 #: Retries for one request: status 408/429/5xx (honouring Retry-After up to a cap) and dropped connections. A
 #: timeout or a refused connection is reported at once.

@@ -34,7 +34,6 @@ from ..checkpoint import (
 )
 from ..errors import CkptdiffError, IndexError_, SourceError
 from ..progress import Bar, Progress
-from . import torch_pickle
 from .base import INITIAL_RANGE, ListedFile, Listing, Source
 from .wanted import Wanted, shards_after_index
 
@@ -90,6 +89,8 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
     if loose:  # no index: every safetensors file is a shard, and no tensor may appear twice
         return WeightPlan(None, loose)
     # Legacy torch weights (pytorch_model.bin or its sharded index), read without running pickle code.
+    from . import torch_pickle
+
     if torch_pickle.TORCH_INDEX_NAME in files:
         return WeightPlan(torch_pickle.TORCH_INDEX_NAME, (), torch=True)
     if torch_pickle.TORCH_SINGLE_FILE_NAME in files:
@@ -100,6 +101,30 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
     if others:
         hint += " (not safetensors)"
     raise SourceError(source.name_of(), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)
+
+
+@dataclass(frozen=True)
+class FirstReads:
+    """The calls :func:`read_checkpoint` makes of a remote source from its listing alone, reading every tensor."""
+
+    whole: tuple[tuple[ListedFile, str, type[CkptdiffError]], ...]  # read_small(file, what=, error=)
+    headers: tuple[tuple[ListedFile, int | None], ...]  # read_header(file, first_range)
+
+
+def first_reads(listing: Listing, source: Source) -> FirstReads:
+    """What a full read (``wanted`` None) of a remote checkpoint asks for before its index arrives: config.json
+    and the index whole, and each shard header the listing shows with its first range (torch files: none). Raises
+    what :func:`read_checkpoint` raises before reading anything (no weights, a config or an index too big)."""
+    plan = choose_weights(listing, source)
+    files = listing.files
+    whole = [(files[CONFIG_NAME], "config.json", CkptdiffError)] if CONFIG_NAME in files else []
+    headers: dict[RelativePath, int | None] = {} if plan.torch else dict.fromkeys(plan.files)
+    if plan.index is not None:
+        whole.append((files[plan.index], "index", IndexError_))
+        headers = {} if plan.torch else dict(_guessed_shards(files, plan.index))
+    for entry, what, error in whole:
+        check_json_size(entry.size, source.name_of(entry.path), what=what, error=error)
+    return FirstReads(tuple(whole), tuple((files[name], first) for name, first in headers.items()))
 
 
 def narrow_to_wanted(
@@ -212,9 +237,8 @@ def _start_indexed(
     index_job = small.submit(source.read_small, files[index], what="index", error=IndexError_)
     early: dict[RelativePath, Future[Any]] = {}
     if wanted is None and source.remote and not torch:
-        guesses = _shard_guesses(files, index)
-        first = _first_range_from_index(files[index].size, len(guesses))
-        early = {name: pool.submit(read_one, files[name], first) for name in guesses}
+        guesses = _guessed_shards(files, index)
+        early = {name: pool.submit(read_one, files[name], first) for name, first in guesses.items()}
     shards, weight_map = narrow_to_wanted(_weight_map(source, index_job.result(), index_name), wanted)
     entries = {shard: _shard_entry(source, files, shard, index_name) for shard in shards}
     jobs = {shard: early.pop(shard) for shard in shards if shard in early}
@@ -310,6 +334,8 @@ def _advancing(read_one: Callable[[ListedFile, int | None], T], bar: Bar) -> Cal
 
 
 def _torch_reader(source: Source) -> Callable[[ListedFile, int | None], Any]:
+    from . import torch_pickle
+
     def read(entry: ListedFile, _first_range: int | None) -> _TorchFile:
         name = source.name_of(entry.path)
         local = source.local_path(entry.path)
@@ -346,6 +372,12 @@ def _shard_guesses(files: Mapping[RelativePath, ListedFile], index: RelativePath
     """Root files named like the index's shards (``model-00001-of-00009.safetensors`` for ``model.*``)."""
     stem = index[: -len(INDEX_SUFFIX)]
     return sorted(p for p in files if "/" not in p and p.startswith(stem + "-") and p.endswith(SAFETENSORS_SUFFIX))
+
+
+def _guessed_shards(files: Mapping[RelativePath, ListedFile], index: RelativePath) -> dict[RelativePath, int]:
+    """The shards started before the index arrives (:func:`_shard_guesses`), each with its first range."""
+    guesses = _shard_guesses(files, index)
+    return dict.fromkeys(guesses, _first_range_from_index(files[index].size, len(guesses)))
 
 
 def _first_range_from_index(index_size: int | None, shards: int) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from ..errors import SourceError
-from .base import MIN_BODY_RATE
+from ..limits import MIN_BODY_RATE
 
 #: Bytes per read from a response body.
 READ_CHUNK = 1024 * 1024
