@@ -311,6 +311,19 @@ def test_the_c_kernel_reading_the_files_itself_gives_the_same_bits(tmp_path: Pat
         assert got.equal is (case != "random" and case != "nan-inf" and case != "subnormal")
 
 
+@pytest.mark.skipif(not hasattr(c_kernel(), "mapped_chunk"), reason="the C kernel's memory-mapped reads (POSIX)")
+def test_a_file_cut_shorter_than_the_range_is_refused_not_mapped(tmp_path: Path) -> None:
+    """A mapped page past a file's end would kill the process (SIGBUS): a range the file no longer holds (cut
+    after its header was read) raises OSError, after which the pass reads the file and names its defect."""
+    kind = VALUE_TYPES["BF16"]
+    (tmp_path / "a").write_bytes(bytes(2 * COUNT))
+    (tmp_path / "b").write_bytes(bytes(2 * COUNT - 1))
+    fused = FusedChunks("c")
+    with open(tmp_path / "a", "rb") as file_a, open(tmp_path / "b", "rb") as file_b:
+        with pytest.raises(OSError):
+            fused.mapped(kind, file_a.fileno(), 0, kind, file_b.fileno(), 0, COUNT)
+
+
 def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
     """A pass where every chunk is a byte copy stops at memcmp and numpy: numba's ~0.5 s import is not paid."""
     import subprocess

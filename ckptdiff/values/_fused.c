@@ -23,6 +23,7 @@
 #include <string.h>
 #if !defined(_WIN32)
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #define CKPTDIFF_MMAP 1
 #endif
@@ -468,7 +469,16 @@ typedef struct {
     const uint8_t *data;
 } Mapping;
 
+/* A page of a mapping past the file's end raises SIGBUS, which would end the process with no report: a file
+ * shorter now than the range (cut since its header was read) is refused with EINVAL, and the caller reads it
+ * instead, which names the file and its defect. */
 static int map_range(int fd, long long offset, size_t nbytes, Mapping *mapping) {
+    struct stat status;
+    if (fstat(fd, &status) != 0) return 0;
+    if ((long long)status.st_size < offset + (long long)nbytes) {
+        errno = EINVAL;
+        return 0;
+    }
     long page = sysconf(_SC_PAGESIZE);
     long long aligned = offset - offset % page;
     mapping->length = nbytes + (size_t)(offset - aligned);
