@@ -325,33 +325,52 @@ static int get_table(PyObject *object, int code, Py_buffer *view, const float **
     return 1;
 }
 
+/* Two chunks in memory and their dtypes' tables, checked and held for a call; release_pair lets them go. */
+typedef struct {
+    Py_buffer raw_a, raw_b, table_a, table_b;
+    Input a, b;
+} Pair;
+
+/* Fills pair->a and pair->b from its buffers: 1, or 0 with a Python error set. The buffers are the caller's. */
+static int take_pair(Pair *pair, int code_a, PyObject *table_a, int code_b, PyObject *table_b, Py_ssize_t count) {
+    pair->table_a.obj = pair->table_b.obj = NULL;
+    if (!valid_code(code_a) || !valid_code(code_b)) return 0;
+    if (count < 0 || pair->raw_a.len < count * ITEMSIZE[code_a] || pair->raw_b.len < count * ITEMSIZE[code_b]) {
+        PyErr_SetString(PyExc_ValueError, "a chunk is shorter than count elements");
+        return 0;
+    }
+    const float *ta = NULL, *tb = NULL;
+    if (!get_table(table_a, code_a, &pair->table_a, &ta) || !get_table(table_b, code_b, &pair->table_b, &tb))
+        return 0;
+    pair->a = (Input){pair->raw_a.buf, code_a, ta};
+    pair->b = (Input){pair->raw_b.buf, code_b, tb};
+    return 1;
+}
+
+static void release_pair(Pair *pair) {
+    if (pair->table_a.obj) PyBuffer_Release(&pair->table_a);
+    if (pair->table_b.obj) PyBuffer_Release(&pair->table_b);
+    PyBuffer_Release(&pair->raw_a);
+    PyBuffer_Release(&pair->raw_b);
+}
+
 static PyObject *py_chunk_totals(PyObject *self, PyObject *args) {
-    Py_buffer raw_a, raw_b, table_view_a, table_view_b;
+    Pair pair;
     int code_a, code_b, wide;
     Py_ssize_t count;
     PyObject *table_a, *table_b;
-    if (!PyArg_ParseTuple(args, "y*iOy*iOnp", &raw_a, &code_a, &table_a, &raw_b, &code_b, &table_b, &count, &wide))
+    if (!PyArg_ParseTuple(args, "y*iOy*iOnp", &pair.raw_a, &code_a, &table_a, &pair.raw_b, &code_b, &table_b, &count,
+                          &wide))
         return NULL;
     PyObject *result = NULL;
-    const float *ta = NULL, *tb = NULL;
-    table_view_a.obj = table_view_b.obj = NULL;
-    if (!valid_code(code_a) || !valid_code(code_b)) goto done;
-    if (count < 0 || raw_a.len < count * ITEMSIZE[code_a] || raw_b.len < count * ITEMSIZE[code_b]) {
-        PyErr_SetString(PyExc_ValueError, "a chunk is shorter than count elements");
-        goto done;
+    if (take_pair(&pair, code_a, table_a, code_b, table_b, count)) {
+        Totals totals;
+        Py_BEGIN_ALLOW_THREADS
+        chunk_totals(&pair.a, &pair.b, (size_t)count, wide, &totals);
+        Py_END_ALLOW_THREADS
+        result = totals_tuple(&totals);
     }
-    if (!get_table(table_a, code_a, &table_view_a, &ta) || !get_table(table_b, code_b, &table_view_b, &tb)) goto done;
-    Input a = {raw_a.buf, code_a, ta}, b = {raw_b.buf, code_b, tb};
-    Totals totals;
-    Py_BEGIN_ALLOW_THREADS
-    chunk_totals(&a, &b, (size_t)count, wide, &totals);
-    Py_END_ALLOW_THREADS
-    result = totals_tuple(&totals);
-done:
-    if (table_view_a.obj) PyBuffer_Release(&table_view_a);
-    if (table_view_b.obj) PyBuffer_Release(&table_view_b);
-    PyBuffer_Release(&raw_a);
-    PyBuffer_Release(&raw_b);
+    release_pair(&pair);
     return result;
 }
 
@@ -430,35 +449,24 @@ static PyObject *compared_result(int state, int nonzero, const Totals *totals) {
 /* compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit): as
  * mapped_chunk, on two chunks' bytes in memory. */
 static PyObject *py_compared_chunk(PyObject *self, PyObject *args) {
-    Py_buffer raw_a, raw_b, table_view_a, table_view_b;
+    Pair pair;
     int code_a, code_b, wide, compare;
     unsigned long long mask, limit;
     Py_ssize_t count;
     PyObject *table_a, *table_b;
-    if (!PyArg_ParseTuple(args, "y*iOy*iOnppKK", &raw_a, &code_a, &table_a, &raw_b, &code_b, &table_b, &count, &wide,
-                          &compare, &mask, &limit))
+    if (!PyArg_ParseTuple(args, "y*iOy*iOnppKK", &pair.raw_a, &code_a, &table_a, &pair.raw_b, &code_b, &table_b,
+                          &count, &wide, &compare, &mask, &limit))
         return NULL;
     PyObject *result = NULL;
-    const float *ta = NULL, *tb = NULL;
-    table_view_a.obj = table_view_b.obj = NULL;
-    if (!valid_code(code_a) || !valid_code(code_b)) goto done;
-    if (count < 0 || raw_a.len < count * ITEMSIZE[code_a] || raw_b.len < count * ITEMSIZE[code_b]) {
-        PyErr_SetString(PyExc_ValueError, "a chunk is shorter than count elements");
-        goto done;
+    if (take_pair(&pair, code_a, table_a, code_b, table_b, count)) {
+        Totals totals;
+        int state, nonzero = 0;
+        Py_BEGIN_ALLOW_THREADS
+        state = compared_chunk(&pair.a, &pair.b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
+        Py_END_ALLOW_THREADS
+        result = compared_result(state, nonzero, &totals);
     }
-    if (!get_table(table_a, code_a, &table_view_a, &ta) || !get_table(table_b, code_b, &table_view_b, &tb)) goto done;
-    Input a = {raw_a.buf, code_a, ta}, b = {raw_b.buf, code_b, tb};
-    Totals totals;
-    int state, nonzero = 0;
-    Py_BEGIN_ALLOW_THREADS
-    state = compared_chunk(&a, &b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
-    Py_END_ALLOW_THREADS
-    result = compared_result(state, nonzero, &totals);
-done:
-    if (table_view_a.obj) PyBuffer_Release(&table_view_a);
-    if (table_view_b.obj) PyBuffer_Release(&table_view_b);
-    PyBuffer_Release(&raw_a);
-    PyBuffer_Release(&raw_b);
+    release_pair(&pair);
     return result;
 }
 
