@@ -5,18 +5,19 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, KeysView, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 import msgspec
 
-from .dtypes import DType
+from .dtypes import DTYPE_BITS, DType
 from .errors import CkptdiffError, IndexError_
 from .safetensors_header import (
     DuplicateKeyError,
     SafetensorsHeader,
+    TensorEntry,
     TensorSpan,
     decode_unescaped,
     has_lone_surrogate,
@@ -93,6 +94,8 @@ class Checkpoint:
 
     def dtype_totals(self) -> dict[DType, tuple[int, int]]:
         """Parameters and bytes per dtype, sorted by dtype name."""
+        if isinstance(self.tensors, HeaderTensors):
+            return self.tensors.dtype_totals()
         # One pass in the order the tensors were read (their memory order): faster than column passes here.
         totals: dict[DType, list[int]] = {}
         for info in self.tensors.values():
@@ -114,9 +117,65 @@ def config_at(config: Mapping[str, Any] | None, path: Iterable[str]) -> Any:
     return holder
 
 
-#: One shard's TensorInfos as built from a header with a weight map: (header, tensors, weight map, whether every
-#: name of the shard is indexed to it). Another side's same-named shard with the same header object reuses them.
-ShardTensors = tuple["SafetensorsHeader", dict[str, "TensorInfo"], "Mapping[str, RelativePath] | None", bool]
+class HeaderTensors(Mapping[str, TensorInfo]):
+    """A checkpoint's tensors as its safetensors shard headers hold them, with no object of their own.
+
+    One merged name → header entry map (``entries``, the decoder's own objects); a :class:`TensorInfo` is built
+    only for a name asked for. Comparing, counting and summing use the entries and the headers: a Kimi-K2 side
+    has 140 k tensors, and building an object for each cost as much as decoding them.
+    """
+
+    __slots__ = ("entries", "shards", "_located")
+
+    def __init__(self, entries: dict[str, TensorEntry], shards: tuple[tuple[RelativePath, SafetensorsHeader], ...]):
+        self.entries = entries
+        #: (file, header) per shard, in file order.
+        self.shards = shards
+        self._located: dict[str, tuple[RelativePath, int]] | None = None
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        entry = self.entries[name]
+        file, start = self._where()[name]
+        begin, end = entry.data_offsets
+        return TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+
+    def _where(self) -> dict[str, tuple[RelativePath, int]]:
+        """Each name's file and the file's data start, built on the first lookup of a tensor's place."""
+        if self._located is None:
+            located: dict[str, tuple[RelativePath, int]] = {}
+            for file, header in self.shards:
+                located.update(dict.fromkeys(header.tensors, (file, header.data_start)))
+            self._located = located
+        return self._located
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def keys(self) -> KeysView[str]:
+        return self.entries.keys()
+
+    def __repr__(self) -> str:
+        return f"HeaderTensors({len(self.entries)} tensors in {len(self.shards)} shards)"
+
+    def dtype_totals(self) -> dict[DType, tuple[int, int]]:
+        """Parameters and bytes per dtype, sorted by dtype name, from each header's byte totals: a header's
+        tensors hold exactly their spans' bits (validated), so parameters are bytes × 8 ÷ bits."""
+        nbytes: dict[DType, int] = {}
+        for _, header in self.shards:
+            for dtype, count in header.dtype_bytes.items():
+                nbytes[dtype] = nbytes.get(dtype, 0) + count
+        return {dtype: (nbytes[dtype] * 8 // DTYPE_BITS[dtype], nbytes[dtype]) for dtype in sorted(nbytes)}
+
+
+#: What one side learnt of a shard's header under a weight map: (header, weight map, whether every name of the
+#: shard is indexed to it). The other side's same-named shard with the same header object and map reuses it.
+ShardTensors = tuple["SafetensorsHeader", "Mapping[str, RelativePath] | None", bool]
 
 
 def tensors_from_shards(
@@ -126,46 +185,33 @@ def tensors_from_shards(
     index_name: str = "index",
     known: Mapping[RelativePath, ShardTensors] | None = None,
     into: MutableMapping[RelativePath, ShardTensors] | None = None,
-) -> dict[str, TensorInfo]:
-    """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one.
+) -> HeaderTensors:
+    """Merge shard headers into one name → tensor map, checking them against the index if there is one.
 
-    ``known``: a shard's TensorInfos already built from this very header object (the other side's, same file
-    name), reused as they are; ``into``: where each shard's TensorInfos are recorded for such reuse.
+    ``known``: what the other side found of a shard with this very header object (same file name), reused;
+    ``into``: where each shard's findings are recorded for such reuse.
     """
-    tensors: dict[str, TensorInfo] = {}
+    entries: dict[str, TensorEntry] = {}
     indexed = weight_map is not None  # so far, every stored (name, shard) pair is the index's
     stored = 0
+    shards = []
     for file in sorted(headers):
         header = headers[file]
-        built = known.get(file) if known is not None else None
-        if built is not None and built[0] is header:
-            tensors.update(built[1])
-            stored += len(header.tensors)
-            if indexed and weight_map is not None:  # the same header under the same index: the same answer
-                same_index = built[2] is weight_map
-                indexed = built[3] if same_index else dict.fromkeys(header.tensors, file).items() <= weight_map.items()
-            continue
-        if into is None:
-            start = header.data_start
-            for name, entry in header.tensors.items():
-                begin, end = entry.data_offsets
-                tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
-        else:
-            start = header.data_start
-            shard: dict[str, TensorInfo] = {}
-            for name, entry in header.tensors.items():
-                begin, end = entry.data_offsets
-                shard[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
-            tensors.update(shard)
+        entries.update(header.tensors)
         stored += len(header.tensors)
-        # a C-level subset test: this shard's names are indexed to it (not asked once a shard has failed it)
-        shard_indexed = (
-            indexed and weight_map is not None and dict.fromkeys(header.tensors, file).items() <= weight_map.items()
-        )
+        shards.append((file, header))
+        if not indexed or weight_map is None:
+            continue
+        built = known.get(file) if known is not None else None
+        if built is not None and built[0] is header and built[1] is weight_map:
+            shard_indexed = built[2]  # the same header under the same index: the same answer
+        else:  # a C-level subset test: this shard's names are indexed to it
+            shard_indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()
         if into is not None:
-            into[file] = (header, shard, weight_map, shard_indexed)
-        indexed = indexed and shard_indexed
-    if len(tensors) != stored:
+            into[file] = (header, weight_map, shard_indexed)
+        indexed = shard_indexed
+    tensors = HeaderTensors(entries, tuple(shards))
+    if len(entries) != stored:
         _refuse_name_in_two_shards({file: headers[file].tensors for file in headers}, index_name)
     if weight_map is not None and not (indexed and stored == len(weight_map)):
         check_against_index(tensors, weight_map, index_name)

@@ -95,6 +95,15 @@ class SafetensorsHeader:
     def data_length(self) -> int:
         return max(map(itemgetter(1), map(attrgetter("data_offsets"), self.tensors.values())), default=0)
 
+    @cached_property  # a checkpoint's per-dtype totals add these up (its tensors have no objects of their own)
+    def dtype_bytes(self) -> dict[DType, int]:
+        """Bytes of tensor data per dtype."""
+        totals: dict[DType, int] = {}
+        for entry in self.tensors.values():
+            begin, end = entry.data_offsets
+            totals[entry.dtype] = totals.get(entry.dtype, 0) + end - begin
+        return totals
+
     @property
     def file_size(self) -> int:
         """The size the file must have for this header."""

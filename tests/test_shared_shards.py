@@ -1,8 +1,8 @@
 """A local pair: side B reuses A's decode of a shard whose header bytes are A's same-named shard's, and only then.
 
 The reference is the same comparison with each side read on its own (``resolve``), which shares nothing: the
-reports must be identical in every format. Which path ran is seen in the objects: a reused shard's tensors are
-A's very ``TensorInfo`` objects, a decoded one's are B's own.
+reports must be identical in every format. Which path ran is seen in the objects: a reused shard's header is
+A's very decoded header, a decoded one's is B's own.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 import ckptdiff
+from ckptdiff.checkpoint import HeaderTensors
 from ckptdiff.comparison import choose_profile, compare_checkpoints
 from ckptdiff.errors import HeaderError
 from ckptdiff.sources import resolve, resolve_both
@@ -47,10 +48,9 @@ def reports_alike(a, b) -> None:
 
 def reused_shards(a, b) -> set[str]:
     side_a, side_b = resolve_both(str(a), str(b))
-    shared = {info.file for name, info in side_b.tensors.items() if side_a.tensors.get(name) is info}
-    decoded = {info.file for name, info in side_b.tensors.items() if side_a.tensors.get(name) is not info}
-    assert not shared & decoded  # a shard is reused whole or not at all
-    return shared
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    headers_a = dict(side_a.tensors.shards)
+    return {file for file, header in side_b.tensors.shards if headers_a.get(file) is header}
 
 
 def test_identical_headers_reuse_every_shard(tmp_path):

@@ -164,6 +164,7 @@ def read_checkpoint(
         small.shutdown(wait=True, cancel_futures=True)
     index_name = source.name_of(plan.index) if plan.index else source.name_of()
     order = sorted(per_file)
+    tensors: Mapping[str, TensorInfo]
     if plan.torch:
         tensors = merge_tensor_maps({name: per_file[name].tensors for name in order}, weight_map, index_name)
     else:

@@ -11,16 +11,15 @@ class SharedShards:
 
     B reuses a shard's header only when its bytes equal A's same-named shard's, byte for byte: the decode and
     its validation would give the same header, so they are skipped (B's file size is still checked). The
-    ``TensorInfo``s built from that header are reused with it: they carry the file's name relative to its
-    checkpoint and offsets within it, nothing of the side. Only A's records are kept, and only while the pair is
-    read.
+    What A found of that header under its index (whether every name of the shard is indexed to it) is reused
+    when B's index is A's too. Only A's records are kept, and only while the pair is read.
     """
 
     def __init__(self) -> None:
         self.recording = True  # reading A: remember; then B: look up
         self._headers: dict[RelativePath, tuple[bytes, SafetensorsHeader]] = {}
-        #: Per shard, the header A built its tensors from, those tensors, A's weight map and whether the shard's
-        #: names were all indexed to it there (``tensors_from_shards``).
+        #: Per shard, the header A merged, A's weight map and whether the shard's names were all indexed to it
+        #: there (``tensors_from_shards``).
         self.tensors: dict[RelativePath, ShardTensors] = {}
         self._index: tuple[bytes, dict[str, RelativePath]] | None = None
         #: B's shards whose header was A's (what the decode-skipping path did, for tests and benchmarks).
