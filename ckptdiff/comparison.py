@@ -10,9 +10,6 @@ import msgspec
 
 from .checkpoint import Checkpoint, HeaderTensors, TensorInfo
 from .safetensors_header import TensorEntry
-
-#: What a row is built from: a header entry as decoded, or a tensor (whose own name may differ from its key).
-Record = TensorEntry | TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
 from .profiles import AUTO, Profile, detect_profile, get_profile
 from .profiles.base_layouts import recognise
@@ -30,6 +27,8 @@ from .report import (
     TensorSide,
 )
 
+#: What a row is built from: a header entry as decoded, or a tensor (whose own name may differ from its key).
+Record = TensorEntry | TensorInfo
 #: config.json keys that record who wrote the file, not what the model is.
 PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
 
