@@ -9,7 +9,6 @@ from typing import Any
 import msgspec
 
 from .checkpoint import Checkpoint, HeaderTensors, TensorInfo
-from .safetensors_header import TensorEntry
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
 from .profiles import AUTO, Profile, detect_profile, get_profile
 from .profiles.base_layouts import recognise
@@ -26,6 +25,7 @@ from .report import (
     TensorRow,
     TensorSide,
 )
+from .safetensors_header import TensorEntry
 
 #: What a row is built from: a header entry as decoded, or a tensor (whose own name may differ from its key).
 Record = TensorEntry | TensorInfo
