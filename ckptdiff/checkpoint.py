@@ -173,9 +173,9 @@ class HeaderTensors(Mapping[str, TensorInfo]):
         return {dtype: (nbytes[dtype] * 8 // DTYPE_BITS[dtype], nbytes[dtype]) for dtype in sorted(nbytes)}
 
 
-#: What one side learnt of a shard's header under a weight map: (header, weight map, whether every name of the
-#: shard is indexed to it). The other side's same-named shard with the same header object and map reuses it.
-ShardTensors = tuple["SafetensorsHeader", "Mapping[str, RelativePath] | None", bool]
+#: What one side learnt of a shard's tensors under a weight map: (the header's tensors, weight map, whether every
+#: name of the shard is indexed to it). The other side's same-named shard with the same objects reuses it.
+ShardTensors = tuple["Mapping[str, TensorEntry]", "Mapping[str, RelativePath] | None", bool]
 
 
 def tensors_from_shards(
@@ -188,11 +188,12 @@ def tensors_from_shards(
 ) -> HeaderTensors:
     """Merge shard headers into one name → tensor map, checking them against the index if there is one.
 
-    ``known``: what the other side found of a shard with this very header object (same file name), reused;
+    ``known``: what the other side found of a shard with these very decoded tensors (same file name), reused;
     ``into``: where each shard's findings are recorded for such reuse.
     """
     entries: dict[str, TensorEntry] = {}
     indexed = weight_map is not None  # so far, every stored (name, shard) pair is the index's
+    same_index: bool | None = None  # whether the other side's weight map is this one (asked once, if needed)
     stored = 0
     shards = []
     for file in sorted(headers):
@@ -203,12 +204,14 @@ def tensors_from_shards(
         if not indexed or weight_map is None:
             continue
         built = known.get(file) if known is not None else None
-        if built is not None and built[0] is header and built[1] is weight_map:
-            shard_indexed = built[2]  # the same header under the same index: the same answer
-        else:  # a C-level subset test: this shard's names are indexed to it
-            shard_indexed = dict.fromkeys(header.tensors, file).items() <= weight_map.items()
+        if built is not None and built[0] is header.tensors:
+            if same_index is None:  # an equal map (another index file's bytes) gives the same answer too
+                same_index = built[1] is weight_map or built[1] == weight_map
+            shard_indexed = built[2] if same_index else _indexed_to(header.tensors, file, weight_map)
+        else:
+            shard_indexed = _indexed_to(header.tensors, file, weight_map)
         if into is not None:
-            into[file] = (header, weight_map, shard_indexed)
+            into[file] = (header.tensors, weight_map, shard_indexed)
         indexed = shard_indexed
     tensors = HeaderTensors(entries, tuple(shards))
     if len(entries) != stored:
@@ -216,6 +219,11 @@ def tensors_from_shards(
     if weight_map is not None and not (indexed and stored == len(weight_map)):
         check_against_index(tensors, weight_map, index_name)
     return tensors
+
+
+def _indexed_to(names: Iterable[str], file: RelativePath, weight_map: Mapping[str, RelativePath]) -> bool:
+    """Whether the index names ``file`` for every one of these names: a C-level subset test."""
+    return dict.fromkeys(names, file).items() <= weight_map.items()
 
 
 def merge_tensor_maps(

@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard, TypeVar
@@ -85,6 +85,10 @@ class SafetensorsHeader:
     tensors: Mapping[str, TensorEntry]
     metadata: Mapping[str, str]
     header_length: int  # bytes of JSON after the 8-byte prefix
+    #: Where the text of a flat ``__metadata__`` object is in the JSON, when the header was decoded as plain
+    #: (:func:`parse_header`'s fast path): another header with the same text around its own metadata has these
+    #: tensors (:func:`with_own_metadata`).
+    metadata_span: tuple[int, int] | None = field(default=None, repr=False, compare=False)
 
     @property
     def data_start(self) -> int:
@@ -129,10 +133,37 @@ def parse_header(raw_json: bytes, *, source: SourceName, file_size: int | None =
     plain = _decode_plain(raw_json)
     if plain is None:  # anything unusual, valid or not: the precise checks accept it or name its defect
         return parse_header_precisely(raw_json, source=source, file_size=file_size)
-    tensors, metadata, data_length = plain
-    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=len(raw_json))
+    tensors, metadata, data_length, span = plain
+    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=len(raw_json), metadata_span=span)
     _check_file_size(header, data_length, file_size, source)
     return header
+
+
+def with_own_metadata(header: SafetensorsHeader, raw_json: bytes, like: bytes) -> SafetensorsHeader | None:
+    """The header of ``raw_json`` when its text is ``like``'s but for a flat ``__metadata__`` object of its own,
+    ``like`` being the text ``header`` was decoded from as plain: ``header``'s tensors (the same text, up to the
+    trailing spaces that pad it, decodes to the same validated entries) with its own metadata and length. None
+    otherwise: ``raw_json`` is parsed.
+
+    The metadata is found and decoded as the fast path finds and decodes it; the file's size is the caller's to
+    check, against the returned header.
+    """
+    theirs, mine = header.metadata_span, _metadata_span(raw_json)
+    if theirs is None or mine is None:
+        return None
+    # the text after the metadata may end in more or fewer spaces: writers pad the header to 8 bytes
+    if raw_json[mine[1] :].rstrip(b" ") != like[theirs[1] :].rstrip(b" ") or raw_json[: mine[0]] != like[: theirs[0]]:
+        return None
+    metadata = _decode_metadata(raw_json[mine[0] : mine[1]])
+    if metadata is None:
+        return None
+    own = SafetensorsHeader(header.tensors, metadata, len(raw_json), mine)
+    vars(own).update((key, vars(header)[key]) for key in _DERIVED if key in vars(header))  # computed once
+    return own
+
+
+#: What a header derives from its tensors alone (cached properties), the same for another header of them.
+_DERIVED = ("data_length", "dtype_bytes")
 
 
 def parse_header_precisely(raw_json: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
@@ -201,23 +232,33 @@ def _decode_metadata(raw: bytes) -> dict[str, str] | None:
     return None if has_lone_surrogate(text, metadata) else metadata
 
 
-def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], int] | None:
+def _metadata_span(raw: bytes) -> tuple[int, int] | None:
+    """Where the first ``"__metadata__"`` key's value is, when that value is a flat object of strings."""
+    at = raw.find(b'"__metadata__"')
+    found = _FLAT_METADATA.match(raw, at) if at >= 0 else None
+    return found.span(1) if found is not None else None
+
+
+def _decode_plain(
+    raw: bytes,
+) -> tuple[dict[str, TensorEntry], dict[str, str], int, tuple[int, int] | None] | None:
     """The tensors, metadata and data length of a plain valid header, typed by the decoder and checked in one
     pass; None when the header is anything else (invalid, or valid but unusual), for the precise checks to decide.
 
-    "Plain": ``__metadata__`` absent or a flat object of strings; no backslash anywhere else (so no escapes: every
-    quote delimits a string, and no surrogates); every entry exactly dtype, shape and data_offsets; no empty
-    tensor.
+    "Plain": ``__metadata__`` absent or a flat object of strings (its span in ``raw`` is returned too); no
+    backslash anywhere else (so no escapes: every quote delimits a string, and no surrogates); every entry exactly
+    dtype, shape and data_offsets; no empty tensor.
     It accepts only what the precise path accepts, with the same result (tests/test_header_fast_path.py).
     """
     at = raw.find(b'"__metadata__"')
     metadata: dict[str, str] = {}
+    span = None
     if at >= 0:  # decoded on its own, by the precise path's decoder (it is small): the rest must be plain
-        found = _FLAT_METADATA.match(raw, at)
-        metadata_or_none = _decode_metadata(found[1]) if found is not None else None
-        if found is None or metadata_or_none is None:
+        span = _metadata_span(raw)
+        metadata_or_none = _decode_metadata(raw[span[0] : span[1]]) if span is not None else None
+        if span is None or metadata_or_none is None:
             return None
-        metadata, raw = metadata_or_none, raw[: found.start(1)] + b"null" + raw[found.end(1) :]
+        metadata, raw = metadata_or_none, raw[: span[0]] + b"null" + raw[span[1] :]
     document = decode_unescaped(raw, _DECODER.decode, _header_strings)
     if document is None or (at >= 0 and document.pop("__metadata__", 0) is not None):  # not the top level's
         return None
@@ -233,7 +274,7 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
         if begin != data_length:
             return None
         data_length = end
-    return document, metadata, data_length
+    return document, metadata, data_length, span
 
 
 def _header_strings(document: dict[str, TensorEntry | None]) -> int:

@@ -2,7 +2,8 @@
 
 The reference is the same comparison with each side read on its own (``resolve``), which shares nothing: the
 reports must be identical in every format. Which path ran is seen in the objects: a reused shard's header is
-A's very decoded header, a decoded one's is B's own.
+A's very decoded header; a shard whose header differs from A's only in its ``__metadata__`` has a header of its
+own holding A's very decoded tensors; a decoded one's are B's own.
 """
 
 from __future__ import annotations
@@ -53,6 +54,32 @@ def reused_shards(a, b) -> set[str]:
     return {file for file, header in side_b.tensors.shards if headers_a.get(file) is header}
 
 
+def shards_with_a_tensors(a, b) -> set[str]:
+    """B's shards with a header of their own (their metadata) over A's decoded tensors."""
+    side_a, side_b = resolve_both(str(a), str(b))
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    headers_a = dict(side_a.tensors.shards)
+    return {
+        file
+        for file, header in side_b.tensors.shards
+        if file in headers_a and headers_a[file] is not header and headers_a[file].tensors is header.tensors
+    }
+
+
+def rewrite_header_json(path, change) -> None:
+    """Replace a safetensors file's header JSON by ``change(json)``, keeping its data region."""
+    raw = path.read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    text = change(raw[8 : 8 + length])
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
+
+
+def metadata_of(folder, file: str) -> dict:
+    side = resolve(str(folder))
+    assert isinstance(side.tensors, HeaderTensors)
+    return dict(dict(side.tensors.shards)[file].metadata)
+
+
 def test_identical_headers_reuse_every_shard(tmp_path):
     a = base(tmp_path / "a")
     b = base(tmp_path / "b", config=dict(KIMI_K2_BASE_CONFIG, max_position_embeddings=262144))
@@ -61,11 +88,73 @@ def test_identical_headers_reuse_every_shard(tmp_path):
     reports_alike(a, b)
 
 
-def test_every_shard_metadata_differs_nothing_is_reused(tmp_path):
+def test_every_shard_metadata_differs_the_tensors_are_reused_under_b_metadata(tmp_path):
     a = base(tmp_path / "a")
     b = base(tmp_path / "b", metadata={"format": "pt", "producer": "fine-tune"})
 
     assert reused_shards(a, b) == set()
+    assert shards_with_a_tensors(a, b) == {shard(layer) for layer in range(LAYERS)}
+    side_a, side_b = resolve_both(str(a), str(b))
+    assert isinstance(side_b.tensors, HeaderTensors)
+    assert [dict(header.metadata) for _, header in side_b.tensors.shards] == [metadata_of(b, shard(0))] * LAYERS
+    assert metadata_of(b, shard(0)) == {"format": "pt", "producer": "fine-tune"}
+    assert [header.header_length for _, header in side_b.tensors.shards] != [
+        header.header_length
+        for _, header in side_a.tensors.shards  # type: ignore[attr-defined]
+    ]
+    reports_alike(a, b)
+
+
+def test_metadata_that_is_not_flat_strings_is_refused_as_when_read_alone(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    rewrite_header_json(b / shard(1), lambda text: text.replace(b'{"format":"pt"}', b'{"format":7}'))
+
+    with pytest.raises(HeaderError) as alone:
+        resolve(str(b))
+    with pytest.raises(HeaderError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "__metadata__ must map strings to strings" in str(paired.value)
+
+
+def test_metadata_with_a_key_named_twice_is_refused_as_when_read_alone(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    twice = b'{"format":"pt","format":"pu"}'
+    rewrite_header_json(b / shard(2), lambda text: text.replace(b'{"format":"pt"}', twice))
+
+    with pytest.raises(HeaderError) as alone:
+        resolve(str(b))
+    with pytest.raises(HeaderError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "duplicate key" in str(paired.value)
+
+
+def test_metadata_and_a_shape_differ_in_one_shard_it_is_decoded(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    specs = layer_specs(2)
+    name, dtype, shape = specs[-1]
+    specs[-1] = (name, dtype, [*shape[:-1], shape[-1] * 2])
+    write_safetensors(b / shard(2), specs, metadata={"format": "pt", "producer": "fine-tune"})
+
+    assert reused_shards(a, b) == {shard(0), shard(1), shard(3)}
+    assert shards_with_a_tensors(a, b) == set()
+    reports_alike(a, b)
+    report = ckptdiff.compare(str(a), str(b))
+    assert [row.name for row in report.tensors if row.status == "shape_mismatch"] == [name]
+
+
+def test_b_without_metadata_is_decoded_on_its_own(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    rewrite_header_json(b / shard(0), lambda text: text.replace(b'"__metadata__":{"format":"pt"},', b""))
+
+    assert shards_with_a_tensors(a, b) == set()
+    assert reused_shards(a, b) == {shard(1), shard(2), shard(3)}
+    assert metadata_of(b, shard(0)) == {}
     reports_alike(a, b)
 
 
@@ -76,6 +165,8 @@ def test_one_shard_metadata_differs_only_that_shard_is_decoded(tmp_path):
     write_safetensors(b / shard(2), layer_specs(2), metadata={"format": "pu"})
 
     assert reused_shards(a, b) == {shard(0), shard(1), shard(3)}
+    assert shards_with_a_tensors(a, b) == {shard(2)}
+    assert metadata_of(b, shard(2)) == {"format": "pu"}
     reports_alike(a, b)
 
 

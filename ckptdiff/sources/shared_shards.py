@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from ..checkpoint import RelativePath, ShardTensors
-from ..safetensors_header import SafetensorsHeader
+from ..safetensors_header import SafetensorsHeader, with_own_metadata
 
 
 class SharedShards:
     """What side A decoded and built, by shard file name, for side B (read after A) to reuse.
 
-    B reuses a shard's header only when its bytes equal A's same-named shard's, byte for byte: the decode and
-    its validation would give the same header, so they are skipped (B's file size is still checked). The
+    B reuses a shard's header when its bytes equal A's same-named shard's, byte for byte: the decode and its
+    validation would give the same header, so they are skipped (B's file size is still checked). Where the bytes
+    are A's but for a flat ``__metadata__`` object (another producer, format or note), B takes A's decoded
+    tensors with its own metadata (``safetensors_header.with_own_metadata``). The
     What A found of that header under its index (whether every name of the shard is indexed to it) is reused
     when B's index is A's too. Only A's records are kept, and only while the pair is read.
     """
@@ -22,15 +24,18 @@ class SharedShards:
         #: there (``tensors_from_shards``).
         self.tensors: dict[RelativePath, ShardTensors] = {}
         self._index: tuple[bytes, dict[str, RelativePath]] | None = None
-        #: B's shards whose header was A's (what the decode-skipping path did, for tests and benchmarks).
+        #: B's shards whose header was A's, and those whose tensors were A's under metadata of their own (what the
+        #: decode-skipping paths did, for tests and benchmarks).
         self.reused: list[RelativePath] = []
+        self.reused_tensors: list[RelativePath] = []
 
     def remember(self, file: RelativePath, raw: bytes, header: SafetensorsHeader) -> None:
         if self.recording:
             self._headers[file] = (raw, header)
 
     def header_for(self, file: RelativePath, raw: bytes) -> SafetensorsHeader | None:
-        """A's validated header of the same-named shard if B's bytes are exactly A's, else None.
+        """A's validated header of the same-named shard if B's bytes are exactly A's, or its tensors under B's own
+        metadata if the bytes differ only there; else None.
 
         A's record of the shard is let go as B reads it (B reads each shard once): where headers differ, A's
         decode is freed before B's next shard is decoded, so peak memory stays near a pair read without sharing.
@@ -38,11 +43,15 @@ class SharedShards:
         if self.recording:
             return None
         found = self._headers.pop(file, None)
-        if found is None or found[0] != raw:
+        if found is not None and found[0] == raw:
+            self.reused.append(file)
+            return found[1]
+        own = with_own_metadata(found[1], raw, like=found[0]) if found is not None else None
+        if own is None:
             self.tensors.pop(file, None)
             return None
-        self.reused.append(file)
-        return found[1]
+        self.reused_tensors.append(file)
+        return own
 
     def remember_index(self, raw: bytes, weight_map: dict[str, RelativePath]) -> None:
         if self.recording:
