@@ -89,6 +89,9 @@ class SafetensorsHeader:
     #: (:func:`parse_header`'s fast path): another header with the same text around its own metadata has these
     #: tensors (:func:`with_own_metadata`).
     metadata_span: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+    #: The header these very tensors were decoded for, when they are another's (:func:`with_own_metadata`): what
+    #: derives from the tensors alone is asked of it, computed once for both.
+    tensors_of: SafetensorsHeader | None = field(default=None, repr=False, compare=False)
 
     @property
     def data_start(self) -> int:
@@ -97,11 +100,15 @@ class SafetensorsHeader:
 
     @cached_property  # asked for by the size check and by the file's listing, and for B when B reuses A's header
     def data_length(self) -> int:
+        if self.tensors_of is not None:
+            return self.tensors_of.data_length
         return max(map(itemgetter(1), map(attrgetter("data_offsets"), self.tensors.values())), default=0)
 
     @cached_property  # a checkpoint's per-dtype totals add these up (its tensors have no objects of their own)
     def dtype_bytes(self) -> dict[DType, int]:
         """Bytes of tensor data per dtype."""
+        if self.tensors_of is not None:
+            return self.tensors_of.dtype_bytes
         totals: dict[DType, int] = {}
         for entry in self.tensors.values():
             begin, end = entry.data_offsets
@@ -157,13 +164,7 @@ def with_own_metadata(header: SafetensorsHeader, raw_json: bytes, like: bytes) -
     metadata = _decode_metadata(raw_json[mine[0] : mine[1]])
     if metadata is None:
         return None
-    own = SafetensorsHeader(header.tensors, metadata, len(raw_json), mine)
-    vars(own).update((key, vars(header)[key]) for key in _DERIVED if key in vars(header))  # computed once
-    return own
-
-
-#: What a header derives from its tensors alone (cached properties), the same for another header of them.
-_DERIVED = ("data_length", "dtype_bytes")
+    return SafetensorsHeader(header.tensors, metadata, len(raw_json), mine, tensors_of=header.tensors_of or header)
 
 
 def parse_header_precisely(raw_json: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
