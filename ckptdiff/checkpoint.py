@@ -292,12 +292,30 @@ def check_json_size(size: int | None, where: str, *, what: str, error: type[Ckpt
 
 def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
     """Validate a ``*.safetensors.index.json`` and return its weight_map (tensor name → shard path)."""
+    return read_index(raw, index_name=index_name).weight_map
+
+
+@dataclass(frozen=True)
+class ParsedIndex:
+    """An index's text, its validated weight map, and how many members its top-level object has."""
+
+    raw: bytes
+    weight_map: dict[str, RelativePath]
+    members: int
+
+
+def read_index(raw: bytes, *, index_name: str) -> ParsedIndex:
+    """:func:`parse_index`, keeping what :func:`weight_map_as_in` compares another index's text with."""
     document = _load_json(raw, index_name, what="index", error=IndexError_, unique_keys=True)
     if not isinstance(document, dict):
         raise IndexError_(index_name, "index is not a JSON object")
     weight_map = document.get("weight_map")
     if not isinstance(weight_map, dict):
         raise IndexError_(index_name, "index has no 'weight_map' object")
+    return ParsedIndex(raw, _checked_weight_map(weight_map, index_name), len(document))
+
+
+def _checked_weight_map(weight_map: dict[Any, Any], index_name: str) -> dict[str, RelativePath]:
     if set(map(type, weight_map.values())) == {str}:
         # ~60 shard paths for ~140 k names: check each once, in the order the index first names it
         paths = dict.fromkeys(weight_map.values())
@@ -306,6 +324,38 @@ def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
             return weight_map
         return {name: normalised[path] for name, path in weight_map.items()}
     return {name: check_shard_path(path, index_name=index_name) for name, path in weight_map.items()}
+
+
+_WEIGHT_MAP_KEY = b'"weight_map"'
+_JSON_SPACE = b" \t\r\n"
+
+
+def weight_map_as_in(raw: bytes, other: ParsedIndex) -> dict[str, RelativePath] | None:
+    """``other``'s weight map when index ``raw`` is ``other``'s text but for the members before a last
+    ``"weight_map"`` member (another ``metadata`` total size, say): those members are parsed and checked as a
+    whole index is, the map's text is not (it is ``other``'s, already checked). None otherwise: ``raw`` is parsed.
+
+    The text from the first ``"weight_map"`` on is the same in both; in ``other`` it holds only the weight map
+    (its members before it are all but one), and in ``raw`` what precedes it is valid before such a last member.
+    """
+    at, theirs = raw.find(_WEIGHT_MAP_KEY), other.raw.find(_WEIGHT_MAP_KEY)
+    if at < 0 or theirs < 0 or raw[at:].rstrip(_JSON_SPACE) != other.raw[theirs:].rstrip(_JSON_SPACE):
+        return None
+    if _members_before(other.raw[:theirs]) != other.members - 1 or _members_before(raw[:at]) is None:
+        return None
+    return other.weight_map
+
+
+def _members_before(head: bytes) -> int | None:
+    """How many members an index's top-level object has before its last, ``"weight_map"``, member when it
+    starts with ``head``; None when ``head`` is not such a start."""
+    try:
+        document = _load_json(head + _WEIGHT_MAP_KEY + b": {}}", "index", what="index", unique_keys=True)
+    except CkptdiffError:
+        return None
+    if not isinstance(document, dict) or next(reversed(document), None) != "weight_map" or document["weight_map"]:
+        return None
+    return len(document) - 1
 
 
 def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:

@@ -85,6 +85,7 @@ def test_identical_headers_reuse_every_shard(tmp_path):
     b = base(tmp_path / "b", config=dict(KIMI_K2_BASE_CONFIG, max_position_embeddings=262144))
 
     assert reused_shards(a, b) == {shard(layer) for layer in range(LAYERS)}
+    assert weight_map_is_a(a, b)
     reports_alike(a, b)
 
 
@@ -206,3 +207,80 @@ def test_a_single_file_pair_is_matched_by_its_name(tmp_path):
     assert reused_shards(a / shard(0), tmp_path / "b" / shard(0)) == {shard(0)}
     assert reused_shards(a / shard(0), tmp_path / "c" / "model.safetensors") == set()
     reports_alike(a / shard(0), tmp_path / "b" / shard(0))
+
+
+def weight_map_is_a(a, b) -> bool:
+    """Whether B's tensors were checked against A's very weight map (B's index was not parsed on its own)."""
+    from ckptdiff.sources import SourceOptions, open_source, read_source
+    from ckptdiff.sources.shared_shards import SharedShards
+
+    shared = SharedShards()
+    source_a, source_b = open_source(str(a), SourceOptions()), open_source(str(b), SourceOptions())
+    source_a.shared = source_b.shared = shared
+    read_source(source_a)
+    shared.done_recording()
+    read_source(source_b)
+    return shared.reused_index
+
+
+def edit_index(folder, change) -> None:
+    path = folder / "model.safetensors.index.json"
+    path.write_bytes(change(path.read_bytes()))
+
+
+def test_an_index_differing_only_before_its_weight_map_is_not_parsed_again(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b", metadata={"format": "pt", "producer": "fine-tune"})  # another total_size
+    assert (a / "model.safetensors.index.json").read_bytes() != (b / "model.safetensors.index.json").read_bytes()
+
+    assert weight_map_is_a(a, b)
+    reports_alike(a, b)
+
+
+def test_an_index_with_a_member_named_twice_before_its_weight_map_is_refused_as_alone(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    edit_index(b, lambda raw: raw.replace(b'"metadata": {', b'"metadata": {"x": 1}, "metadata": {', 1))
+
+    with pytest.raises(ckptdiff.CkptdiffError) as alone:
+        resolve(str(b))
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "duplicate key 'metadata'" in str(paired.value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda raw: raw.rstrip().removesuffix(b"}") + b', "note": "after"}\n', id="member-after-map"),
+        pytest.param(lambda raw: raw.replace(b"{\n", b'{"weight_map": 1,\n', 1), id="map-twice"),
+        pytest.param(lambda raw: raw.replace(b'"metadata": {', b'"metadata": {"weight_map": 0, ', 1), id="nested-key"),
+    ],
+)
+def test_an_index_whose_weight_map_is_not_its_last_member_alone_is_parsed_on_its_own(tmp_path, change):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    edit_index(b, change)
+
+    try:
+        alone = resolve(str(b))
+    except ckptdiff.CkptdiffError as refused:
+        with pytest.raises(ckptdiff.CkptdiffError) as paired:
+            resolve_both(str(a), str(b))
+        assert str(paired.value) == str(refused)
+        return
+    assert not weight_map_is_a(a, b)
+    assert dict(resolve_both(str(a), str(b))[1].tensors.items()) == dict(alone.tensors.items())
+    reports_alike(a, b)
+
+
+def test_an_index_naming_another_shard_is_parsed_and_refused(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b", metadata={"format": "pt", "producer": "fine-tune"})
+    wrong = b'"model.layers.1.input_layernorm.weight": "' + shard(0).encode()
+    edit_index(b, lambda raw: raw.replace(b'"model.layers.1.input_layernorm.weight": "' + shard(1).encode(), wrong))
+
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert "model.layers.1.input_layernorm.weight" in str(paired.value)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..checkpoint import RelativePath, ShardTensors
+from ..checkpoint import ParsedIndex, RelativePath, ShardTensors, weight_map_as_in
 from ..safetensors_header import SafetensorsHeader, with_own_metadata
 
 
@@ -23,11 +23,12 @@ class SharedShards:
         #: Per shard, the header A merged, A's weight map and whether the shard's names were all indexed to it
         #: there (``tensors_from_shards``).
         self.tensors: dict[RelativePath, ShardTensors] = {}
-        self._index: tuple[bytes, dict[str, RelativePath]] | None = None
+        self._index: ParsedIndex | None = None
         #: B's shards whose header was A's, and those whose tensors were A's under metadata of their own (what the
         #: decode-skipping paths did, for tests and benchmarks).
         self.reused: list[RelativePath] = []
         self.reused_tensors: list[RelativePath] = []
+        self.reused_index = False
 
     def remember(self, file: RelativePath, raw: bytes, header: SafetensorsHeader) -> None:
         if self.recording:
@@ -53,18 +54,21 @@ class SharedShards:
         self.reused_tensors.append(file)
         return own
 
-    def remember_index(self, raw: bytes, weight_map: dict[str, RelativePath]) -> None:
+    def remember_index(self, index: ParsedIndex) -> None:
         if self.recording:
-            self._index = (raw, weight_map)
+            self._index = index
 
     def weight_map_for(self, raw: bytes) -> dict[str, RelativePath] | None:
-        """A's parsed weight map if B's index bytes are exactly A's (same shard names: B's shard paths are A's)."""
+        """A's parsed weight map if B's index bytes are exactly A's (same shard names: B's shard paths are A's),
+        or A's but for the members before the weight map (``checkpoint.weight_map_as_in``); else None."""
         if self.recording:
             return None
         found, self._index = self._index, None  # B reads its index once: A's is let go
-        if found is None or found[0] != raw:
+        if found is None:
             return None
-        return found[1]
+        weight_map = found.weight_map if found.raw == raw else weight_map_as_in(raw, found)
+        self.reused_index = weight_map is not None
+        return weight_map
 
     def done_recording(self) -> None:
         """Side A is read: from now on, look up."""
