@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Iterable, Iterator, KeysView, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, KeysView, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
@@ -22,6 +22,8 @@ from .safetensors_header import (
     decode_unescaped,
     has_lone_surrogate,
     reject_duplicate_keys,
+    same_text,
+    text_end,
 )
 
 #: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
@@ -178,19 +180,28 @@ class HeaderTensors(Mapping[str, TensorInfo]):
 ShardTensors = tuple["Mapping[str, TensorEntry]", "Mapping[str, RelativePath] | None", bool]
 
 
+class ShardRecords(dict[RelativePath, ShardTensors]):
+    """One side's :data:`ShardTensors` by shard file, and the name → entry map it merged them into."""
+
+    entries: dict[str, TensorEntry] | None = None
+
+
 def tensors_from_shards(
     headers: Mapping[RelativePath, SafetensorsHeader],
     *,
     weight_map: Mapping[str, RelativePath] | None = None,
     index_name: str = "index",
-    known: Mapping[RelativePath, ShardTensors] | None = None,
-    into: MutableMapping[RelativePath, ShardTensors] | None = None,
+    known: ShardRecords | None = None,
+    into: ShardRecords | None = None,
 ) -> HeaderTensors:
     """Merge shard headers into one name → tensor map, checking them against the index if there is one.
 
-    ``known``: what the other side found of a shard with these very decoded tensors (same file name), reused;
-    ``into``: where each shard's findings are recorded for such reuse.
+    ``known``: what the other side found of a shard with these very decoded tensors (same file name), reused
+    (and its merged map, when every shard's tensors are the other side's); ``into``: where each shard's findings
+    and the merged map are recorded for such reuse.
     """
+    if known is not None and known.entries is not None and headers and _all_known(headers, known, len(known.entries)):
+        return _with_known_entries(headers, weight_map, index_name, known, known.entries)
     entries: dict[str, TensorEntry] = {}
     indexed = weight_map is not None  # so far, every stored (name, shard) pair is the index's
     same_index: bool | None = None  # whether the other side's weight map is this one (asked once, if needed)
@@ -201,23 +212,59 @@ def tensors_from_shards(
         entries.update(header.tensors)
         stored += len(header.tensors)
         shards.append((file, header))
-        if not indexed or weight_map is None:
-            continue
-        built = known.get(file) if known is not None else None
-        if built is not None and built[0] is header.tensors:
-            if same_index is None:  # an equal map (another index file's bytes) gives the same answer too
-                same_index = built[1] is weight_map or built[1] == weight_map
-            shard_indexed = built[2] if same_index else _indexed_to(header.tensors, file, weight_map)
-        else:
-            shard_indexed = _indexed_to(header.tensors, file, weight_map)
+        shard_indexed = False  # not asked once a shard has failed it (an error is raised below)
+        if indexed and weight_map is not None:
+            built = known.get(file) if known is not None else None
+            if built is not None and built[0] is header.tensors:
+                if same_index is None:  # an equal map (another index file's bytes) gives the same answer too
+                    same_index = built[1] is weight_map or built[1] == weight_map
+                shard_indexed = built[2] if same_index else _indexed_to(header.tensors, file, weight_map)
+            else:
+                shard_indexed = _indexed_to(header.tensors, file, weight_map)
         if into is not None:
             into[file] = (header.tensors, weight_map, shard_indexed)
-        indexed = shard_indexed
+        indexed = indexed and shard_indexed
     tensors = HeaderTensors(entries, tuple(shards))
+    if into is not None:
+        into.entries = entries
     if len(entries) != stored:
         _refuse_name_in_two_shards({file: headers[file].tensors for file in headers}, index_name)
     if weight_map is not None and not (indexed and stored == len(weight_map)):
         check_against_index(tensors, weight_map, index_name)
+    return tensors
+
+
+def _all_known(headers: Mapping[RelativePath, SafetensorsHeader], known: ShardRecords, count: int) -> bool:
+    """Whether every shard's tensors are the other side's same-named shard's, and as many in all as it merged."""
+    found = 0
+    for file, header in headers.items():
+        built = known.get(file)
+        if built is None or built[0] is not header.tensors:
+            return False
+        found += len(header.tensors)
+    return found == count
+
+
+def _with_known_entries(
+    headers: Mapping[RelativePath, SafetensorsHeader],
+    weight_map: Mapping[str, RelativePath] | None,
+    index_name: str,
+    known: ShardRecords,
+    entries: dict[str, TensorEntry],
+) -> HeaderTensors:
+    """These shards' tensors when each is the other side's same-named shard's and they add up to all it merged:
+    its merged map, as it is (no name is in two shards: it was checked there); checked against this index."""
+    tensors = HeaderTensors(entries, tuple((file, headers[file]) for file in sorted(headers)))
+    if weight_map is None:
+        return tensors
+    theirs = known[next(iter(headers))][1]  # the other side's one weight map
+    if theirs is weight_map or theirs == weight_map:
+        if all(known[file][2] for file in headers) and len(entries) == len(weight_map):
+            return tensors
+    elif all(_indexed_to(header.tensors, file, weight_map) for file, header in headers.items()):
+        if len(entries) == len(weight_map):
+            return tensors
+    check_against_index(tensors, weight_map, index_name)
     return tensors
 
 
@@ -339,7 +386,8 @@ def weight_map_as_in(raw: bytes, other: ParsedIndex) -> dict[str, RelativePath] 
     (its members before it are all but one), and in ``raw`` what precedes it is valid before such a last member.
     """
     at, theirs = raw.find(_WEIGHT_MAP_KEY), other.raw.find(_WEIGHT_MAP_KEY)
-    if at < 0 or theirs < 0 or raw[at:].rstrip(_JSON_SPACE) != other.raw[theirs:].rstrip(_JSON_SPACE):
+    end, other_end = text_end(raw, _JSON_SPACE), text_end(other.raw, _JSON_SPACE)
+    if min(at, theirs, end, other_end) < 0 or not same_text(raw, at, end, other.raw, theirs, other_end):
         return None
     if _members_before(other.raw[:theirs]) != other.members - 1 or _members_before(raw[:at]) is None:
         return None

@@ -155,7 +155,8 @@ def _tensor_rows(
     records_a, named_a = _records(a)
     records_b, named_b = _records(b)
     # the sort is cheaper on dict order
-    names = sorted(a) if records_a.keys() == records_b.keys() else sorted(records_a.keys() | records_b.keys())
+    same_names = records_a is records_b or records_a.keys() == records_b.keys()
+    names = sorted(a) if same_names else sorted(records_a.keys() | records_b.keys())
     rows: list[TensorRow] = []
     append = rows.append
     for name, ta, tb in zip(names, map(records_a.get, names), map(records_b.get, names)):

@@ -156,10 +156,14 @@ def with_own_metadata(header: SafetensorsHeader, raw_json: bytes, like: bytes) -
     check, against the returned header.
     """
     theirs, mine = header.metadata_span, _metadata_span(raw_json)
-    if theirs is None or mine is None:
-        return None
     # the text after the metadata may end in more or fewer spaces: writers pad the header to 8 bytes
-    if raw_json[mine[1] :].rstrip(b" ") != like[theirs[1] :].rstrip(b" ") or raw_json[: mine[0]] != like[: theirs[0]]:
+    end, other_end = text_end(raw_json, b" "), text_end(like, b" ")
+    if theirs is None or mine is None or end < 0 or other_end < 0:
+        return None
+    if not (
+        same_text(raw_json, 0, mine[0], like, 0, theirs[0])
+        and same_text(raw_json, mine[1], end, like, theirs[1], other_end)
+    ):
         return None
     metadata = _decode_metadata(raw_json[mine[0] : mine[1]])
     if metadata is None:
@@ -213,6 +217,25 @@ def _check_file_size(header: SafetensorsHeader, data_length: int, file_size: int
         raise HeaderError(
             source, f"data region ends at byte {end} but the file has {file_size} bytes (truncated or trailing data)"
         )
+
+
+def same_text(text: bytes, start: int, end: int, other: bytes, other_start: int, other_end: int) -> bool:
+    """Whether ``text[start:end]`` is ``other[other_start:other_end]``, compared in place (no copy of either)."""
+    return end - start == other_end - other_start and text.startswith(memoryview(other)[other_start:other_end], start)
+
+
+#: Past this many trailing spaces a text is not padding: :func:`text_end` gives up on it.
+_MAX_PADDING = 64
+
+
+def text_end(text: bytes, spaces: bytes) -> int:
+    """Where ``text`` ends once trailing padding (these bytes, a few) is left off; -1 when it has more."""
+    end = len(text)
+    while end and text[end - 1] in spaces:
+        end -= 1
+        if len(text) - end > _MAX_PADDING:
+            return -1
+    return end
 
 
 #: Decodes a header whose ``__metadata__`` value was replaced by ``null``, into entries checked as they parse.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..checkpoint import ParsedIndex, RelativePath, ShardTensors, weight_map_as_in
+from ..checkpoint import ParsedIndex, RelativePath, ShardRecords, weight_map_as_in
 from ..safetensors_header import SafetensorsHeader, with_own_metadata
 
 
@@ -22,7 +22,7 @@ class SharedShards:
         self._headers: dict[RelativePath, tuple[bytes, SafetensorsHeader]] = {}
         #: Per shard, the header A merged, A's weight map and whether the shard's names were all indexed to it
         #: there (``tensors_from_shards``).
-        self.tensors: dict[RelativePath, ShardTensors] = {}
+        self.tensors = ShardRecords()
         self._index: ParsedIndex | None = None
         #: B's shards whose header was A's, and those whose tensors were A's under metadata of their own (what the
         #: decode-skipping paths did, for tests and benchmarks).
