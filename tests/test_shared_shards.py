@@ -66,6 +66,13 @@ def shards_with_a_tensors(a, b) -> set[str]:
     }
 
 
+def entries_shared(a, b) -> bool:
+    """Whether B's merged name → entry map is A's very map (every shard's tensors were A's)."""
+    side_a, side_b = resolve_both(str(a), str(b))
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    return side_a.tensors.entries is side_b.tensors.entries
+
+
 def rewrite_header_json(path, change) -> None:
     """Replace a safetensors file's header JSON by ``change(json)``, keeping its data region."""
     raw = path.read_bytes()
@@ -86,6 +93,7 @@ def test_identical_headers_reuse_every_shard(tmp_path):
 
     assert reused_shards(a, b) == {shard(layer) for layer in range(LAYERS)}
     assert weight_map_is_a(a, b)
+    assert entries_shared(a, b)
     reports_alike(a, b)
 
 
@@ -168,6 +176,7 @@ def test_one_shard_metadata_differs_only_that_shard_is_decoded(tmp_path):
     assert reused_shards(a, b) == {shard(0), shard(1), shard(3)}
     assert shards_with_a_tensors(a, b) == {shard(2)}
     assert metadata_of(b, shard(2)) == {"format": "pu"}
+    assert entries_shared(a, b)
     reports_alike(a, b)
 
 
@@ -180,6 +189,7 @@ def test_one_tensor_shape_differs_that_shard_is_decoded_and_the_mismatch_shown(t
     write_safetensors(b / shard(1), specs, metadata={"format": "pt"})
 
     assert reused_shards(a, b) == {shard(0), shard(2), shard(3)}
+    assert not entries_shared(a, b)
     reports_alike(a, b)
     report = ckptdiff.compare(str(a), str(b))
     assert [row.name for row in report.tensors if row.status == "shape_mismatch"] == [name]
@@ -273,6 +283,32 @@ def test_an_index_whose_weight_map_is_not_its_last_member_alone_is_parsed_on_its
     assert not weight_map_is_a(a, b)
     assert dict(resolve_both(str(a), str(b))[1].tensors.items()) == dict(alone.tensors.items())
     reports_alike(a, b)
+
+
+def test_b_missing_a_shard_of_a_is_refused_by_its_index(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    (b / shard(1)).unlink()
+
+    with pytest.raises(ckptdiff.CkptdiffError) as alone:
+        resolve(str(b))
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+
+
+def test_b_index_without_one_name_is_refused_though_its_shards_are_a(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    name = b'    "model.layers.1.input_layernorm.weight": "' + shard(1).encode() + b'",\n'
+    edit_index(b, lambda raw: raw.replace(name, b"", 1))
+
+    with pytest.raises(ckptdiff.CkptdiffError) as alone:
+        resolve(str(b))
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "model.layers.1.input_layernorm.weight" in str(paired.value)
 
 
 def test_an_index_naming_another_shard_is_parsed_and_refused(tmp_path):
