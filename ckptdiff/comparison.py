@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -155,8 +157,9 @@ def _tensor_rows(
     records_a, named_a = _records(a)
     records_b, named_b = _records(b)
     # the sort is cheaper on dict order
-    same_names = records_a is records_b or records_a.keys() == records_b.keys()
-    names = sorted(a) if same_names else sorted(records_a.keys() | records_b.keys())
+    if records_a is records_b:  # B's tensors are A's very entries (sources.shared_shards): every row matches
+        return _matching_rows(records_a, sorted(records_a))
+    names = sorted(a) if records_a.keys() == records_b.keys() else sorted(records_a.keys() | records_b.keys())
     rows: list[TensorRow] = []
     append = rows.append
     for name, ta, tb in zip(names, map(records_a.get, names), map(records_b.get, names)):
@@ -184,6 +187,14 @@ def _tensor_rows(
         else:
             append(TensorRow(name, "only_in_a" if ta else "only_in_b", only_a, only_b))
     return rows
+
+
+def _matching_rows(records: Mapping[str, Record], names: list[str]) -> list[TensorRow]:
+    """A matching row per name, one side shared by A and B, built by C-level passes (no interpreted loop)."""
+    found = list(map(records.__getitem__, names))
+    sides = list(map(TensorSide, map(attrgetter("shape"), found), map(attrgetter("dtype"), found)))
+    match: Status = "match"
+    return list(map(TensorRow, names, repeat(match), sides, sides))
 
 
 def _records(tensors: Mapping[str, TensorInfo]) -> tuple[Mapping[str, Record], bool]:
