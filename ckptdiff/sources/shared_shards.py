@@ -1,4 +1,5 @@
-"""Side A's validated shard headers, reused by side B of a local pair wherever B's header bytes are A's."""
+"""Side A's validated shard headers and index, reused by side B of a local pair wherever B's bytes are A's (or A's
+but for a header's metadata, or for the index members before its weight map)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,17 @@ class SharedShards:
     B reuses a shard's header when its bytes equal A's same-named shard's, byte for byte: the decode and its
     validation would give the same header, so they are skipped (B's file size is still checked). Where the bytes
     are A's but for a flat ``__metadata__`` object (another producer, format or note), B takes A's decoded
-    tensors with its own metadata (``safetensors_header.with_own_metadata``). The
-    What A found of that header under its index (whether every name of the shard is indexed to it) is reused
-    when B's index is A's too. Only A's records are kept, and only while the pair is read.
+    tensors with its own metadata (``safetensors_header.with_own_metadata``). What A found of a shard's tensors
+    under its index (whether every name of the shard is indexed to it) is reused when B's index is A's too, and
+    A's merged name map when every shard's tensors are A's. Only A's records are kept, and only while the pair is
+    read.
     """
 
     def __init__(self) -> None:
         self.recording = True  # reading A: remember; then B: look up
         self._headers: dict[RelativePath, tuple[bytes, SafetensorsHeader]] = {}
-        #: Per shard, the header A merged, A's weight map and whether the shard's names were all indexed to it
-        #: there (``tensors_from_shards``).
+        #: Per shard, the tensors A merged, A's weight map and whether the shard's names were all indexed to it
+        #: there, and A's merged map (``tensors_from_shards``).
         self.tensors = ShardRecords()
         self._index: ParsedIndex | None = None
         #: B's shards whose header was A's, and those whose tensors were A's under metadata of their own (what the
