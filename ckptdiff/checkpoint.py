@@ -5,23 +5,26 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, KeysView, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any, Literal
 
 import msgspec
 
-from .dtypes import DType
+from .dtypes import DTYPE_BITS, DType
 from .errors import CkptdiffError, IndexError_
 from .limits import MAX_JSON_BYTES
 from .safetensors_header import (
     DuplicateKeyError,
     SafetensorsHeader,
+    TensorEntry,
     TensorSpan,
     decode_unescaped,
     has_lone_surrogate,
     reject_duplicate_keys,
+    same_text,
+    text_end,
 )
 
 #: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
@@ -94,6 +97,8 @@ class Checkpoint:
 
     def dtype_totals(self) -> dict[DType, tuple[int, int]]:
         """Parameters and bytes per dtype, sorted by dtype name."""
+        if isinstance(self.tensors, HeaderTensors):
+            return self.tensors.dtype_totals()
         # One pass in the order the tensors were read (their memory order): faster than column passes here.
         totals: dict[DType, list[int]] = {}
         for info in self.tensors.values():
@@ -115,9 +120,71 @@ def config_at(config: Mapping[str, Any] | None, path: Iterable[str]) -> Any:
     return holder
 
 
-#: One shard's TensorInfos as built from a header with a weight map: (header, tensors, weight map, whether every
-#: name of the shard is indexed to it). Another side's same-named shard with the same header object reuses them.
-ShardTensors = tuple["SafetensorsHeader", dict[str, "TensorInfo"], "Mapping[str, RelativePath] | None", bool]
+class HeaderTensors(Mapping[str, TensorInfo]):
+    """A checkpoint's tensors as its safetensors shard headers hold them, with no object of their own.
+
+    One merged name → header entry map (``entries``, the decoder's own objects); a :class:`TensorInfo` is built
+    only for a name asked for. Comparing, counting and summing use the entries and the headers: a Kimi-K2 side
+    has 140 k tensors, and building an object for each cost as much as decoding them.
+    """
+
+    __slots__ = ("entries", "shards", "_located")
+
+    def __init__(self, entries: dict[str, TensorEntry], shards: tuple[tuple[RelativePath, SafetensorsHeader], ...]):
+        self.entries = entries
+        #: (file, header) per shard, in file order.
+        self.shards = shards
+        self._located: dict[str, tuple[RelativePath, int]] | None = None
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        entry = self.entries[name]
+        file, start = self._where()[name]
+        begin, end = entry.data_offsets
+        return TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
+
+    def _where(self) -> dict[str, tuple[RelativePath, int]]:
+        """Each name's file and the file's data start, built on the first lookup of a tensor's place."""
+        if self._located is None:
+            located: dict[str, tuple[RelativePath, int]] = {}
+            for file, header in self.shards:
+                located.update(dict.fromkeys(header.tensors, (file, header.data_start)))
+            self._located = located
+        return self._located
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.entries
+
+    def keys(self) -> KeysView[str]:
+        return self.entries.keys()
+
+    def __repr__(self) -> str:
+        return f"HeaderTensors({len(self.entries)} tensors in {len(self.shards)} shards)"
+
+    def dtype_totals(self) -> dict[DType, tuple[int, int]]:
+        """Parameters and bytes per dtype, sorted by dtype name, from each header's byte totals: a header's
+        tensors hold exactly their spans' bits (validated), so parameters are bytes × 8 ÷ bits."""
+        nbytes: dict[DType, int] = {}
+        for _, header in self.shards:
+            for dtype, count in header.dtype_bytes.items():
+                nbytes[dtype] = nbytes.get(dtype, 0) + count
+        return {dtype: (nbytes[dtype] * 8 // DTYPE_BITS[dtype], nbytes[dtype]) for dtype in sorted(nbytes)}
+
+
+#: What one side learnt of a shard's tensors under a weight map: (the header's tensors, weight map, whether every
+#: name of the shard is indexed to it). The other side's same-named shard with the same objects reuses it.
+ShardTensors = tuple["Mapping[str, TensorEntry]", "Mapping[str, RelativePath] | None", bool]
+
+
+class ShardRecords(dict[RelativePath, ShardTensors]):
+    """One side's :data:`ShardTensors` by shard file, and the name → entry map it merged them into."""
+
+    entries: dict[str, TensorEntry] | None = None
 
 
 def tensors_from_shards(
@@ -125,52 +192,86 @@ def tensors_from_shards(
     *,
     weight_map: Mapping[str, RelativePath] | None = None,
     index_name: str = "index",
-    known: Mapping[RelativePath, ShardTensors] | None = None,
-    into: MutableMapping[RelativePath, ShardTensors] | None = None,
-) -> dict[str, TensorInfo]:
-    """Merge shard headers into one name → TensorInfo map, checking them against the index if there is one.
+    known: ShardRecords | None = None,
+    into: ShardRecords | None = None,
+) -> HeaderTensors:
+    """Merge shard headers into one name → tensor map, checking them against the index if there is one.
 
-    ``known``: a shard's TensorInfos already built from this very header object (the other side's, same file
-    name), reused as they are; ``into``: where each shard's TensorInfos are recorded for such reuse.
+    ``known``: what the other side found of a shard with these very decoded tensors (same file name), reused
+    (and its merged map, when every shard's tensors are the other side's); ``into``: where each shard's findings
+    and the merged map are recorded for such reuse.
     """
-    tensors: dict[str, TensorInfo] = {}
+    if known is not None and known.entries is not None and headers and _all_known(headers, known, len(known.entries)):
+        return _with_known_entries(headers, weight_map, index_name, known, known.entries)
+    entries: dict[str, TensorEntry] = {}
     indexed = weight_map is not None  # so far, every stored (name, shard) pair is the index's
+    same_index: bool | None = None  # whether the other side's weight map is this one (asked once, if needed)
     stored = 0
+    shards = []
     for file in sorted(headers):
         header = headers[file]
-        built = known.get(file) if known is not None else None
-        if built is not None and built[0] is header:
-            tensors.update(built[1])
-            stored += len(header.tensors)
-            if indexed and weight_map is not None:  # the same header under the same index: the same answer
-                same_index = built[2] is weight_map
-                indexed = built[3] if same_index else dict.fromkeys(header.tensors, file).items() <= weight_map.items()
-            continue
-        if into is None:
-            start = header.data_start
-            for name, entry in header.tensors.items():
-                begin, end = entry.data_offsets
-                tensors[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
-        else:
-            start = header.data_start
-            shard: dict[str, TensorInfo] = {}
-            for name, entry in header.tensors.items():
-                begin, end = entry.data_offsets
-                shard[name] = TensorInfo(name, entry.dtype, entry.shape, file, (start + begin, start + end))
-            tensors.update(shard)
+        entries.update(header.tensors)
         stored += len(header.tensors)
-        # a C-level subset test: this shard's names are indexed to it (not asked once a shard has failed it)
-        shard_indexed = (
-            indexed and weight_map is not None and dict.fromkeys(header.tensors, file).items() <= weight_map.items()
-        )
+        shards.append((file, header))
+        shard_indexed = False  # not asked once a shard has failed it (an error is raised below)
+        if indexed and weight_map is not None:
+            built = known.get(file) if known is not None else None
+            if built is not None and built[0] is header.tensors:
+                if same_index is None:  # an equal map (another index file's bytes) gives the same answer too
+                    same_index = built[1] is weight_map or built[1] == weight_map
+                shard_indexed = built[2] if same_index else _indexed_to(header.tensors, file, weight_map)
+            else:
+                shard_indexed = _indexed_to(header.tensors, file, weight_map)
         if into is not None:
-            into[file] = (header, shard, weight_map, shard_indexed)
+            into[file] = (header.tensors, weight_map, shard_indexed)
         indexed = indexed and shard_indexed
-    if len(tensors) != stored:
+    tensors = HeaderTensors(entries, tuple(shards))
+    if into is not None:
+        into.entries = entries
+    if len(entries) != stored:
         _refuse_name_in_two_shards({file: headers[file].tensors for file in headers}, index_name)
     if weight_map is not None and not (indexed and stored == len(weight_map)):
         check_against_index(tensors, weight_map, index_name)
     return tensors
+
+
+def _all_known(headers: Mapping[RelativePath, SafetensorsHeader], known: ShardRecords, count: int) -> bool:
+    """Whether every shard's tensors are the other side's same-named shard's, and as many in all as it merged."""
+    found = 0
+    for file, header in headers.items():
+        built = known.get(file)
+        if built is None or built[0] is not header.tensors:
+            return False
+        found += len(header.tensors)
+    return found == count
+
+
+def _with_known_entries(
+    headers: Mapping[RelativePath, SafetensorsHeader],
+    weight_map: Mapping[str, RelativePath] | None,
+    index_name: str,
+    known: ShardRecords,
+    entries: dict[str, TensorEntry],
+) -> HeaderTensors:
+    """These shards' tensors when each is the other side's same-named shard's and they add up to all it merged:
+    its merged map, as it is (no name is in two shards: it was checked there); checked against this index."""
+    tensors = HeaderTensors(entries, tuple((file, headers[file]) for file in sorted(headers)))
+    if weight_map is None:
+        return tensors
+    theirs = known[next(iter(headers))][1]  # the other side's one weight map
+    if theirs is weight_map or theirs == weight_map:
+        if all(known[file][2] for file in headers) and len(entries) == len(weight_map):
+            return tensors
+    elif all(_indexed_to(header.tensors, file, weight_map) for file, header in headers.items()):
+        if len(entries) == len(weight_map):
+            return tensors
+    check_against_index(tensors, weight_map, index_name)
+    return tensors
+
+
+def _indexed_to(names: Iterable[str], file: RelativePath, weight_map: Mapping[str, RelativePath]) -> bool:
+    """Whether the index names ``file`` for every one of these names: a C-level subset test."""
+    return dict.fromkeys(names, file).items() <= weight_map.items()
 
 
 def merge_tensor_maps(
@@ -235,12 +336,30 @@ def check_json_size(size: int | None, where: str, *, what: str, error: type[Ckpt
 
 def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
     """Validate a ``*.safetensors.index.json`` and return its weight_map (tensor name → shard path)."""
+    return read_index(raw, index_name=index_name).weight_map
+
+
+@dataclass(frozen=True)
+class ParsedIndex:
+    """An index's text, its validated weight map, and how many members its top-level object has."""
+
+    raw: bytes
+    weight_map: dict[str, RelativePath]
+    members: int
+
+
+def read_index(raw: bytes, *, index_name: str) -> ParsedIndex:
+    """:func:`parse_index`, keeping what :func:`weight_map_as_in` compares another index's text with."""
     document = _load_json(raw, index_name, what="index", error=IndexError_, unique_keys=True)
     if not isinstance(document, dict):
         raise IndexError_(index_name, "index is not a JSON object")
     weight_map = document.get("weight_map")
     if not isinstance(weight_map, dict):
         raise IndexError_(index_name, "index has no 'weight_map' object")
+    return ParsedIndex(raw, _checked_weight_map(weight_map, index_name), len(document))
+
+
+def _checked_weight_map(weight_map: dict[Any, Any], index_name: str) -> dict[str, RelativePath]:
     if set(map(type, weight_map.values())) == {str}:
         # ~60 shard paths for ~140 k names: check each once, in the order the index first names it
         paths = dict.fromkeys(weight_map.values())
@@ -249,6 +368,39 @@ def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
             return weight_map
         return {name: normalised[path] for name, path in weight_map.items()}
     return {name: check_shard_path(path, index_name=index_name) for name, path in weight_map.items()}
+
+
+_WEIGHT_MAP_KEY = b'"weight_map"'
+_JSON_SPACE = b" \t\r\n"
+
+
+def weight_map_as_in(raw: bytes, other: ParsedIndex) -> dict[str, RelativePath] | None:
+    """``other``'s weight map when index ``raw`` is ``other``'s text but for the members before a last
+    ``"weight_map"`` member (another ``metadata`` total size, say): those members are parsed and checked as a
+    whole index is, the map's text is not (it is ``other``'s, already checked). None otherwise: ``raw`` is parsed.
+
+    The text from the first ``"weight_map"`` on is the same in both; in ``other`` it holds only the weight map
+    (its members before it are all but one), and in ``raw`` what precedes it is valid before such a last member.
+    """
+    at, theirs = raw.find(_WEIGHT_MAP_KEY), other.raw.find(_WEIGHT_MAP_KEY)
+    end, other_end = text_end(raw, _JSON_SPACE), text_end(other.raw, _JSON_SPACE)
+    if min(at, theirs, end, other_end) < 0 or not same_text(raw, at, end, other.raw, theirs, other_end):
+        return None
+    if _members_before(other.raw[:theirs]) != other.members - 1 or _members_before(raw[:at]) is None:
+        return None
+    return other.weight_map
+
+
+def _members_before(head: bytes) -> int | None:
+    """How many members an index's top-level object has before its last, ``"weight_map"``, member when it
+    starts with ``head``; None when ``head`` is not such a start."""
+    try:
+        document = _load_json(head + _WEIGHT_MAP_KEY + b": {}}", "index", what="index", unique_keys=True)
+    except CkptdiffError:
+        return None
+    if not isinstance(document, dict) or next(reversed(document), None) != "weight_map" or document["weight_map"]:
+        return None
+    return len(document) - 1
 
 
 def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:

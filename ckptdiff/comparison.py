@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
+from itertools import repeat
+from operator import attrgetter
 from typing import Any
 
 import msgspec
 
-from .checkpoint import Checkpoint, TensorInfo
+from .checkpoint import Checkpoint, HeaderTensors, TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
 from .profiles import AUTO, Profile, detect_profile, get_profile
 from .profiles.base_layouts import recognise
@@ -25,7 +27,10 @@ from .report import (
     TensorRow,
     TensorSide,
 )
+from .safetensors_header import TensorEntry
 
+#: What a row is built from: a header entry as decoded, or a tensor (whose own name may differ from its key).
+Record = TensorEntry | TensorInfo
 #: config.json keys that record who wrote the file, not what the model is.
 PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
 
@@ -144,36 +149,68 @@ def _tensor_rows(
     config_b: Mapping[str, Any] | None = None,
 ) -> list[TensorRow]:
     """One row per name of either side, sorted by name, in one pass that touches each tensor once (a Kimi-K2
-    pair has 140 k rows: memory traffic, not the interpreter, is the cost)."""
-    names = sorted(a) if a.keys() == b.keys() else sorted(a.keys() | b.keys())  # the sort is cheaper on dict order
+    pair has 140 k rows: memory traffic, not the interpreter, is the cost).
+
+    A side read from safetensors headers is compared on its header entries as decoded (no object is built per
+    tensor); a matched pair whose shape and dtype agree shares one :class:`TensorSide`.
+    """
+    records_a, named_a = _records(a)
+    records_b, named_b = _records(b)
+    # the sort is cheaper on dict order
+    if records_a is records_b:  # B's tensors are A's very entries (sources.shared_shards): every row matches
+        return _matching_rows(records_a, sorted(records_a))
+    names = sorted(a) if records_a.keys() == records_b.keys() else sorted(records_a.keys() | records_b.keys())
     rows: list[TensorRow] = []
     append = rows.append
-    for name, ta, tb in zip(names, map(a.get, names), map(b.get, names)):
-        side_a = None if ta is None else TensorSide(ta.shape, ta.dtype, None if ta.name == name else ta.name)
-        if tb is ta:  # one object on both sides: B's shard header was byte-identical to A's (sources.shared_shards)
-            side_b = side_a
-        else:
-            side_b = None if tb is None else TensorSide(tb.shape, tb.dtype, None if tb.name == name else tb.name)
+    for name, ta, tb in zip(names, map(records_a.get, names), map(records_b.get, names)):
         if ta is not None and tb is not None:
-            if ta.shape == tb.shape and ta.dtype == tb.dtype:  # the common case
-                append(TensorRow(name, "match", side_a, side_b))
-            else:
-                status, notes = _pair_status(ta, tb)
-                append(TensorRow(name, status, side_a, side_b, notes))
+            own_a = ta.name if named_a and ta.name != name else None  # type: ignore[union-attr]
+            own_b = tb.name if named_b and tb.name != name else None  # type: ignore[union-attr]
+            # one object on both sides: B's shard header was byte-identical to A's (sources.shared_shards)
+            if (ta is tb or (ta.shape == tb.shape and ta.dtype == tb.dtype)) and own_a == own_b:  # the common case
+                side = TensorSide(ta.shape, ta.dtype, own_a)
+                append(TensorRow(name, "match", side, side))
+                continue
+            side_a, side_b = TensorSide(ta.shape, ta.dtype, own_a), TensorSide(tb.shape, tb.dtype, own_b)
+            status, notes = _pair_status(ta, tb)
+            append(TensorRow(name, status, side_a, side_b, notes))
             continue
+        only_a = None if ta is None else _side(ta, name, named_a)
+        only_b = None if tb is None else _side(tb, name, named_b)
         injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
         if injected is not None:
             append(
                 TensorRow(
-                    name, "injected", side_a, side_b, (NotePart("injected", how=injected.how, name=injected.base_name),)
+                    name, "injected", only_a, only_b, (NotePart("injected", how=injected.how, name=injected.base_name),)
                 )
             )
         else:
-            append(TensorRow(name, "only_in_a" if ta else "only_in_b", side_a, side_b))
+            append(TensorRow(name, "only_in_a" if ta else "only_in_b", only_a, only_b))
     return rows
 
 
-def _pair_status(a: TensorInfo, b: TensorInfo) -> tuple[Status, tuple[NotePart, ...]]:
+def _matching_rows(records: Mapping[str, Record], names: list[str]) -> list[TensorRow]:
+    """A matching row per name, one side shared by A and B, built by C-level passes (no interpreted loop)."""
+    found = list(map(records.__getitem__, names))
+    sides = list(map(TensorSide, map(attrgetter("shape"), found), map(attrgetter("dtype"), found)))
+    match: Status = "match"
+    return list(map(TensorRow, names, repeat(match), sides, sides))
+
+
+def _records(tensors: Mapping[str, TensorInfo]) -> tuple[Mapping[str, Record], bool]:
+    """What rows are built from: a header-read side's entries as decoded (stored under their own names), or
+    the tensors (whose ``name`` may differ from the key they are matched under); and whether names may differ."""
+    if isinstance(tensors, HeaderTensors):
+        return tensors.entries, False
+    return tensors, True
+
+
+def _side(record: Record, name: str, named: bool) -> TensorSide:
+    own = record.name if named and record.name != name else None  # type: ignore[union-attr]
+    return TensorSide(record.shape, record.dtype, own)
+
+
+def _pair_status(a: Record, b: Record) -> tuple[Status, tuple[NotePart, ...]]:
     dtype = (NotePart("dtype", a=a.dtype, b=b.dtype),) if a.dtype != b.dtype else ()
     if a.shape != b.shape:
         if len(a.shape) != len(b.shape):

@@ -11,7 +11,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard, TypeVar
@@ -85,6 +85,13 @@ class SafetensorsHeader:
     tensors: Mapping[str, TensorEntry]
     metadata: Mapping[str, str]
     header_length: int  # bytes of JSON after the 8-byte prefix
+    #: Where the text of a flat ``__metadata__`` object is in the JSON, when the header was decoded as plain
+    #: (:func:`parse_header`'s fast path): another header with the same text around its own metadata has these
+    #: tensors (:func:`with_own_metadata`).
+    metadata_span: tuple[int, int] | None = field(default=None, repr=False, compare=False)
+    #: The header these very tensors were decoded for, when they are another's (:func:`with_own_metadata`): what
+    #: derives from the tensors alone is asked of it, computed once for both.
+    tensors_of: SafetensorsHeader | None = field(default=None, repr=False, compare=False)
 
     @property
     def data_start(self) -> int:
@@ -93,7 +100,20 @@ class SafetensorsHeader:
 
     @cached_property  # asked for by the size check and by the file's listing, and for B when B reuses A's header
     def data_length(self) -> int:
+        if self.tensors_of is not None:
+            return self.tensors_of.data_length
         return max(map(itemgetter(1), map(attrgetter("data_offsets"), self.tensors.values())), default=0)
+
+    @cached_property  # a checkpoint's per-dtype totals add these up (its tensors have no objects of their own)
+    def dtype_bytes(self) -> dict[DType, int]:
+        """Bytes of tensor data per dtype."""
+        if self.tensors_of is not None:
+            return self.tensors_of.dtype_bytes
+        totals: dict[DType, int] = {}
+        for entry in self.tensors.values():
+            begin, end = entry.data_offsets
+            totals[entry.dtype] = totals.get(entry.dtype, 0) + end - begin
+        return totals
 
     @property
     def file_size(self) -> int:
@@ -120,10 +140,35 @@ def parse_header(raw_json: bytes, *, source: SourceName, file_size: int | None =
     plain = _decode_plain(raw_json)
     if plain is None:  # anything unusual, valid or not: the precise checks accept it or name its defect
         return parse_header_precisely(raw_json, source=source, file_size=file_size)
-    tensors, metadata, data_length = plain
-    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=len(raw_json))
+    tensors, metadata, data_length, span = plain
+    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=len(raw_json), metadata_span=span)
     _check_file_size(header, data_length, file_size, source)
     return header
+
+
+def with_own_metadata(header: SafetensorsHeader, raw_json: bytes, like: bytes) -> SafetensorsHeader | None:
+    """The header of ``raw_json`` when its text is ``like``'s but for a flat ``__metadata__`` object of its own,
+    ``like`` being the text ``header`` was decoded from as plain: ``header``'s tensors (the same text, up to the
+    trailing spaces that pad it, decodes to the same validated entries) with its own metadata and length. None
+    otherwise: ``raw_json`` is parsed.
+
+    The metadata is found and decoded as the fast path finds and decodes it; the file's size is the caller's to
+    check, against the returned header.
+    """
+    theirs, mine = header.metadata_span, _metadata_span(raw_json)
+    # the text after the metadata may end in more or fewer spaces: writers pad the header to 8 bytes
+    end, other_end = text_end(raw_json, b" "), text_end(like, b" ")
+    if theirs is None or mine is None or end < 0 or other_end < 0:
+        return None
+    if not (
+        same_text(raw_json, 0, mine[0], like, 0, theirs[0])
+        and same_text(raw_json, mine[1], end, like, theirs[1], other_end)
+    ):
+        return None
+    metadata = _decode_metadata(raw_json[mine[0] : mine[1]])
+    if metadata is None:
+        return None
+    return SafetensorsHeader(header.tensors, metadata, len(raw_json), mine, tensors_of=header.tensors_of or header)
 
 
 def parse_header_precisely(raw_json: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
@@ -174,6 +219,25 @@ def _check_file_size(header: SafetensorsHeader, data_length: int, file_size: int
         )
 
 
+def same_text(text: bytes, start: int, end: int, other: bytes, other_start: int, other_end: int) -> bool:
+    """Whether ``text[start:end]`` is ``other[other_start:other_end]``, compared in place (no copy of either)."""
+    return end - start == other_end - other_start and text.startswith(memoryview(other)[other_start:other_end], start)
+
+
+#: Past this many trailing spaces a text is not padding: :func:`text_end` gives up on it.
+_MAX_PADDING = 64
+
+
+def text_end(text: bytes, spaces: bytes) -> int:
+    """Where ``text`` ends once trailing padding (these bytes, a few) is left off; -1 when it has more."""
+    end = len(text)
+    while end and text[end - 1] in spaces:
+        end -= 1
+        if len(text) - end > _MAX_PADDING:
+            return -1
+    return end
+
+
 #: Decodes a header whose ``__metadata__`` value was replaced by ``null``, into entries checked as they parse.
 _DECODER = msgspec.json.Decoder(dict[str, TensorEntry | None])
 _JSON_STRING = rb'"(?:[^"\\]|\\.)*"'
@@ -192,23 +256,33 @@ def _decode_metadata(raw: bytes) -> dict[str, str] | None:
     return None if has_lone_surrogate(text, metadata) else metadata
 
 
-def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], int] | None:
+def _metadata_span(raw: bytes) -> tuple[int, int] | None:
+    """Where the first ``"__metadata__"`` key's value is, when that value is a flat object of strings."""
+    at = raw.find(b'"__metadata__"')
+    found = _FLAT_METADATA.match(raw, at) if at >= 0 else None
+    return found.span(1) if found is not None else None
+
+
+def _decode_plain(
+    raw: bytes,
+) -> tuple[dict[str, TensorEntry], dict[str, str], int, tuple[int, int] | None] | None:
     """The tensors, metadata and data length of a plain valid header, typed by the decoder and checked in one
     pass; None when the header is anything else (invalid, or valid but unusual), for the precise checks to decide.
 
-    "Plain": ``__metadata__`` absent or a flat object of strings; no backslash anywhere else (so no escapes: every
-    quote delimits a string, and no surrogates); every entry exactly dtype, shape and data_offsets; no empty
-    tensor.
+    "Plain": ``__metadata__`` absent or a flat object of strings (its span in ``raw`` is returned too); no
+    backslash anywhere else (so no escapes: every quote delimits a string, and no surrogates); every entry exactly
+    dtype, shape and data_offsets; no empty tensor.
     It accepts only what the precise path accepts, with the same result (tests/test_header_fast_path.py).
     """
     at = raw.find(b'"__metadata__"')
     metadata: dict[str, str] = {}
+    span = None
     if at >= 0:  # decoded on its own, by the precise path's decoder (it is small): the rest must be plain
-        found = _FLAT_METADATA.match(raw, at)
-        metadata_or_none = _decode_metadata(found[1]) if found is not None else None
-        if found is None or metadata_or_none is None:
+        span = _metadata_span(raw)
+        metadata_or_none = _decode_metadata(raw[span[0] : span[1]]) if span is not None else None
+        if span is None or metadata_or_none is None:
             return None
-        metadata, raw = metadata_or_none, raw[: found.start(1)] + b"null" + raw[found.end(1) :]
+        metadata, raw = metadata_or_none, raw[: span[0]] + b"null" + raw[span[1] :]
     document = decode_unescaped(raw, _DECODER.decode, _header_strings)
     if document is None or (at >= 0 and document.pop("__metadata__", 0) is not None):  # not the top level's
         return None
@@ -224,7 +298,7 @@ def _decode_plain(raw: bytes) -> tuple[dict[str, TensorEntry], dict[str, str], i
         if begin != data_length:
             return None
         data_length = end
-    return document, metadata, data_length
+    return document, metadata, data_length, span
 
 
 def _header_strings(document: dict[str, TensorEntry | None]) -> int:

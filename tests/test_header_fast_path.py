@@ -37,7 +37,7 @@ def precise(raw: bytes) -> tuple[dict[str, Any], dict[str, str], int] | None:
 def assert_fast_agrees(raw: bytes) -> None:
     fast = _decode_plain(raw)
     if fast is not None:
-        assert fast == precise(raw), raw
+        assert fast[:3] == precise(raw), raw
 
 
 def json_bytes(document: Any) -> bytes:

@@ -87,3 +87,36 @@ def test_a_lone_surrogate_in_a_name_is_escaped_not_a_crash() -> None:
     text = render(report, "json")
     text.encode("utf-8")  # writable as UTF-8
     assert [row["name"] for row in validate(json.loads(text))["tensors"]] == ["w\udc80", "x"]
+
+
+def test_rows_written_from_the_template_are_the_rows_msgspec_encodes() -> None:
+    from ckptdiff.formats import json as json_format
+
+    a = checkpoint(["same", "dtype", "shape", "only_a", "weird <name> with spaces"])
+    b = {n: TensorInfo(n, "F32", (4,), "m", (0, 16)) for n in ["same", "only_b", "weird <name> with spaces"]}
+    b |= {
+        "dtype": TensorInfo("dtype", "BF16", (4,), "m", (0, 8)),
+        "shape": TensorInfo("shape", "F32", (2, 2), "m", (0, 16)),
+        "scalar": TensorInfo("scalar", "F32", (), "m", (0, 4)),
+    }
+    b["renamed"] = TensorInfo("layers.0.renamed", "F32", (4,), "m", (0, 16))  # a side with a name of its own
+    report = compare_checkpoints(
+        a, replace(a, tensors=b), renames=["^layers\\.0\\.="], policy=Policy(allow_missing=("only_*",))
+    )
+    stats = RowValues.of(False, float("nan"), 1.0, None, float("inf"), note="block 2")
+    rows = report.tensors
+    report = replace(report, tensors=(rows[0], msgspec.structs.replace(rows[1], values=stats), *rows[2:]))
+    kinds = {row.status for row in report.tensors}
+    assert kinds >= {"match", "dtype_mismatch", "shape_mismatch", "only_in_a", "only_in_b"}
+    assert any(row.b is not None and row.b.name == "layers.0.renamed" for row in report.tensors)
+
+    assert json_format._rows_text(report.tensors) == json_format._rows_encoded(report)
+
+
+def test_names_that_need_escaping_are_left_to_msgspec() -> None:
+    from ckptdiff.formats import json as json_format
+
+    for name in ['a "quoted" name', "back\\slash", "tab\there", "ünïcödé"]:
+        report = compare_checkpoints(checkpoint([name, "x"]), checkpoint([name, "x"]))
+        assert json_format._rows_text(report.tensors) is None
+        assert [row["name"] for row in validate(json.loads(render(report, "json")))["tensors"]] == sorted([name, "x"])

@@ -1,8 +1,9 @@
 """A local pair: side B reuses A's decode of a shard whose header bytes are A's same-named shard's, and only then.
 
 The reference is the same comparison with each side read on its own (``resolve``), which shares nothing: the
-reports must be identical in every format. Which path ran is seen in the objects: a reused shard's tensors are
-A's very ``TensorInfo`` objects, a decoded one's are B's own.
+reports must be identical in every format. Which path ran is seen in the objects: a reused shard's header is
+A's very decoded header; a shard whose header differs from A's only in its ``__metadata__`` has a header of its
+own holding A's very decoded tensors; a decoded one's are B's own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import shutil
 import pytest
 
 import ckptdiff
+from ckptdiff.checkpoint import HeaderTensors
 from ckptdiff.comparison import choose_profile, compare_checkpoints
 from ckptdiff.errors import HeaderError
 from ckptdiff.sources import resolve, resolve_both
@@ -47,10 +49,42 @@ def reports_alike(a, b) -> None:
 
 def reused_shards(a, b) -> set[str]:
     side_a, side_b = resolve_both(str(a), str(b))
-    shared = {info.file for name, info in side_b.tensors.items() if side_a.tensors.get(name) is info}
-    decoded = {info.file for name, info in side_b.tensors.items() if side_a.tensors.get(name) is not info}
-    assert not shared & decoded  # a shard is reused whole or not at all
-    return shared
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    headers_a = dict(side_a.tensors.shards)
+    return {file for file, header in side_b.tensors.shards if headers_a.get(file) is header}
+
+
+def shards_with_a_tensors(a, b) -> set[str]:
+    """B's shards with a header of their own (their metadata) over A's decoded tensors."""
+    side_a, side_b = resolve_both(str(a), str(b))
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    headers_a = dict(side_a.tensors.shards)
+    return {
+        file
+        for file, header in side_b.tensors.shards
+        if file in headers_a and headers_a[file] is not header and headers_a[file].tensors is header.tensors
+    }
+
+
+def entries_shared(a, b) -> bool:
+    """Whether B's merged name → entry map is A's very map (every shard's tensors were A's)."""
+    side_a, side_b = resolve_both(str(a), str(b))
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    return side_a.tensors.entries is side_b.tensors.entries
+
+
+def rewrite_header_json(path, change) -> None:
+    """Replace a safetensors file's header JSON by ``change(json)``, keeping its data region."""
+    raw = path.read_bytes()
+    length = int.from_bytes(raw[:8], "little")
+    text = change(raw[8 : 8 + length])
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
+
+
+def metadata_of(folder, file: str) -> dict:
+    side = resolve(str(folder))
+    assert isinstance(side.tensors, HeaderTensors)
+    return dict(dict(side.tensors.shards)[file].metadata)
 
 
 def test_identical_headers_reuse_every_shard(tmp_path):
@@ -58,14 +92,78 @@ def test_identical_headers_reuse_every_shard(tmp_path):
     b = base(tmp_path / "b", config=dict(KIMI_K2_BASE_CONFIG, max_position_embeddings=262144))
 
     assert reused_shards(a, b) == {shard(layer) for layer in range(LAYERS)}
+    assert weight_map_is_a(a, b)
+    assert entries_shared(a, b)
     reports_alike(a, b)
 
 
-def test_every_shard_metadata_differs_nothing_is_reused(tmp_path):
+def test_every_shard_metadata_differs_the_tensors_are_reused_under_b_metadata(tmp_path):
     a = base(tmp_path / "a")
     b = base(tmp_path / "b", metadata={"format": "pt", "producer": "fine-tune"})
 
     assert reused_shards(a, b) == set()
+    assert shards_with_a_tensors(a, b) == {shard(layer) for layer in range(LAYERS)}
+    side_a, side_b = resolve_both(str(a), str(b))
+    assert isinstance(side_b.tensors, HeaderTensors)
+    assert [dict(header.metadata) for _, header in side_b.tensors.shards] == [metadata_of(b, shard(0))] * LAYERS
+    assert metadata_of(b, shard(0)) == {"format": "pt", "producer": "fine-tune"}
+    assert [header.header_length for _, header in side_b.tensors.shards] != [
+        header.header_length
+        for _, header in side_a.tensors.shards  # type: ignore[attr-defined]
+    ]
+    reports_alike(a, b)
+
+
+def test_metadata_that_is_not_flat_strings_is_refused_as_when_read_alone(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    rewrite_header_json(b / shard(1), lambda text: text.replace(b'{"format":"pt"}', b'{"format":7}'))
+
+    with pytest.raises(HeaderError) as alone:
+        resolve(str(b))
+    with pytest.raises(HeaderError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "__metadata__ must map strings to strings" in str(paired.value)
+
+
+def test_metadata_with_a_key_named_twice_is_refused_as_when_read_alone(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    twice = b'{"format":"pt","format":"pu"}'
+    rewrite_header_json(b / shard(2), lambda text: text.replace(b'{"format":"pt"}', twice))
+
+    with pytest.raises(HeaderError) as alone:
+        resolve(str(b))
+    with pytest.raises(HeaderError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "duplicate key" in str(paired.value)
+
+
+def test_metadata_and_a_shape_differ_in_one_shard_it_is_decoded(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    specs = layer_specs(2)
+    name, dtype, shape = specs[-1]
+    specs[-1] = (name, dtype, [*shape[:-1], shape[-1] * 2])
+    write_safetensors(b / shard(2), specs, metadata={"format": "pt", "producer": "fine-tune"})
+
+    assert reused_shards(a, b) == {shard(0), shard(1), shard(3)}
+    assert shards_with_a_tensors(a, b) == set()
+    reports_alike(a, b)
+    report = ckptdiff.compare(str(a), str(b))
+    assert [row.name for row in report.tensors if row.status == "shape_mismatch"] == [name]
+
+
+def test_b_without_metadata_is_decoded_on_its_own(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    rewrite_header_json(b / shard(0), lambda text: text.replace(b'"__metadata__":{"format":"pt"},', b""))
+
+    assert shards_with_a_tensors(a, b) == set()
+    assert reused_shards(a, b) == {shard(1), shard(2), shard(3)}
+    assert metadata_of(b, shard(0)) == {}
     reports_alike(a, b)
 
 
@@ -76,6 +174,9 @@ def test_one_shard_metadata_differs_only_that_shard_is_decoded(tmp_path):
     write_safetensors(b / shard(2), layer_specs(2), metadata={"format": "pu"})
 
     assert reused_shards(a, b) == {shard(0), shard(1), shard(3)}
+    assert shards_with_a_tensors(a, b) == {shard(2)}
+    assert metadata_of(b, shard(2)) == {"format": "pu"}
+    assert entries_shared(a, b)
     reports_alike(a, b)
 
 
@@ -88,6 +189,7 @@ def test_one_tensor_shape_differs_that_shard_is_decoded_and_the_mismatch_shown(t
     write_safetensors(b / shard(1), specs, metadata={"format": "pt"})
 
     assert reused_shards(a, b) == {shard(0), shard(2), shard(3)}
+    assert not entries_shared(a, b)
     reports_alike(a, b)
     report = ckptdiff.compare(str(a), str(b))
     assert [row.name for row in report.tensors if row.status == "shape_mismatch"] == [name]
@@ -115,3 +217,106 @@ def test_a_single_file_pair_is_matched_by_its_name(tmp_path):
     assert reused_shards(a / shard(0), tmp_path / "b" / shard(0)) == {shard(0)}
     assert reused_shards(a / shard(0), tmp_path / "c" / "model.safetensors") == set()
     reports_alike(a / shard(0), tmp_path / "b" / shard(0))
+
+
+def weight_map_is_a(a, b) -> bool:
+    """Whether B's tensors were checked against A's very weight map (B's index was not parsed on its own)."""
+    from ckptdiff.sources import SourceOptions, open_source, read_source
+    from ckptdiff.sources.shared_shards import SharedShards
+
+    shared = SharedShards()
+    source_a, source_b = open_source(str(a), SourceOptions()), open_source(str(b), SourceOptions())
+    source_a.shared = source_b.shared = shared
+    read_source(source_a)
+    shared.done_recording()
+    read_source(source_b)
+    return shared.reused_index
+
+
+def edit_index(folder, change) -> None:
+    path = folder / "model.safetensors.index.json"
+    path.write_bytes(change(path.read_bytes()))
+
+
+def test_an_index_differing_only_before_its_weight_map_is_not_parsed_again(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b", metadata={"format": "pt", "producer": "fine-tune"})  # another total_size
+    assert (a / "model.safetensors.index.json").read_bytes() != (b / "model.safetensors.index.json").read_bytes()
+
+    assert weight_map_is_a(a, b)
+    reports_alike(a, b)
+
+
+def test_an_index_with_a_member_named_twice_before_its_weight_map_is_refused_as_alone(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    edit_index(b, lambda raw: raw.replace(b'"metadata": {', b'"metadata": {"x": 1}, "metadata": {', 1))
+
+    with pytest.raises(ckptdiff.CkptdiffError) as alone:
+        resolve(str(b))
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "duplicate key 'metadata'" in str(paired.value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda raw: raw.rstrip().removesuffix(b"}") + b', "note": "after"}\n', id="member-after-map"),
+        pytest.param(lambda raw: raw.replace(b"{\n", b'{"weight_map": 1,\n', 1), id="map-twice"),
+        pytest.param(lambda raw: raw.replace(b'"metadata": {', b'"metadata": {"weight_map": 0, ', 1), id="nested-key"),
+    ],
+)
+def test_an_index_whose_weight_map_is_not_its_last_member_alone_is_parsed_on_its_own(tmp_path, change):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    edit_index(b, change)
+
+    try:
+        alone = resolve(str(b))
+    except ckptdiff.CkptdiffError as refused:
+        with pytest.raises(ckptdiff.CkptdiffError) as paired:
+            resolve_both(str(a), str(b))
+        assert str(paired.value) == str(refused)
+        return
+    assert not weight_map_is_a(a, b)
+    assert dict(resolve_both(str(a), str(b))[1].tensors.items()) == dict(alone.tensors.items())
+    reports_alike(a, b)
+
+
+def test_b_missing_a_shard_of_a_is_refused_by_its_index(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    (b / shard(1)).unlink()
+
+    with pytest.raises(ckptdiff.CkptdiffError) as alone:
+        resolve(str(b))
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+
+
+def test_b_index_without_one_name_is_refused_though_its_shards_are_a(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    name = b'    "model.layers.1.input_layernorm.weight": "' + shard(1).encode() + b'",\n'
+    edit_index(b, lambda raw: raw.replace(name, b"", 1))
+
+    with pytest.raises(ckptdiff.CkptdiffError) as alone:
+        resolve(str(b))
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert "model.layers.1.input_layernorm.weight" in str(paired.value)
+
+
+def test_an_index_naming_another_shard_is_parsed_and_refused(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b", metadata={"format": "pt", "producer": "fine-tune"})
+    wrong = b'"model.layers.1.input_layernorm.weight": "' + shard(0).encode()
+    edit_index(b, lambda raw: raw.replace(b'"model.layers.1.input_layernorm.weight": "' + shard(1).encode(), wrong))
+
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert "model.layers.1.input_layernorm.weight" in str(paired.value)

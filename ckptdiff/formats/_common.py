@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ..errors import printable as printable  # the terminal's escaping, for the table
@@ -54,7 +55,7 @@ def counts_line(report: Report) -> str:
         return outcomes_line(report)
     parts = [f"{report.counts[status]} {status}" for status in STATUSES if report.counts[status]]
     text = ", ".join(parts) or "no tensors"
-    allowed = sum(1 for row in report.tensors if row.allowed_by is not None)
+    allowed = len(report.tensors) - list(map(attrgetter("allowed_by"), report.tensors)).count(None)
     text = f"{text} ({allowed} allowed by policy)" if allowed else text
     return f"{text}; {outcomes_line(report)}" if report.engines else text
 
@@ -154,6 +155,8 @@ def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
 
 def visible_rows(report: Report, only_diffs: bool) -> Sequence[TensorRow]:
     if only_diffs:  # a match whose values changed (--values) is a difference too
+        if report.counts["match"] == len(report.tensors) and not any(map(attrgetter("values"), report.tensors)):
+            return []  # every row matches, none with values: a C-level pass says so
         return [
             row for row in report.tensors if row.status != "match" or (row.values is not None and not row.values.equal)
         ]

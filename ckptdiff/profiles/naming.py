@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import msgspec
@@ -54,26 +54,17 @@ def parse_rename(text: str) -> RenameRule:
 class NamedSide:
     """One side's tensors under the names rows match on (``TensorInfo.name`` stays the original)."""
 
-    tensors: dict[str, TensorInfo]
+    tensors: Mapping[str, TensorInfo]
     convention: Convention | None
 
 
 def name_side(
     checkpoint: Checkpoint, label: str, profile: Profile | None, renames: Sequence[RenameRule] = ()
 ) -> NamedSide:
-    renamed: dict[str, TensorInfo] = {}
-    if not renames and "" not in checkpoint.tensors:  # nothing to rename or refuse: one copy (140 k names)
-        renamed = dict(checkpoint.tensors)
-    for original, info in () if renamed else checkpoint.tensors.items():
-        name = original
-        for rule in renames:
-            name = rule.apply(name)
-        if not name:
-            raise CkptdiffError("--rename", f"turns {label}'s {original!r} into an empty name")
-        if name in renamed:
-            other = renamed[name].name
-            raise CkptdiffError("--rename", f"turns both {other!r} and {original!r} of {label} into {name!r}")
-        renamed[name] = info
+    if not renames and "" not in checkpoint.tensors:  # nothing to rename or refuse: the side's own map, as it is
+        renamed: Mapping[str, TensorInfo] = checkpoint.tensors
+    else:
+        renamed = _renamed(checkpoint, label, renames)
     if profile is None:
         return NamedSide(renamed, None)
     convention = profile.naming_convention(renamed)
@@ -86,6 +77,21 @@ def name_side(
             return NamedSide(renamed, None)
         canonical[key] = info
     return NamedSide(canonical, convention)
+
+
+def _renamed(checkpoint: Checkpoint, label: str, renames: Sequence[RenameRule]) -> dict[str, TensorInfo]:
+    renamed: dict[str, TensorInfo] = {}
+    for original, info in checkpoint.tensors.items():
+        name = original
+        for rule in renames:
+            name = rule.apply(name)
+        if not name:
+            raise CkptdiffError("--rename", f"turns {label}'s {original!r} into an empty name")
+        if name in renamed:
+            other = renamed[name].name
+            raise CkptdiffError("--rename", f"turns both {other!r} and {original!r} of {label} into {name!r}")
+        renamed[name] = info
+    return renamed
 
 
 def convention_findings(a: NamedSide, b: NamedSide) -> list[Finding]:

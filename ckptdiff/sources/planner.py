@@ -30,6 +30,7 @@ from ..checkpoint import (
     merge_tensor_maps,
     parse_config,
     parse_index,
+    read_index,
     tensors_from_shards,
 )
 from ..errors import CkptdiffError, IndexError_, SourceError
@@ -189,6 +190,7 @@ def read_checkpoint(
         small.shutdown(wait=True, cancel_futures=True)
     index_name = source.name_of(plan.index) if plan.index else source.name_of()
     order = sorted(per_file)
+    tensors: Mapping[str, TensorInfo]
     if plan.torch:
         tensors = merge_tensor_maps({name: per_file[name].tensors for name in order}, weight_map, index_name)
     else:
@@ -289,9 +291,10 @@ def _weight_map(source: Source, raw: bytes, index_name: str) -> dict[RelativePat
     shared = source.shared
     weight_map = shared.weight_map_for(raw) if shared is not None else None
     if weight_map is None:
-        weight_map = parse_index(raw, index_name=index_name)
+        index = read_index(raw, index_name=index_name)
+        weight_map = index.weight_map
         if shared is not None:
-            shared.remember_index(raw, weight_map)
+            shared.remember_index(index)
     return weight_map
 
 

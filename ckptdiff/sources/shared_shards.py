@@ -1,37 +1,44 @@
-"""Side A's validated shard headers, reused by side B of a local pair wherever B's header bytes are A's."""
+"""Side A's validated shard headers and index, reused by side B of a local pair wherever B's bytes are A's (or A's
+but for a header's metadata, or for the index members before its weight map)."""
 
 from __future__ import annotations
 
-from ..checkpoint import RelativePath, ShardTensors
-from ..safetensors_header import SafetensorsHeader
+from ..checkpoint import ParsedIndex, RelativePath, ShardRecords, weight_map_as_in
+from ..safetensors_header import SafetensorsHeader, with_own_metadata
 
 
 class SharedShards:
     """What side A decoded and built, by shard file name, for side B (read after A) to reuse.
 
-    B reuses a shard's header only when its bytes equal A's same-named shard's, byte for byte: the decode and
-    its validation would give the same header, so they are skipped (B's file size is still checked). The
-    ``TensorInfo``s built from that header are reused with it: they carry the file's name relative to its
-    checkpoint and offsets within it, nothing of the side. Only A's records are kept, and only while the pair is
+    B reuses a shard's header when its bytes equal A's same-named shard's, byte for byte: the decode and its
+    validation would give the same header, so they are skipped (B's file size is still checked). Where the bytes
+    are A's but for a flat ``__metadata__`` object (another producer, format or note), B takes A's decoded
+    tensors with its own metadata (``safetensors_header.with_own_metadata``). What A found of a shard's tensors
+    under its index (whether every name of the shard is indexed to it) is reused when B's index is A's too, and
+    A's merged name map when every shard's tensors are A's. Only A's records are kept, and only while the pair is
     read.
     """
 
     def __init__(self) -> None:
         self.recording = True  # reading A: remember; then B: look up
         self._headers: dict[RelativePath, tuple[bytes, SafetensorsHeader]] = {}
-        #: Per shard, the header A built its tensors from, those tensors, A's weight map and whether the shard's
-        #: names were all indexed to it there (``tensors_from_shards``).
-        self.tensors: dict[RelativePath, ShardTensors] = {}
-        self._index: tuple[bytes, dict[str, RelativePath]] | None = None
-        #: B's shards whose header was A's (what the decode-skipping path did, for tests and benchmarks).
+        #: Per shard, the tensors A merged, A's weight map and whether the shard's names were all indexed to it
+        #: there, and A's merged map (``tensors_from_shards``).
+        self.tensors = ShardRecords()
+        self._index: ParsedIndex | None = None
+        #: B's shards whose header was A's, and those whose tensors were A's under metadata of their own (what the
+        #: decode-skipping paths did, for tests and benchmarks).
         self.reused: list[RelativePath] = []
+        self.reused_tensors: list[RelativePath] = []
+        self.reused_index = False
 
     def remember(self, file: RelativePath, raw: bytes, header: SafetensorsHeader) -> None:
         if self.recording:
             self._headers[file] = (raw, header)
 
     def header_for(self, file: RelativePath, raw: bytes) -> SafetensorsHeader | None:
-        """A's validated header of the same-named shard if B's bytes are exactly A's, else None.
+        """A's validated header of the same-named shard if B's bytes are exactly A's, or its tensors under B's own
+        metadata if the bytes differ only there; else None.
 
         A's record of the shard is let go as B reads it (B reads each shard once): where headers differ, A's
         decode is freed before B's next shard is decoded, so peak memory stays near a pair read without sharing.
@@ -39,24 +46,31 @@ class SharedShards:
         if self.recording:
             return None
         found = self._headers.pop(file, None)
-        if found is None or found[0] != raw:
+        if found is not None and found[0] == raw:
+            self.reused.append(file)
+            return found[1]
+        own = with_own_metadata(found[1], raw, like=found[0]) if found is not None else None
+        if own is None:
             self.tensors.pop(file, None)
             return None
-        self.reused.append(file)
-        return found[1]
+        self.reused_tensors.append(file)
+        return own
 
-    def remember_index(self, raw: bytes, weight_map: dict[str, RelativePath]) -> None:
+    def remember_index(self, index: ParsedIndex) -> None:
         if self.recording:
-            self._index = (raw, weight_map)
+            self._index = index
 
     def weight_map_for(self, raw: bytes) -> dict[str, RelativePath] | None:
-        """A's parsed weight map if B's index bytes are exactly A's (same shard names: B's shard paths are A's)."""
+        """A's parsed weight map if B's index bytes are exactly A's (same shard names: B's shard paths are A's),
+        or A's but for the members before the weight map (``checkpoint.weight_map_as_in``); else None."""
         if self.recording:
             return None
         found, self._index = self._index, None  # B reads its index once: A's is let go
-        if found is None or found[0] != raw:
+        if found is None:
             return None
-        return found[1]
+        weight_map = found.weight_map if found.raw == raw else weight_map_as_in(raw, found)
+        self.reused_index = weight_map is not None
+        return weight_map
 
     def done_recording(self) -> None:
         """Side A is read: from now on, look up."""
