@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import atexit
 import re
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -68,6 +66,8 @@ def fetch_files(
 ) -> dict[RelativePath, Path]:
     """Local paths of these files, through the checkpoint's Source: files on disk as they are, the others
     downloaded (a Hub side's into the HF cache, an object store's into a temporary folder), the total announced."""
+    import tempfile
+
     from ..sources import SourceOptions, source_of
     from ..sources import fetch_files as fetch
 
@@ -98,6 +98,9 @@ def fetch_files(
 
 def _scratch_folder() -> Path:
     """Where an object store's weight files are downloaded for --values: one temporary folder a run, removed at exit."""
+    import shutil
+    import tempfile
+
     global _SCRATCH
     if _SCRATCH is None:
         _SCRATCH = Path(tempfile.mkdtemp(prefix="ckptdiff-values-"))

@@ -14,15 +14,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..checkpoint import Checkpoint, RelativePath, TensorInfo
+from ..checkpoint import TORCH_SUFFIXES, Checkpoint, RelativePath, TensorInfo
 from ..errors import CkptdiffError, SourceError
-from ..sources import torch_pickle
 from .dtypes import ValueType, widen
 
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
 
     import numpy as np
+
+    from ..sources.torch_pickle import TorchArchive
 
 TORCH_INSTALL_HINT = "pip install 'ckptdiff[torch]'"
 
@@ -36,7 +37,7 @@ def require_torch(why: str = "--values") -> ModuleType:
 
 
 def is_torch_file(file: RelativePath) -> bool:
-    return file.endswith(torch_pickle.TORCH_SUFFIXES)
+    return file.endswith(TORCH_SUFFIXES)
 
 
 class FileReader:
@@ -107,7 +108,7 @@ class Side:
         self.checkpoint = checkpoint
         self.paths = paths
         self.readers: dict[RelativePath, FileReader] = {}
-        self.archives: dict[RelativePath, torch_pickle.TorchArchive] = {}
+        self.archives: dict[RelativePath, TorchArchive] = {}
         self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
         self.strided: tuple[TensorInfo, Any] | None = None  # the last strided tensor, flattened
         self.wide: np.ndarray | None = None  # the numpy path's float32 buffer
@@ -178,6 +179,8 @@ class Side:
         """A torch-archive tensor whose bytes are not one contiguous run: loaded through torch.load (mmap)."""
         if not is_torch_file(info.file):
             return None
+        from ..sources import torch_pickle  # legacy archives only: pickle and zipfile stay out of a safetensors run
+
         if info.file not in self.archives:
             self.archives[info.file] = torch_pickle.read_archive(self.paths[info.file])
         archive = self.archives[info.file]
