@@ -12,10 +12,12 @@ spawn → exit, CPU time and peak RSS from ``os.wait4``; the "pass alone" rows t
 the child (imports, kernel loading and headers done before the clock starts), so start-up and throughput show
 apart. ckptdiff runs the kernel it chooses by itself (the C one where it was built; ``--against`` a revision
 before it shows numba's). The anchor is the previous implementation, the numpy statistics, still selectable with
-CKPTDIFF_VALUES_KERNEL=numpy. Rounds interleave the cases. The page cache is warm (the files were just read),
-so `cat` is the cost of moving the bytes and the difference is ckptdiff's arithmetic. "of cat" is throughput as
-a share of cat's. The Dask rows time the pass alone (in this process, the driver) on a LocalCluster of 1, 2 and
-4 single-threaded worker processes over an 8-shard pair of the same size, every value differing.
+CKPTDIFF_VALUES_KERNEL=numpy. Each tree is timed as installed: its modules compiled to bytecode and, for
+``--against``, that revision's C kernel built in its tree (see ``as_installed``). Rounds interleave the cases.
+The page cache is warm (the files were just read), so `cat` is the cost of moving the bytes and the difference
+is ckptdiff's arithmetic. "of cat" is throughput as a share of cat's. The Dask rows time the pass alone (in
+this process, the driver) on a LocalCluster of 1, 2 and 4 single-threaded worker processes over an 8-shard
+pair of the same size, every value differing.
 """
 
 from __future__ import annotations
