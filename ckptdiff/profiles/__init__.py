@@ -99,6 +99,9 @@ class Profile:
 #: Every profile: its name and the module that defines it as ``PROFILE``. Names are known without importing
 #: the modules, so ``--help`` and the config file's checks stay light.
 PROFILE_MODULES: dict[str, str] = {"eagle3": "ckptdiff.profiles.eagle3"}
+#: Every profile's detector (its ``Profile.detect``) as ``module:function`` in a light module, so that detecting
+#: loads a profile's module only for the configs it claims.
+PROFILE_DETECTORS: dict[str, str] = {"eagle3": "ckptdiff.profiles.detect:is_eagle3"}
 
 
 def _registry() -> dict[str, Profile]:
@@ -129,7 +132,16 @@ def get_profile(name: str) -> Profile | None:
 
 def detect_profile(*configs: Config | None) -> Profile | None:
     """The first profile whose detector accepts any of the given configs."""
-    for profile in _registry().values():
-        if any(config is not None and profile.detect(config) for config in configs):
-            return profile
+    for name in PROFILE_MODULES:
+        detect = _detector(name)
+        if any(config is not None and detect(config) for config in configs):
+            return get_profile(name)
     return None
+
+
+def _detector(name: str) -> Callable[[Config], bool]:
+    from importlib import import_module
+
+    module, _, function = PROFILE_DETECTORS[name].partition(":")
+    detect: Callable[[Config], bool] = getattr(import_module(module), function)
+    return detect

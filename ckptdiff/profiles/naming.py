@@ -8,7 +8,6 @@ can show what each side calls the tensor.
 from __future__ import annotations
 
 import bisect
-import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -121,6 +120,8 @@ class _Candidates:
 
     def closest(self, name: str) -> TensorRow:
         """The most similar name; only near neighbours (shared prefix or suffix) are scored, so this scales."""
+        import difflib  # only when a name is unmatched: a run whose names all match never loads it
+
         if len(self.forward) <= 2 * _NEIGHBOURS:
             pool = self.forward
         else:
