@@ -13,7 +13,6 @@ import msgspec
 from .checkpoint import Checkpoint, HeaderTensors, TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
 from .profiles import AUTO, Profile, detect_profile, get_profile
-from .profiles.base_layouts import recognise
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
     ConfigDiff,
@@ -120,6 +119,8 @@ def compare_checkpoints(
     config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
     layout = None
     if base is not None:
+        from .profiles.base_layouts import recognise  # base layouts load only for a run with a base
+
         resolved = recognise(base.config, base.tensors.keys())
         layout = msgspec.convert(resolved.to_dict(), Layout) if resolved is not None else None
     results = simulate_engines(engines, [("A", a), ("B", b)], base, policy)
