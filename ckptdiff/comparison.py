@@ -6,13 +6,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .checkpoint import Checkpoint, HeaderTensors, TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
-from .profiles import AUTO, Profile, detect_profile, get_profile
+from .profiles import AUTO, detect_profile, get_profile
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
     ConfigDiff,
@@ -27,6 +27,9 @@ from .report import (
     TensorSide,
 )
 from .safetensors_header import TensorEntry
+
+if TYPE_CHECKING:
+    from .profiles.model import Profile
 
 #: What a row is built from: a header entry as decoded, or a tensor (whose own name may differ from its key).
 Record = TensorEntry | TensorInfo

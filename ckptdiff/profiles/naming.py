@@ -11,13 +11,16 @@ import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CkptdiffError
 from ..report import Finding, NotePart, TensorRow
-from . import Convention, Profile
+
+if TYPE_CHECKING:
+    from .model import Convention, Profile
 
 
 @dataclass(frozen=True)
