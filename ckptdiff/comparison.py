@@ -6,14 +6,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from itertools import repeat
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .checkpoint import Checkpoint, HeaderTensors, TensorInfo
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
-from .profiles import AUTO, Profile, detect_profile, get_profile
-from .profiles.base_layouts import recognise
+from .profiles import AUTO, detect_profile, get_profile
 from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
     ConfigDiff,
@@ -28,6 +27,9 @@ from .report import (
     TensorSide,
 )
 from .safetensors_header import TensorEntry
+
+if TYPE_CHECKING:
+    from .profiles.model import Profile
 
 #: What a row is built from: a header entry as decoded, or a tensor (whose own name may differ from its key).
 Record = TensorEntry | TensorInfo
@@ -120,6 +122,8 @@ def compare_checkpoints(
     config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
     layout = None
     if base is not None:
+        from .profiles.base_layouts import recognise  # base layouts load only for a run with a base
+
         resolved = recognise(base.config, base.tensors.keys())
         layout = msgspec.convert(resolved.to_dict(), Layout) if resolved is not None else None
     results = simulate_engines(engines, [("A", a), ("B", b)], base, policy)

@@ -197,9 +197,22 @@ def find_config(start: Path | None = None) -> Path | None:
         if own.is_file():
             return own
         pyproject = candidate / PYPROJECT_TOML
-        if pyproject.is_file() and _section(pyproject, _read_toml(pyproject), required=False) is not None:
+        if (
+            pyproject.is_file()
+            and _may_hold_settings(pyproject)
+            and _section(pyproject, _read_toml(pyproject), required=False) is not None
+        ):
             return pyproject
     return None
+
+
+def _may_hold_settings(pyproject: Path) -> bool:
+    """Whether a pyproject.toml can have a [tool.ckptdiff] table: one that never spells the name has none and
+    is not parsed (loading the TOML parser is most of a config-less run's start-up cost here)."""
+    try:
+        return b"ckptdiff" in pyproject.read_bytes()
+    except OSError:
+        return True  # reading it again reports why it cannot be read
 
 
 def _home() -> Path | None:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from .comparison import check_checkpoint, choose_profile, compare_checkpoints
 from .policy import Policy
 from .profiles import AUTO
-from .profiles.base_layouts import wanted_groups
 from .profiles.naming import RenameRule
 from .report import Report
 from .version import __version__
@@ -54,6 +53,8 @@ def compare_specs(
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
     if base is not None:
+        from .profiles.base_layouts import wanted_groups  # base layouts load only for a run with a base
+
         roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
         wanted = Wanted(wanted_groups(roles)) if roles else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)

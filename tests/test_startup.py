@@ -189,6 +189,50 @@ def test_a_local_comparison_through_the_command_imports_no_heavy_library(tmp_pat
     assert loaded(run["end"], HEAVY) == []
 
 
+#: Knowledge a comparison of two base models (neither config a drafter's, no --base) does not use: the EAGLE-3
+#: profile loads only for configs its detector claims, the base layouts only for a run with a base.
+DRAFTER_KNOWLEDGE = ("ckptdiff.profiles.eagle3", "ckptdiff.profiles.drafter", "ckptdiff.profiles.base_layouts")
+#: The TOML parser: only for a config file, or a pyproject.toml that names ckptdiff.
+TOML_PARSER = ("tomllib", "tomli")
+
+
+def test_a_hub_run_of_two_bases_loads_no_drafter_knowledge_and_no_toml_parser(hub, tmp_path) -> None:
+    hub.add_repo("org/base", FIXTURES / "drafters" / "bases" / "qwen3-8b")
+    hub.add_repo("org/other", FIXTURES / "drafters" / "bases" / "llama3.1-8b")
+    work = tmp_path / "project"
+    (work / ".git").mkdir(parents=True)  # the config file search ends here
+    (work / "pyproject.toml").write_text('[project]\nname = "trainer"\n\n[tool.ruff]\nline-length = 100\n')
+
+    run = modules_of_a_hub_run(hub, tmp_path / "hf-home", "org/base", "org/other", "--format", "json", cwd=work)
+
+    assert run["code"] == 0  # their configs differ (reported), their tensors match
+    assert loaded(run["end"], (*DRAFTER_KNOWLEDGE, *TOML_PARSER)) == []
+    assert "ckptdiff.profiles.detect" in run["end"]  # the profiles were asked, through their detectors
+
+
+def test_a_pyproject_that_names_ckptdiff_is_still_read(tmp_path) -> None:
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "pyproject.toml").write_text('[tool.ckptdiff]\nformat = "json"\n')
+    pair = FIXTURES / "drafters" / "bases"
+
+    run = run_the_command(str(pair / "qwen3-8b"), str(pair / "qwen3-8b"), cwd=tmp_path, env={"HF_HOME": str(tmp_path)})
+
+    assert run["code"] == 0
+    assert "tomllib" in run["end"] or "tomli" in run["end"]
+
+
+def test_a_drafter_comparison_loads_its_profile_without_a_base_layout() -> None:
+    published, ours = FIXTURES / "kimi-k2-eagle3-published", FIXTURES / "kimi-k25-eagle3-ours"
+
+    run = run_the_command(str(published), str(ours), "--format", "json", "-o", os.devnull)
+
+    assert run["code"] == 0
+    assert loaded(run["end"], ("ckptdiff.profiles.eagle3", "ckptdiff.profiles.drafter")) == [
+        "ckptdiff.profiles.drafter",
+        "ckptdiff.profiles.eagle3",
+    ]
+
+
 @pytest.mark.parametrize("flag", ["--help", "--version"])
 def test_help_through_the_command_imports_no_heavy_library(flag: str) -> None:
     run = run_the_command(flag)

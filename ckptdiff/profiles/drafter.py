@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from ..checkpoint import config_at
 from ..dtypes import FLOAT_DTYPES, DType, from_torch_name
+from .detect import is_eagle3 as is_eagle3  # the profile's detector, light for detection
 
 Config = Mapping[str, Any]
 #: Where a drafter's config keeps its settings: top level (SpecForge/EAGLE), nested (speculators, EAGLE).
@@ -25,13 +26,6 @@ AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 AUX_LOCATIONS = (AUX_KEY, f"eagle_config.{AUX_KEY}", "eagle_config.layer_ids", f"transformer_layer_config.{AUX_KEY}")
 Attention = Literal["llama", "mla"]
 Layout = Literal["plain", "eagle_config", "speculators"]
-
-
-def is_eagle3(config: Config) -> bool:
-    architectures = config.get("architectures") or []
-    if isinstance(architectures, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in architectures):
-        return True
-    return "eagle_config" in config or config.get("speculators_model_type") == "eagle3"
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ import msgspec
 from ..checkpoint import Checkpoint
 from ..dtypes import FLOAT_DTYPES
 from ..report import Finding, NotePart, Severity, TensorRow, TensorSide
-from . import Config, Convention, InjectedWeight, Profile
+from . import Config
 from .base_layouts import Found, Resolved, lookup, recognise
 from .drafter import DrafterSpec, config_dtype, is_eagle3, layer_prefix
 from .drafter_shapes import shapes_of
+from .model import Convention, InjectedWeight, Profile
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096

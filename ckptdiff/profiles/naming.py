@@ -8,17 +8,19 @@ can show what each side calls the tensor.
 from __future__ import annotations
 
 import bisect
-import difflib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CkptdiffError
 from ..report import Finding, NotePart, TensorRow
-from . import Convention, Profile
+
+if TYPE_CHECKING:
+    from .model import Convention, Profile
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class _Candidates:
 
     def closest(self, name: str) -> TensorRow:
         """The most similar name; only near neighbours (shared prefix or suffix) are scored, so this scales."""
+        import difflib  # only when a name is unmatched: a run whose names all match never loads it
+
         if len(self.forward) <= 2 * _NEIGHBOURS:
             pool = self.forward
         else:
