@@ -304,18 +304,14 @@ def _decode_plain(
 
 
 def _header_strings(document: dict[str, TensorEntry | None]) -> int:
-    """The JSON strings of a decoded header: five an entry (its name, three keys, its dtype), and one for the
-    ``"__metadata__"`` key whose value was replaced by null."""
+    """The JSON strings of a decoded header: five an entry (name, three keys, dtype), one for a null metadata."""
     return 5 * len(document) - 4 * ("__metadata__" in document)
 
 
 def decode_unescaped(raw: bytes, decode: Callable[[bytes], T], strings_in: Callable[[T], int]) -> T | None:
     """``raw`` decoded in C when it has no escapes and no key named twice; None for anything else (invalid, or
-    valid but unusual), for a precise path to decide.
-
-    Without backslashes every quote delimits a string, so the text's quotes count its strings; a key named twice
-    leaves the decoded document (whose strings ``strings_in`` counts) with fewer than the text has.
-    """
+    valid but unusual), for a precise path to decide. Without backslashes every quote delimits a string, so the
+    text's quotes count its strings; a key named twice leaves the document (``strings_in``) with fewer."""
     if b"\\" in raw:
         return None
     try:
@@ -328,8 +324,7 @@ def decode_unescaped(raw: bytes, decode: Callable[[bytes], T], strings_in: Calla
 def _plain_entries(document: dict[str, TensorEntry | None], totals: dict[DType, int]) -> int | None:
     """The data length when every entry is a tensor (not null) that is not empty, whose bits are exactly its
     span, and the spans tile the data region from 0; None otherwise. ``totals`` gets the bytes per dtype."""
-    expected = 0  # where the next span starts when the entries come in data order (as writers write them)
-    in_order = True
+    expected = 0  # where the next span starts while the entries come in data order (as writers write them); -1 after
     for entry in document.values():  # one pass: faster here than C-level passes over the columns
         if entry is None:
             return None
@@ -342,20 +337,15 @@ def _plain_entries(document: dict[str, TensorEntry | None], totals: dict[DType, 
         if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[dtype] != nbytes * 8:
             return None
         totals[dtype] = totals.get(dtype, 0) + nbytes
-        if begin != expected:
-            in_order = False
-        expected = end
-    if in_order:
+        expected = end if begin == expected else -1
+    if expected >= 0:
         return expected
     data_length = 0
-    for begin, end in sorted(map(_OFFSETS, document.values())):
+    for begin, end in sorted(map(attrgetter("data_offsets"), document.values())):
         if begin != data_length:
             return None
         data_length = end
     return data_length
-
-
-_OFFSETS = attrgetter("data_offsets")
 
 
 def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
