@@ -347,6 +347,14 @@ def case_local_scale(pair: Pair, rounds: int, warmup: bool, against: str | None)
                 ok_codes=(0, 1),
             )
         )
+        if pair.b_respaced is not None:
+            commands.append(
+                Command(
+                    f"ckptdiff at {against}: A B'' --format json -o /dev/null",
+                    python_script(OTHER_REVISION, tree, a, str(pair.b_respaced), "--format", "json", "-o", "/dev/null"),
+                    ok_codes=(0, 1),
+                )
+            )
     measure(commands, rounds, warmup=warmup)
     rows = []
     for command in commands:

@@ -177,7 +177,8 @@ class HeaderTensors(Mapping[str, TensorInfo]):
 
 
 #: What one side learnt of a shard's tensors under a weight map: (the header's tensors, weight map, whether every
-#: name of the shard is indexed to it). The other side's same-named shard with the same objects reuses it.
+#: name of the shard is indexed to it). The other side's same-named shard with the same objects, or the same names
+#: under the same map, reuses the answer.
 ShardTensors = tuple["Mapping[str, TensorEntry]", "Mapping[str, RelativePath] | None", bool]
 
 
@@ -216,10 +217,12 @@ def tensors_from_shards(
         shard_indexed = False  # not asked once a shard has failed it (an error is raised below)
         if indexed and weight_map is not None:
             built = known.get(file) if known is not None else None
-            if built is not None and built[0] is header.tensors:
-                if same_index is None:  # an equal map (another index file's bytes) gives the same answer too
-                    same_index = built[1] is weight_map or built[1] == weight_map
-                shard_indexed = built[2] if same_index else _indexed_to(header.tensors, file, weight_map)
+            if built is not None and same_index is None:  # an equal map (another index file's bytes) answers alike
+                same_index = built[1] is weight_map or built[1] == weight_map
+            # the other side's answer holds for the same names under the same map: its very tensors, or a shard it
+            # found indexed whose names are these (a small map's keys compared, not the index's 140 k looked up)
+            if same_index and built is not None and (built[0] is header.tensors or _same_names(built, header.tensors)):
+                shard_indexed = built[2]
             else:
                 shard_indexed = _indexed_to(header.tensors, file, weight_map)
         if into is not None:
@@ -267,6 +270,11 @@ def _with_known_entries(
             return tensors
     check_against_index(tensors, weight_map, index_name)
     return tensors
+
+
+def _same_names(built: ShardTensors, tensors: Mapping[str, TensorEntry]) -> bool:
+    """Whether a shard the other side found indexed to its file holds exactly these names."""
+    return built[2] and built[0].keys() == tensors.keys()
 
 
 def _indexed_to(names: Iterable[str], file: RelativePath, weight_map: Mapping[str, RelativePath]) -> bool:

@@ -160,37 +160,71 @@ def _tensor_rows(
     """
     records_a, named_a = _records(a)
     records_b, named_b = _records(b)
-    # the sort is cheaper on dict order
     if records_a is records_b:  # B's tensors are A's very entries (sources.shared_shards): every row matches
         return _matching_rows(records_a, sorted(records_a))
-    names = sorted(a) if records_a.keys() == records_b.keys() else sorted(records_a.keys() | records_b.keys())
+    # A's entries shard by shard, in their own (memory) order, each looked up first in B's same-named shard (a
+    # pair of one layout stores its names alike; a small map is a cache's): lookups in sorted order over the
+    # merged maps cost three times as much. The rows are sorted by name after.
     rows: list[TensorRow] = []
     append = rows.append
-    for name, ta, tb in zip(names, map(records_a.get, names), map(records_b.get, names)):
-        if ta is not None and tb is not None:
-            own_a = ta.name if named_a and ta.name != name else None  # type: ignore[union-attr]
-            own_b = tb.name if named_b and tb.name != name else None  # type: ignore[union-attr]
-            # one object on both sides: B's shard header was byte-identical to A's (sources.shared_shards)
-            if (ta is tb or (ta.shape == tb.shape and ta.dtype == tb.dtype)) and own_a == own_b:  # the common case
-                side = TensorSide(ta.shape, ta.dtype, own_a)
-                append(TensorRow(name, "match", side, side))
+    get_b = records_b.get
+    only_in_a = 0
+    for records, near_b in _shard_pairs(a, b, records_a):
+        get_near = get_b if near_b is None else near_b.get
+        for name, ta in records.items():
+            tb = get_near(name)
+            if tb is None and near_b is not None:
+                tb = get_b(name)
+            if tb is not None:
+                own_a = ta.name if named_a and ta.name != name else None  # type: ignore[union-attr]
+                own_b = tb.name if named_b and tb.name != name else None  # type: ignore[union-attr]
+                # one object on both sides: B's shard header was byte-identical to A's (sources.shared_shards)
+                if (ta is tb or (ta.shape == tb.shape and ta.dtype == tb.dtype)) and own_a == own_b:  # common case
+                    side = TensorSide(ta.shape, ta.dtype, own_a)
+                    append(TensorRow(name, "match", side, side))
+                    continue
+                side_a, side_b = TensorSide(ta.shape, ta.dtype, own_a), TensorSide(tb.shape, tb.dtype, own_b)
+                status, notes = _pair_status(ta, tb)
+                append(TensorRow(name, status, side_a, side_b, notes))
                 continue
-            side_a, side_b = TensorSide(ta.shape, ta.dtype, own_a), TensorSide(tb.shape, tb.dtype, own_b)
-            status, notes = _pair_status(ta, tb)
-            append(TensorRow(name, status, side_a, side_b, notes))
-            continue
-        only_a = None if ta is None else _side(ta, name, named_a)
-        only_b = None if tb is None else _side(tb, name, named_b)
-        injected = profile.injected_weight(name, config_b if ta else config_a) if profile else None
-        if injected is not None:
-            append(
-                TensorRow(
-                    name, "injected", only_a, only_b, (NotePart("injected", how=injected.how, name=injected.base_name),)
-                )
-            )
-        else:
-            append(TensorRow(name, "only_in_a" if ta else "only_in_b", only_a, only_b))
+            only_in_a += 1
+            append(_one_side_row(name, _side(ta, name, named_a), None, profile, config_b))
+    if len(rows) - only_in_a != len(records_b):  # B has names A has not
+        for name, tb in records_b.items():
+            if name not in records_a:
+                append(_one_side_row(name, None, _side(tb, name, named_b), profile, config_a))
+    rows.sort(key=_ROW_NAME)
     return rows
+
+
+_ROW_NAME = attrgetter("name")
+
+
+def _shard_pairs(
+    a: Mapping[str, TensorInfo], b: Mapping[str, TensorInfo], records_a: Mapping[str, Record]
+) -> list[tuple[Mapping[str, Record], Mapping[str, Record] | None]]:
+    """A's records in groups, each with the map of B's where its names are likeliest (None: B's whole map): per
+    shard and B's same-named shard when both sides are read from headers, else all of A with none."""
+    if isinstance(a, HeaderTensors) and isinstance(b, HeaderTensors):
+        near = {file: header.tensors for file, header in b.shards}
+        return [(header.tensors, near.get(file)) for file, header in a.shards]
+    return [(records_a, None)]
+
+
+def _one_side_row(
+    name: str,
+    only_a: TensorSide | None,
+    only_b: TensorSide | None,
+    profile: Profile | None,
+    other_config: Mapping[str, Any] | None,
+) -> TensorRow:
+    """The row of a name only one side stores: injected (from the base, by the profile), or only on that side.
+    ``other_config`` is the config of the side that lacks it."""
+    injected = profile.injected_weight(name, other_config) if profile else None
+    if injected is not None:
+        note = NotePart("injected", how=injected.how, name=injected.base_name)
+        return TensorRow(name, "injected", only_a, only_b, (note,))
+    return TensorRow(name, "only_in_a" if only_a is not None else "only_in_b", only_a, only_b)
 
 
 def _matching_rows(records: Mapping[str, Record], names: list[str]) -> list[TensorRow]:

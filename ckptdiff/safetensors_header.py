@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter, itemgetter
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 
 import msgspec
 
@@ -92,6 +92,8 @@ class SafetensorsHeader:
     #: The header these very tensors were decoded for, when they are another's (:func:`with_own_metadata`): what
     #: derives from the tensors alone is asked of it, computed once for both.
     tensors_of: SafetensorsHeader | None = field(default=None, repr=False, compare=False)
+    #: The data length and bytes per dtype, when the decode that validated the tensors added them up as it went.
+    totals: tuple[int, dict[DType, int]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def data_start(self) -> int:
@@ -102,6 +104,8 @@ class SafetensorsHeader:
     def data_length(self) -> int:
         if self.tensors_of is not None:
             return self.tensors_of.data_length
+        if self.totals is not None:
+            return self.totals[0]
         return max(map(itemgetter(1), map(attrgetter("data_offsets"), self.tensors.values())), default=0)
 
     @cached_property  # a checkpoint's per-dtype totals add these up (its tensors have no objects of their own)
@@ -109,6 +113,8 @@ class SafetensorsHeader:
         """Bytes of tensor data per dtype."""
         if self.tensors_of is not None:
             return self.tensors_of.dtype_bytes
+        if self.totals is not None:
+            return self.totals[1]
         totals: dict[DType, int] = {}
         for entry in self.tensors.values():
             begin, end = entry.data_offsets
@@ -140,9 +146,9 @@ def parse_header(raw_json: bytes, *, source: SourceName, file_size: int | None =
     plain = _decode_plain(raw_json)
     if plain is None:  # anything unusual, valid or not: the precise checks accept it or name its defect
         return parse_header_precisely(raw_json, source=source, file_size=file_size)
-    tensors, metadata, data_length, span = plain
-    header = SafetensorsHeader(tensors=tensors, metadata=metadata, header_length=len(raw_json), metadata_span=span)
-    _check_file_size(header, data_length, file_size, source)
+    tensors, metadata, totals, span = plain
+    header = SafetensorsHeader(tensors, metadata, len(raw_json), metadata_span=span, totals=totals)
+    _check_file_size(header, totals[0], file_size, source)
     return header
 
 
@@ -265,9 +271,10 @@ def _metadata_span(raw: bytes) -> tuple[int, int] | None:
 
 def _decode_plain(
     raw: bytes,
-) -> tuple[dict[str, TensorEntry], dict[str, str], int, tuple[int, int] | None] | None:
-    """The tensors, metadata and data length of a plain valid header, typed by the decoder and checked in one
-    pass; None when the header is anything else (invalid, or valid but unusual), for the precise checks to decide.
+) -> tuple[dict[str, TensorEntry], dict[str, str], tuple[int, dict[DType, int]], tuple[int, int] | None] | None:
+    """The tensors, metadata, data length and bytes per dtype of a plain valid header, typed by the decoder and
+    checked in one pass; None when the header is anything else (invalid, or valid but unusual), for the precise
+    checks to decide.
 
     "Plain": ``__metadata__`` absent or a flat object of strings (its span in ``raw`` is returned too); no
     backslash anywhere else (so no escapes: every quote delimits a string, and no surrogates); every entry exactly
@@ -289,31 +296,22 @@ def _decode_plain(
     # ASCII without DEL has no unprintable character the decoder lets into a string (it refuses raw controls)
     if not (raw.isascii() and b"\x7f" not in raw) and not all(map(str.isprintable, document)):
         return None
-    spans: list[tuple[int, int]] = []
-    if not _plain_entries(document, spans):
+    totals: dict[DType, int] = {}
+    data_length = _plain_entries(document, totals)
+    if data_length is None:
         return None
-    spans.sort()
-    data_length = 0
-    for begin, end in spans:  # the spans tile the data region from 0
-        if begin != data_length:
-            return None
-        data_length = end
-    return document, metadata, data_length, span
+    return cast(dict[str, TensorEntry], document), metadata, (data_length, totals), span  # no None: checked
 
 
 def _header_strings(document: dict[str, TensorEntry | None]) -> int:
-    """The JSON strings of a decoded header: five an entry (its name, three keys, its dtype), and one for the
-    ``"__metadata__"`` key whose value was replaced by null."""
+    """The JSON strings of a decoded header: five an entry (name, three keys, dtype), one for a null metadata."""
     return 5 * len(document) - 4 * ("__metadata__" in document)
 
 
 def decode_unescaped(raw: bytes, decode: Callable[[bytes], T], strings_in: Callable[[T], int]) -> T | None:
     """``raw`` decoded in C when it has no escapes and no key named twice; None for anything else (invalid, or
-    valid but unusual), for a precise path to decide.
-
-    Without backslashes every quote delimits a string, so the text's quotes count its strings; a key named twice
-    leaves the decoded document (whose strings ``strings_in`` counts) with fewer than the text has.
-    """
+    valid but unusual), for a precise path to decide. Without backslashes every quote delimits a string, so the
+    text's quotes count its strings; a key named twice leaves the document (``strings_in``) with fewer."""
     if b"\\" in raw:
         return None
     try:
@@ -323,22 +321,31 @@ def decode_unescaped(raw: bytes, decode: Callable[[bytes], T], strings_in: Calla
     return document if raw.count(b'"') == 2 * strings_in(document) else None
 
 
-def _plain_entries(
-    document: dict[str, TensorEntry | None], spans: list[tuple[int, int]]
-) -> TypeGuard[dict[str, TensorEntry]]:
-    """Whether every entry is a tensor (not null) that is not empty and whose bits are exactly its span; the
-    spans are appended to ``spans`` as they are checked."""
+def _plain_entries(document: dict[str, TensorEntry | None], totals: dict[DType, int]) -> int | None:
+    """The data length when every entry is a tensor (not null) that is not empty, whose bits are exactly its
+    span, and the spans tile the data region from 0; None otherwise. ``totals`` gets the bytes per dtype."""
+    expected = 0  # where the next span starts while the entries come in data order (as writers write them); -1 after
     for entry in document.values():  # one pass: faster here than C-level passes over the columns
         if entry is None:
-            return False
+            return None
         numel = math.prod(entry.shape)
-        begin, end = span = entry.data_offsets
+        begin, end = entry.data_offsets
+        dtype = entry.dtype
+        nbytes = end - begin
         # an empty tensor may hide an overflowing prefix: the precise checks see it; the bits must be whole bytes
         # and exactly the span (so each end is past its begin)
-        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[entry.dtype] != (end - begin) * 8:
-            return False
-        spans.append(span)
-    return True
+        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[dtype] != nbytes * 8:
+            return None
+        totals[dtype] = totals.get(dtype, 0) + nbytes
+        expected = end if begin == expected else -1
+    if expected >= 0:
+        return expected
+    data_length = 0
+    for begin, end in sorted(map(attrgetter("data_offsets"), document.values())):
+        if begin != data_length:
+            return None
+        data_length = end
+    return data_length
 
 
 def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:

@@ -25,13 +25,14 @@ from fixtures.generate import header_bytes
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def precise(raw: bytes) -> tuple[dict[str, Any], dict[str, str], int] | None:
-    """What the precise path makes of a header: its tensors, metadata and data length, or None if it refuses."""
+def precise(raw: bytes) -> tuple[dict[str, Any], dict[str, str], tuple[int, dict[str, int]]] | None:
+    """What the precise path makes of a header: its tensors, metadata, data length and bytes per dtype, or None if
+    it refuses."""
     try:
         header = parse_header_precisely(raw, source="x")
     except CkptdiffError:
         return None
-    return dict(header.tensors), dict(header.metadata), header.data_length
+    return dict(header.tensors), dict(header.metadata), (header.data_length, header.dtype_bytes)
 
 
 def assert_fast_agrees(raw: bytes) -> None:
@@ -179,3 +180,20 @@ def test_index_documents_agree(weight_map: dict[str, Any], twice: bool) -> None:
     fast = checkpoint._decode_plain(raw)
     assert fast is None or fast == stdlib(raw)
     assert (fast is None) >= (stdlib(raw) is None)
+
+
+@pytest.mark.parametrize(
+    "offsets",
+    [
+        [[2, 4], [0, 2], [4, 6]],  # out of data order: tiles once sorted
+        [[0, 2], [2, 4], [5, 7]],  # in data order, with a gap
+        [[0, 2], [1, 3], [3, 5]],  # in data order, overlapping
+        [[2, 4], [0, 2], [3, 5]],  # out of order and overlapping
+        [[0, 2], [0, 2], [2, 4]],  # a span twice
+    ],
+)
+def test_entries_in_any_data_order_agree_with_the_precise_path(offsets: list[list[int]]) -> None:
+    """The fast path checks the tiling as it goes when the entries come in data order, and sorts them otherwise."""
+    raw = json_bytes({f"w{i}": {"dtype": "F16", "shape": [1], "data_offsets": span} for i, span in enumerate(offsets)})
+    assert_fast_agrees(raw)
+    assert (_decode_plain(raw) is not None) == (precise(raw) is not None)

@@ -320,3 +320,38 @@ def test_an_index_naming_another_shard_is_parsed_and_refused(tmp_path):
     with pytest.raises(ckptdiff.CkptdiffError) as paired:
         resolve_both(str(a), str(b))
     assert "model.layers.1.input_layernorm.weight" in str(paired.value)
+
+
+def respace(text: bytes) -> bytes:
+    """A header's JSON with a space after its opening brace: the same tensors, a text of its own."""
+    return b"{ " + text[1:]
+
+
+def test_headers_whose_text_differs_are_decoded_and_checked_with_a_index_answers(tmp_path):
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    for layer in range(LAYERS):
+        rewrite_header_json(b / shard(layer), respace)
+
+    assert reused_shards(a, b) == set() and shards_with_a_tensors(a, b) == set()
+    assert weight_map_is_a(a, b) and not entries_shared(a, b)
+    reports_alike(a, b)
+
+
+@pytest.mark.parametrize("layer", [0, 1])
+def test_a_shard_naming_another_tensor_under_a_index_is_refused_as_alone(tmp_path, layer):
+    """A's answer that its shard's names are indexed to it is B's only for the same names: a renamed tensor in
+    B's shard (same index) is checked against the index, and refused as when B is read on its own."""
+    a = base(tmp_path / "a")
+    b = base(tmp_path / "b")
+    name = f"model.layers.{layer}.input_layernorm.weight".encode()
+    for at in range(LAYERS):
+        rewrite_header_json(b / shard(at), respace)
+    rewrite_header_json(b / shard(layer), lambda text: text.replace(name, name[:-1] + b"W", 1))
+
+    with pytest.raises(ckptdiff.CkptdiffError) as alone:
+        resolve(str(b))
+    with pytest.raises(ckptdiff.CkptdiffError) as paired:
+        resolve_both(str(a), str(b))
+    assert str(paired.value) == str(alone.value)
+    assert name.decode() in str(paired.value) or name[:-1].decode() + "W" in str(paired.value)

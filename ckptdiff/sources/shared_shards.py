@@ -14,7 +14,8 @@ class SharedShards:
     validation would give the same header, so they are skipped (B's file size is still checked). Where the bytes
     are A's but for a flat ``__metadata__`` object (another producer, format or note), B takes A's decoded
     tensors with its own metadata (``safetensors_header.with_own_metadata``). What A found of a shard's tensors
-    under its index (whether every name of the shard is indexed to it) is reused when B's index is A's too, and
+    under its index (whether every name of the shard is indexed to it) is reused when B's index is A's too and B's
+    shard holds A's tensors or the same names, and
     A's merged name map when every shard's tensors are A's. Only A's records are kept, and only while the pair is
     read.
     """
@@ -50,8 +51,7 @@ class SharedShards:
             self.reused.append(file)
             return found[1]
         own = with_own_metadata(found[1], raw, like=found[0]) if found is not None else None
-        if own is None:
-            self.tensors.pop(file, None)
+        if own is None:  # A's record of its tensors is kept: B's shard may hold the same names (tensors_from_shards)
             return None
         self.reused_tensors.append(file)
         return own
