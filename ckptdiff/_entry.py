@@ -8,14 +8,16 @@ sends the repo's first reads (config.json, the index, the shard headers) as soon
 overlap the network's round trips instead of preceding them. Anything unexpected here is left to the CLI, which
 reports it as it always does.
 
-The cyclic garbage collector is paused for the run (a run's objects live until it ends) and the survivors are
-frozen before the interpreter exits, so that its teardown does not walk them again.
+The cyclic garbage collector is paused for the run (a run's objects live until it ends), and the command ends
+the process once its exit handlers have run and its streams are flushed, without freeing the run's objects one
+by one (:func:`_exit_now`).
 """
 
 from __future__ import annotations
 
 import gc
 import sys
+from typing import NoReturn
 
 from .process import prepare
 
@@ -27,8 +29,31 @@ def main() -> None:
     gc.disable()
     try:
         run(sys.argv[1:])
-    finally:
+    except SystemExit as done:
         gc.freeze()
+        _exit_now(done.code)
+    gc.freeze()
+
+
+def _exit_now(code: object) -> NoReturn:
+    """End the process as ``sys.exit(code)`` would, once the exit handlers have run and the streams are flushed,
+    but without freeing the run's objects one at a time (a large pair's 140 k rows and 280 k header entries take
+    ~0.06 s): the operating system takes the memory back whole."""
+    import atexit
+    import os
+
+    if code is None or isinstance(code, int):
+        status = code or 0
+    else:  # sys.exit("message"): the message on stderr, status 1
+        print(code, file=sys.stderr)
+        status = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that left, or a closed stream: nothing more can be said
+            status = status or 120  # what the interpreter returns when its own last flush fails
+    os._exit(status)
 
 
 def run(args: list[str]) -> None:

@@ -72,8 +72,8 @@ def test_a_local_comparison_imports_no_heavy_library() -> None:
 #: the modules loaded when huggingface_hub's HTTP client sent its first request, and those loaded at the end.
 #: httpx2's ``Client.send`` is wrapped for the snapshot: the library's, not ckptdiff's.
 COMMAND_RUN = """
-import json, runpy, sys
-first, code = [], 0
+import atexit, json, runpy, sys
+first = []
 if "--snapshot-first-request" in sys.argv:
     sys.argv.remove("--snapshot-first-request")
     import httpx2
@@ -83,12 +83,11 @@ if "--snapshot-first-request" in sys.argv:
             first.append(sorted(sys.modules))
         return send(self, request, **kwargs)
     httpx2.Client.send = snapshot
+def loaded():
+    print(json.dumps({"first": first[0] if first else None, "end": sorted(sys.modules)}), file=sys.__stderr__)
+atexit.register(loaded)  # the command ends the process itself, once the exit handlers have run
 sys.argv = ["ckptdiff", *sys.argv[1:]]
-try:
-    runpy.run_module("ckptdiff", run_name="__main__")
-except SystemExit as done:
-    code = done.code
-print(json.dumps({"code": code, "first": first[0] if first else None, "end": sorted(sys.modules)}), file=sys.__stderr__)
+runpy.run_module("ckptdiff", run_name="__main__")
 """
 
 
@@ -100,7 +99,7 @@ def run_the_command(*args: str, cwd: Path = REPO, env: dict[str, str] | None = N
     done = subprocess.run(
         [sys.executable, "-c", COMMAND_RUN, *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=120
     )
-    return json.loads(done.stderr.strip().splitlines()[-1])
+    return {"code": done.returncode, **json.loads(done.stderr.strip().splitlines()[-1])}
 
 
 #: Loaded only by what a Hub comparison does not need: downloads (file_download) and the auth helpers' PyYAML
