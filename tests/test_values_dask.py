@@ -159,7 +159,7 @@ def cluster():
     os.environ["PYTHONPATH"] = path  # spawned workers inherit it
     try:
         with distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
         ) as local:
             yield local
     finally:
