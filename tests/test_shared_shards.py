@@ -8,9 +8,8 @@ own holding A's very decoded tensors; a decoded one's are B's own.
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+from sparse_files import copy_sparse, rewrite_header_json
 
 import ckptdiff
 from ckptdiff.checkpoint import HeaderTensors
@@ -71,14 +70,6 @@ def entries_shared(a, b) -> bool:
     side_a, side_b = resolve_both(str(a), str(b))
     assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
     return side_a.tensors.entries is side_b.tensors.entries
-
-
-def rewrite_header_json(path, change) -> None:
-    """Replace a safetensors file's header JSON by ``change(json)``, keeping its data region."""
-    raw = path.read_bytes()
-    length = int.from_bytes(raw[:8], "little")
-    text = change(raw[8 : 8 + length])
-    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + length :])
 
 
 def metadata_of(folder, file: str) -> dict:
@@ -210,9 +201,9 @@ def test_a_reused_header_still_checks_b_file_size(tmp_path):
 def test_a_single_file_pair_is_matched_by_its_name(tmp_path):
     a = base(tmp_path / "a")
     (tmp_path / "b").mkdir()
-    shutil.copy(a / shard(0), tmp_path / "b" / shard(0))
+    copy_sparse(a / shard(0), tmp_path / "b" / shard(0))
     (tmp_path / "c").mkdir()
-    shutil.copy(a / shard(0), tmp_path / "c" / "model.safetensors")  # same bytes, another name: not A's shard
+    copy_sparse(a / shard(0), tmp_path / "c" / "model.safetensors")  # same bytes, another name: not A's shard
 
     assert reused_shards(a / shard(0), tmp_path / "b" / shard(0)) == {shard(0)}
     assert reused_shards(a / shard(0), tmp_path / "c" / "model.safetensors") == set()
