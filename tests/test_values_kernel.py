@@ -393,10 +393,10 @@ def test_a_pass_takes_the_cores_no_other_task_holds() -> None:
     """The busy cores are the smaller of the minute's load average and the tasks running now, averaged over a
     few readings: a machine whose last minute was busy but that runs nothing else now gives every core."""
     cores = scheduling.cores()
-    assert scheduling.free_cores(load=3.0, running=0.0) == cores
-    assert scheduling.free_cores(load=3.0, running=0.25) == cores  # another task in one reading of four
-    assert scheduling.free_cores(load=3.0, running=float(cores)) == 1  # every core held: one thread, not more
-    assert scheduling.free_cores(load=0.0, running=5.0) == cores  # a quiet minute: a burst of tasks now is not counted
-    assert scheduling.free_cores(load=1.0, running=None) == max(1, cores - 1)  # no /proc/loadavg: the load alone
+    assert scheduling.cores_free_of(load=3.0, running=0.0) == cores
+    assert scheduling.cores_free_of(load=3.0, running=0.25) == cores  # another task in one reading of four
+    assert scheduling.cores_free_of(load=3.0, running=float(cores)) == 1  # every core held: one thread, not more
+    assert scheduling.cores_free_of(load=0.0, running=5.0) == cores  # a quiet minute: a burst now is not counted
+    assert scheduling.cores_free_of(load=1.0, running=None) == max(1, cores - 1)  # no /proc/loadavg: the load alone
     average = scheduling.tasks_running_on_average(samples=3, pause=0.0)
     assert average is None or average >= 0

@@ -346,19 +346,21 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def free_cores(load: float | None = None, running: float | None = None) -> int:
+def free_cores() -> int:
+    """The CPUs this process may run on, less the busy ones (:func:`cores_free_of` this machine's readings now)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this system
+        load = 0.0
+    return cores_free_of(load, tasks_running_on_average())
+
+
+def cores_free_of(load: float, running: float | None) -> int:
     """The CPUs this process may run on, less the busy ones: the smaller of the last minute's load average
-    (``load``) and the tasks running besides this one, averaged over a few samples (``running``). On a shared
-    machine a second thread only contends (measured: one thread beat two at a load average of 2); the minute's
-    average alone would also count this process's own work of a moment ago (runs that follow each other), and
-    one sample of the tasks running is a coin toss (:data:`RUNNING_SAMPLES`)."""
-    if load is None:
-        try:
-            load = os.getloadavg()[0]
-        except (AttributeError, OSError):  # no load average on this system
-            load = 0.0
-    if running is None:
-        running = tasks_running_on_average()
+    (``load``) and the tasks running besides this one, averaged over a few samples (``running``; None where it
+    cannot be read). On a shared machine a second thread only contends (measured: one thread beat two at a load
+    average of 2); the minute's average alone would also count this process's own work of a moment ago (runs
+    that follow each other), and one sample of the tasks running is a coin toss (:data:`RUNNING_SAMPLES`)."""
     busy = load if running is None else min(load, running)
     return max(1, min(cores(), round(cores() - busy)))
 
