@@ -162,14 +162,24 @@ class Worker:
                 return outcome
             raw_a, raw_b, same = outcome
         else:
-            raw_a = side_a.read(pair.a, kind_a, start, count)
-            raw_b = side_b.read(pair.b, kind_b, start, count)
-            same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
-            if same:
-                facts = equal_chunk_facts(kind_a, raw_a)
-                if facts is not None and facts[0]:
-                    return SameChunk(count, facts[1])
+            outcome = self._read_both(pair, start, count)
+            if isinstance(outcome, SameChunk):
+                return outcome
+            raw_a, raw_b, same = outcome
         return self._fused().sums(kind_a, raw_a, kind_b, raw_b, same)
+
+    def _read_both(self, pair: Pair, start: int, count: int) -> SameChunk | tuple[bytearray, bytearray, bool]:
+        """Both sides' chunks, read whole: a SameChunk when their bytes are equal and every element finite, else
+        the two chunks (in the readers' buffers) and whether their bytes are equal."""
+        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
+        raw_a = self.sides[pair.side_a].read(pair.a, kind_a, start, count)
+        raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
+        same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
+        if same:
+            facts = equal_chunk_facts(kind_a, raw_a)
+            if facts is not None and facts[0]:
+                return SameChunk(count, facts[1])
+        return raw_a, raw_b, same
 
     def _equal_in_pieces(self, pair: Pair, start: int, count: int) -> SameChunk | tuple[bytearray, bytearray, bool]:
         """A chunk of two plain tensors of one dtype, read and compared in pieces that stay in the CPU's cache
@@ -209,13 +219,10 @@ class Worker:
 
         side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        raw_a = side_a.read(pair.a, kind_a, start, count)
-        raw_b = side_b.read(pair.b, kind_b, start, count)
-        same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
-        if same:
-            facts = equal_chunk_facts(kind_a, raw_a)
-            if facts is not None and facts[0]:
-                return SameChunk(count, facts[1])
+        outcome = self._read_both(pair, start, count)
+        if isinstance(outcome, SameChunk):
+            return outcome
+        raw_a, raw_b, same = outcome
         a, b = side_a.widen(kind_a, raw_a), side_b.widen(kind_b, raw_b)
         if kind_a is not kind_b:
             same = bool(np.array_equal(a, b))
