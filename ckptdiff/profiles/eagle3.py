@@ -230,6 +230,12 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
         if want is None or stored.shape == want.shape:
             continue
         own = f" (stored as {stored.name})" if stored.name else ""
+        params = {
+            "stored_as": stored.name,
+            "shape": list(stored.shape),
+            "needs": list(want.shape),
+            "because": want.because,
+        }
         if name == "t2d":
             found.add(
                 "warning",
@@ -238,12 +244,7 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
                 f"{_shape(want.shape)}: the draft vocabulary mask was built for a different target vocabulary",
                 side.label,
                 subject=name,
-                params={
-                    "stored_as": stored.name,
-                    "shape": list(stored.shape),
-                    "needs": list(want.shape),
-                    "because": want.because,
-                },
+                params=params,
             )
         else:
             found.add(
@@ -253,12 +254,7 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
                 f"({want.because}); the engine builds the layer from the config and cannot load this weight",
                 side.label,
                 subject=name,
-                params={
-                    "stored_as": stored.name,
-                    "shape": list(stored.shape),
-                    "needs": list(want.shape),
-                    "because": want.because,
-                },
+                params=params,
             )
     if c.draft_vocab is not None and "lm_head.weight" not in side.tensors:
         found.add(
