@@ -258,8 +258,8 @@ def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
     if ids_a is not None and ids_b is not None and ids_a.value != ids_b.value:
         shifted = len(ids_a.value) == len(ids_b.value) and len({y - x for x, y in zip(ids_a.value, ids_b.value)}) == 1
         shift = ids_b.value[0] - ids_a.value[0] if shifted else 0
-        params = {"key": ids_a.key, "a": list(ids_a.value), "b": list(ids_b.value), "shift": shift}
-        found.add("warning", "aux_layer_ids_differ", subject=ids_a.key, params={**params, "engines": v1_engines(shift)})
+        params = {"key": ids_a.key, "a": list(ids_a.value), "b": list(ids_b.value), "engines": v1_engines(shift)}
+        found.add("warning", "aux_layer_ids_differ", subject=ids_a.key, params={**params, "shift": shift})
     pos_a, pos_b = a.drafter.max_positions, b.drafter.max_positions
     if pos_a is not None and pos_b is not None and pos_a.value != pos_b.value:
         found.add(
