@@ -17,7 +17,7 @@ from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
 from .planner import SINGLE_FILE_NAME
 from .store_errors import connection_failure, explain_store_error
-from .store_reads import bounded_read
+from .store_reads import bounded_copy, bounded_read
 from .torch_pickle import TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME
 
 if TYPE_CHECKING:
@@ -144,6 +144,20 @@ class StoreSource(Source):
         expected = (min(stop, size) if size is not None else stop) - start
         fs, where = self._filesystem(), self.name_of(file)
         return bounded_read(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected)
+
+    def copy_range(self, file: RelativePath, start: int, stop: int, out: int) -> int:
+        size = self.sizes.get(file)
+        expected = (min(stop, size) if size is not None else stop) - start
+        fs, where = self._filesystem(), self.name_of(file)
+        try:
+            return bounded_copy(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected, out=out)
+        except CkptdiffError:
+            raise
+        except Exception as err:  # the store's own error, mid-copy: one line naming this file
+            explained = explain_store_error(err, where=where, scheme=self.scheme)
+            if explained is None:
+                raise
+            raise explained from None
 
     def _path(self, file: RelativePath) -> str:
         return f"{self.folder}/{file}" if self.folder else file
