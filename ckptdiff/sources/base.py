@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import threading
@@ -193,7 +194,9 @@ class Source(ABC):
                 for entry in remote:
                     target = folder / entry.path
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    copy_file(self, entry, target, pool, bar.advance if bar is not None else None)
+                    copy_range = functools.partial(self.copy_range, entry.path)
+                    advance = bar.advance if bar is not None else None
+                    copy_file(copy_range, entry.size, target, pool, where=self.name_of(entry.path), advance=advance)
                     paths[entry.path] = target
         finally:
             if bar is not None:

@@ -13,12 +13,12 @@ import os
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import SourceError
 
-if TYPE_CHECKING:
-    from .base import ListedFile, Source
+#: ``copy_range(start, stop, out)``: bytes [start, stop) of the file written at their offsets into the open file
+#: descriptor ``out``; how many (``Source.copy_range`` for one file).
+CopyRange = Callable[[int, int, int], int]
 
 #: Bytes per ranged read when a whole file is copied.
 COPY_CHUNK = 8 * 1024 * 1024
@@ -29,18 +29,18 @@ PARTIAL_SUFFIX = ".partial"
 
 
 def copy_file(
-    source: Source,
-    entry: ListedFile,
+    copy_range: CopyRange,
+    size: int | None,
     target: Path,
     pool: ThreadPoolExecutor,
+    *,
+    where: str,
     advance: Callable[[int], None] | None = None,
 ) -> None:
-    """``entry``'s bytes into ``target``, read as COPY_CHUNK ranges on ``pool`` (IN_FLIGHT threads) and written
-    at their offsets; ``advance`` is told the bytes of each range as it lands."""
-    where = source.name_of(entry.path)
-    if entry.size is None:
+    """A file of ``size`` bytes into ``target``, read as COPY_CHUNK ranges on ``pool`` (IN_FLIGHT threads) and
+    written at their offsets; ``where`` names it in errors; ``advance`` is told the bytes of each range as it lands."""
+    if size is None:
         raise SourceError(where, "the store did not say how big this file is")
-    size = entry.size
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
     out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
@@ -51,7 +51,7 @@ def copy_file(
             start = next(ranges, None)
             if start is not None:
                 stop = min(size, start + COPY_CHUNK)
-                running[pool.submit(source.copy_range, entry.path, start, stop, out)] = (start, stop)
+                running[pool.submit(copy_range, start, stop, out)] = (start, stop)
 
         for _ in range(IN_FLIGHT):
             start_next()
