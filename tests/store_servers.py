@@ -10,12 +10,15 @@ Faults, per object path (``bucket/key``), answered before moto sees the request:
     s3.generated[path] = (prefix, size)   # an object of ``size`` bytes, ``prefix`` then zeros, made as it is sent
     s3.ignore_range.add(path)             # GETs answer 200 with the whole object, whatever Range asked
     s3.endless.add(path)                  # GETs answer 206 with a Content-Range, then bytes that never end
+    s3.short_after[path] = n              # GETs send the object's bytes only up to byte n, as a shorter answer
+    s3.drop_after[path] = n               # GETs send the object's bytes up to byte n, then the connection drops
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 import uuid
@@ -48,6 +51,9 @@ class _Counting:
         app = self.app
         if path in server.generated or (path in server.endless and environ["REQUEST_METHOD"] == "GET"):
             app = self._fault
+        cut = server.short_after.get(path, server.drop_after.get(path))
+        if cut is not None and environ["REQUEST_METHOD"] == "GET":
+            app = self._cut(app, cut, drop=path in server.drop_after)
         try:
             time.sleep(server.latency)
             for chunk in app(environ, start_response):
@@ -57,6 +63,33 @@ class _Counting:
         finally:
             with server.lock:
                 server.in_flight -= 1
+
+    @staticmethod
+    def _cut(app: Any, cut: int, *, drop: bool) -> Any:
+        """``app``'s answer with the object's bytes from byte ``cut`` on left out: a shorter answer (its
+        Content-Length says so), or, with ``drop``, the promised length and a connection that breaks."""
+
+        def cut_app(environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+            answer: dict[str, int] = {}
+
+            def start(status: str, headers: list[tuple[str, str]], *exc: Any) -> Any:
+                named = {name.lower(): value for name, value in headers}
+                first = int(named["content-range"].split()[1].split("-")[0]) if "content-range" in named else 0
+                answer["length"] = int(named.get("content-length", 0))
+                answer["kept"] = max(0, min(answer["length"], cut - first))
+                if not drop:
+                    headers = [(n, str(answer["kept"]) if n.lower() == "content-length" else v) for n, v in headers]
+                return start_response(status, headers, *exc)
+
+            sent = 0
+            for chunk in app(environ, start):
+                piece = chunk[: answer["kept"] - sent]
+                sent += len(piece)
+                yield piece  # the first, even empty, sends the headers
+            if drop and answer["kept"] < answer["length"]:
+                environ["werkzeug.socket"].shutdown(socket.SHUT_RDWR)  # the connection breaks, as a store's can
+
+        return cut_app
 
     def _fault(self, environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
         """A generated object (HEAD and GET, Range ignored) or an endless 206."""
@@ -85,6 +118,8 @@ class S3Server:
         self.generated: dict[str, tuple[bytes, int]] = {}
         self.ignore_range: set[str] = set()
         self.endless: set[str] = set()
+        self.short_after: dict[str, int] = {}
+        self.drop_after: dict[str, int] = {}
         self.requests: Counter[str] = Counter()
         self.bytes_sent: Counter[str] = Counter()
         self.lock = threading.Lock()

@@ -324,6 +324,61 @@ def test_a_file_cut_shorter_than_the_range_is_refused_not_mapped(tmp_path: Path)
             fused.mapped(kind, file_a.fileno(), 0, kind, file_b.fileno(), 0, COUNT)
 
 
+#: Cuts file B to nothing while a thread reads it through mapped chunks, ``rounds`` times at staggered moments;
+#: prints how each round ended. A page of a mapping past the file's end raises SIGBUS, which would end it.
+CUT_WHILE_MAPPED = """
+import collections, errno, os, sys, threading, time
+from ckptdiff.values.dtypes import VALUE_TYPES
+from ckptdiff.values.fused import FusedChunks
+
+folder, rounds = sys.argv[1], int(sys.argv[2])
+kind, count, chunks = VALUE_TYPES["BF16"], 1 << 20, 16
+fused, ends = FusedChunks("c"), collections.Counter()
+paths = [os.path.join(folder, side) for side in "ab"]
+for round in range(rounds):
+    for path in paths:
+        os.truncate(os.open(path, os.O_CREAT | os.O_WRONLY), 2 * count * chunks)  # sparse: zeros, no disk
+    with open(paths[0], "rb") as a, open(paths[1], "rb") as b:
+        reading = threading.Event()
+        def read_every_chunk():
+            try:
+                for offset in range(0, 2 * count * chunks, 2 * count):
+                    fused.mapped(kind, a.fileno(), offset, kind, b.fileno(), offset, count)
+                    reading.set()
+                ends["read"] += 1
+            except OSError as err:
+                ends[errno.errorcode[err.errno]] += 1
+            reading.set()
+        reader = threading.Thread(target=read_every_chunk)
+        reader.start()
+        reading.wait()  # a chunk was read: the reader is in its loop, almost all of it spent in mapped reads
+        time.sleep(round % 4 * 0.0002)
+        os.truncate(paths[1], 0)
+        reader.join()
+print(dict(ends))
+"""
+
+
+@pytest.mark.skipif(not hasattr(c_kernel(), "mapped_chunk"), reason="the C kernel's memory-mapped reads (POSIX)")
+def test_a_file_cut_while_its_chunk_is_mapped_fails_the_read_not_the_process(tmp_path: Path) -> None:
+    """A file cut after its range was checked but while the kernel reads the mapping: the read fails with EIO
+    (the pass then reads the file and names its defect), and no bus error ends the process."""
+    import subprocess
+    import sys
+
+    ran = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", CUT_WHILE_MAPPED, str(tmp_path), "40"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+    assert ran.returncode == 0, ran.stderr  # -7 (SIGBUS) without the kernel's guard
+    ends = json.loads(ran.stdout.replace("'", '"'))
+    assert sum(ends.values()) == 40 and set(ends) <= {"read", "EIO", "EINVAL"}
+    assert ends.get("EIO", 0) > 0  # the cut landed inside a mapped read at least once
+
+
 def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
     """A pass where every chunk is a byte copy stops at memcmp and numpy: numba's ~0.5 s import is not paid."""
     import subprocess

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import io
+import os
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable
@@ -156,11 +158,22 @@ class Source(ABC):
             raise SourceError(self.name_of(file.path), "the store did not say how big this file is")
         return RangeFile(self, file.path, file.size)
 
+    def copy_range(self, file: RelativePath, start: int, stop: int, out: int) -> int:
+        """Bytes [start, stop) of a file written at the same offsets into the open file descriptor ``out`` (for
+        fetch_to, from several threads at once); how many were written (fewer at the file's end)."""
+        view = memoryview(self.read_range(file, start, stop))
+        position = start
+        while view:
+            written = os.pwrite(out, view, position)
+            view, position = view[written:], position + written
+        return position - start
+
     def fetch_to(
         self, folder: Path, files: Iterable[RelativePath], progress: Progress | None = None
     ) -> dict[RelativePath, Path]:
-        """Local paths of these files: ones on disk as they are, others copied into ``folder`` (for --values),
-        with a bar of the bytes copied from ``progress`` (:mod:`ckptdiff.progress`), or none."""
+        """Local paths of these files: ones on disk as they are, others copied into ``folder`` (for --values) a
+        few ranges at a time (:mod:`.file_copy`), with a bar of the bytes copied from ``progress``
+        (:mod:`ckptdiff.progress`), or none."""
         paths: dict[RelativePath, Path] = {}
         remote: list[ListedFile] = []
         for file in files:
@@ -169,25 +182,28 @@ class Source(ABC):
                 paths[file] = local
             else:
                 remote.append(self.stat(file) or ListedFile(file, None, None))
-        bar = progress(self.display, sum(entry.size or 0 for entry in remote), "B") if progress and remote else None
+        if not remote:
+            return paths
+        from concurrent.futures import ThreadPoolExecutor
+
+        from .file_copy import IN_FLIGHT, copy_file
+
+        bar = progress(self.display, sum(entry.size or 0 for entry in remote), "B") if progress else None
         try:
-            for entry in remote:
-                target = folder / entry.path
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with self.open_file(entry) as source, open(target, "wb") as out:
-                    while chunk := source.read(COPY_CHUNK):
-                        out.write(chunk)
-                        if bar is not None:
-                            bar.advance(len(chunk))
-                paths[entry.path] = target
+            with ThreadPoolExecutor(IN_FLIGHT, thread_name_prefix="ckptdiff-copy") as pool:
+                for entry in remote:
+                    target = folder / entry.path
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    copy_range = functools.partial(self.copy_range, entry.path)
+                    advance = bar.advance if bar is not None else None
+                    copy_file(copy_range, entry.size, target, pool, where=self.name_of(entry.path), advance=advance)
+                    paths[entry.path] = target
         finally:
             if bar is not None:
                 bar.close()
         return paths
 
 
-#: Bytes per ranged read when a whole file is copied or a zip archive is browsed.
-COPY_CHUNK = 8 * 1024 * 1024
 #: The smallest ranged read a RangeFile makes: zip readers ask for a few bytes at a time.
 RANGE_BLOCK = 64 * 1024
 

@@ -9,7 +9,11 @@ own chain (for S3: ``AWS_*`` variables including
 
 from __future__ import annotations
 
+import hashlib
+import os
 import posixpath
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import CONFIG_NAME, INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, RelativePath
@@ -17,7 +21,7 @@ from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
 from .planner import SINGLE_FILE_NAME
 from .store_errors import connection_failure, explain_store_error
-from .store_reads import bounded_read
+from .store_reads import bounded_copy, bounded_read
 from .torch_pickle import TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME
 
 if TYPE_CHECKING:
@@ -32,6 +36,36 @@ _WELL_KNOWN = (SINGLE_FILE_NAME, "model" + INDEX_SUFFIX, TORCH_INDEX_NAME, TORCH
 #: Where a listing keeps an object's version: the ETag first (S3, GCS, Azure and HTTP servers all give it, in a
 #: listing and a HEAD alike, so one checkpoint shows one version however it is spelled), else a generation.
 _VERSION_KEYS = ("ETag", "etag", "generation", "VersionId", "version_id")
+
+
+def reused_filesystem(spec: str, scheme: str) -> tuple[Any, str]:
+    """The fsspec filesystem for a spec and the path it names: one per store and configuration in a process, so
+    its client, connections and credentials are set up once for all the sources a process opens (a Dask worker
+    runs many tasks). The configuration is the whole environment (where every store's credential chain starts),
+    the URL's scheme and its bucket, container or host: sources configured differently never share one."""
+    from fsspec.core import url_to_fs
+
+    authority = spec.partition("://")[2].partition("/")[0]
+    environment = hashlib.sha256(repr(sorted(os.environ.items())).encode()).digest()
+    key = (os.getpid(), scheme, authority, environment)
+    with _OPENED_LOCK:
+        fs = _OPENED.get(key)
+        if fs is not None:
+            _OPENED.move_to_end(key)
+            return fs, fs._strip_protocol(spec)
+    fs, root = url_to_fs(spec, skip_instance_cache=True)  # fsspec's own cache does not see the environment
+    with _OPENED_LOCK:
+        fs = _OPENED.setdefault(key, fs)
+        while len(_OPENED) > _KEEP_OPENED:
+            _OPENED.popitem(last=False)
+    return fs, root
+
+
+#: Filesystems opened in this process, by configuration (:func:`reused_filesystem`), the most recent last.
+_OPENED: OrderedDict[tuple[int, str, str, bytes], Any] = OrderedDict()
+_OPENED_LOCK = threading.Lock()
+#: How many configurations keep their filesystem (more than one run's stores, few enough to hold no stale ones).
+_KEEP_OPENED = 4
 
 
 class StoreSource(Source):
@@ -80,14 +114,14 @@ class StoreSource(Source):
                 raise SourceError(self.name_of(), "an object store cannot be read with --offline")
             extra = EXTRA_FOR_SCHEME.get(self.scheme, "http")
             try:
-                from fsspec.core import url_to_fs
-
-                self._fs, root = url_to_fs(self.spec, skip_instance_cache=True)  # credentials read now, per run
+                fs, root = reused_filesystem(self.spec, self.scheme)
             except ImportError as err:
                 missing = "fsspec" if getattr(err, "name", None) == "fsspec" else PACKAGE_FOR_EXTRA[extra]
                 hint = f"pip install 'ckptdiff[{extra}]'"
                 raise SourceError(self.name_of(), f"reading {self.scheme}:// needs {missing}", hint) from None
             self.folder = root.rstrip("/")
+            fs.invalidate_cache(self.folder)  # listings an earlier source saw may be stale: this one asks again
+            self._fs = fs
         return self._fs
 
     def list_files(self) -> Listing:
@@ -144,6 +178,20 @@ class StoreSource(Source):
         expected = (min(stop, size) if size is not None else stop) - start
         fs, where = self._filesystem(), self.name_of(file)
         return bounded_read(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected)
+
+    def copy_range(self, file: RelativePath, start: int, stop: int, out: int) -> int:
+        size = self.sizes.get(file)
+        expected = (min(stop, size) if size is not None else stop) - start
+        fs, where = self._filesystem(), self.name_of(file)
+        try:
+            return bounded_copy(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected, out=out)
+        except CkptdiffError:
+            raise
+        except Exception as err:  # the store's own error, mid-copy: one line naming this file
+            explained = explain_store_error(err, where=where, scheme=self.scheme)
+            if explained is None:
+                raise
+            raise explained from None
 
     def _path(self, file: RelativePath) -> str:
         return f"{self.folder}/{file}" if self.folder else file

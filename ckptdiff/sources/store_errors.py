@@ -30,6 +30,8 @@ _UNREACHABLE = (
     "ConnectError",
 )
 _TIMEOUT = ("ReadTimeoutError", "ServerTimeoutError")
+#: A body that ended before its length: the connection broke mid-transfer (aiohttp's, botocore's names).
+_BROKEN_OFF = ("ClientPayloadError", "ContentLengthError", "IncompleteReadError", "ResponseStreamingError")
 _REFUSED = ("ClientError", "ClientResponseError", "BotoCoreError", "HttpResponseError")
 
 
@@ -54,6 +56,8 @@ def explain_store_error(err: BaseException, *, where: str, scheme: str) -> Sourc
         endpoint = os.environ.get("AWS_ENDPOINT_URL") if family == "s3" else None
         target = f"the store's endpoint {endpoint}" if endpoint else "the store"
         return SourceError(where, f"cannot reach {target}", "check the network and the endpoint URL")
+    if names & set(_BROKEN_OFF):
+        return SourceError(where, "the connection broke while the store was sending", "check the network, then retry")
     if isinstance(err, TimeoutError) or name in _TIMEOUT:
         return SourceError(where, "the store did not answer in time", "check the network, then retry")
     if isinstance(err, OSError) or name in _REFUSED:

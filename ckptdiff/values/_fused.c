@@ -22,6 +22,10 @@
 #include <stdint.h>
 #include <string.h>
 #if !defined(_WIN32)
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -477,9 +481,48 @@ typedef struct {
     const uint8_t *data;
 } Mapping;
 
-/* A page of a mapping past the file's end raises SIGBUS, which would end the process with no report: a file
- * shorter now than the range (cut since its header was read) is refused with EINVAL, and the caller reads it
- * instead, which names the file and its defect. */
+/* A page of a mapping past the file's end raises SIGBUS, which would end the process with no report. A file cut
+ * before a chunk is mapped is caught by map_range's length check; one cut while the chunk is read faults, and
+ * the fault is caught here: while a thread reads a mapping, SIGBUS on that thread jumps back out of the read
+ * (sigsetjmp in py_mapped_chunk), which then fails with EIO. The handler is installed only while some thread
+ * reads a mapping, and the disposition it replaced comes back after; a SIGBUS on a thread that is not reading a
+ * mapping puts that disposition back at once, and the faulting access, run again, meets it. */
+static __thread sigjmp_buf *volatile fault_exit;
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static int guard_readers;
+static struct sigaction replaced_bus;
+
+static void on_bus_error(int signal_number, siginfo_t *info, void *context) {
+    (void)signal_number, (void)info, (void)context;
+    sigjmp_buf *jump_back = fault_exit;
+    if (jump_back != NULL) {
+        fault_exit = NULL;
+        siglongjmp(*jump_back, 1);
+    }
+    sigaction(SIGBUS, &replaced_bus, NULL);
+}
+
+static void guard_enter(void) {
+    pthread_mutex_lock(&guard_lock);
+    if (guard_readers++ == 0) {
+        struct sigaction action;
+        memset(&action, 0, sizeof action);
+        action.sa_sigaction = on_bus_error;
+        action.sa_flags = SA_SIGINFO | SA_NODEFER;
+        sigemptyset(&action.sa_mask);
+        sigaction(SIGBUS, &action, &replaced_bus);
+    }
+    pthread_mutex_unlock(&guard_lock);
+}
+
+static void guard_leave(void) {
+    pthread_mutex_lock(&guard_lock);
+    if (--guard_readers == 0) sigaction(SIGBUS, &replaced_bus, NULL);
+    pthread_mutex_unlock(&guard_lock);
+}
+
+/* A file shorter now than the range (cut since its header was read) is refused with EINVAL, and the caller reads
+ * it instead, which names the file and its defect. */
 static int map_range(int fd, long long offset, size_t nbytes, Mapping *mapping) {
     struct stat status;
     if (fstat(fd, &status) != 0) return 0;
@@ -537,7 +580,19 @@ static PyObject *py_mapped_chunk(PyObject *self, PyObject *args) {
         error = errno;
     } else {
         Input a = {map_a.data, code_a, ta}, b = {map_b.data, code_b, tb};
-        state = compared_chunk(&a, &b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
+        sigjmp_buf jump;
+        guard_enter();
+        if (sigsetjmp(jump, 1) == 0) {
+            fault_exit = &jump;
+            atomic_signal_fence(memory_order_seq_cst);  /* no read of the mapping moves outside the guard */
+            state = compared_chunk(&a, &b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
+            atomic_signal_fence(memory_order_seq_cst);
+            fault_exit = NULL;
+        } else {  /* a file was cut while this chunk was read */
+            failed = 1;
+            error = EIO;
+        }
+        guard_leave();
     }
     if (map_a.base && map_a.base != MAP_FAILED) munmap(map_a.base, map_a.length);
     if (map_b.base && map_b.base != MAP_FAILED) munmap(map_b.base, map_b.length);
