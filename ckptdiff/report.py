@@ -69,6 +69,20 @@ class TensorSide(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     name: str | None = None
 
 
+class ValueNote(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
+    """What a row's value statistics leave out or approximate, as data; the formats word it
+    (:func:`ckptdiff.formats.values_messages.value_note_text`).
+
+    ``widened``: A's and B's dtypes, which differ, both widened to float32 to compare; ``not_widened``: a dtype
+    the statistics do not widen (F4, F6, complex), its bytes compared for equality when ``bytes_compared``;
+    ``nonfinite``: how many elements (NaN, ±inf) were left out of the statistics."""
+
+    widened: tuple[str, str] | None = None
+    not_widened: str | None = None
+    bytes_compared: bool = False
+    nonfinite: int = 0
+
+
 class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
     """How B's values differ from A's for one tensor (``--values``); ``method``: bytes read or file sha256."""
 
@@ -78,7 +92,7 @@ class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
     cosine: Number | None  # None when a side is all zeros (undefined) or the file was not read
     rel_l2: Number | None  # ‖b−a‖/‖a‖; None when a is all zeros and b is not
     method: Literal["read", "sha256"]
-    note: str | None = None
+    note: ValueNote | None = None
 
     @classmethod
     def of(
@@ -89,7 +103,7 @@ class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
         cosine: float | None,
         rel_l2: float | None,
         method: Literal["read", "sha256"] = "read",
-        note: str | None = None,
+        note: ValueNote | None = None,
     ) -> RowValues:
         """From the statistics' floats, with non-finite numbers spelled as JSON reports carry them."""
         return cls(

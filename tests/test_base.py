@@ -225,7 +225,7 @@ def test_the_drafter_config_is_checked_against_the_base_config(tmp_path):
         "dtype_differs_from_base": "warning",
         "max_position_small": "warning",
     }
-    messages = [f.message for f in report.findings]
+    messages = [finding_message(report, f) for f in report.findings]
     assert (
         "A and B: vocab_size=163840 but the base's vocab_size is 160000: the drafter was trained for another tokenizer"
     ) in messages
@@ -255,7 +255,7 @@ def test_a_base_with_another_hidden_size_cannot_feed_fc(tmp_path):
     report = compare(str(a), str(b), base=str(base))
 
     assert report.verdict == "incompatible"
-    assert any("fc cannot take the base's hidden states" in f.message for f in report.findings)
+    assert any("fc cannot take the base's hidden states" in finding_message(report, f) for f in report.findings)
     assert "[163840, 5120] BF16" in finding(report, "injected_incompatible_with_base")
 
 

@@ -463,11 +463,11 @@ def test_values_base_compares_a_vllm_named_embedding_with_the_bases(small_k25_ba
     good = compare_specs(str(copied), str(copied), base=str(base), values=True)
 
     errors = [f for f in bad.findings if f.code == "embed_differs_from_base"]
-    assert [f.severity for f in errors] == ["error", "error"] and errors[0].message.startswith(
+    assert [f.severity for f in errors] == ["error", "error"] and finding_message(bad, errors[0]).startswith(
         "A's model.embed_tokens.weight differs from the base's language_model.model.embed_tokens.weight"
     )
     assert bad.exit_code == 1
-    assert [f.message for f in good.findings if f.code == "embed_matches_base"] == [
+    assert [finding_message(good, f) for f in good.findings if f.code == "embed_matches_base"] == [
         "A's model.embed_tokens.weight equals the base's language_model.model.embed_tokens.weight",
         "B's model.embed_tokens.weight equals the base's language_model.model.embed_tokens.weight",
     ]
@@ -484,7 +484,7 @@ def test_values_base_pairs_a_head_taken_from_the_base(small_k25_base, tmp_path):
     report = compare_specs(str(drafter), str(drafter), base=str(base), values=True)
 
     assert "A's lm_head.weight equals the base's language_model.lm_head.weight" in [
-        f.message for f in report.findings if f.code == "embed_matches_base"
+        finding_message(report, f) for f in report.findings if f.code == "embed_matches_base"
     ]
 
 
@@ -505,7 +505,7 @@ def test_values_base_says_when_a_role_cannot_be_paired(small_k25_base, tmp_path)
 
     report = compare_specs(str(wide), str(wide), base=str(base), values=True)
 
-    assert [f.message for f in report.findings if f.code == "base_pair_unavailable"][0] == (
+    assert [finding_message(report, f) for f in report.findings if f.code == "base_pair_unavailable"][0] == (
         "A's model.embed_tokens.weight [1024, 64] is not compared by value with the base's "
         "language_model.model.embed_tokens.weight [2048, 64]: the shapes differ"
     )

@@ -350,7 +350,7 @@ def test_an_mla_drafters_attention_is_checked_against_its_config(tmp_path):
     assert rows["midlayer.self_attn.kv_b_proj.weight"].status == "shape_mismatch"
     # MLA widths are checked against the config like Llama's: B's kv_b_proj is not 4 heads x (16 + 16) rows
     wrong = next(f for f in changed.findings if f.code == "shape_vs_config")
-    assert wrong.message.startswith(
+    assert finding_message(changed, wrong).startswith(
         "B: midlayer.self_attn.kv_b_proj.weight is [256, 32] but its config.json implies [128, 32]"
     )
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from report_json import json_document
 
-from ckptdiff.formats.messages import rules_applied
+from ckptdiff.formats.messages import finding_message, rules_applied
 from ckptdiff.pipeline import compare_specs
 from ckptdiff.policy import Policy
 from ckptdiff.report import Finding
@@ -525,11 +525,15 @@ def test_an_mla_drafter_loads_under_sglang_and_vllm_and_is_unknown_to_trtllm(tmp
 
 def test_aux_layer_ids_differ_keeps_the_difference_and_leaves_the_engines_to_their_events(tmp_path):
     shifted = drafter(tmp_path / "shifted", eagle_config={"eagle_aux_hidden_state_layer_ids": [3, 31, 59]})
-    plain = next(f for f in compare_specs(PUBLISHED, shifted).findings if f.code == "aux_layer_ids_differ")
-    assert "SGLang and vLLM read these ids off by one" in plain.message
+    report_plain = compare_specs(PUBLISHED, shifted)
+    plain = next(f for f in report_plain.findings if f.code == "aux_layer_ids_differ")
+    assert "SGLang and vLLM read these ids off by one" in finding_message(report_plain, plain)
     report = compare_specs(PUBLISHED, shifted, engines=("sglang",))
     finding = next(f for f in report.findings if f.code == "aux_layer_ids_differ")
-    assert finding.message == "eagle_config.eagle_aux_hidden_state_layer_ids differs: A [2, 30, 58], B [3, 31, 59]"
+    assert (
+        finding_message(report, finding)
+        == "eagle_config.eagle_aux_hidden_state_layer_ids differs: A [2, 30, 58], B [3, 31, 59]"
+    )
     captured = next(e for e in result(report, "sglang", "B").events if e.code == "aux_ids")
     assert "captures the outputs of target layers [3, 31, 59]" in captured.message
 

@@ -14,7 +14,7 @@ from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.formats.document import document
 from ckptdiff.policy import Policy
-from ckptdiff.report import RowValues
+from ckptdiff.report import RowValues, ValueNote
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -39,8 +39,9 @@ def test_each_tensor_row_is_one_line_of_the_document() -> None:
 def test_rows_whose_text_looks_like_a_row_boundary_still_round_trip() -> None:
     hostile = ['x}, {"name": "y', "plain", 'z"}, {"name": ']
     report = compare_checkpoints(checkpoint(hostile), checkpoint(hostile[1:]))
-    # value statistics with text of their own (a note) that looks like a row boundary
-    stats = RowValues.of(False, float("nan"), 1.0, None, float("inf"), note='}, {"name": "block 2"}')
+    # value statistics with text of their own (a note naming a dtype) that looks like a row boundary
+    note = ValueNote(not_widened='}, {"name": "block 2"}', bytes_compared=True)
+    stats = RowValues.of(False, float("nan"), 1.0, None, float("inf"), note=note)
     nested = msgspec.structs.replace(report.tensors[1], values=stats)
     report = replace(report, tensors=(report.tensors[0], nested, *report.tensors[2:]))
 
@@ -103,7 +104,7 @@ def test_rows_written_from_the_template_are_the_rows_msgspec_encodes() -> None:
     report = compare_checkpoints(
         a, replace(a, tensors=b), renames=["^layers\\.0\\.="], policy=Policy(allow_missing=("only_*",))
     )
-    stats = RowValues.of(False, float("nan"), 1.0, None, float("inf"), note="block 2")
+    stats = RowValues.of(False, float("nan"), 1.0, None, float("inf"), note=ValueNote(widened=("BF16", "F32")))
     rows = report.tensors
     report = replace(report, tensors=(rows[0], msgspec.structs.replace(rows[1], values=stats), *rows[2:]))
     kinds = {row.status for row in report.tensors}

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
 from torch_files import write_torch_file
@@ -15,7 +16,10 @@ from torch_files import write_torch_file
 from ckptdiff import values
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.formats import render
+from ckptdiff.formats.messages import finding_message
+from ckptdiff.formats.values_messages import VALUES, value_note_text
 from ckptdiff.pipeline import compare_specs
+from ckptdiff.report import ValueNote
 from ckptdiff.sources import resolve
 from ckptdiff.values import scheduling
 from ckptdiff.values.dtypes import VALUE_TYPES, equal_chunk_facts, widen
@@ -195,7 +199,7 @@ def test_partly_trained_tensors_on_threads_match_torch_and_one_thread(tmp_path: 
     for key, value in direct_stats(embed, tuned).items():
         assert getattr(threaded["embed"], key) == pytest.approx(value, rel=1e-4, abs=1e-6), key
     assert threaded["same"].equal and threaded["same"].cosine == 1.0
-    assert threaded["half"].equal and threaded["half"].note == "1 non-finite element(s) left out of the statistics"
+    assert threaded["half"].equal and threaded["half"].note == ValueNote(nonfinite=1)
 
 
 def test_a_file_cut_short_during_a_threaded_pass_fails_with_one_line(tmp_path: Path, monkeypatch) -> None:
@@ -230,7 +234,8 @@ def test_a_dtype_change_is_compared_in_float32(tmp_path: Path) -> None:
     stats = values.compare_values(a, b, ["w"]).stats["w"]
 
     assert stats.equal and stats.cosine == pytest.approx(1.0)
-    assert stats.note == "BF16 vs F32, compared as float32"
+    assert stats.note == ValueNote(widened=("BF16", "F32"))
+    assert value_note_text(stats.note) == "BF16 vs F32, compared as float32"
 
 
 @pytest.mark.parametrize("dtype", sorted(VALUE_TYPES))
@@ -263,7 +268,8 @@ def test_packed_fp4_is_compared_byte_for_byte(tmp_path: Path) -> None:
     equal, changed = values.compare_values(a, same, ["w"]).stats["w"], values.compare_values(a, b, ["w"]).stats["w"]
 
     assert equal.equal and not changed.equal
-    assert equal.note == changed.note == "dtype F4 is not widened to float32; bytes compared"
+    assert equal.note == changed.note == ValueNote(not_widened="F4", bytes_compared=True)
+    assert value_note_text(changed.note) == "dtype F4 is not widened to float32; bytes compared"
     assert changed.max_abs is None and changed.cosine is None
 
 
@@ -276,7 +282,7 @@ def test_nan_and_overflow_are_left_out_and_said(tmp_path: Path) -> None:
 
     assert not stats.equal
     assert stats.max_abs == pytest.approx(6e38)
-    assert "1 non-finite" in (stats.note or "")
+    assert stats.note == ValueNote(nonfinite=1)
     json.dumps(stats.to_dict(), allow_nan=False)  # valid JSON whatever the data
 
 
@@ -455,8 +461,9 @@ def test_files_with_the_same_sha256_are_identical_without_reading(tmp_path: Path
     assert hub_client.total_requests == 0  # nothing downloaded, nothing read
     assert all(s.equal and s.method == "sha256" for s in result.stats.values())
     assert list(result.identical) == [("model.safetensors", "model.safetensors")]
-    messages = [message for _, code, message in values.value_findings(result) if code == "identical_file"]
-    assert messages and "same sha256" in messages[0]
+    (identical,) = [f for f in values.value_findings(result) if f.code == "identical_file"]
+    assert identical.params == {"file_a": "model.safetensors", "file_b": "model.safetensors", "sha256": ANY}
+    assert VALUES["identical_file"](identical.params).startswith("model.safetensors: same sha256 ")
 
 
 def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path, hub_client) -> None:
@@ -501,7 +508,7 @@ def test_values_with_a_base_check_each_sides_embedding(tmp_path: Path) -> None:
 
     report = compare_specs(str(copied), str(fresh), base=str(base), values=True)
 
-    codes = {(f.code, f.severity): f.message for f in report.findings}
+    codes = {(f.code, f.severity): finding_message(report, f) for f in report.findings}
     assert (
         "A's embed_tokens.weight equals the base's model.embed_tokens.weight" in codes[("embed_matches_base", "info")]
     )

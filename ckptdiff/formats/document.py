@@ -13,6 +13,7 @@ from ..report import (
     ConfigStatus,
     EngineEvent,
     FailOn,
+    Number,
     Outcome,
     ParameterFate,
     Report,
@@ -23,6 +24,7 @@ from ..report import (
     SideSummary,
     Status,
     TensorFate,
+    TensorRow,
     TensorSide,
     Verdict,
     json_safe,
@@ -30,6 +32,7 @@ from ..report import (
 from ..version import __version__
 from ._common import note_text
 from .messages import finding_message, rules_applied
+from .values_messages import value_note_text
 
 
 class Tool(msgspec.Struct, frozen=True):
@@ -76,6 +79,26 @@ class RuleDocument(msgspec.Struct, frozen=True, omit_defaults=True):
     path: str | None = None
 
 
+class RowValuesDocument(msgspec.Struct, frozen=True, omit_defaults=True):
+    """How B's values differ from A's for one tensor (``--values``); ``method``: bytes read or file sha256;
+    ``note``: what the statistics leave out or approximate, in words."""
+
+    equal: bool
+    max_abs: Number | None
+    mean_abs: Number | None
+    cosine: Number | None
+    rel_l2: Number | None
+    method: Literal["read", "sha256"]
+    note: str | None = None
+
+
+def values_document(values: RowValues) -> RowValuesDocument:
+    note = value_note_text(values.note) if values.note is not None else None
+    return RowValuesDocument(
+        values.equal, values.max_abs, values.mean_abs, values.cosine, values.rel_l2, values.method, note
+    )
+
+
 class TensorRowDocument(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """One tensor name of either side. ``note`` is what the comparison found, in words; ``values`` and
     ``allowed_by`` only when set."""
@@ -86,7 +109,7 @@ class TensorRowDocument(msgspec.Struct, frozen=True, omit_defaults=True, gc=Fals
     b: TensorSide | None
     note: str | None
     #: Value statistics (``--values``).
-    values: RowValues | None = None
+    values: RowValuesDocument | None = None
     #: The id of the policy rule that accepts this row despite its status.
     allowed_by: str | None = None
 
@@ -111,12 +134,15 @@ class ReportDocument(msgspec.Struct, frozen=True, omit_defaults=True, kw_only=Tr
     rules: tuple[RuleDocument, ...]
 
 
+def row_document(row: TensorRow) -> TensorRowDocument:
+    """A row as its JSON object, its notes in words."""
+    values = values_document(row.values) if row.values is not None else None
+    return TensorRowDocument(row.name, row.status, row.a, row.b, note_text(row), values, row.allowed_by)
+
+
 def row_documents(report: Report) -> tuple[TensorRowDocument, ...]:
     """The report's rows as JSON objects, each note in words."""
-    return tuple(
-        TensorRowDocument(row.name, row.status, row.a, row.b, note_text(row), row.values, row.allowed_by)
-        for row in report.tensors
-    )
+    return tuple(map(row_document, report.tensors))
 
 
 def document(report: Report, *, tensors: bool = True) -> ReportDocument:

@@ -9,8 +9,7 @@ import msgspec
 
 from ..report import Report, TensorRow, TensorSide
 from . import RenderOptions
-from ._common import note_text
-from .document import TensorRowDocument, document, row_documents
+from .document import document, row_document, row_documents
 
 _encode = msgspec.json.Encoder().encode
 #: Between two rows of the compact rows list; inside a string every quote is escaped, and no other object in
@@ -79,8 +78,7 @@ def _side_text(side: TensorSide) -> str:
 
 def _row_encoded(row: TensorRow) -> str:
     """One row as msgspec encodes it in the list, less its opening ``{"name": ``."""
-    document = TensorRowDocument(row.name, row.status, row.a, row.b, note_text(row), row.values, row.allowed_by)
-    return msgspec.json.format(_encode(document), indent=0).decode()[len('{"name": ') :]
+    return msgspec.json.format(_encode(row_document(row)), indent=0).decode()[len('{"name": ') :]
 
 
 def _escaped(report: Report) -> str:

@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..report import EngineResult, Finding, PolicyRule, Report
+from .eagle3_messages import EAGLE3
+from .values_messages import VALUES
 
 #: What each kind of rule does to the rows it matches, for "rules applied".
 _EFFECT = {
@@ -106,29 +108,6 @@ def _config_missing(params: Mapping[str, Any], report: Report) -> str:
     return f"{params['side']}{spec} has no config.json; configs not compared"
 
 
-def _on_sides(params: Mapping[str, Any], text: str) -> str:
-    """``A and B: text`` for a finding made on those sides (``params["sides"]``), else the text."""
-    sides = params.get("sides")
-    return f"{' and '.join(sides)}: {text}" if sides else text
-
-
-def _shape(shape: Any) -> str:
-    return f"[{', '.join(map(str, shape))}]"
-
-
-def _injected_verified(params: Mapping[str, Any], report: Report) -> str:
-    got = f"{_shape(params['base_shape'])} {params['base_dtype']}"
-    return _on_sides(params, f"{params['weight']}: the base's {params['base_name']} {got} fits")
-
-
-def _injected_from_base(params: Mapping[str, Any], report: Report) -> str:
-    return _on_sides(
-        params,
-        f"{params['weight']} is absent; the engine supplies it from the base model's {params['base_name']} "
-        "(give --base to verify it)",
-    )
-
-
 #: Finding code → its text as a template over its params (``str.format``).
 TEMPLATES: dict[str, str] = {
     "naming_conventions_differ": (
@@ -137,6 +116,10 @@ TEMPLATES: dict[str, str] = {
         "names it does not know silently, leaving those weights randomly initialised"
     ),
 }
+
+
+def _from_params(render: Callable[[Mapping[str, Any]], str]) -> Callable[[Mapping[str, Any], Report], str]:
+    return lambda params, report: render(params)
 
 
 def _template(code: str) -> Callable[[Mapping[str, Any], Report], str]:
@@ -150,8 +133,7 @@ CATALOGUE: dict[str, Callable[[Mapping[str, Any], Report], str]] = {
     "policy_rule_unmatched": _rule_unmatched,
     "policy_rule_other_side": _rule_other_side,
     "config_missing": _config_missing,
-    "injected_verified": _injected_verified,
-    "injected_from_base": _injected_from_base,
+    **{code: _from_params(render) for code, render in (EAGLE3 | VALUES).items()},
 }
 
 

@@ -385,26 +385,26 @@ def pair_injected(
     stored: Mapping[str, str],
     roles: Mapping[str, Role],
     resolved: Resolved,
-) -> tuple[list[Pair], list[str]]:
-    """Which of a side's tensors pair with which base tensor, and why a role could not be paired.
+) -> tuple[list[Pair], list[dict[str, Any]]]:
+    """Which of a side's tensors pair with which base tensor, and why a role could not be paired (the params of
+    a ``base_pair_unavailable`` finding).
 
     ``stored`` maps the side's canonical names to its own stored names; ``roles`` maps canonical names of the
     weights the engine takes from the base (embed_tokens, and lm_head when taken from the base) to their role.
     A role the side does not carry needs no pair (the engine supplies it); one the base has no tensor for is
     reported.
     """
-    pairs, unpaired = [], []
+    pairs: list[Pair] = []
+    unpaired: list[dict[str, Any]] = []
     for canonical, role in roles.items():
         own = stored.get(canonical)
         if own is None:
             continue
         base_name = resolved.name(role)
         if base_name is None:
-            looked = " or ".join(resolved.layout.names(role))
-            unpaired.append(
-                f"{side}'s {own} is not compared by value: the base ({resolved.layout.name} layout) "
-                f"stores no {role} ({looked}) among the tensors read"
-            )
+            looked = list(resolved.layout.names(role))
+            why = {"reason": "not_in_base", "layout": resolved.layout.name, "role": role, "looked_for": looked}
+            unpaired.append({"side": side, "tensor": own, **why})
             continue
         pairs.append(Pair(side, own, base_name, role))
     return pairs, unpaired
@@ -416,13 +416,13 @@ _PLAIN_ROLES: dict[str, Role] = {"embed_tokens.weight": "embedding", "model.embe
 
 def value_pairs(
     profile: Profile | None, a: Checkpoint, b: Checkpoint, base: Checkpoint
-) -> tuple[list[Pair], list[str]]:
+) -> tuple[list[Pair], list[dict[str, Any]]]:
     """For ``--values --base``: each side's stored tensors that must equal the base's (embed_tokens; lm_head when
-    the engine takes it from the base), under each side's own naming and the base's recognised layout; and, in
-    words, each role a side carries that cannot be paired (no such tensor in the base, or another shape)."""
+    the engine takes it from the base), under each side's own naming and the base's recognised layout; and, as
+    params, each role a side carries that cannot be paired (no such tensor in the base, or another shape)."""
     resolved = recognise(base.config, base.tensors.keys())
     pairs: list[Pair] = []
-    unpaired: list[str] = []
+    unpaired: list[dict[str, Any]] = []
     for label, side in (("A", a), ("B", b)):
         if profile is not None:
             roles: dict[str, Role] = {w.name: w.role for w in profile.injected_weights(side.config)}
@@ -434,10 +434,8 @@ def value_pairs(
         for pair in found:
             own, theirs = side.tensors[pair.own], base.tensors[pair.base]
             if own.shape != theirs.shape:
-                unpaired.append(
-                    f"{label}'s {pair.own} {list(own.shape)} is not compared by value with the base's "
-                    f"{pair.base} {list(theirs.shape)}: the shapes differ"
-                )
+                shapes = {"shape": list(own.shape), "base_name": pair.base, "base_shape": list(theirs.shape)}
+                unpaired.append({"side": label, "tensor": pair.own, "reason": "shapes_differ", **shapes})
             else:
                 pairs.append(pair)
     return pairs, unpaired

@@ -30,8 +30,9 @@ from ..dtypes import FLOAT_DTYPES
 from ..report import Finding, NotePart, Severity, TensorRow, TensorSide
 from . import Config
 from .base_layouts import Found, Resolved, lookup, recognise
-from .drafter import DrafterSpec, config_dtype, is_eagle3, layer_prefix
+from .drafter import DrafterSpec, Setting, config_dtype, is_eagle3, layer_prefix
 from .drafter_shapes import shapes_of
+from .eagle3_v1 import v1_checks, v1_engines, v1_problems
 from .model import Convention, InjectedWeight, Profile
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
@@ -112,28 +113,26 @@ def injected_for(config: Config | None) -> tuple[InjectedWeight, ...]:
 
 
 class _Findings:
-    """Findings in order; the same finding for A and for B becomes one, "A and B: …".
+    """Findings in order; the same finding for A and for B becomes one, with ``params["sides"]`` ["A", "B"].
 
-    "The same" is decided by structure, (severity, code, subject, params), never by the words: each finding's
-    params hold everything its text is made of, so equal params mean equal text.
+    "The same" is decided by structure, (severity, code, subject, params): each finding's params hold everything
+    its text is made of (the formats word it, :mod:`ckptdiff.formats.eagle3_messages`).
     """
 
     def __init__(self) -> None:
-        self._items: dict[tuple[Severity, str, str | None, str], tuple[list[str], dict[str, Any], str]] = {}
+        self._items: dict[tuple[Severity, str, str | None, str], tuple[list[str], dict[str, Any]]] = {}
 
     def add(
         self,
         severity: Severity,
         code: str,
-        message: str = "",
         side: str | None = None,
         *,
         subject: str | None = None,
-        params: dict[str, Any] | None = None,
+        params: dict[str, Any],
     ) -> None:
-        params = params or {}
         key = (severity, code, subject, json.dumps(params, sort_keys=True))
-        sides, _, _ = self._items.setdefault(key, ([], params, message))
+        sides, _ = self._items.setdefault(key, ([], params))
         sides.extend([side] if side else [])
 
     def to_list(self) -> list[Finding]:
@@ -141,14 +140,8 @@ class _Findings:
         rank = {"error": 0, "warning": 1, "info": 2}
         items = sorted(self._items.items(), key=lambda item: rank[item[0][0]])
         return [
-            Finding(
-                severity,
-                code,
-                f"{' and '.join(sides)}: {message}" if sides and message else message,
-                subject=subject,
-                params={**params, "sides": sides} if sides else params,
-            )
-            for (severity, code, subject, _), (sides, params, message) in items
+            Finding(severity, code, subject=subject, params={**params, "sides": sides} if sides else params)
+            for (severity, code, subject, _), (sides, params) in items
         ]
 
 
@@ -166,10 +159,6 @@ class _Side:
             return self.drafter.safetensors_dtype
         counts = Counter({d: p for d, (p, _) in self.checkpoint.dtype_totals().items() if d in FLOAT_DTYPES})
         return counts.most_common(1)[0][0] if counts else None
-
-
-def _shape(shape: Iterable[int]) -> str:
-    return f"[{', '.join(map(str, shape))}]"
 
 
 def review(
@@ -196,13 +185,7 @@ def review(
         _check_injected(side, other, base, resolved, found, verified)
     if base is not None and resolved is not None:
         if base.config is None and any(side.drafter is not None for side in sides):
-            found.add(
-                "info",
-                "base_config_missing",
-                f"the base ({base.spec}) has no config.json: the drafters' vocab_size, hidden size, aux layer "
-                "ids, dtype and max_position_embeddings are not checked against it",
-                params={"base": base.spec},
-            )
+            found.add("info", "base_config_missing", params={"base": base.spec})
         for side in sides:
             _check_against_base(side, base, resolved, found)
     if verified:
@@ -229,40 +212,21 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
         want = expected.get(name)
         if want is None or stored.shape == want.shape:
             continue
-        own = f" (stored as {stored.name})" if stored.name else ""
         params = {
             "stored_as": stored.name,
             "shape": list(stored.shape),
             "needs": list(want.shape),
             "because": want.because,
+            "tensor": name,
         }
         if name == "t2d":
-            found.add(
-                "warning",
-                "t2d_length_mismatch",
-                f"t2d{own} has {_shape(stored.shape)} entries but config.json's {want.because} needs "
-                f"{_shape(want.shape)}: the draft vocabulary mask was built for a different target vocabulary",
-                side.label,
-                subject=name,
-                params=params,
-            )
+            found.add("warning", "t2d_length_mismatch", side.label, subject=name, params=params)
         else:
-            found.add(
-                "error",
-                "shape_vs_config",
-                f"{name}{own} is {_shape(stored.shape)} but its config.json implies {_shape(want.shape)} "
-                f"({want.because}); the engine builds the layer from the config and cannot load this weight",
-                side.label,
-                subject=name,
-                params=params,
-            )
+            found.add("error", "shape_vs_config", side.label, subject=name, params=params)
     if c.draft_vocab is not None and "lm_head.weight" not in side.tensors:
         found.add(
             "error",
             "lm_head_missing",
-            f"config.json sets {c.draft_vocab} but there is no lm_head.weight: engines take the head from the "
-            "base model only when draft_vocab_size is absent, so it would be randomly initialised "
-            "(accept length ≈ 1.00)",
             side.label,
             subject="lm_head.weight",
             params={"draft_vocab": str(c.draft_vocab)},
@@ -271,9 +235,6 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
         found.add(
             "error",
             "d2t_missing",
-            f"the draft vocabulary ({c.draft_vocab}) differs from the target's ({c.vocab}) but there is no "
-            "d2t: draft token ids cannot be mapped to target ids (a missing d2t dropped accept length "
-            "from 2.99 to 1.12)",
             side.label,
             subject="d2t",
             params={"draft_vocab": str(c.draft_vocab), "vocab": str(c.vocab)},
@@ -282,26 +243,12 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
         found.add(
             "info",
             "embed_tokens_carried",
-            f"carries its own {EMBED.name}: vLLM uses it instead of the base's {base_embedding} (SGLang "
-            "takes the base's), so it must equal the base's; a random one collapses acceptance "
-            "(--values --base compares them)",
             side.label,
             subject=EMBED.name,
-            params={"base_name": base_embedding},
+            params={"base_name": base_embedding, "weight": EMBED.name},
         )
     if c.max_positions is not None and c.max_positions.value <= SMALL_MAX_POSITIONS:
-        found.add(
-            "warning",
-            "max_position_small",
-            f"{c.max_positions} is small: RoPE positions past it are clamped, and acceptance collapses on "
-            "longer prompts",
-            side.label,
-            params={"setting": str(c.max_positions)},
-        )
-
-
-def _aux_difference(key: str, a: Any, b: Any) -> str:
-    return f"{key} differs: A {json.dumps(a)}, B {json.dumps(b)}"
+        found.add("warning", "max_position_small", side.label, params={"setting": str(c.max_positions)})
 
 
 def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
@@ -311,27 +258,13 @@ def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
     if ids_a is not None and ids_b is not None and ids_a.value != ids_b.value:
         shifted = len(ids_a.value) == len(ids_b.value) and len({y - x for x, y in zip(ids_a.value, ids_b.value)}) == 1
         shift = ids_b.value[0] - ids_a.value[0] if shifted else 0
-        why = (
-            f"B's ids are A's {shift:+d}: SGLang and vLLM read these ids off by one from each other, so one of "
-            "the two was probably written for the other engine"
-            if abs(shift) == 1
-            else "the drafters fuse different target layers; SGLang and vLLM also read these ids off by one "
-            "from each other, so check which engine each was written for"
-        )
-        found.add(
-            "warning",
-            "aux_layer_ids_differ",
-            f"{_aux_difference(ids_a.key, ids_a.value, ids_b.value)}; {why}",
-            subject=ids_a.key,
-            params={"key": ids_a.key, "a": list(ids_a.value), "b": list(ids_b.value), "engines": why},
-        )
+        params = {"key": ids_a.key, "a": list(ids_a.value), "b": list(ids_b.value), "engines": v1_engines(shift)}
+        found.add("warning", "aux_layer_ids_differ", subject=ids_a.key, params={**params, "shift": shift})
     pos_a, pos_b = a.drafter.max_positions, b.drafter.max_positions
     if pos_a is not None and pos_b is not None and pos_a.value != pos_b.value:
         found.add(
             "info",
             "max_position_differs",
-            f"max_position_embeddings differs: A {pos_a.value}, B {pos_b.value}; the smaller one clamps RoPE "
-            f"past {min(pos_a.value, pos_b.value)} tokens",
             subject=pos_a.key,
             params={"a": pos_a.value, "b": pos_b.value},
         )
@@ -363,36 +296,38 @@ def _check_injected(
         base_name = resolved.name(weight.role)
         source = base.tensors.get(base_name) if base_name else None
         if base_name is None or source is None:
-            looked = " or ".join(resolved.layout.names(weight.role))
             found.add(
                 "error",
                 "injected_missing_in_base",
-                f"{weight.name} is absent and the base ({base.spec}) has no {looked} to supply it",
                 side.label,
                 subject=weight.name,
-                params={"base": base.spec, "looked_for": list(resolved.layout.names(weight.role))},
+                params={
+                    "base": base.spec,
+                    "looked_for": list(resolved.layout.names(weight.role)),
+                    "weight": weight.name,
+                },
             )
             continue
-        got = f"{_shape(source.shape)} {source.dtype}"
-        problems = []
+        problems: dict[str, Any] = {}
         want = shapes_of(side.drafter).get(weight.name) if side.drafter else None
         if want is not None and source.shape != want.shape:
-            problems.append(f"{side.label}'s config.json needs {_shape(want.shape)} ({want.because})")
+            problems["config_needs"] = {"side": side.label, "shape": list(want.shape), "because": want.because}
         carried = other.tensors.get(weight.name)
         if carried is not None and carried.shape != source.shape:
-            problems.append(f"{other.label} stores its own as {_shape(carried.shape)}")
+            problems["other_stores"] = {"side": other.label, "shape": list(carried.shape)}
         if problems:
             found.add(
                 "error",
                 "injected_incompatible_with_base",
-                f"{weight.name} would come from the base's {base_name}, which is {got}, but {' and '.join(problems)}",
                 side.label,
                 subject=weight.name,
                 params={
                     "base_name": base_name,
                     "base_shape": list(source.shape),
                     "base_dtype": source.dtype,
-                    "problems": problems,
+                    "problems": v1_problems(problems),
+                    "weight": weight.name,
+                    **problems,
                 },
             )
             verified.setdefault(weight.name, _verdict(weight, base_name, "does_not_fit", source.shape, source.dtype))
@@ -402,11 +337,9 @@ def _check_injected(
             found.add(
                 "warning",
                 "dtype_differs_from_base",
-                f"{weight.name} would come from the base's {base_name} as {source.dtype}, but the "
-                f"drafter's weights are {dtype}",
                 side.label,
                 subject=weight.name,
-                params={"base_name": base_name, "base_dtype": source.dtype, "dtype": dtype},
+                params={"base_name": base_name, "base_dtype": source.dtype, "dtype": dtype, "weight": weight.name},
             )
         found.add(
             "info",
@@ -432,23 +365,24 @@ def _verdict(
 
 
 def _base_setting(
-    resolved: Resolved, base: Checkpoint, key: str, checks: str, side: _Side, found: _Findings
+    resolved: Resolved, base: Checkpoint, key: str, drafter: Setting, side: _Side, found: _Findings
 ) -> Found | None:
-    """A positive int the base's text config sets, or None and an info finding naming the keys looked for."""
+    """A positive int the base's text config sets, or None and an info finding naming the keys looked for
+    (``drafter``: the drafter's setting it would be checked against)."""
     value, looked = lookup(base.config, key, resolved.text_config_path)
     if value is not None and isinstance(value.value, int) and not isinstance(value.value, bool) and value.value > 0:
         return value
-    what = "has no" if value is None else f"has no usable ({value.key}={json.dumps(value.value)})"
     found.add(
         "info",
         "base_setting_missing",
-        f"the base's config.json {what} {' or '.join(looked)}: {checks} not checked against the base",
         side.label,
         subject=key,
         params={
             "looked_for": list(looked),
             "found": None if value is None else {value.key: value.value},
-            "checks": checks,
+            "checks": v1_checks(key, drafter),
+            "key": key,
+            "setting": str(drafter),
         },
     )
     return None
@@ -459,53 +393,37 @@ def _check_against_base(side: _Side, base: Checkpoint, resolved: Resolved, found
         return
     c = side.drafter
 
-    def base_value(key: str, checks: str) -> Found | None:
-        return _base_setting(resolved, base, key, checks, side, found)
+    def base_value(key: str, drafter: Setting) -> Found | None:
+        return _base_setting(resolved, base, key, drafter, side, found)
 
-    if c.vocab is not None and (vocab := base_value("vocab_size", f"the drafter's {c.vocab}")) is not None:
+    def mismatch(key: str, drafter: Setting, base_found: Found) -> None:
+        params = {"drafter": str(drafter), "base": base_found.value, "key": key, "base_key": base_found.key}
+        found.add("error", "base_config_mismatch", side.label, subject=base_found.key, params=params)
+
+    if c.vocab is not None and (vocab := base_value("vocab_size", c.vocab)) is not None:
         if c.vocab.value != vocab.value:
-            found.add(
-                "error",
-                "base_config_mismatch",
-                f"{c.vocab} but the base's {vocab.key} is {vocab.value}: the drafter was trained for another tokenizer",
-                side.label,
-                subject=vocab.key,
-                params={"drafter": str(c.vocab), "base": vocab.value},
-            )
+            mismatch("vocab_size", c.vocab, vocab)
     target = c.target_hidden or c.hidden
-    if target is not None and (hidden := base_value("hidden_size", f"the drafter's target hidden size ({target})")):
+    if target is not None and (hidden := base_value("hidden_size", target)):
         if target.value != hidden.value:
-            found.add(
-                "error",
-                "base_config_mismatch",
-                f"the drafter expects target hidden states of {target} but the base's {hidden.key} is "
-                f"{hidden.value}: fc cannot take the base's hidden states",
-                side.label,
-                subject=hidden.key,
-                params={"drafter": str(target), "base": hidden.value},
-            )
-    if c.aux_layer_ids is not None and (layers := base_value("num_hidden_layers", str(c.aux_layer_ids))):
+            mismatch("hidden_size", target, hidden)
+    if c.aux_layer_ids is not None and (layers := base_value("num_hidden_layers", c.aux_layer_ids)):
         outside = [i for i in c.aux_layer_ids.value if not 0 <= i < layers.value]
         if outside:
             found.add(
                 "error",
                 "aux_layer_out_of_range",
-                f"{c.aux_layer_ids} names layer(s) {json.dumps(outside)} but the base has "
-                f"{layers.key}={layers.value} (ids must be < {layers.value}; mind the SGLang/vLLM "
-                "off-by-one)",
                 side.label,
                 subject=c.aux_layer_ids.key,
                 params={"setting": str(c.aux_layer_ids), "outside": outside, "base": {layers.key: layers.value}},
             )
     _check_dtype_against_base(side, base, resolved, found)
     if c.max_positions is not None:
-        positions = base_value("max_position_embeddings", f"the drafter's {c.max_positions}")
+        positions = base_value("max_position_embeddings", c.max_positions)
         if positions is not None and c.max_positions.value < positions.value:
             found.add(
                 "warning",
                 "max_position_small",
-                f"{c.max_positions} is below the base's {positions.value}: RoPE positions past it are "
-                "clamped, and acceptance collapses on longer prompts",
                 side.label,
                 subject=positions.key,
                 params={"setting": str(c.max_positions), "base": positions.value},
@@ -520,9 +438,6 @@ def _check_dtype_against_base(side: _Side, base: Checkpoint, resolved: Resolved,
         found.add(
             "warning",
             "dtype_differs_from_base",
-            f"the drafter is {side.dtype} but the base runs in {base_dtype} "
-            f"({setting_found.key}={json.dumps(setting_found.value)}); the engine casts the drafter to the "
-            "base's dtype",
             side.label,
             params={
                 "dtype": side.dtype,
@@ -537,16 +452,15 @@ ENGINE_PROSE = frozenset({"embed_tokens_carried", "lm_head_missing", "injected_f
 
 
 def engine_view(findings: list[Finding]) -> list[Finding]:
-    """The findings without engine prose: those in ENGINE_PROSE go, aux_layer_ids_differ keeps only the difference."""
+    """The findings without engine prose: those in ENGINE_PROSE go, aux_layer_ids_differ keeps only the difference
+    (without ``shift``, it is worded without what each engine reads: the engines' own events say that)."""
     out = []
     for finding in findings:
         if finding.code in ENGINE_PROSE:
             continue
-        if finding.code == "aux_layer_ids_differ":  # the engines' own events say what each engine reads
-            p = finding.params
-            kept = {name: value for name, value in p.items() if name != "engines"}
-            message = _aux_difference(p["key"], p["a"], p["b"])
-            finding = msgspec.structs.replace(finding, message=message, params=kept)
+        if finding.code == "aux_layer_ids_differ":
+            kept = {name: value for name, value in finding.params.items() if name not in ("engines", "shift")}
+            finding = msgspec.structs.replace(finding, params=kept)
         out.append(finding)
     return out
 

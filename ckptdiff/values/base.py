@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import Checkpoint
 
@@ -15,7 +15,7 @@ EmbedJob = tuple[str, str, str]
 
 def embed_pairs_for(
     profile: Profile | None, base: Checkpoint, a: Checkpoint, b: Checkpoint
-) -> tuple[list[tuple[str, str]], list[str]]:
+) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
     """Which of a side's tensors must equal which of the base's, under each side's own naming and the base's layout
     (:func:`ckptdiff.profiles.base_layouts.value_pairs`), and why a role a side carries could not be paired."""
     from ..profiles.base_layouts import value_pairs

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -16,7 +16,7 @@ from .statistics import ValueStats
 if TYPE_CHECKING:  # pragma: no cover
     from ..profiles import Profile
     from ..progress import Progress
-    from ..report import Report, RowValues, Severity
+    from ..report import Finding, Report, RowValues
 
 #: How many rows the "largest changes" finding names.
 TOP_CHANGES = 5
@@ -51,8 +51,8 @@ def attach_values(
         msgspec.structs.replace(row, values=_row_values(result.stats[row.name])) if row.name in result.stats else row
         for row in report.tensors
     )
-    findings = list(report.findings) + [Finding(*f) for f in value_findings(result)]
-    findings += [Finding("info", "base_pair_unavailable", why) for why in unpaired]
+    findings = list(report.findings) + value_findings(result)
+    findings += [Finding("info", "base_pair_unavailable", params=why) for why in unpaired]
     return replace(report, tensors=rows, findings=tuple(findings))
 
 
@@ -60,43 +60,40 @@ def _row_values(stats: ValueStats) -> RowValues:
     from ..report import RowValues
 
     return RowValues.of(
-        stats.equal, stats.max_abs, stats.mean_abs, stats.cosine, stats.rel_l2, stats.method, stats.note or None
+        stats.equal, stats.max_abs, stats.mean_abs, stats.cosine, stats.rel_l2, stats.method, stats.note
     )
 
 
-def value_findings(result: ValuesResult) -> list[tuple[Severity, str, str]]:
-    """(severity, code, message) triples: identical files, the largest changes, embed checks against the base."""
-    out: list[tuple[Severity, str, str]] = []
+def value_findings(result: ValuesResult) -> list[Finding]:
+    """Identical files, the largest changes, embed checks against the base: codes and params, which the formats
+    word (:mod:`ckptdiff.formats.values_messages`)."""
+    from ..report import Finding
+
+    out: list[Finding] = []
     for (file_a, file_b), digest in sorted(result.identical.items()):
-        same = file_a if file_a == file_b else f"{file_a} (A) and {file_b} (B)"
-        out.append(("info", "identical_file", f"{same}: same sha256 {digest[:12]}… on both sides; not read"))
+        out.append(Finding("info", "identical_file", params={"file_a": file_a, "file_b": file_b, "sha256": digest}))
     stats = result.stats
     changed = sorted((s.change, name) for name, s in stats.items() if not s.equal)
     changed.reverse()
-    equal = sum(1 for s in stats.values() if s.equal)
-    summary = f"{len(stats)} tensors compared by value: {equal} equal, {len(changed)} changed"
-    if changed:
-        top = ", ".join(f"{name} ({_describe(stats[name])})" for _, name in changed[:TOP_CHANGES])
-        summary += f"; largest: {top}"
-    out.append(("info", "values_changed" if changed else "values_equal", summary))
+    summary = {
+        "compared": len(stats),
+        "equal": sum(1 for s in stats.values() if s.equal),
+        "changed": len(changed),
+        "largest": [{"tensor": name, **_numbers(stats[name])} for _, name in changed[:TOP_CHANGES]],
+    }
+    out.append(Finding("info", "values_changed" if changed else "values_equal", params=summary))
     for label, own, base_name, embed in result.embeds:
+        pair = {"side": label, "tensor": own, "base_name": base_name}
         if embed.equal:
-            out.append(("info", "embed_matches_base", f"{label}'s {own} equals the base's {base_name}"))
+            out.append(Finding("info", "embed_matches_base", params=pair))
             continue
         unrelated = embed.cosine is None or abs(embed.cosine) < 0.5
-        severity: Severity = "error" if unrelated else "warning"
-        why = "unrelated values (random or another model's?)" if unrelated else "trained away from the base"
-        message = f"{label}'s {own} differs from the base's {base_name}: {_describe(embed)}; {why}"
-        out.append((severity, "embed_differs_from_base", message))
+        params = {**pair, **_numbers(embed), "unrelated": unrelated}
+        out.append(Finding("error" if unrelated else "warning", "embed_differs_from_base", params=params))
     return out
 
 
-def _describe(stats: ValueStats) -> str:
-    parts = []
-    if stats.rel_l2 is not None:
-        parts.append(f"rel L2 {stats.rel_l2:.3g}")
-    if stats.cosine is not None:
-        parts.append(f"cos {stats.cosine:.6f}")
-    if stats.max_abs is not None:
-        parts.append(f"max |Δ| {stats.max_abs:.3g}")
-    return ", ".join(parts) or (stats.note or "differs")
+def _numbers(stats: ValueStats) -> dict[str, Any]:
+    """How a tensor differs, for a finding: relative L2, cosine, max |b−a| (None when undefined), and the note."""
+    numbers: dict[str, Any] = {"rel_l2": stats.rel_l2, "cosine": stats.cosine, "max_abs": stats.max_abs}
+    return {**numbers, "note": msgspec.to_builtins(stats.note)} if stats.note is not None else numbers

@@ -13,6 +13,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, TypeVar
 
 from ..checkpoint import TensorInfo
+from ..report import ValueNote
 from .dtypes import VALUE_TYPES, ValueType, equal_chunk_facts
 from .fused import FusedChunks, c_kernel
 from .readers import Side
@@ -254,8 +255,7 @@ def pair_stats(
     for index, pair in enumerate(pairs):
         unknown = [info.dtype for info in (pair.a, pair.b) if info.dtype not in VALUE_TYPES]
         if unknown:
-            reason = f"dtype {unknown[0]} is not widened to float32"
-            results[index] = _bytes_only(sides[pair.side_a], pair.a, sides[pair.side_b], pair.b, reason)
+            results[index] = _bytes_only(sides[pair.side_a], pair.a, sides[pair.side_b], pair.b, unknown[0])
         else:
             comparable.append(index)
 
@@ -285,7 +285,7 @@ def pair_stats(
         if not total.equal:
             for start, count in total.unsquared:
                 total.add_square_sum(main.square_sum(pair, start, count))
-        note = None if pair.a.dtype == pair.b.dtype else f"{pair.a.dtype} vs {pair.b.dtype}, compared as float32"
+        note = None if pair.a.dtype == pair.b.dtype else ValueNote(widened=(pair.a.dtype, pair.b.dtype))
         results[index] = total.stats(note)
 
     done = 0
@@ -402,13 +402,15 @@ def tasks_running_now(loadavg: str | None = None) -> int | None:
     return max(0, running - 1)
 
 
-def _bytes_only(side_a: Side, a: TensorInfo, side_b: Side, b: TensorInfo, reason: str) -> ValueStats:
-    """Dtypes not widened to float32 (F4, F6, complex): exact equality of the bytes, nothing else."""
+def _bytes_only(side_a: Side, a: TensorInfo, side_b: Side, b: TensorInfo, dtype: str) -> ValueStats:
+    """Dtypes not widened to float32 (F4, F6, complex; ``dtype``: the first of the pair's): exact equality of the
+    bytes, nothing else."""
     if a.dtype != b.dtype or a.nbytes != b.nbytes:
-        return ValueStats(False, None, None, None, None, note=reason)
+        return ValueStats(False, None, None, None, None, note=ValueNote(not_widened=dtype))
+    note = ValueNote(not_widened=dtype, bytes_compared=True)
     step = CHUNK_ELEMENTS
     for start in range(0, a.nbytes, step):
         count = min(step, a.nbytes - start)
         if side_a.read_bytes(a, start, count) != side_b.read_bytes(b, start, count):
-            return ValueStats(False, None, None, None, None, note=f"{reason}; bytes compared")
-    return ValueStats(True, None, None, None, None, note=f"{reason}; bytes compared")
+            return ValueStats(False, None, None, None, None, note=note)
+    return ValueStats(True, None, None, None, None, note=note)

@@ -6,6 +6,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
+
+from ..report import ValueNote
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
@@ -20,7 +24,7 @@ class ValueStats:
     cosine: float | None  # None when a side is all zeros (undefined) or the file was not read
     rel_l2: float | None  # ‖b−a‖/‖a‖; None when a is all zeros and b is not
     method: Literal["read", "sha256"] = "read"
-    note: str | None = None
+    note: ValueNote | None = None
 
     @property
     def change(self) -> float:
@@ -42,7 +46,7 @@ class ValueStats:
             "method": self.method,
         }
         if self.note:
-            out["note"] = self.note
+            out["note"] = msgspec.to_builtins(self.note)
         return out
 
 
@@ -116,10 +120,9 @@ class Accumulator:
         self.dot_bb += square
         self.dot_ab += square
 
-    def stats(self, note: str | None = None) -> ValueStats:
+    def stats(self, note: ValueNote | None = None) -> ValueStats:
         if self.nonfinite:
-            skipped = f"{self.nonfinite} non-finite element(s) left out of the statistics"
-            note = f"{note}; {skipped}" if note else skipped
+            note = msgspec.structs.replace(note or ValueNote(), nonfinite=self.nonfinite)
         if self.equal:
             cosine = 1.0 if self.dot_aa > 0 or self.nonzero else None
             return ValueStats(True, 0.0, 0.0, cosine, 0.0, note=note)

@@ -1,0 +1,89 @@
+"""The words of --values findings (:mod:`ckptdiff.values.findings`), each from its params alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+
+from ..report import ValueNote
+from .eagle3_messages import shape
+
+Params = Mapping[str, Any]
+
+
+def value_note_text(note: ValueNote) -> str:
+    """What a row's value statistics leave out or approximate, in words: ``BF16 vs F32, compared as float32``."""
+    parts = []
+    if note.widened is not None:
+        parts.append(f"{note.widened[0]} vs {note.widened[1]}, compared as float32")
+    if note.not_widened is not None:
+        parts.append(f"dtype {note.not_widened} is not widened to float32")
+    if note.bytes_compared:
+        parts.append("bytes compared")
+    if note.nonfinite:
+        parts.append(f"{note.nonfinite} non-finite element(s) left out of the statistics")
+    return "; ".join(parts)
+
+
+def describe(numbers: Params) -> str:
+    """How a tensor differs: ``rel L2 0.0123, cos 0.999876, max |Δ| 0.5``, else its note, else "differs"."""
+    parts = []
+    if numbers["rel_l2"] is not None:
+        parts.append(f"rel L2 {numbers['rel_l2']:.3g}")
+    if numbers["cosine"] is not None:
+        parts.append(f"cos {numbers['cosine']:.6f}")
+    if numbers["max_abs"] is not None:
+        parts.append(f"max |Δ| {numbers['max_abs']:.3g}")
+    note = msgspec.convert(numbers["note"], ValueNote) if numbers.get("note") else None
+    return ", ".join(parts) or (value_note_text(note) if note is not None else "differs")
+
+
+def _identical_file(params: Params) -> str:
+    file_a, file_b = params["file_a"], params["file_b"]
+    same = file_a if file_a == file_b else f"{file_a} (A) and {file_b} (B)"
+    return f"{same}: same sha256 {params['sha256'][:12]}… on both sides; not read"
+
+
+def _values_summary(params: Params) -> str:
+    text = f"{params['compared']} tensors compared by value: {params['equal']} equal, {params['changed']} changed"
+    if params["largest"]:
+        text += "; largest: " + ", ".join(f"{one['tensor']} ({describe(one)})" for one in params["largest"])
+    return text
+
+
+def _embed_matches_base(params: Params) -> str:
+    return f"{params['side']}'s {params['tensor']} equals the base's {params['base_name']}"
+
+
+def _embed_differs_from_base(params: Params) -> str:
+    why = "unrelated values (random or another model's?)" if params["unrelated"] else "trained away from the base"
+    return (
+        f"{params['side']}'s {params['tensor']} differs from the base's {params['base_name']}: "
+        f"{describe(params)}; {why}"
+    )
+
+
+def _base_pair_unavailable(params: Params) -> str:
+    side, tensor = params["side"], params["tensor"]
+    if params["reason"] == "shapes_differ":
+        return (
+            f"{side}'s {tensor} {shape(params['shape'])} is not compared by value with the base's "
+            f"{params['base_name']} {shape(params['base_shape'])}: the shapes differ"
+        )
+    return (
+        f"{side}'s {tensor} is not compared by value: the base ({params['layout']} layout) stores no "
+        f"{params['role']} ({' or '.join(params['looked_for'])}) among the tensors read"
+    )
+
+
+#: --values finding code → its text from its params.
+VALUES: dict[str, Callable[[Params], str]] = {
+    "identical_file": _identical_file,
+    "values_changed": _values_summary,
+    "values_equal": _values_summary,
+    "embed_matches_base": _embed_matches_base,
+    "embed_differs_from_base": _embed_differs_from_base,
+    "base_pair_unavailable": _base_pair_unavailable,
+}
