@@ -153,6 +153,25 @@ def hub():
         yield emulator
 
 
+@pytest.fixture(scope="module")
+def s3_server():
+    """moto's S3 server on 127.0.0.1 (tests/store_servers.py), one per test module."""
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    from store_servers import S3Server
+
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """This process's AWS chain pointed at the moto server (environment variables, as a user would set them)."""
+    from store_servers import point_aws_chain_at
+
+    return point_aws_chain_at(s3_server, monkeypatch)
+
+
 @pytest.fixture
 def hub_client(hub, tmp_path, monkeypatch):
     """Point this process's huggingface_hub at the emulator: endpoint, a fresh HF cache, no token, online.

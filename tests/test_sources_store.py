@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-from store_servers import ACCESS_KEY, SECRET_KEY, S3Server  # noqa: E402
+from store_servers import ACCESS_KEY, SECRET_KEY  # noqa: E402
 
 from ckptdiff.errors import SourceError  # noqa: E402
 from ckptdiff.sources import SourceOptions, resolve  # noqa: E402
@@ -21,20 +21,6 @@ from fixtures.generate import write_safetensors  # noqa: E402
 
 PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
 OURS = FIXTURES / "kimi-k25-eagle3-ours"
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    with S3Server() as server:
-        yield server
-
-
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    """This process's AWS chain pointed at the moto server (environment variables, as a user would set them)."""
-    from store_servers import point_aws_chain_at
-
-    return point_aws_chain_at(s3_server, monkeypatch)
 
 
 def cli_json(run_cli, env, *args):

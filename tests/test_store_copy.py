@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
-from store_servers import S3Server, point_aws_chain_at  # noqa: E402
+from store_servers import S3Server  # noqa: E402
 
 from ckptdiff.errors import SourceError  # noqa: E402
 from ckptdiff.sources import fetch_files, open_source, resolve  # noqa: E402
@@ -21,17 +21,6 @@ from fixtures.generate import HERE as FIXTURES  # noqa: E402
 
 PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
 OURS = FIXTURES / "kimi-k25-eagle3-ours"
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    with S3Server() as server:
-        yield server
-
-
-@pytest.fixture
-def s3(s3_server, monkeypatch):
-    return point_aws_chain_at(s3_server, monkeypatch)
 
 
 def upload_bytes(s3: S3Server, tmp_path: Path, target: str, files: dict[str, bytes]) -> None:
