@@ -332,7 +332,7 @@ from ckptdiff.values.dtypes import VALUE_TYPES
 from ckptdiff.values.fused import FusedChunks
 
 folder, rounds = sys.argv[1], int(sys.argv[2])
-kind, count, chunks = VALUE_TYPES["BF16"], 1 << 20, 16
+kind, count, chunks = VALUE_TYPES["BF16"], 1 << 20, 64
 fused, ends = FusedChunks("c"), collections.Counter()
 paths = [os.path.join(folder, side) for side in "ab"]
 for round in range(rounds):
