@@ -132,6 +132,17 @@ def no_retry_waits(monkeypatch):
     monkeypatch.setenv("CKPTDIFF_RETRY_WAIT", "0")
 
 
+def checkout_build_lock():
+    """Held around every pip build of this checkout, by any test process: setuptools builds it in place, in its
+    build/ folder, and two builds at once (two xdist workers) break each other there ("File exists: build/bdist…").
+    The tests that pip-install carry one xdist_group, but ``--dist loadgroup`` did not keep a group on one worker
+    here (pytest-xdist 3.8.0, pytest 9.2.0: a group of six tests ran on two), so the lock keeps the builds apart."""
+    from filelock import FileLock  # huggingface_hub's dependency
+
+    (REPO / "build").mkdir(exist_ok=True)
+    return FileLock(str(REPO / "build" / "tests-pip-build.lock"), timeout=1800)
+
+
 @pytest.fixture(scope="session")
 def wheelhouse(tmp_path_factory) -> dict[str, str]:
     """pip's environment for installing this checkout offline: the wheels of its dependencies (and of the build
@@ -139,7 +150,10 @@ def wheelhouse(tmp_path_factory) -> dict[str, str]:
     pre-commit's hook environment) takes them from this folder."""
     folder = tmp_path_factory.mktemp("wheelhouse")
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "-w", str(folder)]
-    done = subprocess.run([*command, str(REPO), "setuptools>=61", "wheel"], capture_output=True, text=True, timeout=900)
+    with checkout_build_lock():
+        done = subprocess.run(
+            [*command, str(REPO), "setuptools>=61", "wheel"], capture_output=True, text=True, timeout=900
+        )
     assert done.returncode == 0, done.stderr
     return {"PIP_FIND_LINKS": str(folder), "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
 

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import checkout_build_lock
 
 yaml = pytest.importorskip("yaml")
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pip-install")]  # one wheelhouse, one worker
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("pip-install")]  # builds: conftest.checkout_build_lock
 
 REPO = Path(__file__).resolve().parent.parent
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
@@ -102,9 +103,10 @@ def installed(tmp_path_factory, wheelhouse: dict[str, str]) -> Path:
     """A job folder whose RUNNER_TEMP holds ckptdiff installed by the action's own install step."""
     job = tmp_path_factory.mktemp("job")
     (job / "runner-temp").mkdir()
-    for step in install_steps():
-        result = run_step(step, with_defaults({"a": "x", "b": "y"}), job, REPO, pip=wheelhouse)
-        assert result.returncode == 0, result.stderr
+    with checkout_build_lock():  # the install step builds this checkout in place
+        for step in install_steps():
+            result = run_step(step, with_defaults({"a": "x", "b": "y"}), job, REPO, pip=wheelhouse)
+            assert result.returncode == 0, result.stderr
     assert (job / "runner-temp" / "ckptdiff-venv" / "bin" / "ckptdiff").exists()
     return job
 

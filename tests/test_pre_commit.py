@@ -36,7 +36,7 @@ def in_a_git_checkout() -> bool:
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.xdist_group("pip-install"),  # with the Action's tests: one wheelhouse, on one worker
+    pytest.mark.xdist_group("pip-install"),  # with the Action's tests; builds: conftest.checkout_build_lock
     pytest.mark.skipif(not in_a_git_checkout(), reason="try-repo clones this repository: needs git"),
 ]
 
