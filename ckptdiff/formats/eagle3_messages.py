@@ -79,16 +79,9 @@ def _aux_layer_ids_differ(params: Params) -> str:
     text = f"{params['key']} differs: A {json.dumps(params['a'])}, B {json.dumps(params['b'])}"
     if "shift" not in params:  # the engine view: each engine's events say what it reads
         return text
-    shift = params["shift"]
-    if abs(shift) == 1:
-        return (
-            f"{text}; B's ids are A's {shift:+d}: SGLang and vLLM read these ids off by one from each other, so one "
-            "of the two was probably written for the other engine"
-        )
-    return (
-        f"{text}; the drafters fuse different target layers; SGLang and vLLM also read these ids off by one from "
-        "each other, so check which engine each was written for"
-    )
+    from ..profiles.eagle3_v1 import v1_engines  # the same clause v1 reports carry as params["engines"]
+
+    return f"{text}; {v1_engines(params['shift'])}"
 
 
 def _max_position_differs(params: Params) -> str:
@@ -116,13 +109,9 @@ def _injected_missing_in_base(params: Params) -> str:
 
 
 def _injected_incompatible_with_base(params: Params) -> str:
-    problems = []
-    if "config_needs" in params:
-        needs = params["config_needs"]
-        problems.append(f"{needs['side']}'s config.json needs {shape(needs['shape'])} ({needs['because']})")
-    if "other_stores" in params:
-        stores = params["other_stores"]
-        problems.append(f"{stores['side']} stores its own as {shape(stores['shape'])}")
+    from ..profiles.eagle3_v1 import v1_problems  # the same clauses v1 reports carry as params["problems"]
+
+    problems = v1_problems(params)
     return (
         f"{params['weight']} would come from the base's {params['base_name']}, which is "
         f"{shape(params['base_shape'])} {params['base_dtype']}, but {' and '.join(problems)}"

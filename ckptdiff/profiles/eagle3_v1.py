@@ -1,13 +1,14 @@
-"""The prose params v1 JSON reports carry for three EAGLE-3 findings; kept until v2, never read by the formats.
+"""The prose params v1 JSON reports carry for three EAGLE-3 findings; kept until v2.
 
 ``ckptdiff/report/v1`` put some words into params: ``engines`` (aux_layer_ids_differ), ``problems``
 (injected_incompatible_with_base) and ``checks`` (base_setting_missing). Removing a params key needs v2
-(docs/json-schema.md), so they stay, built from the structured params beside them; the formats word those
-findings from the structured params (:mod:`ckptdiff.formats.eagle3_messages`).
-"""
+(docs/json-schema.md), so they stay, built from the structured params beside them. The formats word those
+findings from the structured params (:mod:`ckptdiff.formats.eagle3_messages`), through the two clause builders
+here, so each clause is written once."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from .drafter import Setting
@@ -30,7 +31,7 @@ def v1_engines(shift: int) -> str:
     )
 
 
-def v1_problems(problems: dict[str, Any]) -> list[str]:
+def v1_problems(problems: Mapping[str, Any]) -> list[str]:
     """``problems``: why an injected weight does not fit, from ``config_needs`` and ``other_stores``."""
     out = []
     if "config_needs" in problems:
