@@ -16,8 +16,9 @@ if TYPE_CHECKING:
     from .profiles.naming import RenameRule
     from .progress import Progress
     from .report import Report
+    from .result import Result
 
-__all__ = ["CkptdiffError", "Policy", "RenderOptions", "Report", "__version__", "compare", "render"]
+__all__ = ["CkptdiffError", "Policy", "RenderOptions", "Report", "Result", "__version__", "compare", "render"]
 
 
 def compare(
@@ -35,8 +36,10 @@ def compare(
     progress: bool | Progress = False,
     notify: Callable[[str], None] | None = None,
     follow_symlinks: bool = False,
-) -> Report:
-    """Compare two checkpoint specs and return the :class:`~ckptdiff.report.Report`; the CLI's options by name.
+) -> Result:
+    """Compare two checkpoint specs and return the report (a :class:`~ckptdiff.result.Result`: the
+    :class:`~ckptdiff.report.Report` with a short repr, ``to_dict()``, Jupyter's rendering and each finding's
+    words in its ``message``); the CLI's options by name.
 
     ``a`` and ``b`` are local paths, Hub repos ``org/name[@revision]`` or store URLs, as on the command line (a
     revision is part of the spec). ``profile`` is ``auto``, ``none`` or a profile name (``--profile``); ``policy``
@@ -72,8 +75,10 @@ def compare(
         raise CkptdiffError("jobs", f"{jobs!r} is not a positive number")
     if policy is not None and not _is_policy(policy):
         raise CkptdiffError("policy", f"{type(policy).__name__} is not a ckptdiff.Policy")
+    from .result import Result
+
     options = SourceOptions(offline=offline, jobs=jobs, progress=_bars(progress), follow_symlinks=follow_symlinks)
-    return compare_specs(
+    report = compare_specs(
         a,
         b,
         profile=profile,
@@ -85,6 +90,7 @@ def compare(
         renames=renames,
         engines=tuple(engines),
     )
+    return Result.of(report)
 
 
 def _bars(progress: bool | Progress) -> Progress | None:
@@ -103,7 +109,7 @@ def _is_policy(value: object) -> bool:
 
 
 def render(report: Report, fmt: str = "table", options: RenderOptions | None = None) -> str:
-    """A report in one of the formats (table, markdown, json, junit), as the CLI writes it."""
+    """A report in one of the formats (table, markdown, json, junit, github, html), as the CLI writes it."""
     from .formats import render as render_format
 
     return render_format(report, fmt, options)
@@ -113,6 +119,7 @@ _LAZY = {
     "Report": "ckptdiff.report",
     "Policy": "ckptdiff.policy",
     "RenderOptions": "ckptdiff.formats",
+    "Result": "ckptdiff.result",
 }
 
 

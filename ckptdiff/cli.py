@@ -30,6 +30,7 @@ from .cli_output import (
     say,
     silence_stdout,
     wants_color,
+    write_report,
 )
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, scrub_secrets
@@ -84,10 +85,20 @@ SPEC = click.Path()
     "--format",
     "fmt",
     type=click.Choice((*FORMAT_NAMES, *FORMAT_ALIASES)),
-    help="Report format (default: table, or from the -o file's extension: .md, .json, .xml, .txt); "
-    "md is markdown; github: the table with ::error/::warning annotations for a GitHub job's log.",
+    help="Report format (default: table, or from the -o file's extension: .md, .json, .xml, .txt, .html); "
+    "md is markdown; github: the table with ::error/::warning annotations for a GitHub job's log; html: one "
+    "self-contained page (a table to filter; with --values, drift plots by layer).",
 )
 @click.option("-o", "--output", metavar="FILE", type=click.Path(), help="Write the report to FILE instead of stdout.")
+@click.option(
+    "--save",
+    "saves",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(),
+    help="Also write the report to FILE, in the format its extension names (.md, .json, .html, .xml, .txt): "
+    "one comparison, several reports (repeatable).",
+)
 @click.option(
     "--profile",
     metavar="|".join(profile_choices()),
@@ -214,6 +225,7 @@ def command(
     b: str | None,
     fmt: str | None,
     output: str | None,
+    saves: tuple[str, ...],
     profile: str | None,
     base: str | None,
     ignore: tuple[str, ...],
@@ -258,6 +270,7 @@ def command(
     from .sources import SourceOptions
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
+    save_formats = [format_for(None, path) for path in saves]  # an extension naming no format: before any read
     a, b = specs_from_config(a, b, settings)
     policy = merge_policy(
         settings,
@@ -319,6 +332,8 @@ def command(
     )
     verbosity = -1 if quiet else 1 if verbose else 0
     text = deliver(report, fmt, output, view, verbosity, color)
+    for path, save_format in zip(saves, save_formats, strict=True):
+        write_report(render(report, save_format, replace(view, color=False, only_diffs=save_format == "table")), path)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary and not no_step_summary and settings.get("step_summary", True):
         plain = replace(view, color=False, expand=False)

@@ -22,6 +22,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
     "Output": (
         "--format",
         "--output",
+        "--save",
         "--only-diffs",
         "--expand",
         "--color",

@@ -143,7 +143,7 @@ def append_step_summary(markdown: str, path: str | None) -> None:
 
 
 #: How each format escapes what could start a workflow command in a CI log (:func:`.errors.inert_in_ci_log`).
-LOG_STYLES = {"json": "json", "junit": "xml"}
+LOG_STYLES = {"json": "json", "junit": "xml", "html": "xml"}
 
 
 def say(line: str) -> None:

@@ -11,6 +11,7 @@ runner's own and is not run here: the tests check what it is given.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -38,20 +39,40 @@ class Run:
     stderr: str
     summary: str
     outputs: dict[str, str]
+    steps: list[str]  # the ids (or names) of the steps that ran, ``uses:`` steps included
 
 
-def substitute(value: str, inputs: dict[str, str], action_path: Path = REPO) -> str:
+def lookup(expression: str, inputs: dict[str, str], action_path: Path, context: dict[str, str]) -> str:
+    """An expression's value, for the contexts action.yml uses: inputs, the action's path, earlier steps' outputs
+    and the few ``github.*`` values a test gives in ``context`` (empty when not given, as the runner does)."""
+    if expression.startswith("inputs."):
+        return substitute(inputs[expression.removeprefix("inputs.")], inputs, action_path, context)
+    if expression == "github.action_path":
+        return str(action_path)
+    if expression.startswith(("steps.", "github.")):
+        return context.get(expression, "")
+    raise AssertionError(f"action.yml uses ${{{{ {expression} }}}}, which this test cannot evaluate")
+
+
+def substitute(
+    value: str, inputs: dict[str, str], action_path: Path = REPO, context: dict[str, str] | None = None
+) -> str:
     """What the runner does to ``${{ }}`` in a step's env before the step starts (the only contexts used here)."""
+    return EXPRESSION.sub(lambda match: lookup(match.group(1), inputs, action_path, context or {}), value)
 
-    def one(match: re.Match[str]) -> str:
-        expression = match.group(1)
-        if expression.startswith("inputs."):
-            return inputs[expression.removeprefix("inputs.")]
-        if expression == "github.action_path":
-            return str(action_path)
-        raise AssertionError(f"action.yml uses ${{{{ {expression} }}}}, which this test cannot evaluate")
 
-    return EXPRESSION.sub(one, value)
+def condition(step: dict, inputs: dict[str, str], context: dict[str, str]) -> bool:
+    """A step's ``if``, for the form action.yml uses: comparisons with a quoted string joined by ``&&``."""
+    test = str(step.get("if", "")).strip()
+    if not test:
+        return True
+    held = []
+    for part in test.split("&&"):
+        found = re.fullmatch(r"\s*([\w.-]+)\s*(==|!=)\s*'([^']*)'\s*", part)
+        assert found is not None, f"cannot evaluate if: {test}"
+        value = lookup(found[1], inputs, REPO, context)
+        held.append((value == found[3]) == (found[2] == "=="))
+    return all(held)
 
 
 def with_defaults(given: dict[str, str]) -> dict[str, str]:
@@ -65,7 +86,14 @@ def with_defaults(given: dict[str, str]) -> dict[str, str]:
 
 
 def run_step(
-    step: dict, inputs: dict[str, str], job: Path, workspace: Path, action_path: Path = REPO, pip: dict | None = None
+    step: dict,
+    inputs: dict[str, str],
+    job: Path,
+    workspace: Path,
+    action_path: Path = REPO,
+    pip: dict | None = None,
+    context: dict[str, str] | None = None,
+    runner_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_", "INPUT_", "VIRTUAL_ENV"))}
     env.update(
@@ -78,11 +106,22 @@ def run_step(
         NO_COLOR="1",
     )
     env.update(pip or {})
+    env.update(runner_env or {})
     env.update({f"INPUT_{name.upper()}": value for name, value in inputs.items()})
-    env.update({name: substitute(str(value), inputs, action_path) for name, value in step.get("env", {}).items()})
+    env.update(
+        {name: substitute(str(value), inputs, action_path, context) for name, value in step.get("env", {}).items()}
+    )
     script = job / "step.sh"
-    script.write_text(substitute(step["run"], inputs, action_path))  # the runner pastes expressions into scripts
+    script.write_text(
+        substitute(step["run"], inputs, action_path, context)
+    )  # the runner pastes expressions into scripts
     return subprocess.run([*BASH, str(script)], cwd=workspace, env=env, capture_output=True, text=True, timeout=600)
+
+
+def steps_from_gate() -> list[dict]:
+    """The steps from the comparison on: the gate, the artifact's upload, the comment, the verdict."""
+    steps = ACTION["runs"]["steps"]
+    return steps[next(i for i, step in enumerate(steps) if step.get("id") == "gate") :]
 
 
 def gate_steps() -> list[dict]:
@@ -91,7 +130,9 @@ def gate_steps() -> list[dict]:
 
 def install_steps() -> list[dict]:
     """The steps before the comparison that the runner hands to bash (the cache step is the runner's own)."""
-    return [step for step in ACTION["runs"]["steps"] if step.get("id") != "gate" and "run" in step]
+    steps = ACTION["runs"]["steps"]
+    before = steps[: next(i for i, step in enumerate(steps) if step.get("id") == "gate")]
+    return [step for step in before if "run" in step]
 
 
 def step_called(step_id: str) -> dict:
@@ -113,29 +154,62 @@ def installed(tmp_path_factory, wheelhouse: dict[str, str]) -> Path:
 
 @pytest.fixture
 def action(installed: Path):
-    """Run the action's comparison step with these inputs in a fresh job (same installed venv)."""
+    """Run the action's steps from the comparison on with these inputs in a fresh job (same installed venv), as
+    the runner does: each step's ``if`` evaluated, outputs of earlier steps substituted, ``uses:`` steps (the
+    runner's own: the artifact upload) recorded, not run. ``context`` gives ``github.*`` values (a pull request's
+    number), ``runner_env`` the variables the runner sets (GITHUB_API_URL, GITHUB_REPOSITORY, ...)."""
 
-    def run(workspace: Path = REPO, **given: str) -> Run:
+    def run(
+        workspace: Path = REPO,
+        context: dict[str, str] | None = None,
+        runner_env: dict[str, str] | None = None,
+        **given: str,
+    ) -> Run:
         for name in ("summary.md", "output"):
             (installed / name).write_text("")
         inputs = with_defaults(given)
+        known = dict(context or {})
+        known.setdefault("github.token", "ghs_testtoken")
         code, stdout, stderr = 0, "", ""
-        for step in gate_steps():
-            result = run_step(step, inputs, installed, workspace)
+        ran: list[str] = []
+        for step in steps_from_gate():
+            if not condition(step, inputs, known):
+                continue
+            ran.append(step.get("id") or step["name"])
+            if "uses" in step:
+                continue
+            result = run_step(step, inputs, installed, workspace, context=known, runner_env=runner_env)
             code, stdout, stderr = result.returncode, stdout + result.stdout, stderr + result.stderr
+            written = dict(line.split("=", 1) for line in (installed / "output").read_text().splitlines() if line)
+            if step.get("id"):
+                known.update({f"steps.{step['id']}.outputs.{k}": v for k, v in written.items()})
             if code:
                 break  # the runner stops at the first failing step
         outputs = dict(line.split("=", 1) for line in (installed / "output").read_text().splitlines() if line)
-        return Run(code, stdout, stderr, (installed / "summary.md").read_text(), outputs)
+        outputs = {k: v for k, v in outputs.items() if k in ("verdict", "exit-code")} | (
+            {"reports": outputs["reports"]} if outputs.get("reports") else {}
+        )
+        return Run(code, stdout, stderr, (installed / "summary.md").read_text(), outputs, ran)
 
     return run
 
 
 def test_the_action_is_composite_with_the_documented_inputs_and_outputs() -> None:
     assert ACTION["runs"]["using"] == "composite"
-    assert set(ACTION["inputs"]) == {"a", "b", "base", "engine", "format", "args"}
+    assert set(ACTION["inputs"]) == {
+        "a",
+        "b",
+        "base",
+        "engine",
+        "format",
+        "args",
+        "comment",
+        "comment-key",
+        "artifact-name",
+        "github-token",
+    }
     assert not any(spec.get("required") for spec in ACTION["inputs"].values())  # a, b may come from the config file
-    assert set(ACTION["outputs"]) == {"verdict", "exit-code"}
+    assert set(ACTION["outputs"]) == {"verdict", "exit-code", "reports"}
     assert len(gate_steps()) == 1
 
 
@@ -341,3 +415,180 @@ def test_a_refusal_quoting_the_args_starts_no_workflow_command(action) -> None:
     run = action(a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-ours", args=hostile)
     assert run.code == 2 and run.outputs == {"verdict": "error", "exit-code": "2"}
     assert len(run.stderr.splitlines()) == 1 and runner_commands(run.stdout + run.stderr) == []
+
+
+# --- the sticky PR comment and the reports' artifact (comment: true) -----------------------------------------
+
+
+class GitHubAPI:
+    """GitHub's REST API for issue comments, on loopback: list (paginated), create, update; ``forbidden``
+    answers writes as GitHub answers a fork's read-only token (403, "Resource not accessible by integration")."""
+
+    def __init__(self) -> None:
+        import http.server
+        import json
+        import threading
+
+        self.comments: list[dict] = []
+        self.requests: list[tuple[str, str, str]] = []  # method, path, Authorization
+        self.forbidden = False
+        api = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def answer(self, status: int, body: object) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                api.requests.append(("GET", self.path, self.headers.get("Authorization", "")))
+                found = re.fullmatch(r"/repos/o/r/issues/(\d+)/comments\?per_page=(\d+)&page=(\d+)", self.path)
+                if not found:
+                    return self.answer(404, {"message": "Not Found"})
+                size, page = int(found[2]), int(found[3])
+                mine = [c for c in api.comments if c["issue"] == int(found[1])]
+                self.answer(200, mine[(page - 1) * size : page * size])
+
+            def write(self, method: str) -> None:
+                api.requests.append((method, self.path, self.headers.get("Authorization", "")))
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                if api.forbidden:
+                    return self.answer(403, {"message": "Resource not accessible by integration"})
+                if method == "POST" and (found := re.fullmatch(r"/repos/o/r/issues/(\d+)/comments", self.path)):
+                    comment = {"id": 1000 + len(api.comments), "issue": int(found[1]), "body": body["body"]}
+                    comment["html_url"] = f"https://github.example/o/r/pull/{found[1]}#issuecomment-{comment['id']}"
+                    api.comments.append(comment)
+                    return self.answer(201, comment)
+                if method == "PATCH" and (found := re.fullmatch(r"/repos/o/r/issues/comments/(\d+)", self.path)):
+                    comment = next(c for c in api.comments if c["id"] == int(found[1]))
+                    comment["body"] = body["body"]
+                    return self.answer(200, comment)
+                self.answer(404, {"message": "Not Found"})
+
+            def do_POST(self) -> None:
+                self.write("POST")
+
+            def do_PATCH(self) -> None:
+                self.write("PATCH")
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def runner_env(self) -> dict[str, str]:
+        return {
+            "GITHUB_API_URL": self.url,
+            "GITHUB_REPOSITORY": "o/r",
+            "GITHUB_SERVER_URL": "https://github.example",
+            "GITHUB_RUN_ID": "77",
+            "GITHUB_EVENT_NAME": "pull_request",
+        }
+
+
+@pytest.fixture
+def github():
+    api = GitHubAPI()
+    yield api
+    api.server.shutdown()
+
+
+PR = {"github.event.pull_request.number": "12", "github.token": "ghs_jobtoken"}
+
+
+def test_comment_posts_one_sticky_comment_and_updates_it(action, github: GitHubAPI) -> None:
+    github.comments.append({"id": 5, "issue": 12, "body": "LGTM", "html_url": "x"})  # someone else's comment
+    first = action(
+        a="fixtures/kimi-k2-eagle3-published",
+        b="fixtures/kimi-k25-eagle3-two-aux",
+        comment="true",
+        context=PR,
+        runner_env=github.runner_env(),
+    )
+    assert first.code == 1 and first.outputs["verdict"] == "incompatible"  # the job still fails on the verdict
+    assert first.steps == ["gate", "upload", "comment", "Fail the job unless compatible"]
+    assert "ckptdiff action: comment posted: https://github.example/o/r/pull/12#issuecomment-1001" in first.stdout
+    ours = [c for c in github.comments if c["id"] != 5]
+    assert len(ours) == 1
+    body = ours[0]["body"]
+    assert body.startswith("<!-- ckptdiff sticky comment -->\n## ckptdiff: incompatible ❌\n")
+    assert "- `fc.weight`: **shape_mismatch**" in body
+    assert body.rstrip().endswith(
+        "Full report (JSON, HTML): the `ckptdiff-report` artifact of [this run](https://github.example/o/r/actions/runs/77)."
+    )
+    assert all(auth == "Bearer ghs_jobtoken" for _, _, auth in github.requests)
+    # the artifact: the JSON and HTML reports of the same run, pinned by commit
+    reports = Path(first.outputs["reports"])
+    assert json.loads((reports / "ckptdiff-report.json").read_text())["verdict"] == "incompatible"
+    assert (reports / "ckptdiff-report.html").read_text().startswith("<!doctype html>")
+    upload = step_called("upload")
+    assert re.fullmatch(r"actions/upload-artifact@[0-9a-f]{40}", upload["uses"])
+    assert upload["with"]["path"].split() == [
+        "${{ steps.gate.outputs.reports }}/ckptdiff-report.json",
+        "${{ steps.gate.outputs.reports }}/ckptdiff-report.html",
+    ]
+
+    # the next run (the drafter fixed) updates the same comment in place
+    second = action(
+        a="fixtures/kimi-k2-eagle3-published",
+        b="fixtures/kimi-k25-eagle3-ours",
+        comment="true",
+        context=PR,
+        runner_env=github.runner_env(),
+    )
+    assert second.code == 0 and "comment updated" in second.stdout
+    assert [c["id"] for c in github.comments] == [5, 1001]
+    assert github.comments[1]["body"].startswith("<!-- ckptdiff sticky comment -->\n## ckptdiff: compatible ✅\n")
+    assert [method for method, _, _ in github.requests].count("POST") == 1
+
+    # a second gate with its own key gets a comment of its own
+    keyed = action(
+        a="fixtures/kimi-k2-eagle3-published",
+        b="fixtures/kimi-k25-eagle3-ours",
+        comment="true",
+        **{"comment-key": "sglang-gate"},
+        context=PR,
+        runner_env=github.runner_env(),
+    )
+    assert keyed.code == 0 and len(github.comments) == 3
+    assert github.comments[2]["body"].startswith("<!-- ckptdiff sticky comment sglang-gate -->\n")
+
+
+def test_a_fork_without_write_permission_falls_back_to_the_summary(action, github: GitHubAPI) -> None:
+    github.forbidden = True
+    run = action(
+        a="fixtures/kimi-k2-eagle3-published",
+        b="fixtures/kimi-k25-eagle3-two-aux",
+        comment="true",
+        context=PR,
+        runner_env=github.runner_env(),
+    )
+    assert run.code == 1 and run.outputs["verdict"] == "incompatible"  # the verdict, not the comment, fails the job
+    assert github.comments == [] and "HTTP 403: Resource not accessible by integration" in run.stderr
+    assert run.summary.startswith("## ckptdiff: incompatible ❌")  # the report is in the summary
+    assert (
+        "> **No PR comment.** The job's token may not write to this pull request (a pull request from a fork"
+        in run.summary
+    )
+    assert "::warning title=ckptdiff comment::" in run.stdout
+
+
+def test_comment_outside_a_pull_request_says_so_and_off_by_default(action, github: GitHubAPI) -> None:
+    run = action(
+        a="fixtures/kimi-k2-eagle3-published",
+        b="fixtures/kimi-k25-eagle3-ours",
+        comment="true",
+        runner_env={**github.runner_env(), "GITHUB_EVENT_NAME": "push"},
+    )
+    assert run.code == 0 and github.requests == []
+    assert "This run is not for a pull request (event: push)" in run.summary
+    default = action(
+        a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-ours", runner_env=github.runner_env()
+    )
+    assert default.steps == ["gate", "Fail the job unless compatible"] and github.requests == []
+    assert "reports" not in default.outputs

@@ -35,7 +35,7 @@ def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
         (lambda: compare(PUBLISHED, OURS, policy={"ignore": ["x"]}), "policy"),  # type: ignore[arg-type]
         (lambda: compare(PUBLISHED, OURS, policy=ckptdiff.Policy(ignore="x")), "--ignore"),  # type: ignore[arg-type]
         (lambda: compare(PUBLISHED, "/nonexistent/ckpt"), None),
-        (lambda: render(compare(PUBLISHED, OURS), "html"), "format"),
+        (lambda: render(compare(PUBLISHED, OURS), "pdf"), "format"),
     ],
 )
 def test_every_input_mistake_is_a_ckptdiff_error(call, where) -> None:

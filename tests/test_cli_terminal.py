@@ -134,12 +134,12 @@ def test_md_is_markdown(run_cli, tmp_path):
 
 
 def test_an_output_extension_that_names_no_format_is_refused(run_cli, tmp_path):
-    target = tmp_path / "report.html"
+    target = tmp_path / "report.pdf"
     result = run_cli(PUBLISHED, OURS, "-o", str(target))
     assert result.returncode == 2 and result.stdout == "" and not target.exists()
     assert result.stderr == (
-        f"ckptdiff: {target}: no report format is written as .html"
-        " (give --format, or name it .json, .markdown, .md, .txt, .xml)\n"
+        f"ckptdiff: {target}: no report format is written as .pdf"
+        " (give --format, or name it .htm, .html, .json, .markdown, .md, .txt, .xml)\n"
     )
     assert run_cli(PUBLISHED, OURS, "-o", str(target), "--format", "markdown").returncode == 0
     assert target.read_text().startswith("## ckptdiff: compatible")

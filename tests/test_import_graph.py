@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.cli_output": 10,
     "ckptdiff.__main__": 11,
     "ckptdiff": 11,  # the package's API (__init__): compare(), render()
+    "ckptdiff.result": 11,  # compare()'s Result: the report with a notebook's conveniences, worded by the formats
 }
 
 

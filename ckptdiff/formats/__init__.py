@@ -14,7 +14,7 @@ from ..errors import CkptdiffError
 if TYPE_CHECKING:
     from ..report import Report
 
-FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit", "github")
+FORMAT_NAMES: tuple[str, ...] = ("table", "markdown", "json", "junit", "github", "html")
 #: Other spellings --format and the config file accept.
 FORMAT_ALIASES: dict[str, str] = {"md": "markdown"}
 #: The module that renders each format: a registry, so that a run loads only the format it writes.
@@ -24,6 +24,7 @@ FORMAT_MODULES: dict[str, str] = {
     "json": "ckptdiff.formats.json",
     "junit": "ckptdiff.formats.junit",
     "github": "ckptdiff.formats.github",
+    "html": "ckptdiff.formats.html",
 }
 #: ``-o report.md`` picks markdown when --format is not given.
 FORMAT_BY_EXTENSION: dict[str, str] = {
@@ -32,6 +33,8 @@ FORMAT_BY_EXTENSION: dict[str, str] = {
     ".json": "json",
     ".xml": "junit",
     ".txt": "table",
+    ".html": "html",
+    ".htm": "html",
 }
 
 

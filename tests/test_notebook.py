@@ -1,0 +1,70 @@
+"""`ckptdiff.compare()` in a notebook: what IPython's display machinery makes of the Result (a short repr, the
+markdown and HTML reports), ``to_dict()`` equal to the JSON report, and each finding's words in its message."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from browser import body_data, dump_dom
+
+import ckptdiff
+from ckptdiff import Report, render
+from fixtures.generate import HERE as FIXTURES
+
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
+
+
+@pytest.fixture(scope="module")
+def result() -> ckptdiff.Result:
+    return ckptdiff.compare(PUBLISHED, TWO_AUX, engines=["vllm"])
+
+
+def test_the_repr_is_one_short_line_naming_what_fails(result: ckptdiff.Result) -> None:
+    text = repr(result)
+    assert "\n" not in text and len(text) < 300
+    assert text.startswith(f"<ckptdiff incompatible: {PUBLISHED} vs {TWO_AUX}; 14 match, 1 injected, 1 shape_mismatch;")
+    assert "failing: fc.weight shape_mismatch, vllm A aux_ids_default, vllm B aux_count_mismatch, +1 more>" in text
+    assert isinstance(result, Report) and result.exit_code == 1  # still the report, every field and property
+
+
+def test_ipython_displays_markdown_and_html(result: ckptdiff.Result, tmp_path: Path) -> None:
+    formatters = pytest.importorskip("IPython.core.formatters")
+    shown, _ = formatters.DisplayFormatter().format(result)
+    assert shown["text/plain"] == repr(result)
+    assert shown["text/markdown"] == render(result, "markdown")
+    html = shown["text/html"]
+    assert html.startswith('<iframe srcdoc="') and "<script" not in html  # the page is inside the attribute
+    # the frame shows the report: its verdict and table, as a notebook would
+    page = tmp_path / "notebook.html"
+    page.write_text(
+        f"""<!doctype html><html><body>{html}<script>
+        const frame = document.querySelector("iframe");
+        frame.addEventListener("load", () => {{
+          const inner = frame.contentDocument;
+          document.body.dataset.verdict = inner.querySelector("#verdict h1").textContent;
+          document.body.dataset.rows = inner.querySelectorAll("#tensors tr.row").length;
+        }});
+        </script></body></html>""",
+        encoding="utf-8",
+    )
+    seen = body_data(dump_dom(page))
+    assert seen == {"verdict": "ckptdiff: incompatible", "rows": "16"}
+
+
+def test_to_dict_is_the_json_report(result: ckptdiff.Result) -> None:
+    data = result.to_dict()
+    assert data == json.loads(render(result, "json"))
+    assert json.loads(json.dumps(data)) == data
+
+
+def test_each_finding_carries_its_words(result: ckptdiff.Result) -> None:
+    messages = {finding.code: finding.message for finding in result.findings}
+    assert messages["aux_layer_ids_differ"] == (
+        "eagle_config.eagle_aux_hidden_state_layer_ids differs: A [2, 30, 58], B [2, 30]"
+    )
+    assert all(messages.values())
+    as_json = {f["code"]: f["message"] for f in result.to_dict()["findings"]}
+    assert as_json == messages
