@@ -31,6 +31,7 @@ def compare(
     engines: Sequence[str] = (),
     renames: Sequence[str | RenameRule] = (),
     values: bool = False,
+    values_only: Sequence[str] = (),
     offline: bool = False,
     jobs: int = 128,
     progress: bool | Progress = False,
@@ -45,7 +46,8 @@ def compare(
     revision is part of the spec). ``profile`` is ``auto``, ``none`` or a profile name (``--profile``); ``policy``
     holds the rules (``--ignore``, ``--allow-*``, ``--fail-on``, ``--allow-empty``); ``base`` is ``--base``;
     ``engines`` is ``--engine`` (with ``b`` None the one checkpoint is checked against them); ``renames`` is
-    ``--rename``; ``values`` is ``--values`` (needs numpy, torch for .bin/.pt); ``offline`` and ``jobs`` are
+    ``--rename``; ``values`` is ``--values`` (needs numpy, torch for .bin/.pt), ``values_only`` ``--values-only``
+    (globs; implies ``values``); ``offline`` and ``jobs`` are
     ``--offline`` and ``--jobs``; ``progress`` draws progress bars on stderr (True) or reports to your own
     :data:`ckptdiff.progress.Progress` callback; ``notify`` receives announcements; ``follow_symlinks`` is
     ``--follow-symlinks``.
@@ -69,6 +71,9 @@ def compare(
             raise CkptdiffError("engines", f"unknown engine {engine!r}", f"choose from {', '.join(ENGINE_CHOICES)}")
     if b is None and not engines:
         raise CkptdiffError("b", "missing", "give B to compare A with, or engines to check A on its own")
+    if isinstance(values_only, str):
+        raise CkptdiffError("values_only", f"{values_only!r} is a string", "give a list of globs, e.g. ['fc.weight']")
+    values = values or bool(values_only)
     if b is None and values:
         raise CkptdiffError("values", "compares A's tensor values with B's", "give B")
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
@@ -89,6 +94,7 @@ def compare(
         notify=notify,
         renames=renames,
         engines=tuple(engines),
+        values_only=tuple(values_only),
     )
     return Result.of(report)
 

@@ -130,6 +130,14 @@ SPEC = click.Path()
     "into the HF cache; .bin/.pt files need ckptdiff[torch].",
 )
 @click.option(
+    "--values-only",
+    "values_only",
+    multiple=True,
+    metavar="GLOB",
+    help="--values for the tensors GLOB matches only (on the full name; * crosses dots; repeatable): a Hub repo or "
+    "store is read by each tensor's byte range, not whole files.",
+)
+@click.option(
     "--scheduler",
     metavar="tcp://HOST:PORT",
     help="With --values: run the value pass on this dask.distributed scheduler's workers, which read the "
@@ -245,6 +253,7 @@ def command(
     color: str = "auto",
     verbose: bool = False,
     values: bool = False,
+    values_only: tuple[str, ...] = (),
     scheduler: str | None = None,
     renames: tuple[str, ...] = (),
     engines: tuple[str, ...] = (),
@@ -290,6 +299,7 @@ def command(
     engines = engines or tuple(settings.get("engine", ()))
     if b is None and not engines:
         raise click.UsageError("Missing argument 'B': give B to compare A with, or --engine NAME to check A on its own")
+    values = values or bool(values_only)  # --values-only implies --values
     if b is None and values:
         raise click.UsageError("--values compares A's tensor values with B's: give B")
     if scheduler is not None and not values:
@@ -316,6 +326,7 @@ def command(
         source_options=options,
         values=values,
         values_options=_values_options(values, jobs, scheduler),
+        values_only=values_only,
         notify=notify,
         renames=rename_rules,
         engines=engines,

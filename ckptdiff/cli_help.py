@@ -7,7 +7,7 @@ import click
 #: Each option's group in --help, by its first long name; an option not listed goes under "Other".
 OPTION_GROUPS: dict[str, tuple[str, ...]] = {
     "Sources": ("--base", "--offline", "--jobs", "--follow-symlinks"),
-    "Comparison": ("--profile", "--rename", "--values", "--scheduler"),
+    "Comparison": ("--profile", "--rename", "--values", "--values-only", "--scheduler"),
     "Engines": ("--engine",),
     "Policy": (
         "--ignore",

@@ -31,6 +31,7 @@ def compare_specs(
     engines: Sequence[str] = (),
     command: str | None = None,
     values_options: ValuesOptions | None = None,
+    values_only: Sequence[str] = (),
 ) -> Report:
     """Resolve two specs (and an optional base) through the sources, then compare them.
 
@@ -38,7 +39,8 @@ def compare_specs(
     receives its announcements (downloads). ``engines`` (``--engine``) replays those engines' drafter loaders on
     each side; with ``b`` None the one checkpoint is checked on its own against them. ``command`` is the command
     line the report names (the CLI's). ``values_options`` says where the value pass runs (threads, ``--jobs``
-    processes, a Dask scheduler) and carries its progress hook.
+    processes, a Dask scheduler) and carries its progress hook. ``values_only`` (``--values-only``, implies
+    ``values``): globs; only the tensors they match are compared, each read by its byte range.
     """
     from .sources import resolve, resolve_both
     from .sources.wanted import Wanted
@@ -69,7 +71,7 @@ def compare_specs(
         command=command,
         tool_version=__version__,
     )
-    if values:
+    if values or values_only:
         from .values import attach_values
 
         report = attach_values(
@@ -82,5 +84,6 @@ def compare_specs(
             progress=source_options.progress if source_options is not None else None,
             notify=notify,
             options=values_options,
+            only=tuple(values_only),
         )
     return report

@@ -372,7 +372,7 @@ def test_the_documented_workflows_use_only_the_actions_inputs() -> None:
                         uses += 1
                         assert set(step["with"]) <= set(ACTION["inputs"]), page.name
                         assert {"a", "b"} <= set(step["with"]), page.name
-    assert uses == 2
+    assert uses == 3
 
 
 def test_every_line_of_the_engine_input_reaches_ckptdiff(action) -> None:
@@ -528,7 +528,7 @@ def test_comment_posts_one_sticky_comment_and_updates_it(action, github: GitHubA
     assert (reports / "ckptdiff-report.html").read_text().startswith("<!doctype html>")
     upload = step_called("upload")
     assert re.fullmatch(r"actions/upload-artifact@[0-9a-f]{40}", upload["uses"])
-    assert upload["with"]["path"].split() == [
+    assert upload["with"]["path"].splitlines() == [
         "${{ steps.gate.outputs.reports }}/ckptdiff-report.json",
         "${{ steps.gate.outputs.reports }}/ckptdiff-report.html",
     ]

@@ -6,10 +6,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..checkpoint import Checkpoint, RelativePath
+from ..checkpoint import Checkpoint, RelativePath, TensorInfo
 from ..progress import BytesBar, Progress
 from .base import EmbedJob, embed_jobs
-from .files import Notify, fetch_files, identical_files, local_path
+from .files import Notify, fetch_files, fetch_tensors, identical_files, local_path
 from .readers import Side, is_torch_file, require_torch
 from .scheduling import Pair, ProgressHook, choose_kernel, pair_stats
 from .statistics import IDENTICAL_BY_HASH, ValueStats
@@ -52,6 +52,7 @@ def compare_values(
     progress: Progress | None = None,
     notify: Notify | None = None,
     options: ValuesOptions | None = None,
+    by_tensor: bool = False,
 ) -> ValuesResult:
     """Statistics for ``names`` (tensors in both with equal shapes) and, with a base, the embed checks.
 
@@ -59,7 +60,9 @@ def compare_values(
     are keyed by it. ``embed_pairs`` are (tensor name in a side, tensor name in the base) pairs. Reading a
     .bin/.pt file's values needs torch (checked before anything is downloaded); safetensors need only numpy.
     ``progress`` draws the download bars and a bar of the bytes compared (:mod:`ckptdiff.progress`);
-    ``options`` says where the pass runs (:class:`ValuesOptions`).
+    ``options`` says where the pass runs (:class:`ValuesOptions`). ``by_tensor`` (``--values-only``): a Hub or
+    store side's tensors are read each by its byte range, never their whole files; the base's always are (the
+    embedding of a 1 TB base is one tensor of a multi-GB shard). On a Dask cluster the workers fetch whole files.
     """
     options = options or ValuesOptions()
     triples = [(n, n, n) if isinstance(n, str) else n for n in names]
@@ -94,9 +97,20 @@ def compare_values(
         if options.scheduler is not None:
             results = _on_dask(options, checkpoints, wanted, pairs, kernel, offline)
         else:
-            fetch: dict[str, Any] = dict(offline=offline, progress=progress, notify=notify)
-            for checkpoint, files, label, called in zip(checkpoints, wanted, SIDE_LABELS, ANNOUNCED_AS, strict=False):
-                sides.append(Side(label, checkpoint, fetch_files(checkpoint, files, label=called, **fetch)))
+            fetch: dict[str, Any] = dict(offline=offline, notify=notify)
+            placed: list[dict[str, TensorInfo] | None] = []
+            for index, (checkpoint, files, label, called) in enumerate(
+                zip(checkpoints, wanted, SIDE_LABELS, ANNOUNCED_AS, strict=False)
+            ):
+                if by_tensor or index == 2:
+                    tensors = [t for pair in pairs for i, t in _sides_of(pair) if i == index]
+                    found, paths = fetch_tensors(checkpoint, tensors, label=called, **fetch)
+                    placed.append(found)
+                else:
+                    paths = fetch_files(checkpoint, files, label=called, progress=progress, **fetch)
+                    placed.append(None)
+                sides.append(Side(label, checkpoint, paths))
+            pairs = [_placed(pair, placed) for pair in pairs]
             if options.jobs is not None:
                 results = _on_processes(options, sides, checkpoints, pairs, kernel, offline)
             else:
@@ -110,6 +124,18 @@ def compare_values(
         stats[key] = result
     embeds = tuple((*job, result) for job, result in zip(jobs, results[len(to_read) :], strict=True))
     return ValuesResult(stats, identical, embeds)
+
+
+def _sides_of(pair: Pair) -> tuple[tuple[int, TensorInfo], tuple[int, TensorInfo]]:
+    return (pair.side_a, pair.a), (pair.side_b, pair.b)
+
+
+def _placed(pair: Pair, placed: list[dict[str, TensorInfo] | None]) -> Pair:
+    """A pair whose tensors were read by their byte ranges, pointed at where they were put."""
+    found_a, found_b = placed[pair.side_a], placed[pair.side_b]
+    a = found_a[pair.a.name] if found_a is not None else pair.a
+    b = found_b[pair.b.name] if found_b is not None else pair.b
+    return Pair(pair.side_a, a, pair.side_b, b)
 
 
 def _both(hook: ProgressHook | None, bar: BytesBar | None) -> ProgressHook | None:

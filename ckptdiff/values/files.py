@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..checkpoint import Checkpoint, RelativePath
+from ..checkpoint import Checkpoint, RelativePath, TensorInfo
 from ..errors import SourceError
 from ..progress import Progress
 
@@ -119,3 +119,58 @@ _SCRATCH: Path | None = None
 
 def _gib(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
+
+
+def fetch_tensors(
+    checkpoint: Checkpoint,
+    tensors: Iterable[TensorInfo],
+    *,
+    label: str,
+    offline: bool = False,
+    notify: Notify | None = None,
+) -> tuple[dict[str, TensorInfo], dict[RelativePath, Path]]:
+    """These tensors as the pass reads them, reading no more than their bytes: a file on this machine (a local
+    checkpoint's, a Hub file already in the HF cache) as it is; from a Hub repo or a store, each tensor's byte
+    range alone (``sources.tensor_read``, never the rest of its file) into a scratch file of its own.
+
+    Returns the tensors by name (one read by its range: its scratch file, from offset 0) and the local path of
+    each file they name."""
+    import tempfile
+
+    from ..sources import SourceOptions, source_of
+    from ..sources.tensor_read import read_tensor_chunks
+
+    source = source_of(checkpoint, SourceOptions(offline=offline))
+    placed: dict[str, TensorInfo] = {}
+    paths: dict[RelativePath, Path] = {}
+    remote: list[TensorInfo] = []
+    for tensor in {t.name: t for t in tensors}.values():
+        local = source.local_path(tensor.file)
+        if local is not None:
+            placed[tensor.name], paths[tensor.file] = tensor, local
+        elif not source.remote:
+            raise SourceError(checkpoint.location, f"file {tensor.file} is missing")
+        else:
+            remote.append(tensor)
+    if not remote:
+        return placed, paths
+    if offline:
+        from ..sources.hub_errors import OFFLINE_HINT
+
+        defect = "not on this machine (not in the local cache) and offline mode is on"
+        raise SourceError(source.name_of(remote[0].file), defect, OFFLINE_HINT)
+    if notify is not None:
+        total = _gib(sum(t.data_offsets[1] - t.data_offsets[0] for t in remote))
+        where = source.name_of()
+        notify(f"--values: reading {len(remote)} tensor(s) of {label} ({where}) by their byte ranges, {total}")
+    folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-tensors-", dir=scratch_folder()))
+    for number, tensor in enumerate(remote):
+        path = folder / f"{number}.tensor"
+        with open(path, "wb") as out:
+            for piece in read_tensor_chunks(source, tensor):
+                out.write(piece)
+        begin, end = tensor.data_offsets
+        own = f"{tensor.file}#{tensor.name}"  # the pass's name for the scratch file, never one of the checkpoint's
+        placed[tensor.name] = TensorInfo(tensor.name, tensor.dtype, tensor.shape, own, (0, end - begin))
+        paths[own] = path
+    return placed, paths

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from dataclasses import replace
+from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from ..checkpoint import Checkpoint
+from ..errors import CkptdiffError
 from .base import embed_pairs_for
 from .compare import ValuesOptions, ValuesResult, compare_values
 from .files import Notify
@@ -33,9 +37,12 @@ def attach_values(
     progress: Progress | None = None,
     notify: Notify | None = None,
     options: ValuesOptions | None = None,
+    only: Sequence[str] = (),
 ) -> Report:
     """The report with ``values`` on every row both sides store with equal shapes, and findings about them.
-    ``options``: where the pass runs, and its progress hook (:class:`ckptdiff.values.compare.ValuesOptions`)."""
+    ``options``: where the pass runs, and its progress hook (:class:`ckptdiff.values.compare.ValuesOptions`).
+    ``only`` (``--values-only``): globs on the full tensor name (``*`` crosses dots); only the rows, and the
+    embeddings checked against the base, that one matches are compared, each read by its byte range."""
     from ..report import Finding
 
     names = [
@@ -44,8 +51,25 @@ def attach_values(
         if row.a is not None and row.b is not None and row.a.shape == row.b.shape
     ]
     pairs, unpaired = embed_pairs_for(profile, base, a, b) if base is not None else ([], [])
+    if only:
+        names = [triple for triple in names if any(_matches(name, only) for name in triple)]
+        pairs = [(own, base_name) for own, base_name in pairs if _matches(own, only)]
+        if not names and not pairs:
+            patterns = " ".join(shlex.quote(pattern) for pattern in only)
+            raise CkptdiffError(
+                "--values-only", f"{patterns} matches no tensor both sides store with one shape", "check the names"
+            )
     result = compare_values(
-        a, b, names, base=base, embed_pairs=pairs, offline=offline, progress=progress, notify=notify, options=options
+        a,
+        b,
+        names,
+        base=base,
+        embed_pairs=pairs,
+        offline=offline,
+        progress=progress,
+        notify=notify,
+        options=options,
+        by_tensor=bool(only),
     )
     rows = tuple(
         msgspec.structs.replace(row, values=_row_values(result.stats[row.name])) if row.name in result.stats else row
@@ -54,6 +78,11 @@ def attach_values(
     findings = list(report.findings) + value_findings(result)
     findings += [Finding("info", "base_pair_unavailable", params=why) for why in unpaired]
     return replace(report, tensors=rows, findings=tuple(findings))
+
+
+def _matches(name: str, patterns: Sequence[str]) -> bool:
+    """A glob on the whole name, in which ``*`` crosses dots (``model.*.q_proj.weight``)."""
+    return any(fnmatchcase(name, pattern) for pattern in patterns)
 
 
 def _row_values(stats: ValueStats) -> RowValues:
