@@ -1,19 +1,19 @@
 /* The fused --values kernel in C: one pass over two chunks' stored bits gives every sum, with no widened copy.
  *
- * The same rules as the numba kernel (kernels.py): blocks of BLOCK elements, each element decoded where it is
- * loaded (bf16 by a shift, f16 and fp8 by a table, integers by a cast; other dtype pairs through two small
- * buffers that stay in L1), summed in LANES independent lane accumulators (each lane adds its elements in index
- * order: the compiler vectorises across lanes without reassociating anything, so no -ffast-math), the lanes
- * added into float64 totals after every block and folded in lane order at the end: the same bits on any number
- * of threads. A chunk is summed unchecked first; when a total is not finite or is tiny it is summed again with
- * every block checked, and a block whose sums are not all finite, or so small that squares of subnormal values
- * may have been rounded away, is summed element by element in float64 over the elements finite on both sides,
- * the others counted. F64 and integer tensors take float64 blocks.
+ * Blocks of BLOCK elements, each element decoded where it is loaded (bf16 by a shift, f16 and fp8 by a table,
+ * integers by a cast; other dtype pairs through two small buffers that stay in L1), summed in LANES independent
+ * lane accumulators (each lane adds its elements in index order: the compiler vectorises across lanes without
+ * reassociating anything, so no -ffast-math), the lanes added into float64 totals after every block and folded in
+ * lane order at the end: the same bits on any number of threads. A chunk is summed unchecked first; when a total
+ * is not finite or is tiny it is summed again with every block checked, and a block whose sums are not all
+ * finite, or so small that squares of subnormal values may have been rounded away, is summed element by element
+ * in float64 over the elements finite on both sides, the others counted. F64 and integer tensors take float64
+ * blocks. numpy (ckptdiff/values/statistics.py) computes the same statistics where this was not built.
  *
  * compared_chunk() compares the two chunks' bytes first and only sums when they differ (or hold non-finite
- * values); mapped_chunk() does the same reading the chunks itself, through a memory map of just that range (no
- * copy out of the page cache; unmapped before it returns, so the resident set stays small). Every entry point
- * releases the GIL.
+ * values); read_chunk() does the same reading the chunks itself with pread into the caller's reused buffers,
+ * comparing piece by piece while a piece is in the CPU's cache. No memory map and no signal handler: a file cut
+ * while it is read is a short read, reported as such. Every entry point releases the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,14 +22,9 @@
 #include <stdint.h>
 #include <string.h>
 #if !defined(_WIN32)
-#include <pthread.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
-#define CKPTDIFF_MMAP 1
+#define CKPTDIFF_PREAD 1
 #endif
 
 /* AVX2 where the CPU has it, chosen at load time (an ifunc: GCC on glibc); the portable build elsewhere. */
@@ -451,7 +446,7 @@ static PyObject *compared_result(int state, int nonzero, const Totals *totals) {
 }
 
 /* compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit): as
- * mapped_chunk, on two chunks' bytes in memory. */
+ * read_chunk, on two chunks' bytes in memory. */
 static PyObject *py_compared_chunk(PyObject *self, PyObject *args) {
     Pair pair;
     int code_a, code_b, wide, compare;
@@ -474,136 +469,118 @@ static PyObject *py_compared_chunk(PyObject *self, PyObject *args) {
     return result;
 }
 
-#ifdef CKPTDIFF_MMAP
-typedef struct {
-    void *base;
-    size_t length;
-    const uint8_t *data;
-} Mapping;
-
-/* A page of a mapping past the file's end raises SIGBUS, which would end the process with no report. A file cut
- * before a chunk is mapped is caught by map_range's length check; one cut while the chunk is read faults, and
- * the fault is caught here: while a thread reads a mapping, SIGBUS on that thread jumps back out of the read
- * (sigsetjmp in py_mapped_chunk), which then fails with EIO. The handler is installed only while some thread
- * reads a mapping, and the disposition it replaced comes back after; a SIGBUS on a thread that is not reading a
- * mapping puts that disposition back at once, and the faulting access, run again, meets it. */
-static __thread sigjmp_buf *volatile fault_exit;
-static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
-static int guard_readers;
-static struct sigaction replaced_bus;
-
-static void on_bus_error(int signal_number, siginfo_t *info, void *context) {
-    (void)signal_number, (void)info, (void)context;
-    sigjmp_buf *jump_back = fault_exit;
-    if (jump_back != NULL) {
-        fault_exit = NULL;
-        siglongjmp(*jump_back, 1);
+#ifdef CKPTDIFF_PREAD
+/* n bytes of fd from offset into out, with pread (any number of calls): 1, or 0 with errno set (0 at the file's
+ * end, which the caller words). Positioned reads, not a memory map: a file cut while it is read gives a short read
+ * here, where a page of a memory map past the end would fault and end the process. */
+static int read_fully(int fd, uint8_t *out, size_t n, long long offset, long long *reached) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t step = pread(fd, out + got, n - got, (off_t)(offset + (long long)got));
+        if (step < 0 && errno == EINTR) continue;
+        if (step <= 0) {
+            if (step == 0) errno = 0;
+            *reached = offset + (long long)got;
+            return 0;
+        }
+        got += (size_t)step;
     }
-    sigaction(SIGBUS, &replaced_bus, NULL);
-}
-
-static void guard_enter(void) {
-    pthread_mutex_lock(&guard_lock);
-    if (guard_readers++ == 0) {
-        struct sigaction action;
-        memset(&action, 0, sizeof action);
-        action.sa_sigaction = on_bus_error;
-        action.sa_flags = SA_SIGINFO | SA_NODEFER;
-        sigemptyset(&action.sa_mask);
-        sigaction(SIGBUS, &action, &replaced_bus);
-    }
-    pthread_mutex_unlock(&guard_lock);
-}
-
-static void guard_leave(void) {
-    pthread_mutex_lock(&guard_lock);
-    if (--guard_readers == 0) sigaction(SIGBUS, &replaced_bus, NULL);
-    pthread_mutex_unlock(&guard_lock);
-}
-
-/* A file shorter now than the range (cut since its header was read) is refused with EINVAL, and the caller reads
- * it instead, which names the file and its defect. */
-static int map_range(int fd, long long offset, size_t nbytes, Mapping *mapping) {
-    struct stat status;
-    if (fstat(fd, &status) != 0) return 0;
-    if ((long long)status.st_size < offset + (long long)nbytes) {
-        errno = EINVAL;
-        return 0;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    long long aligned = offset - offset % page;
-    mapping->length = nbytes + (size_t)(offset - aligned);
-    if (mapping->length == 0) mapping->length = 1;
-    mapping->base = mmap(NULL, mapping->length, PROT_READ, MAP_SHARED, fd, (off_t)aligned);
-    if (mapping->base == MAP_FAILED) return 0;
-#ifdef MADV_SEQUENTIAL
-    madvise(mapping->base, mapping->length, MADV_SEQUENTIAL);
-#endif
-    mapping->data = (const uint8_t *)mapping->base + (offset - aligned);
     return 1;
 }
 
-/* mapped_chunk(fd_a, offset_a, code_a, table_a, fd_b, offset_b, code_b, table_b, count, wide, compare, mask, limit)
- * → (state, nonzero, skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²): state 0 when the bytes are equal and every
- * element finite (no sums: nonzero says whether one is not 0), 1 when they are equal but the sums were needed, 2
- * when they differ. compare 0: the dtypes differ, only sum. The caller checked that both files are long enough. */
-static PyObject *py_mapped_chunk(PyObject *self, PyObject *args) {
+/* How a read_chunk call failed: which side (0 a, 1 b), errno (0: the file ended), where the file ended. */
+typedef struct {
+    int side, error;
+    long long reached;
+} ReadFailure;
+
+/* Both chunks read and compared: the equal-bytes rule is checked piece by piece as the pieces are read into the
+ * first PIECE_BYTES of each buffer (so they stay in the CPU's cache, as cat's buffer does); at the first piece
+ * that differs (or holds a non-finite value) the whole chunks are read into the buffers and go to
+ * compared_chunk, which gives the same bits as on chunks read by the caller. */
+static int read_compared(int fd_a, long long offset_a, uint8_t *buf_a, const Input *in_a, int fd_b, long long offset_b,
+                         uint8_t *buf_b, const Input *in_b, size_t count, int wide, int compare, uint64_t mask,
+                         uint64_t limit, Totals *totals, int *nonzero, ReadFailure *failure) {
+    int itemsize_a = ITEMSIZE[in_a->code];
+    size_t nbytes_a = count * (size_t)itemsize_a, nbytes_b = count * (size_t)ITEMSIZE[in_b->code];
+    size_t in_place = 0; /* bytes at the start of both buffers that already hold their chunk's bytes */
+    if (compare && in_a->code == in_b->code && mask != 0) {
+        size_t low = 0;
+        for (; low < nbytes_a; low += PIECE_BYTES) {
+            size_t size = nbytes_a - low < PIECE_BYTES ? nbytes_a - low : PIECE_BYTES;
+            if (!read_fully(fd_a, buf_a, size, offset_a + (long long)low, &failure->reached)) {
+                failure->side = 0;
+                failure->error = errno;
+                return -1;
+            }
+            if (!read_fully(fd_b, buf_b, size, offset_b + (long long)low, &failure->reached)) {
+                failure->side = 1;
+                failure->error = errno;
+                return -1;
+            }
+            if (!equal_and_finite(buf_a, buf_b, size, itemsize_a, mask, limit, nonzero)) break;
+        }
+        if (low >= nbytes_a) {
+            memset(totals, 0, sizeof *totals);
+            return 0;
+        }
+        in_place = low == 0 ? (nbytes_a < PIECE_BYTES ? nbytes_a : PIECE_BYTES) : 0;
+    }
+    if (!read_fully(fd_a, buf_a + in_place, nbytes_a - in_place, offset_a + (long long)in_place, &failure->reached)) {
+        failure->side = 0;
+        failure->error = errno;
+        return -1;
+    }
+    if (!read_fully(fd_b, buf_b + in_place, nbytes_b - in_place, offset_b + (long long)in_place, &failure->reached)) {
+        failure->side = 1;
+        failure->error = errno;
+        return -1;
+    }
+    Input a = {buf_a, in_a->code, in_a->table}, b = {buf_b, in_b->code, in_b->table};
+    *nonzero = 0;
+    return compared_chunk(&a, &b, count, wide, compare, mask, limit, totals, nonzero);
+}
+
+/* read_chunk(fd_a, offset_a, buffer_a, code_a, table_a, fd_b, offset_b, buffer_b, code_b, table_b, count, wide,
+ * compare, mask, limit) → compared_chunk's tuple, on the chunks read from the two files into the two (reused,
+ * writable) buffers; the buffers then hold the chunks' bytes unless the state is 0. A file that ends before the
+ * chunk raises EOFError(side, byte it ended at) (side 0: a, 1: b); a failed read OSError with the side as filename. */
+static PyObject *py_read_chunk(PyObject *self, PyObject *args) {
     int fd_a, fd_b, code_a, code_b, wide, compare;
     long long offset_a, offset_b;
     unsigned long long mask, limit;
     Py_ssize_t count;
     PyObject *table_a, *table_b;
-    if (!PyArg_ParseTuple(args, "iLiOiLiOnppKK", &fd_a, &offset_a, &code_a, &table_a, &fd_b, &offset_b, &code_b,
-                          &table_b, &count, &wide, &compare, &mask, &limit))
+    Py_buffer out_a, out_b;
+    if (!PyArg_ParseTuple(args, "iLw*iOiLw*iOnppKK", &fd_a, &offset_a, &out_a, &code_a, &table_a, &fd_b, &offset_b,
+                          &out_b, &code_b, &table_b, &count, &wide, &compare, &mask, &limit))
         return NULL;
-    if (!valid_code(code_a) || !valid_code(code_b)) return NULL;
-    if (count < 0 || offset_a < 0 || offset_b < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative count or offset");
-        return NULL;
-    }
-    Py_buffer table_view_a, table_view_b;
-    const float *ta, *tb;
-    if (!get_table(table_a, code_a, &table_view_a, &ta)) return NULL;
-    if (!get_table(table_b, code_b, &table_view_b, &tb)) {
-        if (table_view_a.obj) PyBuffer_Release(&table_view_a);
-        return NULL;
-    }
-    size_t nbytes_a = (size_t)count * ITEMSIZE[code_a], nbytes_b = (size_t)count * ITEMSIZE[code_b];
-    Mapping map_a = {0}, map_b = {0};
-    int state = 2, nonzero = 0, failed = 0;
-    Totals totals;
-    memset(&totals, 0, sizeof totals);
-    int error = 0;
-    PyThreadState *thread = PyEval_SaveThread();
-    if (!map_range(fd_a, offset_a, nbytes_a, &map_a) || !map_range(fd_b, offset_b, nbytes_b, &map_b)) {
-        failed = 1;
-        error = errno;
-    } else {
-        Input a = {map_a.data, code_a, ta}, b = {map_b.data, code_b, tb};
-        sigjmp_buf jump;
-        guard_enter();
-        if (sigsetjmp(jump, 1) == 0) {
-            fault_exit = &jump;
-            atomic_signal_fence(memory_order_seq_cst);  /* no read of the mapping moves outside the guard */
-            state = compared_chunk(&a, &b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
-            atomic_signal_fence(memory_order_seq_cst);
-            fault_exit = NULL;
-        } else {  /* a file was cut while this chunk was read */
-            failed = 1;
-            error = EIO;
+    PyObject *result = NULL;
+    Pair pair;
+    pair.raw_a = out_a;
+    pair.raw_b = out_b;
+    if (offset_a < 0 || offset_b < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative offset");
+        pair.table_a.obj = pair.table_b.obj = NULL;
+    } else if (take_pair(&pair, code_a, table_a, code_b, table_b, count)) {
+        Totals totals;
+        ReadFailure failure = {0, 0, 0};
+        int state, nonzero = 0;
+        Py_BEGIN_ALLOW_THREADS
+        state = read_compared(fd_a, offset_a, (uint8_t *)out_a.buf, &pair.a, fd_b, offset_b, (uint8_t *)out_b.buf,
+                              &pair.b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero, &failure);
+        Py_END_ALLOW_THREADS
+        if (state >= 0) {
+            result = compared_result(state, nonzero, &totals);
+        } else if (failure.error == 0) {
+            PyErr_Format(PyExc_EOFError, "%d %lld", failure.side, failure.reached);
+        } else {
+            errno = failure.error;
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, failure.side ? "b" : "a");
         }
-        guard_leave();
     }
-    if (map_a.base && map_a.base != MAP_FAILED) munmap(map_a.base, map_a.length);
-    if (map_b.base && map_b.base != MAP_FAILED) munmap(map_b.base, map_b.length);
-    PyEval_RestoreThread(thread);
-    if (table_view_a.obj) PyBuffer_Release(&table_view_a);
-    if (table_view_b.obj) PyBuffer_Release(&table_view_b);
-    if (failed) {
-        errno = error;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    return compared_result(state, nonzero, &totals);
+    release_pair(&pair);
+    return result;
 }
 #endif
 
@@ -614,10 +591,10 @@ static PyMethodDef methods[] = {
     {"compared_chunk", py_compared_chunk, METH_VARARGS,
      "compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit) -> (state, "
      "nonzero, skipped, dd, abs, max, ab, aa, bb)"},
-#ifdef CKPTDIFF_MMAP
-    {"mapped_chunk", py_mapped_chunk, METH_VARARGS,
-     "mapped_chunk(fd_a, offset_a, code_a, table_a, fd_b, offset_b, code_b, table_b, count, wide, compare, mask, "
-     "limit) -> (state, nonzero, skipped, dd, abs, max, ab, aa, bb)"},
+#ifdef CKPTDIFF_PREAD
+    {"read_chunk", py_read_chunk, METH_VARARGS,
+     "read_chunk(fd_a, offset_a, buffer_a, code_a, table_a, fd_b, offset_b, buffer_b, code_b, table_b, count, wide, "
+     "compare, mask, limit) -> (state, nonzero, skipped, dd, abs, max, ab, aa, bb)"},
 #endif
     {NULL, NULL, 0, NULL},
 };

@@ -31,7 +31,7 @@ class ValueType:
     magnitude_mask: int | None
     finite_below: int | None = None
     itemsize: int = field(init=False)
-    #: How the fused kernel decodes it (:mod:`ckptdiff.values.kernels`' codes), and in which precision it sums.
+    #: How the C kernel decodes it (``_fused.c``'s codes), and in which precision it sums.
     code: int = field(init=False)
     wide: bool = field(init=False)
 
@@ -61,7 +61,7 @@ class ValueType:
         return np.dtype(f"<u{self.itemsize}")
 
 
-# The same numbers as ckptdiff.values.kernels' constants (that module imports numba, this one must not).
+# How the C kernel (_fused.c's enum) decodes each dtype.
 _KERNEL_CODES = {
     "F32": 0,
     "BF16": 1,

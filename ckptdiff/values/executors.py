@@ -47,14 +47,14 @@ class ShardTask:
     sides: tuple[SideSpec, ...]
     pairs: tuple[Pair, ...]
     positions: tuple[int, ...]
-    kernel: str = "numba"  # chosen once for the whole pass, so every task sums the same way
+    kernel: str = "c"  # chosen once for the whole pass, so every task sums the same way
 
     @property
     def nbytes(self) -> int:
         return sum(pair.nbytes for pair in self.pairs)
 
 
-def shard_tasks(sides: Sequence[SideSpec], pairs: Sequence[Pair], kernel: str = "numba") -> list[ShardTask]:
+def shard_tasks(sides: Sequence[SideSpec], pairs: Sequence[Pair], kernel: str = "c") -> list[ShardTask]:
     """The pass's pairs grouped by (side and file of A, side and file of B), in first-seen order."""
     groups: dict[tuple[int, str, int, str], list[int]] = {}
     for position, pair in enumerate(pairs):

@@ -72,14 +72,14 @@ class FileReader:
         self.tail = bytearray(nbytes)
         return self.tail
 
-    def place(self, offset: int, nbytes: int) -> tuple[int, int]:
-        """(file descriptor, ``offset``) for a kernel that reads the bytes itself, once the file is known to hold
-        them (a memory map past its end would fault)."""
+    def place(self, offset: int, nbytes: int) -> tuple[int, int, bytearray]:
+        """(file descriptor, ``offset``, the reused buffer for ``nbytes``) for a kernel that reads the bytes
+        itself, once the file is known to hold them (a file cut later gives the kernel a short read)."""
         if self.size is None:
             self.size = os.fstat(self.handle.fileno()).st_size
         if offset + nbytes > self.size:
             raise SourceError(self.where, f"file ends at byte {self.size}, a tensor needs {offset + nbytes}")
-        return self.handle.fileno(), offset
+        return self.handle.fileno(), offset, self.buffer(nbytes)
 
     def read_into(self, offset: int, view: memoryview) -> None:
         """Fill ``view`` with the bytes from ``offset`` on."""
@@ -147,8 +147,9 @@ class Side:
         """``view`` filled with a plain tensor's bytes from ``byte_start`` on."""
         self._reader(info.file).read_into(info.data_offsets[0] + byte_start, view)
 
-    def place(self, info: TensorInfo, byte_start: int, nbytes: int) -> tuple[int, int]:
-        """Where a plain tensor's bytes from ``byte_start`` on lie: (file descriptor, offset in the file)."""
+    def place(self, info: TensorInfo, byte_start: int, nbytes: int) -> tuple[int, int, bytearray]:
+        """Where a plain tensor's ``nbytes`` from ``byte_start`` on lie, (file descriptor, offset in the file), and
+        the reused buffer a kernel reads them into."""
         return self._reader(info.file).place(info.data_offsets[0] + byte_start, nbytes)
 
     def read_bytes(self, info: TensorInfo, start: int, nbytes: int) -> bytearray:
