@@ -41,15 +41,18 @@
 #define TINY32 0x1p-100f
 #define TINY64 0x1p-960
 /* How a side's stored bits become a number: ckptdiff.values.dtypes' codes. */
-enum { F32, BF16, TABLE16, TABLE8, F64, I8, U8, I16, U16, I32, U32, I64, U64, CODES };
+enum { F32, BF16, TABLE16, TABLE8, F64, I8, U8, I16, U16, I32, U32, I64, U64, BOOL, CODES };
 /* The rows of the totals: Σ(b−a)², Σab, Σa², Σb², Σ|b−a| and max |b−a|. */
 enum { DD, AB, AA, BB, ABS, MAX, ROWS };
 
-static const int ITEMSIZE[CODES] = {4, 2, 2, 1, 8, 1, 1, 2, 2, 4, 4, 8, 8};
+static const int ITEMSIZE[CODES] = {4, 2, 2, 1, 8, 1, 1, 2, 2, 4, 4, 8, 8, 1};
 
 typedef struct {
     double lanes[ROWS][LANES];
     long long skipped;
+    /* 0 but at float64's extremes (exact_totals): Σ(b−a)², Σ|b−a| and max|b−a| are of the values times
+     * 2^-scale_d, Σa² of a's times 2^-scale_a, Σb² of b's times 2^-scale_b, Σab of both so scaled */
+    int scale_d, scale_a, scale_b;
 } Totals;
 
 typedef struct {
@@ -124,7 +127,39 @@ static inline void decode64(const Input *in, size_t start, size_t count, double 
     case I32: DECODE_CAST(int32_t, 4)
     case U32: DECODE_CAST(uint32_t, 4)
     case I64: DECODE_CAST(int64_t, 8)
-    default: DECODE_CAST(uint64_t, 8) /* U64 */
+    case U64: DECODE_CAST(uint64_t, 8)
+    default: /* BOOL: any nonzero byte is true, 1 */
+        for (size_t i = 0; i < count; i++) out[i] = raw[start + i] != 0;
+    }
+}
+
+/* 64-bit integers do not all fit a double: such a side is decoded as hi + lo, hi the nearest double and lo the
+ * exact rest (|lo| <= 2^10), so that b − a is computed as (b_hi − a_hi) + (b_lo − a_lo): never 0 for different
+ * values, exact while the difference fits in 53 bits. Other codes: hi as decode64 gives it, lo 0. */
+static void decode_split(const Input *in, size_t start, size_t count, double *hi, double *lo) {
+    const uint8_t *raw = in->raw;
+    if (in->code == I64) {
+        for (size_t i = 0; i < count; i++) {
+            int64_t value;
+            memcpy(&value, raw + 8 * (start + i), 8);
+            double near = (double)value;
+            hi[i] = near;
+            /* near = 2^63 (value rounded up past INT64_MAX): value − 2^63 in two's complement */
+            lo[i] = near >= 0x1p63 ? (double)(int64_t)((uint64_t)value - (UINT64_C(1) << 63))
+                                   : (double)(value - (int64_t)near);
+        }
+    } else if (in->code == U64) {
+        for (size_t i = 0; i < count; i++) {
+            uint64_t value;
+            memcpy(&value, raw + 8 * (start + i), 8);
+            double near = (double)value;
+            hi[i] = near;
+            /* near = 2^64: value − 2^64 is value read as signed; else the rest, small, read as signed */
+            lo[i] = near >= 0x1p64 ? (double)(int64_t)value : (double)(int64_t)(value - (uint64_t)near);
+        }
+    } else {
+        decode64(in, start, count, hi);
+        for (size_t i = 0; i < count; i++) lo[i] = 0;
     }
 }
 
@@ -264,6 +299,97 @@ CLONES static void chunk_totals64(const Input *in_a, const Input *in_b, size_t c
     }
 }
 
+/* b − a in float64: exact but where it overflows (then, as the only case that can, it is taken halved and the
+ * caller's scale, at least 1, makes up for it) or rounds (64-bit integers beyond 2^53 apart). *halved tells. */
+static inline double difference(double x, double x_lo, double y, double y_lo, int *halved) {
+    double d = (y - x) + (y_lo - x_lo);
+    *halved = !(d - d == 0);
+    return *halved ? y * 0.5 - x * 0.5 : d;
+}
+
+/* A chunk where float64 itself is not enough: 64-bit integers (decode_split), or values so large that their
+ * squares overflow or so small that they underflow. Element by element in float64, over the elements finite on
+ * both sides (the others counted), each side's values times a power of two (exact) that brings its largest near
+ * 1 for Σa², Σb² and Σab, and b − a times the one that brings the largest |b − a| near 1 (chunk_scales); Python
+ * folds the sums at common scales. */
+static void exact_totals(const Input *in_a, const Input *in_b, size_t count, const int scales[3], Totals *totals) {
+    double a[BLOCK], b[BLOCK], a_lo[BLOCK], b_lo[BLOCK];
+    double *lanes[ROWS];
+    for (int row = 0; row < ROWS; row++) lanes[row] = &totals->lanes[row][0];
+    int scale_d = scales[0], scale_a = scales[1], scale_b = scales[2];
+    totals->scale_d = scale_d, totals->scale_a = scale_a, totals->scale_b = scale_b;
+    for (size_t start = 0; start < count; start += BLOCK) {
+        size_t size = count - start < BLOCK ? count - start : BLOCK;
+        decode_split(in_a, start, size, a, a_lo);
+        decode_split(in_b, start, size, b, b_lo);
+        for (size_t i = 0; i < size; i++) {
+            double x = a[i], y = b[i];
+            if (!(x - x == 0 && y - y == 0)) {
+                totals->skipped++;
+                continue;
+            }
+            int halved;
+            double d = difference(x, a_lo[i], y, b_lo[i], &halved);
+            d = scalbn(d, halved - scale_d);
+            double e = fabs(d);
+            x = scalbn(x, -scale_a);
+            y = scalbn(y, -scale_b);
+            *lanes[DD] += d * d;
+            *lanes[AB] += x * y;
+            *lanes[AA] += x * x;
+            *lanes[BB] += y * y;
+            *lanes[ABS] += e;
+            if (e > *lanes[MAX]) *lanes[MAX] = e;
+        }
+    }
+}
+
+/* Beyond these magnitudes a float64 chunk is summed scaled (exact_totals): a square of a value over 2^480 summed
+ * over 2^40 elements could overflow, one under 2^-480 loses bits to underflow. */
+#define HUGE64 0x1p480
+#define SMALL64 0x1p-480
+
+static int exponent_of(double magnitude) {
+    int exponent = 0;
+    if (magnitude > 0) frexp(magnitude, &exponent);
+    return exponent;
+}
+
+static int extreme(double magnitude) { return magnitude > HUGE64 || (magnitude > 0 && magnitude < SMALL64); }
+
+/* The largest finite magnitude of each chunk and of b − a, and from them the scales exact_totals takes (b − a,
+ * a, b); 1 when one of them is at float64's extremes (beyond HUGE64 or under SMALL64), else 0. */
+static int chunk_scales(const Input *in_a, const Input *in_b, size_t count, int scales[3]) {
+    double a[BLOCK], b[BLOCK], a_lo[BLOCK], b_lo[BLOCK];
+    double top_a = 0, top_b = 0, top_d = 0;
+    int halved_any = 0;
+    for (size_t start = 0; start < count; start += BLOCK) {
+        size_t size = count - start < BLOCK ? count - start : BLOCK;
+        decode_split(in_a, start, size, a, a_lo);
+        decode_split(in_b, start, size, b, b_lo);
+        for (size_t i = 0; i < size; i++) {
+            double x = fabs(a[i]), y = fabs(b[i]);
+            if (!(x - x == 0 && y - y == 0)) continue;
+            top_a = x > top_a ? x : top_a;
+            top_b = y > top_b ? y : top_b;
+            int halved;
+            double d = fabs(difference(a[i], a_lo[i], b[i], b_lo[i], &halved));
+            if (halved && !halved_any) { /* from now on every difference is compared halved */
+                halved_any = 1;
+                top_d *= 0.5;
+            }
+            if (halved_any && !halved) d *= 0.5;
+            top_d = d > top_d ? d : top_d;
+        }
+    }
+    scales[0] = exponent_of(top_d) + halved_any;
+    scales[1] = exponent_of(top_a);
+    scales[2] = exponent_of(top_b);
+    return extreme(top_a) || extreme(top_b) || extreme(top_d) || halved_any;
+}
+
+static int is_split(int code) { return code == I64 || code == U64; }
+
 /* Whether a chunk summed fast needs the careful pass: a sum not finite (NaN or infinity in the data, or a square
  * overflowing), or Σ(b−a)² (values differing), Σa² or Σb² below tiny, where squares of subnormal values may have
  * been rounded away (the careful pass keeps a block of zeros as it is and sums any other such block in float64). */
@@ -279,25 +405,37 @@ static int needs_care(const Totals *totals, double tiny) {
 
 static void chunk_totals(const Input *a, const Input *b, size_t count, int wide, Totals *totals) {
     memset(totals, 0, sizeof *totals);
+    int scales[3];
+    if (wide && (is_split(a->code) || is_split(b->code))) {
+        if (!chunk_scales(a, b, count, scales)) scales[0] = scales[1] = scales[2] = 0; /* not at the extremes */
+        exact_totals(a, b, count, scales, totals);
+        return;
+    }
     if (wide)
         chunk_totals64(a, b, count, totals, 0);
     else
         chunk_totals32(a, b, count, totals, 0);
     if (!needs_care(totals, wide ? TINY64 : TINY32)) return;
     memset(totals, 0, sizeof *totals);
+    if (wide && chunk_scales(a, b, count, scales)) { /* float64's extremes: squares overflow or underflow */
+        exact_totals(a, b, count, scales, totals);
+        return;
+    }
     if (wide)
         chunk_totals64(a, b, count, totals, 1);
     else
         chunk_totals32(a, b, count, totals, 1);
 }
 
-/* (skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²): the lanes folded in lane order. */
+/* (skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb², scale_d, scale_a, scale_b): the lanes folded in lane
+ * order; the scales as in Totals. */
 static PyObject *totals_tuple(const Totals *totals) {
     double sums[ROWS] = {0};
     for (int row = 0; row < MAX; row++)
         for (int j = 0; j < LANES; j++) sums[row] += totals->lanes[row][j];
     for (int j = 0; j < LANES; j++) sums[MAX] = totals->lanes[MAX][j] > sums[MAX] ? totals->lanes[MAX][j] : sums[MAX];
-    return Py_BuildValue("(Ldddddd)", totals->skipped, sums[DD], sums[ABS], sums[MAX], sums[AB], sums[AA], sums[BB]);
+    return Py_BuildValue("(Lddddddiii)", totals->skipped, sums[DD], sums[ABS], sums[MAX], sums[AB], sums[AA],
+                         sums[BB], totals->scale_d, totals->scale_a, totals->scale_b);
 }
 
 static int valid_code(int code) {
@@ -334,7 +472,8 @@ typedef struct {
 static int take_pair(Pair *pair, int code_a, PyObject *table_a, int code_b, PyObject *table_b, Py_ssize_t count) {
     pair->table_a.obj = pair->table_b.obj = NULL;
     if (!valid_code(code_a) || !valid_code(code_b)) return 0;
-    if (count < 0 || pair->raw_a.len < count * ITEMSIZE[code_a] || pair->raw_b.len < count * ITEMSIZE[code_b]) {
+    /* divided, not multiplied: count × itemsize could wrap around for a huge count */
+    if (count < 0 || pair->raw_a.len / ITEMSIZE[code_a] < count || pair->raw_b.len / ITEMSIZE[code_b] < count) {
         PyErr_SetString(PyExc_ValueError, "a chunk is shorter than count elements");
         return 0;
     }
@@ -430,7 +569,7 @@ static int compared_chunk(const Input *a, const Input *b, size_t count, int wide
     return state;
 }
 
-/* (state, nonzero, skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²) */
+/* (state, nonzero, skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb², scale_d, scale_a, scale_b) */
 static PyObject *compared_result(int state, int nonzero, const Totals *totals) {
     PyObject *sums = totals_tuple(totals);
     if (sums == NULL) return NULL;
@@ -587,14 +726,14 @@ static PyObject *py_read_chunk(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"chunk_totals", py_chunk_totals, METH_VARARGS,
      "chunk_totals(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide) -> (skipped, dd, abs, max, ab, aa, "
-     "bb)"},
+     "bb, scale_d, scale_a, scale_b)"},
     {"compared_chunk", py_compared_chunk, METH_VARARGS,
      "compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit) -> (state, "
-     "nonzero, skipped, dd, abs, max, ab, aa, bb)"},
+     "nonzero, skipped, dd, abs, max, ab, aa, bb, scale_d, scale_a, scale_b)"},
 #ifdef CKPTDIFF_PREAD
     {"read_chunk", py_read_chunk, METH_VARARGS,
      "read_chunk(fd_a, offset_a, buffer_a, code_a, table_a, fd_b, offset_b, buffer_b, code_b, table_b, count, wide, "
-     "compare, mask, limit) -> (state, nonzero, skipped, dd, abs, max, ab, aa, bb)"},
+     "compare, mask, limit) -> (state, nonzero, skipped, dd, abs, max, ab, aa, bb, scale_d, scale_a, scale_b)"},
 #endif
     {NULL, NULL, 0, NULL},
 };
@@ -604,8 +743,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fused", "The fused 
 PyMODINIT_FUNC PyInit__fused(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    static const char *names[CODES] = {"F32", "BF16", "TABLE16", "TABLE8", "F64", "I8", "U8",
-                                       "I16", "U16",  "I32",     "U32",    "I64", "U64"};
+    static const char *names[CODES] = {"F32", "BF16", "TABLE16", "TABLE8", "F64", "I8",  "U8",
+                                       "I16", "U16",  "I32",     "U32",    "I64", "U64", "BOOL"};
     int failed = PyModule_AddIntConstant(m, "BLOCK", BLOCK) < 0 || PyModule_AddIntConstant(m, "LANES", LANES) < 0;
     for (int code = 0; code < CODES && !failed; code++) failed = PyModule_AddIntConstant(m, names[code], code) < 0;
     if (failed) {

@@ -8,8 +8,8 @@ from typing import Any
 from .dtypes import ValueType
 from .statistics import SameChunk, Sums
 
-#: (elements left out as not finite, (Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²))
-Totals = tuple[int, tuple[float, float, float, float, float, float]]
+#: (elements left out as not finite, (Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²), the scales (Sums.scales))
+Totals = tuple[int, tuple[float, float, float, float, float, float], tuple[int, int, int]]
 
 
 def c_kernel() -> Any | None:
@@ -22,14 +22,15 @@ def c_kernel() -> Any | None:
 
 def finish(kind_a: ValueType, kind_b: ValueType, count: int, totals: Totals, same: bool) -> Sums:
     """A chunk's :class:`Sums` from a kernel's totals; ``same``: its bytes are equal on both sides."""
-    skipped, (dd, abs_sum, largest, ab, aa, bb) = totals
+    skipped, (dd, abs_sum, largest, ab, aa, bb), scales = totals
     same = same or (kind_a is not kind_b and not skipped and largest == 0.0)  # a dtype change, same numbers
+    same = same or (kind_a.name == "BOOL" and largest == 0.0)  # other bytes, the same truths
     if same:
         dd = abs_sum = largest = 0.0
         ab = bb = aa
-    elif dd < (aa + bb) / 2:  # close chunks: Σab from ‖b−a‖², as the numpy path does (see chunk_sums)
+    elif scales == (0, 0, 0) and dd < (aa + bb) / 2:  # close chunks: Σab from ‖b−a‖², as numpy does (chunk_sums)
         ab = (aa + bb - dd) / 2
-    return Sums(same, count - skipped, skipped, (dd, abs_sum, largest, ab, aa, bb))
+    return Sums(same, count - skipped, skipped, (dd, abs_sum, largest, ab, aa, bb), scales)
 
 
 def _table(kind: ValueType) -> Any:
@@ -46,10 +47,15 @@ def _rules(kind_a: ValueType, kind_b: ValueType) -> tuple[bool, bool, int, int]:
 
 
 def _compared(kind_a: ValueType, kind_b: ValueType, count: int, result: tuple[Any, ...]) -> SameChunk | Sums:
-    state, nonzero, skipped, *sums = result
+    state, nonzero, skipped, dd, abs_sum, largest, ab, aa, bb, *scales = result
     if state == 0:  # equal bytes, every element finite: no sums
         return SameChunk(count, bool(nonzero))
-    return finish(kind_a, kind_b, count, (skipped, tuple(sums)), state == 1)
+    return finish(kind_a, kind_b, count, (skipped, (dd, abs_sum, largest, ab, aa, bb), _three(scales)), state == 1)
+
+
+def _three(scales: list[int]) -> tuple[int, int, int]:
+    scale_d, scale_a, scale_b = scales
+    return scale_d, scale_a, scale_b
 
 
 class FileEnded(Exception):
@@ -74,10 +80,10 @@ class FusedChunks:
     def chunk_totals(self, kind_a: ValueType, raw_a: bytearray, kind_b: ValueType, raw_b: bytearray) -> Totals:
         count = len(raw_a) // kind_a.itemsize
         wide = kind_a.wide or kind_b.wide
-        skipped, *sums = self.module.chunk_totals(
+        skipped, dd, abs_sum, largest, ab, aa, bb, *scales = self.module.chunk_totals(
             raw_a, kind_a.code, _table(kind_a), raw_b, kind_b.code, _table(kind_b), count, wide
         )
-        return skipped, tuple(sums)
+        return skipped, (dd, abs_sum, largest, ab, aa, bb), _three(scales)
 
     def sums(self, kind_a: ValueType, raw_a: bytearray, kind_b: ValueType, raw_b: bytearray, same: bool) -> Sums:
         count = len(raw_a) // kind_a.itemsize
@@ -125,6 +131,6 @@ class FusedChunks:
             raise FileEnded(side, reached) from None
         return _compared(kind_a, kind_b, count, result)
 
-    def square_sum(self, kind: ValueType, raw: bytearray) -> float:
-        """Σa² of one chunk (an equal chunk's, once its tensor turned out to differ elsewhere)."""
-        return self.sums(kind, raw, kind, raw, True).sums[4]
+    def square_sum(self, kind: ValueType, raw: bytearray) -> Sums:
+        """Σa² of one chunk as both sides' sums (an equal chunk's, once its tensor turned out to differ elsewhere)."""
+        return self.sums(kind, raw, kind, raw, True)

@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import TORCH_SUFFIXES, Checkpoint, RelativePath, TensorInfo
 from ..errors import CkptdiffError, SourceError
-from .dtypes import ValueType, widen
+from .dtypes import ValueType
 
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
-
-    import numpy as np
 
     from ..sources.torch_pickle import TorchArchive
 
@@ -111,7 +109,6 @@ class Side:
         self.archives: dict[RelativePath, TorchArchive] = {}
         self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
         self.strided: tuple[TensorInfo, Any] | None = None  # the last strided tensor, flattened
-        self.wide: np.ndarray | None = None  # the numpy path's float32 buffer
 
     def where(self, file: RelativePath) -> str:
         return str(self.paths.get(file, file))
@@ -154,15 +151,6 @@ class Side:
 
     def read_bytes(self, info: TensorInfo, start: int, nbytes: int) -> bytearray:
         return self._reader(info.file).read(info.data_offsets[0] + start, nbytes)
-
-    def widen(self, kind: ValueType, raw: bytearray) -> np.ndarray:
-        """A float32 chunk: ``raw`` itself if it holds F32, else widened into this side's reused buffer."""
-        import numpy as np
-
-        count = len(raw) // kind.itemsize
-        if self.wide is None or self.wide.size < count:
-            self.wide = np.empty(count, np.float32)
-        return widen(kind, raw, self.wide)
 
     def close(self) -> None:
         for reader in self.readers.values():

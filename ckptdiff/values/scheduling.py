@@ -13,18 +13,11 @@ from typing import TYPE_CHECKING, TypeVar
 from ..checkpoint import TensorInfo
 from ..errors import SourceError
 from ..report import ValueNote
-from .dtypes import VALUE_TYPES, equal_chunk_facts
+from .dtypes import VALUE_TYPES
 from .fused import FileEnded, FusedChunks, c_kernel
+from .numpy_chunks import NumpyChunks
 from .readers import Side
-from .statistics import (
-    Accumulator,
-    ChunkResult,
-    SameChunk,
-    ValueStats,
-    chunk_sums,
-    float64_sums,
-    square_sum,
-)
+from .statistics import Accumulator, ChunkResult, Sums, ValueStats
 
 #: Elements per chunk: 1 Mi (2 MiB a side in bf16). The fused kernel works on blocks inside a chunk, so a chunk
 #: only has to amortise a read's system calls and a thread hand-off; the numpy path keeps 256 Ki, below which
@@ -43,7 +36,7 @@ THREADS_MIN_BYTES = 32 * 2**20
 KERNEL_VARIABLE = "CKPTDIFF_VALUES_KERNEL"
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
+    pass
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -79,29 +72,31 @@ def choose_kernel(notify: Callable[[str], None] | None = None) -> str:
 
 
 class Worker:
-    """What one thread computes chunks with: the sides (its own copies when threads share the pass) and buffers."""
+    """What one thread computes chunks with: the sides (its own copies when threads share the pass) and the
+    kernel's buffers (the C kernel's, or numpy's)."""
 
     def __init__(self, sides: list[Side], kernel: str) -> None:
         self.sides = sides
-        self.delta: np.ndarray | None = None  # b − a of a chunk (numpy path)
         self.kernel = kernel
         self.fused: FusedChunks | None = FusedChunks() if kernel == "c" else None
+        self.numpy: NumpyChunks | None = None if kernel == "c" else NumpyChunks()
 
     def chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
         if self.fused is not None:
             return self._c_chunk(self.fused, pair, start, count)
-        import numpy as np
+        assert self.numpy is not None
+        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
+        raw_a = self.sides[pair.side_a].read(pair.a, kind_a, start, count)
+        raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
+        return self.numpy.compared(kind_a, raw_a, kind_b, raw_b)
 
-        with np.errstate(all="ignore"):  # overflow and NaN are expected in data: float64_sums handles them
-            return self._numpy_chunk(pair, start, count)
-
-    def square_sum(self, pair: Pair, start: int, count: int) -> float:
+    def square_sum(self, pair: Pair, start: int, count: int) -> Sums:
         """Σa² of side A's chunk (an equal chunk taken as a SameChunk, once its tensor differed elsewhere)."""
         side, kind = self.sides[pair.side_a], VALUE_TYPES[pair.a.dtype]
         raw = side.read(pair.a, kind, start, count)
-        if self.fused is not None:
-            return self.fused.square_sum(kind, raw)
-        return square_sum(side.widen(kind, raw))
+        chunks = self.fused if self.fused is not None else self.numpy
+        assert chunks is not None
+        return chunks.square_sum(kind, raw)
 
     def _c_chunk(self, fused: FusedChunks, pair: Pair, start: int, count: int) -> ChunkResult:
         """A chunk pair through the C kernel, compared byte for byte first: read by the kernel itself (pread into
@@ -124,36 +119,6 @@ class Worker:
         raw_a = side_a.read(pair.a, kind_a, start, count)
         raw_b = side_b.read(pair.b, kind_b, start, count)
         return fused.compared(kind_a, raw_a, kind_b, raw_b)
-
-    def _read_both(self, pair: Pair, start: int, count: int) -> SameChunk | tuple[bytearray, bytearray, bool]:
-        """Both sides' chunks, read whole: a SameChunk when their bytes are equal and every element finite, else
-        the two chunks (in the readers' buffers) and whether their bytes are equal."""
-        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        raw_a = self.sides[pair.side_a].read(pair.a, kind_a, start, count)
-        raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
-        same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
-        if same:
-            facts = equal_chunk_facts(kind_a, raw_a)
-            if facts is not None and facts[0]:
-                return SameChunk(count, facts[1])
-        return raw_a, raw_b, same
-
-    def _numpy_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        import numpy as np
-
-        side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
-        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        outcome = self._read_both(pair, start, count)
-        if isinstance(outcome, SameChunk):
-            return outcome
-        raw_a, raw_b, same = outcome
-        a, b = side_a.widen(kind_a, raw_a), side_b.widen(kind_b, raw_b)
-        if kind_a is not kind_b:
-            same = bool(np.array_equal(a, b))
-        if self.delta is None or self.delta.size < count:
-            self.delta = np.empty(count, np.float32)
-        sums = chunk_sums(a, b, same, self.delta)
-        return sums if sums is not None else float64_sums(a, b, same)
 
 
 def pair_stats(
