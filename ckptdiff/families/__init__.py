@@ -1,23 +1,36 @@
-"""Architecture knowledge as data: naming conventions, weights the engine injects, shapes a config implies.
+"""Drafter families: one folder each under ``ckptdiff/families/``, and the one registry of them, ``FAMILIES``.
 
-A profile is chosen by name (``--profile eagle3``) or detected from either side's config.json. Checkpoints of
-an architecture without a profile get the plain generic comparison. A profile never decides the verdict
-itself: it names tensors canonically, says which missing tensors the engine supplies, and returns findings.
+A family's folder (``families/<name>/``) holds everything that family knows:
+
+- ``detect.py``: ``detect(config) -> bool``, light (a run whose configs no family claims loads no family);
+- ``profile.py``: ``PROFILE``, the typed spec's use in a comparison (canonical naming, weights the engine
+  injects, checks whose findings are codes + params);
+- ``engines/``: per engine, its load rules as data citing the engine's files at the pinned version, and
+  ``simulate(engine, checkpoint, side, base_config)`` replaying them (events are codes + params);
+- ``messages.py``: ``FINDINGS`` (finding code → words) and ``engine_messages.py``: ``EVENTS`` (event wording
+  key → template), which the formats' catalogue registers.
+
+Adding a family is one folder and one line in ``FAMILIES``. What is generic stays outside: naming patterns
+(:mod:`ckptdiff.naming`) and base layouts (:mod:`ckptdiff.base_layouts`) take roles, not a family.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..checkpoint import Checkpoint
+    from ..report import EngineResult
     from .model import Convention as Convention
     from .model import InjectedWeight as InjectedWeight
     from .model import Profile as Profile
     from .model import Review as Review
 
 Config = Mapping[str, Any]
-#: The profile model (:mod:`.model`), loaded with the first profile a run uses: a run that uses none (and
+#: The profile model (:mod:`.model`), loaded with the first family a run uses: a run that uses none (and
 #: ``--help``) does not define its classes.
 _MODEL = ("Convention", "InjectedWeight", "Profile", "Review")
 
@@ -30,25 +43,31 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-#: Every profile: its name and the module that defines it as ``PROFILE``. Names are known without importing
-#: the modules, so ``--help`` and the config file's checks stay light.
-PROFILE_MODULES: dict[str, str] = {"eagle3": "ckptdiff.profiles.eagle3"}
-#: Every profile's detector (its ``Profile.detect``) as ``module:function`` in a light module, so that detecting
-#: loads a profile's module only for the configs it claims.
-PROFILE_DETECTORS: dict[str, str] = {"eagle3": "ckptdiff.profiles.detect:is_eagle3"}
+@dataclass(frozen=True)
+class Family:
+    """One registry line: a family's name (its folder) and the engines with a pinned loader for it."""
+
+    name: str
+    #: Engines whose loaders the family's rules replay (``--engine``), in the order ``all`` runs them.
+    engines: tuple[str, ...]
 
 
-def _registry() -> dict[str, Profile]:
-    from importlib import import_module
+#: Every family, in detection order (the first whose detector accepts a config is chosen).
+FAMILIES: tuple[Family, ...] = (Family("eagle3", engines=("sglang", "vllm", "trtllm")),)
 
-    return {name: import_module(module).PROFILE for name, module in PROFILE_MODULES.items()}
+
+def family(name: str) -> Family:
+    found = next((f for f in FAMILIES if f.name == name), None)
+    if found is None:
+        raise ValueError(f"unknown family {name!r}; choose from {', '.join(profile_names())}")
+    return found
 
 
 def profile_names() -> tuple[str, ...]:
-    return tuple(PROFILE_MODULES)
+    return tuple(f.name for f in FAMILIES)
 
 
-#: ``--profile`` values besides the profiles' names.
+#: ``--profile`` values besides the families' names.
 AUTO, NONE = "auto", "none"
 
 
@@ -58,24 +77,45 @@ def profile_choices() -> tuple[str, ...]:
 
 
 def get_profile(name: str) -> Profile | None:
-    """A profile by name; ``none`` means the generic comparison."""
-    if name == "none":
+    """A family's profile by name; ``none`` means the generic comparison."""
+    if name == NONE:
         return None
-    return _registry()[name]
+    family(name)
+    profile: Profile = import_module(f"{__name__}.{name}.profile").PROFILE
+    return profile
 
 
-def detect_profile(*configs: Config | None) -> Profile | None:
-    """The first profile whose detector accepts any of the given configs."""
-    for name in PROFILE_MODULES:
-        detect = _detector(name)
+def detect_family(*configs: Config | None) -> str | None:
+    """The first family whose detector accepts any of the given configs."""
+    for each in FAMILIES:
+        detect: Callable[[Config], bool] = import_module(f"{__name__}.{each.name}.detect").detect
         if any(config is not None and detect(config) for config in configs):
-            return get_profile(name)
+            return each.name
     return None
 
 
-def _detector(name: str) -> Callable[[Config], bool]:
-    from importlib import import_module
+def detect_profile(*configs: Config | None) -> Profile | None:
+    """The profile of the first family whose detector accepts any of the given configs."""
+    name = detect_family(*configs)
+    return get_profile(name) if name is not None else None
 
-    module, _, function = PROFILE_DETECTORS[name].partition(":")
-    detect: Callable[[Config], bool] = getattr(import_module(module), function)
-    return detect
+
+def simulate(
+    family_name: str, engine: str, checkpoint: Checkpoint, side: str, base_config: Config | None = None
+) -> EngineResult:
+    """What ``engine``'s loader does with ``checkpoint`` served as a drafter of this family."""
+    replay: Callable[..., EngineResult] = import_module(f"{__name__}.{family_name}.engines").simulate
+    return replay(engine, checkpoint, side, base_config)
+
+
+def finding_words() -> dict[str, Callable[[Mapping[str, Any]], str]]:
+    """Every family's finding code → its words (the formats' catalogue registers them)."""
+    out: dict[str, Callable[[Mapping[str, Any]], str]] = {}
+    for each in FAMILIES:
+        out |= import_module(f"{__name__}.{each.name}.messages").FINDINGS
+    return out
+
+
+def event_words() -> list[Any]:
+    """Every family's engine-event wording module (``EVENTS``, ``PARAM_WORDS``, ``DERIVED``, ``SUMMARIES``)."""
+    return [import_module(f"{__name__}.{each.name}.engine_messages") for each in FAMILIES]

@@ -1,28 +1,13 @@
-"""Serving engines as data: one module per engine (what its drafter loader does), one registry of them.
-
-An engine is a module here named like the engine, holding ``ENGINE`` (a :class:`rules.Engine`); adding one is
-adding its module and its name below.
-"""
+"""The serving engines ``--engine`` names: every engine some family has a pinned loader for (:data:`FAMILIES`)."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING
+from . import FAMILIES
 
-if TYPE_CHECKING:
-    from .rules import Engine
-
-#: Every engine ckptdiff simulates (module names), in the order ``all`` runs them.
-ENGINE_NAMES: tuple[str, ...] = ("sglang", "vllm", "trtllm")
+#: Every engine ckptdiff replays (some family's rules name it), in the order ``all`` runs them.
+ENGINE_NAMES: tuple[str, ...] = tuple(dict.fromkeys(engine for family in FAMILIES for engine in family.engines))
 ALL = "all"
 ENGINE_CHOICES: tuple[str, ...] = (*ENGINE_NAMES, ALL)
-
-
-def get_engine(name: str) -> Engine:
-    if name not in ENGINE_NAMES:
-        raise ValueError(f"unknown engine {name!r}; choose from {', '.join(ENGINE_NAMES)}")
-    engine: Engine = importlib.import_module(f"{__name__}.{name}").ENGINE  # a module attribute: Any to mypy
-    return engine
 
 
 def engine_names(requested: tuple[str, ...] | list[str]) -> tuple[str, ...]:

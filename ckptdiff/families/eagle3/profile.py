@@ -25,15 +25,14 @@ from typing import Any
 
 import msgspec
 
-from ..checkpoint import Checkpoint
-from ..dtypes import FLOAT_DTYPES
-from ..report import Finding, NotePart, Severity, TensorRow, TensorSide
-from . import Config
-from .base_layouts import Found, Resolved, lookup, recognise
-from .drafter import DrafterSpec, Setting, config_dtype, is_eagle3, layer_prefix
-from .drafter_shapes import shapes_of
-from .eagle3_v1 import v1_checks, v1_engines, v1_problems
-from .model import Convention, InjectedWeight, Profile
+from ...base_layouts import Found, Resolved, lookup, recognise
+from ...checkpoint import Checkpoint
+from ...dtypes import FLOAT_DTYPES
+from ...report import Finding, NotePart, Severity, TensorRow, TensorSide
+from ..model import Config, Convention, InjectedWeight, Profile
+from .shapes import shapes_of
+from .spec import DrafterSpec, Setting, config_dtype, is_eagle3, layer_prefix
+from .v1 import v1_checks, v1_engines, v1_problems
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .drafter import Setting
+from .spec import Setting
 
 
 def _shape(dims: list[int]) -> str:
