@@ -90,18 +90,15 @@ def open_get(
     timeout: float,
     deadline: float,
     params: dict[str, Any] | None = None,
-    trace: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> Iterator[Any]:
     """A streamed GET through huggingface_hub's session, its 408/429/5xx retried here with waits that have a
     cap (Retry-After up to MAX_RETRY_AFTER, never past ``deadline``); an error status is raised as
-    huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body. ``trace``: httpx2's trace
-    extension (called as the connection and the request go out)."""
+    huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body."""
     from huggingface_hub.utils import http_stream_backoff  # type: ignore[attr-defined]  # public, in a lazy facade
 
-    extra: dict[str, Any] = {"extensions": {"trace": trace}} if trace is not None else {}
     for attempt in range(MAX_RETRIES + 1):
         with http_stream_backoff(
-            "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy(), **extra
+            "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy()
         ) as response:
             status = response.status_code
             if status in RETRY_STATUSES and attempt < MAX_RETRIES:
