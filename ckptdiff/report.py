@@ -255,7 +255,7 @@ class EngineResult:
 
 
 class Layout(msgspec.Struct, frozen=True):
-    """Where a base model keeps its text model, as recognised (:mod:`ckptdiff.profiles.base_layouts`)."""
+    """Where a base model keeps its text model, as recognised (:mod:`ckptdiff.base_layouts`)."""
 
     name: str
     description: str

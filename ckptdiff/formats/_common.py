@@ -60,7 +60,7 @@ def counts_line(report: Report) -> str:
     return f"{text}; {outcomes_line(report)}" if report.engines else text
 
 
-#: How an injected weight reaches the drafter, by :attr:`ckptdiff.profiles.InjectedWeight.how`; {name} is where
+#: How an injected weight reaches the drafter, by :attr:`ckptdiff.families.model.InjectedWeight.how`; {name} is where
 #: the base stores it.
 INJECTED_WORDING = {
     "embedding": "frozen: the engine takes it from the base model's {name}",

@@ -17,7 +17,7 @@ def embed_pairs_for(
     profile: Profile | None, base: Checkpoint, a: Checkpoint, b: Checkpoint
 ) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
     """Which of a side's tensors must equal which of the base's, under each side's own naming and the base's layout
-    (:func:`ckptdiff.profiles.base_layouts.value_pairs`), and why a role a side carries could not be paired."""
+    (:func:`ckptdiff.base_layouts.value_pairs`), and why a role a side carries could not be paired."""
     from ..base_layouts import value_pairs
 
     pairs, unpaired = value_pairs(profile, a, b, base)

@@ -1,4 +1,4 @@
-"""The words of the EAGLE-3 profile's findings (:mod:`ckptdiff.profiles.eagle3`), each from its params alone.
+"""The words of the EAGLE-3 profile's findings (:mod:`ckptdiff.families.eagle3.profile`), each from its params alone.
 
 A finding the profile made for both sides carries ``params["sides"]`` and reads "A and B: …".
 """

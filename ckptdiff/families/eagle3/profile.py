@@ -115,7 +115,7 @@ class _Findings:
     """Findings in order; the same finding for A and for B becomes one, with ``params["sides"]`` ["A", "B"].
 
     "The same" is decided by structure, (severity, code, subject, params): each finding's params hold everything
-    its text is made of (the formats word it, :mod:`ckptdiff.formats.eagle3_messages`).
+    its text is made of (the formats word it, :mod:`ckptdiff.families.eagle3.messages`).
     """
 
     def __init__(self) -> None:
