@@ -487,6 +487,11 @@ def test_files_with_the_same_hub_lfs_sha256_are_identical_without_reading(tmp_pa
     text = VALUES["identical_file"](identical.params)
     assert text.startswith("model.safetensors: same sha256 ") and "the Hub's LFS metadata at " in text
 
+    report = json.loads(render(compare_specs("org/drafter", "org/drafter-copy", values=True), "json"))
+    (finding,) = [f for f in report["findings"] if f["code"] == "identical_file"]
+    assert finding["params"]["hash_source"] == "hub_lfs" and finding["params"]["revision_a"] == first.revision
+    assert "the Hub's LFS metadata at " in finding["message"]
+
 
 @pytest.mark.parametrize("against", ["hub", "local"])
 def test_a_file_named_like_a_blob_is_never_taken_as_that_hash(tmp_path: Path, hub_client, against: str) -> None:
