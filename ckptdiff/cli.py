@@ -32,7 +32,7 @@ from .cli_output import (
     wants_color,
 )
 from .engines import ENGINE_CHOICES
-from .errors import CkptdiffError, scrub_secrets
+from .errors import CkptdiffError, remember_url_credentials, scrub_secrets
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .profiles import profile_choices
 from .version import __version__
@@ -403,6 +403,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
+    remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
     try:
         command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:

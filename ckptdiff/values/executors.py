@@ -14,9 +14,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from ..checkpoint import Checkpoint, RelativePath
-from ..errors import CkptdiffError, SourceError
+from ..errors import CkptdiffError, SourceError, display_url, printable, remember_url_credentials
 from .readers import Side
 from .scheduling import Pair, ProgressHook, pair_stats
 from .statistics import ValueStats
@@ -170,6 +171,7 @@ class DaskExecutor:
     files themselves (one thread of the kernel per task: a worker runs ``--nthreads`` tasks at once)."""
 
     def __init__(self, address: str) -> None:
+        address = scheduler_address(address)
         try:
             from distributed import Client
         except ImportError:
@@ -194,6 +196,31 @@ class DaskExecutor:
 
     def close(self) -> None:
         self.client.close()
+
+
+#: The transports a scheduler listens on that a client elsewhere can reach, as Dask spells them.
+DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_SCHEDULER_HINT = "tcp://HOST:PORT, or tls://HOST:PORT for a cluster secured with TLS"
+
+
+def scheduler_address(address: str) -> str:
+    """--scheduler's address as Dask takes it (``[scheme://]host:port``), else one line that never quotes the
+    credentials a mistaken ``user:password@`` holds (Dask has no place for them: TLS secures a cluster)."""
+    remember_url_credentials(address)
+    scheme, separator, rest = address.partition("://")
+    scheme, rest = (scheme.lower(), rest) if separator else ("tcp", address)
+    where = f"--scheduler {printable(display_url(address))}"
+    authority = rest.partition("/")[0]
+    if "@" in authority:
+        raise CkptdiffError(where, "a Dask address cannot carry credentials (user:password@)", _SCHEDULER_HINT)
+    try:
+        parsed = urlsplit(f"//{authority}")
+        port = parsed.port
+    except ValueError:
+        parsed, port = None, None
+    if scheme not in DASK_SCHEMES or parsed is None or not parsed.hostname or not port or rest.strip("/") != authority:
+        raise CkptdiffError(where, "not a Dask scheduler address", _SCHEDULER_HINT)
+    return f"{scheme}://{authority}"
 
 
 def _completed(
