@@ -38,6 +38,7 @@ class Placed(Protocol):
     @property
     def nbytes(self) -> int: ...
 
+
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
 METADATA = {"format": "pt"}

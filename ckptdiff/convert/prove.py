@@ -94,6 +94,7 @@ def _check_layout(plan: Plan, tensors: Any, proof: Proof) -> None:
 def _check_with_safetensors(plan: Plan, folder: Path, proof: Proof) -> None:
     from safetensors import safe_open
 
+    planned_by_name = {t.name: t for t in plan.tensors}
     for shard in plan.shards.shards:
         path = folder / shard.file
         try:
@@ -104,7 +105,7 @@ def _check_with_safetensors(plan: Plan, folder: Path, proof: Proof) -> None:
                     proof.problems.append(f"{path}: metadata {opened.metadata()}, planned {METADATA}")
                 for name in shard.names:
                     piece = opened.get_slice(name)
-                    planned = next(t for t in plan.tensors if t.name == name)
+                    planned = planned_by_name[name]
                     if (piece.get_dtype(), tuple(piece.get_shape())) != (planned.dtype, planned.shape):
                         proof.problems.append(f"{path}: the safetensors package reads {name} otherwise than planned")
         except Exception as err:  # noqa: BLE001 - the package's own refusal is the finding

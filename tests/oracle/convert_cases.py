@@ -187,6 +187,7 @@ class Verdict:
     engine: str
     refused: str | None = None  # convert's reason, when it refuses this layout for this engine
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     parameters: int = 0
 
     @property
@@ -194,33 +195,55 @@ class Verdict:
         return self.refused is None and not self.problems
 
 
-def judge(source: str, engine: str, observed: dict[str, Any], provenance: dict[str, Any]) -> Verdict:
+#: Parameters an engine fills itself when the checkpoint has none (attention KV-cache scales): not compared,
+#: as in compare.py.
+ENGINE_DEFAULTS = re.compile(r"\.attn\.(k|v|q|prob)_scale$")
+#: The name of the run that loads a source as published (marked, not converted), beside its converted outputs.
+AS_PUBLISHED = "--as-published"
+
+
+def judge(
+    source: str, engine: str, observed: dict[str, Any], provenance: dict[str, Any], baseline: dict[str, Any] | None
+) -> Verdict:
+    """The converted output's load against convert.json: every parameter written (or taken from the target, or
+    left unwritten exactly as the source as published leaves it under this engine), each holding the markers of
+    exactly the source tensors convert.json names for it."""
     verdict = Verdict(source, engine)
-    if observed.get("raised"):
-        verdict.problems.append(f"the engine raised: {observed['raised']}")
+    raised = observed.get("raised")
+    if raised and baseline is not None and (baseline.get("raised") or {}).get("type") == raised["type"]:
+        first = (raised["message"].strip().splitlines() or [""])[0][:120]
+        verdict.refused = f"not comparable here: the engine raises for the source as published too ({first})"
+        return verdict
+    if raised:
+        verdict.problems.append(f"the engine raised: {raised}")
         return verdict
     from_target = set(observed.get("from_target", []))
     holds: dict[str, list[str]] = observed.get("holds", {})
+    published = (baseline or {}).get("params", {}) if not (baseline or {}).get("raised") else {}
     for parameter, state in observed.get("params", {}).items():
-        if parameter == "hot_token_id":  # SGLang consumes d2t into an attribute: checked through "consumed"
-            continue
+        if parameter == "hot_token_id" or ENGINE_DEFAULTS.search(parameter):
+            continue  # SGLang's d2t attribute is checked through "consumed"; KV-cache scales are the engine's
         verdict.parameters += 1
-        if parameter in from_target and not expected_sources(parameter, provenance):
+        expected = expected_sources(parameter, provenance)
+        if parameter in from_target and not expected:
             continue  # the engine takes it from the target, as convert left it to (the embedding dropped)
-        if state != "loaded":
+        if state in ("unwritten", "partial") and not expected and published.get(parameter) == state:
+            verdict.notes.append(f"{parameter} {state}, as with the source as published (no tensor for it)")
+            continue
+        if state not in ("loaded", "altered"):
             verdict.problems.append(f"{parameter} is {state}")
             continue
-        held, expected = set(holds.get(parameter, [])), expected_sources(parameter, provenance)
+        held = set(holds.get(parameter, []))
         if held != expected:
-            verdict.problems.append(
-                f"{parameter} holds the markers of {sorted(held)}, convert.json says {sorted(expected)}"
-            )
+            says = f"convert.json says {sorted(expected)}"
+            verdict.problems.append(f"{parameter} holds the markers of {sorted(held)}, {says}")
+        elif state == "altered":
+            verdict.notes.append(f"{parameter}: the right markers, and values of no tensor (the engine pads it)")
     if "hot_token_id" in observed.get("params", {}):
         d2t = {t["from"]["name"] for t in provenance["tensors"] if t["name"] == "d2t"}
         if set(observed.get("consumed", [])) != d2t:
-            verdict.problems.append(
-                f"hot_token_id made from {observed.get('consumed')}, convert.json says {sorted(d2t)}"
-            )
+            made = observed.get("consumed")
+            verdict.problems.append(f"hot_token_id made from {made}, convert.json says {sorted(d2t)}")
     written = {t["from"]["name"] for t in provenance["tensors"] if t["dtype"] != "BOOL"}
     reached = {n for names in holds.values() for n in names} | set(observed.get("consumed", []))
     if written - reached:
@@ -238,6 +261,7 @@ def convert_all(root: Path, python: str = sys.executable) -> tuple[dict[tuple[st
     for name, folder in sources().items():
         marked = root / "marked" / name
         markers = write_marked(folder, marked)
+        (marked / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
         for engine in ENGINES:
             out = root / "converted" / engine / name
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -282,11 +306,13 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
         cache.mkdir(parents=True, exist_ok=True)
         code = "".join(p.read_text() for p in (CONVERT_WORKER, HERE / "worker.py", HERE / f"worker_{pin.engine}.py"))
         mine = {src: path for (src, engine), path in converted.items() if engine == pin.engine}
+        for src in list(mine):
+            mine[src + AS_PUBLISHED] = root / "marked" / src
         results: dict[str, dict[str, Any]] = {}
         todo: dict[str, list[str]] = {}  # target → sources
         keys = {}
         for src, path in mine.items():
-            target = root / "targets" / src
+            target = root / "targets" / src.removesuffix(AS_PUBLISHED)
             key = hashlib.sha256(
                 "\0".join((pin.engine, pin.version, pin.requirements, code, _digest(path), _digest(target))).encode()
             ).hexdigest()[:24]
@@ -317,8 +343,11 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
             finally:
                 shutil.rmtree(out, ignore_errors=True)
         for src, observed in sorted(results.items()):
+            if src.endswith(AS_PUBLISHED):
+                continue
             provenance = json.loads((mine[src] / "convert.json").read_text())
-            verdicts.append(judge(src, pin.engine, observed, provenance))
+            baseline = results.get(src + AS_PUBLISHED)
+            verdicts.append(judge(src, pin.engine, observed, provenance, baseline))
     return verdicts
 
 
@@ -327,12 +356,16 @@ def summary(verdicts: list[Verdict]) -> str:
     for engine in ENGINES:
         mine = [v for v in verdicts if v.engine == engine]
         loaded = [v for v in mine if v.refused is None]
+        env = [v for v in mine if v.refused and v.refused.startswith("not comparable")]
         lines.append(
             f"{engine}: {len(loaded)} converted outputs loaded, {sum(v.agrees for v in loaded)} agree "
             f"({sum(v.parameters for v in loaded)} parameters checked), "
-            f"{sum(1 for v in loaded if not v.agrees)} disagree; {len(mine) - len(loaded)} refused by convert"
+            f"{sum(1 for v in loaded if not v.agrees)} disagree; {len(mine) - len(loaded) - len(env)} refused by "
+            f"convert; {len(env)} not comparable here"
         )
     for v in verdicts:
+        for note in v.notes:
+            lines.append(f"  note: {v.source} under {v.engine}: {note}")
         if v.refused:
             lines.append(f"  refused: {v.source} for {v.engine}: {v.refused}")
         for problem in v.problems:
