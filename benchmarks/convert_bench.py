@@ -128,7 +128,8 @@ def graft(src: Path) -> dict[str, float]:
     out = fresh(WORK / "grafted")
     with HubEmulator() as hub:
         hub.add_repo("moonshotai/Kimi-K2.5", base)
-        env = {**os.environ, **hub.client_env(WORK / "hf-home")}
+        home = fresh(WORK / "hf-home")  # a cold cache: the headers are read, and counted
+        env = {**os.environ, **hub.client_env(home)}
         hub.reset_counters()
         command = [
             sys.executable, "-m", "ckptdiff", "convert", str(src), str(out), "--to", "sglang",

@@ -259,7 +259,7 @@ def convert_all(root: Path, python: str = sys.executable) -> tuple[dict[tuple[st
     converted: dict[tuple[str, str], Path] = {}
     refused: list[Verdict] = []
     for name, folder in sources().items():
-        marked = root / "marked" / name
+        marked = root / "marked" / (name + AS_PUBLISHED)  # the worker names results by folder name
         markers = write_marked(folder, marked)
         (marked / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
         for engine in ENGINES:
@@ -307,7 +307,7 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
         code = "".join(p.read_text() for p in (CONVERT_WORKER, HERE / "worker.py", HERE / f"worker_{pin.engine}.py"))
         mine = {src: path for (src, engine), path in converted.items() if engine == pin.engine}
         for src in list(mine):
-            mine[src + AS_PUBLISHED] = root / "marked" / src
+            mine[src + AS_PUBLISHED] = root / "marked" / (src + AS_PUBLISHED)
         results: dict[str, dict[str, Any]] = {}
         todo: dict[str, list[str]] = {}  # target → sources
         keys = {}
