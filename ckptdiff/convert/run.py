@@ -201,11 +201,14 @@ Snapshot = dict[str, tuple[Any, ...]]
 
 
 def snapshot(source: Source) -> Snapshot:
-    """Each file of a local SRC by (inode, size, mtime): what a rewrite during the run changes."""
+    """Each file of a local SRC by (inode, size, mtime): what a rewrite during the run changes. (A Hub SRC is
+    read at one commit, which does not change.)"""
+    if source.remote:
+        return {}
     listing = source.list_files()
     state: Snapshot = {}
     for name in listing.files:
-        path = source.disk_path(name) if not source.remote else None
+        path = source.disk_path(name)
         if path is not None:
             status = os.stat(path)
             state[name] = (status.st_ino, status.st_size, status.st_mtime_ns)

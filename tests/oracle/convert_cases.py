@@ -278,12 +278,18 @@ def convert_all(root: Path, python: str = sys.executable) -> tuple[dict[tuple[st
                 refused.append(Verdict(name, engine, refused=reason))
                 continue
             (out / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
-            target = root / "targets" / name
-            if not target.exists():
-                target.mkdir(parents=True)
-                (target / "config.json").write_text(json.dumps(target_config(folder), indent=1))
             converted[(name, engine)] = out
+        target = target_folder(root, name)
+        if not target.exists():  # sources that fit one target share it: one engine start-up for them all
+            target.mkdir(parents=True)
+            (target / "config.json").write_text(json.dumps(target_config(folder), indent=1))
     return converted, refused
+
+
+def target_folder(root: Path, source: str) -> Path:
+    """The target a source is loaded against, named by its config (equal configs, one folder)."""
+    config = json.dumps(target_config(sources()[source]), sort_keys=True)
+    return root / "targets" / hashlib.sha256(config.encode()).hexdigest()[:12]
 
 
 def _digest(folder: Path) -> str:
@@ -312,7 +318,7 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
         todo: dict[str, list[str]] = {}  # target → sources
         keys = {}
         for src, path in mine.items():
-            target = root / "targets" / src.removesuffix(AS_PUBLISHED)
+            target = target_folder(root, src.removesuffix(AS_PUBLISHED))
             key = hashlib.sha256(
                 "\0".join((pin.engine, pin.version, pin.requirements, code, _digest(path), _digest(target))).encode()
             ).hexdigest()[:24]
