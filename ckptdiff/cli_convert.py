@@ -90,7 +90,7 @@ def convert_command(
     from .convert.layout import parse_size
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
-    from .profiles.naming import parse_rename
+    from .naming import parse_rename
     from .progress import terminal_progress
     from .sources import SourceOptions
 

@@ -3,7 +3,7 @@
 Built from SRC's headers and config alone (and BASE's, for ``--base``), before a byte is written. Nothing is
 invented: each output tensor names one input tensor (SRC's, or BASE's embedding for ``--embed base``); a
 parameter the target engine needs that no input tensor fills fails the plan, found by replaying the engine's
-loader (:mod:`ckptdiff.engines`) on the planned output, the same replay ``ckptdiff OUT --engine`` runs.
+loader (:mod:`ckptdiff.families.eagle3.engines`) on the planned output, the same replay ``ckptdiff OUT --engine`` runs.
 """
 
 from __future__ import annotations
@@ -14,17 +14,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..base_layouts import Resolved, recognise, text_config
 from ..checkpoint import Checkpoint, TensorInfo
 from ..dtypes import DTYPE_BITS
 from ..errors import CkptdiffError
-from ..profiles.base_layouts import Resolved, recognise, text_config
-from ..profiles.drafter import DrafterSpec, lookup
-from ..profiles.naming import RenameRule
+from ..families.eagle3.spec import DrafterSpec, lookup
+from ..naming import RenameRule
 from ..report import EngineResult
 from .layout import ShardLayout, lay_out
 from .targets import LLAMA, MLA, QWEN3, SOURCE_AUX_CONVENTIONS, TargetLayout, output_name, parse_name
 
 Embed = Literal["base", "drop", "keep"]
+#: The drafter family convert writes (its rules, :mod:`ckptdiff.families.eagle3`, are the ones replayed).
+FAMILY = "eagle3"
 #: The canonical name of the drafter's embedding.
 EMBED = "embed_tokens.weight"
 #: Parameter fates that mean "no tensor fills it and nothing else does": a needed tensor without a source.
@@ -366,18 +368,19 @@ def virtual_checkpoint(plan: Plan) -> Checkpoint:
 
 def replay_engine(plan: Plan, checkpoint: Checkpoint | None = None) -> EngineResult:
     """The target engine's loader replayed on the planned output (or on ``checkpoint``, the written one)."""
-    from ..engines import get_engine
-    from ..engines.simulate import simulate
+    from ..families import simulate
 
     base_config = plan.base.config if plan.base is not None else None
-    return simulate(get_engine(plan.engine), checkpoint or virtual_checkpoint(plan), "A", base_config)
+    return simulate(FAMILY, plan.engine, checkpoint or virtual_checkpoint(plan), "A", base_config)
 
 
 def engine_problems(result: EngineResult, written: Sequence[str], allowed: Sequence[str] = ()) -> list[str]:
     """What keeps the engine from loading the output as trained: an error it raises, a parameter nothing fills
     (it would stay random or be missing), a written tensor it does not load, a warning (it loads, but not as
     trained) whose code ``allowed`` (``--allow-event``) does not name."""
-    problems = [f"{result.engine}: {event.message}" for event in result.events if event.severity == "error"]
+    from ..formats.messages import event_message
+
+    problems = [f"{result.engine}: {event_message(event)}" for event in result.events if event.severity == "error"]
     unfilled = [name for name, fate in result.parameters if fate in UNFILLED]
     if unfilled:
         problems.append(
@@ -390,7 +393,7 @@ def engine_problems(result: EngineResult, written: Sequence[str], allowed: Seque
     if lost:
         problems.append(f"{result.engine} would not load {', '.join(lost)}: the weight would be lost")
     problems += [
-        f"{result.engine} [{event.code}]: {event.message} (--allow-event {event.code} accepts it)"
+        f"{result.engine} [{event.code}]: {event_message(event)} (--allow-event {event.code} accepts it)"
         for event in result.events
         if event.severity == "warning" and event.code not in allowed and event.tensor not in lost
     ]
@@ -398,8 +401,10 @@ def engine_problems(result: EngineResult, written: Sequence[str], allowed: Seque
 
 
 def _judge(plan: Plan, allowed: Sequence[str]) -> None:
+    from ..formats.messages import event_message
+
     assert plan.check is not None
     plan.problems.extend(engine_problems(plan.check, [t.name for t in plan.tensors], allowed))
     for event in plan.check.events:
         if event.severity == "warning" and event.code in allowed:
-            plan.warnings.append(f"{plan.engine} [{event.code}], accepted by --allow-event: {event.message}")
+            plan.warnings.append(f"{plan.engine} [{event.code}], accepted by --allow-event: {event_message(event)}")

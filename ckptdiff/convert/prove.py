@@ -66,8 +66,10 @@ def prove(plan: Plan, folder: Path, sources: dict[str, Source], written: Written
     result = replay_engine(plan, readback)
     proof.engine_outcome = result.outcome
     proof.problems.extend(engine_problems(result, [t.name for t in plan.tensors], plan.allowed_events))
+    from ..formats.messages import event_message
+
     proof.warnings.extend(
-        f"{plan.engine} [{e.code}], accepted by --allow-event: {e.message}"
+        f"{plan.engine} [{e.code}], accepted by --allow-event: {event_message(e)}"
         for e in result.events
         if e.severity == "warning" and e.code in plan.allowed_events
     )

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CkptdiffError
-from ..profiles.naming import RenameRule
+from ..naming import RenameRule
 from ..sources import LocalSpec, SourceOptions, open_source, parse_spec, read_source
 from ..sources.base import Source
 from ..version import __version__
@@ -165,7 +165,7 @@ def _read_base(
 ) -> tuple[Source | None, Checkpoint | None]:
     if request.base is None:
         return None, None
-    from ..profiles.base_layouts import wanted_groups
+    from ..base_layouts import wanted_groups
     from ..sources.wanted import Wanted
 
     base_source = open_source(request.base, options)

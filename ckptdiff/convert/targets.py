@@ -1,8 +1,9 @@
 """What each engine's EAGLE-3 loader reads, as the layout convert writes for it: class names, tensor names, where
 the aux-layer ids go and in which convention, the d2t dtypes it takes.
 
-Facts come from the engines' rule tables (:mod:`ckptdiff.engines`), which cite the loaders' files; this module
-only chooses, among the spellings a loader accepts, the one convert writes (the engine's own): SGLang's is
+Facts come from the engines' rule tables (:mod:`ckptdiff.families.eagle3.engines`), which cite the loaders'
+files; this module only chooses, among the spellings a loader accepts, the one convert writes (the engine's own):
+SGLang's is
 SpecForge's (``midlayer.*``), vLLM's is its speculators layout (``layers.{i}.*``), TensorRT-LLM's keeps
 ``midlayer.*`` and lets its loader add ``model.``.
 """
