@@ -5,10 +5,12 @@ Per source layout (``fixtures/drafters/*`` and the bundled Kimi drafters): a mar
 the k-th of worker.FLOAT_MARKERS, integer tensor k 1,000,000 + k, in its own dtype), converted with the
 command as a user runs it (``python -m ckptdiff convert MARKED OUT --to ENGINE``), then loaded by the engine
 (convert_worker.py) against a target whose config matches the drafter's (its hidden size, vocabulary and the
-real target's layer count). The check, per parameter the engine builds: it is written (or, when convert dropped
-the embedding, taken from the target by the engine's own code), and the markers it holds are exactly those of
-the source tensors convert.json names for the output tensors that fill it. A layout convert refuses for an
-engine is listed with the plan's reason, and is not loaded.
+real target's layer count; an MLA source's marked copy gains Kimi's yarn ``rope_scaling`` when it has none, which
+SGLang's CPU rope factory needs, as the oracle's own MLA cases do). The marked source is loaded as published too.
+The check, per parameter the engine builds: it is written (or taken from the target by the engine's own code
+when convert dropped the embedding, or left unwritten exactly as the source as published leaves it), and the
+markers it holds are exactly those of the source tensors convert.json names for the output tensors that fill
+it. A layout convert refuses for an engine is listed with the plan's reason, and is not loaded.
 """
 
 from __future__ import annotations
@@ -119,9 +121,19 @@ def write_marked(source: Path, into: Path) -> dict[float, list[str]]:
 
     into.mkdir(parents=True)
     markers: dict[float, list[str]] = {}
+    config = json.loads((source / "config.json").read_text())
+    if "kv_lora_rank" in config and not config.get("rope_scaling"):
+        # SGLang's CPU rope factory builds MLA attention only with a rope_scaling (an environment limit, as for the
+        # oracle's MLA cases): Kimi's long-context yarn rope is added to the marked copy, the source otherwise kept
+        from cases import KIMI_ROPE
+
+        config["rope_scaling"] = KIMI_ROPE
     values = float_markers()
     k = 0
     for path in sorted(source.iterdir()):
+        if path.name == "config.json":
+            (into / path.name).write_text(json.dumps(config, indent=2))
+            continue
         if not path.name.endswith(".safetensors"):
             shutil.copy(path, into / path.name)
             continue
@@ -147,15 +159,13 @@ def write_marked(source: Path, into: Path) -> dict[float, list[str]]:
 
 # --- the check ----------------------------------------------------------------------------------------------------
 
-#: A fused parameter's suffix → the stored tensors it stacks (as every engine's load_weights does).
+#: A fused module → the stored modules it stacks (as every engine's load_weights does); each of its parameters
+#: (``weight``, ``weight_scale``, ``input_scale``, ...) holds those modules' same-named tensors.
 FUSED = {
-    "self_attn.qkv_proj.weight": ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
-    "mlp.gate_up_proj.weight": ("mlp.gate_proj.weight", "mlp.up_proj.weight"),
-    "self_attn.fused_qkv_a_proj.weight": ("self_attn.q_a_proj.weight", "self_attn.kv_a_proj_with_mqa.weight"),
-    "self_attn.fused_qkv_a_proj_with_mqa.weight": (
-        "self_attn.q_a_proj.weight",
-        "self_attn.kv_a_proj_with_mqa.weight",
-    ),
+    "self_attn.qkv_proj.": ("self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj."),
+    "mlp.gate_up_proj.": ("mlp.gate_proj.", "mlp.up_proj."),
+    "self_attn.fused_qkv_a_proj.": ("self_attn.q_a_proj.", "self_attn.kv_a_proj_with_mqa."),
+    "self_attn.fused_qkv_a_proj_with_mqa.": ("self_attn.q_a_proj.", "self_attn.kv_a_proj_with_mqa."),
 }
 #: Parameters named otherwise than the tensor that fills them.
 ALIASES = {"draft_id_to_target_id": "d2t"}
@@ -175,9 +185,9 @@ def expected_sources(parameter: str, provenance: dict[str, Any]) -> set[str]:
     wanted = canonical(parameter)
     parts = {wanted}
     for fused, members in FUSED.items():
-        if wanted.endswith(fused):
-            stem = wanted[: -len(fused)]
-            parts = {stem + member for member in members}
+        stem, found, leaf = wanted.rpartition(fused)
+        if found and "." not in leaf:
+            parts = {stem + member + leaf for member in members}
     return {t["from"]["name"] for t in provenance["tensors"] if canonical(t["name"]) in parts}
 
 
