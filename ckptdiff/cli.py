@@ -436,8 +436,15 @@ def main(argv: list[str] | None = None) -> None:
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
     remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
+    chosen: click.Command = command
+    if args[:1] == ["convert"]:  # a subcommand beside the comparison (ckptdiff/cli_convert.py)
+        from .cli_convert import convert_command, is_convert
+
+        if is_convert(args):
+            chosen, args = convert_command, args[1:]
     try:
-        command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
+        name = "ckptdiff convert" if chosen is not command else "ckptdiff"
+        chosen.main(args=args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:

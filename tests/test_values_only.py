@@ -29,7 +29,7 @@ def randn(seed: int, *shape: int) -> np.ndarray:
 
 
 def drafter_pair(root: Path) -> tuple[Path, Path, int]:
-    """A drafter and its fine-tuned copy, 14 MiB each, in which fc.weight (1.5 MiB) is one tensor of several."""
+    """A drafter and its fine-tuned copy, 11 MiB each, in which fc.weight (1.5 MiB) is one tensor of several."""
     published = {
         "embed_tokens.weight": randn(1, 4096, 512),
         "fc.weight": randn(2, 512, 1536),
