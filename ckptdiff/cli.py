@@ -8,6 +8,7 @@ anything is read, sent or set in the environment (:func:`set_environment`).
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
 import signal
@@ -26,6 +27,7 @@ from .cli_output import (
     append_step_summary,
     deliver,
     format_for,
+    say,
     silence_stdout,
     wants_color,
 )
@@ -291,7 +293,7 @@ def command(
         progress=None if quiet else terminal_progress(),
         follow_symlinks=follow_symlinks,
     )
-    notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
+    notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
     report = compare_specs(
         a,
         b,
@@ -409,15 +411,17 @@ def _run(args: list[str]) -> None:
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:
-        err.show()
+        shown = io.StringIO()
+        err.show(file=shown)  # the usage and the message, which may quote an argument
+        say(shown.getvalue().rstrip("\n"))
         sys.exit(EXIT_TROUBLE)
     except click.exceptions.Abort:
         click.echo("ckptdiff: aborted", err=True)
         sys.exit(EXIT_TROUBLE)
     except CkptdiffError as err:
         if debug:
-            click.echo(scrub_secrets(traceback.format_exc()), err=True)
-        click.echo(f"ckptdiff: {scrub_secrets(err.line())}", err=True)
+            say(scrub_secrets(traceback.format_exc()))
+        say(f"ckptdiff: {scrub_secrets(err.line())}")
         sys.exit(EXIT_TROUBLE)
     except Interrupted as stop:
         click.echo("ckptdiff: interrupted", err=True)
@@ -430,7 +434,7 @@ def _run(args: list[str]) -> None:
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
         if debug:
-            click.echo(scrub_secrets(traceback.format_exc()), err=True)
+            say(scrub_secrets(traceback.format_exc()))
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]
-        click.echo(f"ckptdiff: internal error: {detail} (rerun with --debug for a traceback)", err=True)
+        say(f"ckptdiff: internal error: {detail} (rerun with --debug for a traceback)")
         sys.exit(EXIT_TROUBLE)

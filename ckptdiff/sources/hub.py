@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -33,7 +33,7 @@ from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
-from .hub_http import get_range, request_headers
+from .hub_http import get_range, request_headers, stream_range
 from .hub_listing import COMMIT, ListingCall
 
 if TYPE_CHECKING:
@@ -167,6 +167,21 @@ class HubSource(Source):
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
         return self._get(file, start, stop, ranged=True)
 
+    def stream_range(self, file: RelativePath, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:
+        """One ranged GET pinned to the commit, its body handed on as it arrives (or the file from the HF cache)."""
+        local = self.local_path(file)
+        if local is not None:
+            yield from _local_pieces(local, self.name_of(file), start, stop, chunk_size)
+            return
+        if self.offline:
+            raise SourceError(self.name_of(file), "not in the local cache and offline mode is on", OFFLINE_HINT)
+        if self.commit is None:
+            self.list_files()
+        url, headers = self._file_url(file), self._auth_headers()
+        yield from stream_range(
+            url, start, stop, self.name_of(file), headers=headers, timeout=self.timeout, chunk_size=chunk_size
+        )
+
     def _get(self, file: RelativePath, start: int, stop: int, *, ranged: bool) -> bytes:
         url = self._file_url(file)
         needed = needed_from_prefix if start == 0 and file.endswith(".safetensors") else None
@@ -291,6 +306,13 @@ class HubSource(Source):
         if not any(f.path.endswith((".safetensors", INDEX_SUFFIX)) for f in listing):
             return None
         return listing
+
+
+def _local_pieces(path: Path, where: str, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:
+    """Bytes [start, stop) of a file on disk in pieces (:func:`.local.pieces_of`)."""
+    from .local import pieces_of
+
+    return pieces_of(path, where, start, stop, chunk_size)
 
 
 def _well_formed(listed: ListedFile) -> bool:
