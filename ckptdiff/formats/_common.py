@@ -20,7 +20,7 @@ from ..report import (
     TensorRow,
     TensorSide,
 )
-from .messages import allowed_by_text
+from .messages import allowed_by_text, event_message
 
 if TYPE_CHECKING:
     from . import RenderOptions
@@ -72,7 +72,7 @@ def counts_line(report: Report) -> str:
     return f"{text}; {outcomes_line(report)}" if report.engines else text
 
 
-#: How an injected weight reaches the drafter, by :attr:`ckptdiff.profiles.InjectedWeight.how`; {name} is where
+#: How an injected weight reaches the drafter, by :attr:`ckptdiff.families.model.InjectedWeight.how`; {name} is where
 #: the base stores it.
 INJECTED_WORDING = {
     "embedding": "frozen: the engine takes it from the base model's {name}",
@@ -203,7 +203,7 @@ def outcomes_line(report: Report) -> str:
 def event_text(report: Report, event: EngineEvent) -> str:
     """An engine event's message (which names its tensor, see :class:`.EngineEvent`) and the rule that accepts it."""
     allowed = f" (allowed by {allowed_by_text(report, event.allowed_by)})" if event.allowed_by else ""
-    return f"{event.message}{allowed}"
+    return f"{event_message(event)}{allowed}"
 
 
 def event_line(report: Report, event: EngineEvent) -> str:
@@ -247,7 +247,7 @@ def split_citation(text: str) -> tuple[str, Citation | None]:
 
 def event_parts(report: Report, event: EngineEvent) -> tuple[str, Citation | None, str]:
     """An engine event as words, the citation they end with, and the policy rule that accepts it ("" if none)."""
-    words, citation = split_citation(event.message)
+    words, citation = split_citation(event_message(event))
     allowed = f"allowed by {allowed_by_text(report, event.allowed_by)}" if event.allowed_by else ""
     return words, citation, allowed
 

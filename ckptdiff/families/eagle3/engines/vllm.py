@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
-from .rules import (
+from ...rules import (
     AuxIds,
     Case,
     Drop,
@@ -16,6 +15,7 @@ from .rules import (
     SpeculatorsAdapter,
     target_hidden_check,
 )
+from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
 from .stacking import stacked
 
 REPO = "vllm-project/vllm"
@@ -41,8 +41,7 @@ UNCHECKED = Case(
     Event(
         "warning",
         "random_init",
-        "{param} is never loaded and vLLM does not check (the drafter's load_weights returns None): it keeps its "
-        "initial values",
+        "eagle3.vllm.random_init",
         LLAMA,
     ),
 )
@@ -57,14 +56,13 @@ EMBED = Param(
             Event(
                 "error",
                 "embed_width_mismatch",
-                "{param}: the drafter has none, so vLLM shares the target's, which is {target_width} wide, with no "
-                "width check, but the drafter's layers take hidden_size={hidden}: the first forward fails",
+                "eagle3.vllm.embed_width_mismatch",
                 SHARE_EMBED.inferring(),
             ),
         ),
         Case(
             lambda d: True,
-            Event("info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER),
+            Event("info", "from_target", "eagle3.vllm.from_target", PROPOSER),
         ),
     ),
     loaded=(
@@ -73,9 +71,7 @@ EMBED = Param(
             Event(
                 "info",
                 "embed_tokens_own",
-                "{name}: vLLM uses the drafter's own embedding (has_own_embed_tokens; shared with the target only "
-                "when torch.equal to it), so it must equal the target's; a random one collapses acceptance "
-                "(--values --base checks)",
+                "eagle3.vllm.embed_tokens_own",
                 PROPOSER,
             ),
         ),
@@ -93,14 +89,13 @@ LM_HEAD = Param(
             Event(
                 "warning",
                 "lm_head_from_target",
-                "{param}: the drafter has none, so vLLM shares the target's {vocab}-row head, but draft_vocab_size is "
-                "{draft_vocab}: draft logits are mapped through d2t as if they were draft-vocabulary logits",
+                "eagle3.vllm.lm_head_from_target",
                 PROPOSER.inferring(),
             ),
         ),
         Case(
             lambda d: True,
-            Event("info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER),
+            Event("info", "from_target", "eagle3.vllm.from_target", PROPOSER),
         ),
     ),
 )
@@ -115,8 +110,7 @@ D2T = Param(
     dtype_event=Event(
         "warning",
         "d2t_dtype",
-        "{name} is {dtype}: vLLM copies it into its int64 {param} (logging only a dtype warning), so offsets a "
-        "{dtype} cannot hold exactly are rounded and draft tokens map to the wrong target ids",
+        "eagle3.vllm.d2t_dtype",
         AUTO_LOADER,
     ),
     absent=(
@@ -125,8 +119,7 @@ D2T = Param(
             Event(
                 "warning",
                 "d2t_missing",
-                "{param}: no d2t, so it stays zeros and draft id i is taken for target id i, though draft_vocab_size "
-                "{draft_vocab} != the target's vocabulary {target_vocab}",
+                "eagle3.vllm.d2t_missing",
                 LLAMA,
             ),
         ),
@@ -139,14 +132,13 @@ NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), LLAMA, absen
 UNKNOWN = Event(
     "error",
     "unknown_name",
-    "{name} becomes {candidate}, which vLLM's drafter has no parameter for: ValueError: There is no module or "
-    "parameter named '{candidate}'",
+    "eagle3.vllm.unknown_name",
     AUTO_LOADER,
 )
 SHAPE = Event(
     "error",
     "shape_mismatch",
-    '{name} is {got} but vLLM\'s {param} is {want}: "Attempted to load weight ({got}) into parameter ({want})"',
+    "eagle3.vllm.shape_mismatch",
     LOADER_UTILS,
 )
 #: AutoWeightsLoader.load_weights appends ".bias" to ignore_unexpected_suffixes: a bias the drafter has no
@@ -156,21 +148,19 @@ BIAS_IGNORED = (
     Event(
         "warning",
         "bias_ignored",
-        "{name}: vLLM builds this layer without a bias and its loader ignores unexpected .bias tensors, so the "
-        "trained bias is not used",
+        "eagle3.vllm.bias_ignored",
         AUTO_LOADER,
     ),
 )
 
 DROPS = (
-    Drop(r"t2d", Event("info", "dropped", "{name} is not used by vLLM (skipped by load_weights)", LLAMA)),
+    Drop(r"t2d", Event("info", "dropped", "eagle3.vllm.dropped", LLAMA)),
     Drop(
         r"mask_hidden",
         Event(
             "info",
             "dropped",
-            '{name}: logged "mask_hidden found in weights but model is not configured for parallel '
-            'drafting. Skipping loading mask_hidden."',
+            "eagle3.vllm.dropped.mask_hidden",
             LLAMA,
         ),
     ),
@@ -179,18 +169,20 @@ DROPS = (
         Event(
             "warning",
             "fc_unused",
-            "{name}: eagle_config.use_aux_hidden_state is false, so vLLM skips fc and the "
-            "drafter reads one hidden state",
+            "eagle3.vllm.fc_unused",
             LLAMA,
         ),
         when=lambda d: not d.use_aux,
     ),
     Drop(
         r"^input_norm\.",
-        Event("warning", "input_norm_unused", "{name}: norm_before_fc is not set, so vLLM drops it", LLAMA),
+        Event("warning", "input_norm_unused", "eagle3.vllm.input_norm_unused", LLAMA),
         when=lambda d: not d.spec.norm_before_fc,
     ),
-    Drop(r"rotary_emb\.(inv_freq|cos_cached|sin_cached)", Event("info", "dropped", "{name}: dropped", AUTO_LOADER)),
+    Drop(
+        r"rotary_emb\.(inv_freq|cos_cached|sin_cached)",
+        Event("info", "dropped", "eagle3.vllm.dropped.rotary", AUTO_LOADER),
+    ),
 )
 
 RENAMES = (
@@ -305,16 +297,13 @@ ENGINE = Engine(
     unregistered=Event(
         "error",
         "architecture_not_registered",
-        "architectures[0] is {arch}; vLLM's EAGLEConfig makes it {looked_up}{why}, which vLLM does not register "
-        "({registered}): ValueError: Model architectures ['{looked_up}'] are not supported for now.",
+        "eagle3.vllm.architecture_not_registered",
         REGISTRY,
     ),
     model_type_architectures=(
         (
             ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp"),
             "DeepSeekMTPModel",
-            " (SpeculativeConfig.hf_config_override first turns a model_type {model_type} draft into "
-            "{replacement}: use model_type deepseek_v2 for an EAGLE-3 MLA drafter)",
         ),
     ),
     aux_ids=AuxIds(
@@ -322,14 +311,11 @@ ENGINE = Engine(
         # eagle_config.layer_ids; the V1 runner (gpu_model_runner.py) reads eagle_config.eagle_aux_... instead.
         keys=("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"),
         offset=-1,
-        convention="vLLM's: id j = the output of target layer j-1 (it captures before layer j; id n = the last)",
         default_outputs=lambda n: (1, n // 2 - 1, n - 4),
         default_event=Event(
             "warning",
             "aux_ids_default",
-            "no aux layer ids where vLLM's model runner looks (eagle_aux_hidden_state_layer_ids, then "
-            "eagle_config.layer_ids){ignored}: it captures its default (2, n//2, n-3) = the outputs of target "
-            "layers {outputs}",
+            "eagle3.vllm.aux_ids_default",
             AUX,
         ),
         source=AUX,
@@ -341,8 +327,7 @@ ENGINE = Engine(
     target_refused=Event(
         "error",
         "target_not_supported",
-        "ValueError: Eagle3 is only supported for {supported} models. Got "
-        "self.target_model_config.hf_text_config.model_type='{model_type}'",
+        "eagle3.vllm.target_not_supported",
         SPECULATIVE,
     ),
     config_checks=(
@@ -351,26 +336,23 @@ ENGINE = Engine(
             Event(
                 "info",
                 "config_default_differs",
-                "no norm_before_residual: vLLM's speculators adapter defaults it to true, the speculators library "
-                "(which trained this drafter) to false, so the hidden norm is applied at another point than in "
-                "training",
+                "eagle3.vllm.config_default_differs",
                 SPECULATORS_ALGOS,
             ),
         ),
     ),
-    target_checks=(target_hidden_check(LLAMA.inferring(), "the fc matmul fails on the first forward"),),
+    target_checks=(target_hidden_check(LLAMA.inferring(), "eagle3.vllm.target_hidden_mismatch"),),
     speculators=SpeculatorsAdapter(
         architectures=(("llama", "Eagle3LlamaForCausalLM"), ("qwen3", "Eagle3Qwen3ForCausalLM")),
         types=("eagle3", "peagle"),
         source=SPECULATORS,
-        invalid=Event("error", "speculators_config_invalid", "{defect}", SPECULATORS),
+        invalid=Event("error", "speculators_config_invalid", "eagle3.vllm.speculators_config_invalid", SPECULATORS),
         # validate_speculators_config runs only when the checkpoint is served as the model
         # (maybe_override_with_speculators); as --speculative-config's model it loads without it.
         validation=Event(
             "warning",
             "speculators_config_invalid",
-            "{defect}: vLLM loads it as --speculative-config's model, but `vllm serve` on this checkpoint (the "
-            "speculators auto-detection, transformers_utils/config.py maybe_override_with_speculators) raises it",
+            "eagle3.vllm.speculators_config_invalid.serve",
             SPECULATORS,
         ),
     ),

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from .settings import Draft
+    from .eagle3.engines.settings import Draft
 
 Severity = Literal["error", "warning", "info"]
 Shape = tuple[int, ...]
@@ -54,13 +54,12 @@ class Source:
 
 @dataclass(frozen=True)
 class Event:
-    """An event a rule raises: severity, stable code, message template ({name}, {param}, ... filled in). The
-    template of an event about a checkpoint tensor names it first ("{name} is ...", "{name}: ..."): reports print
-    the message as it is."""
+    """An event a rule raises: severity, stable code, the key of its words in the family's catalogue (a template
+    over the event's params: {name}, {param}, ...), and where the rule was read."""
 
     severity: Severity
     code: str
-    message: str
+    wording: str
     source: Source
 
 
@@ -123,7 +122,6 @@ class AuxIds:
     keys: tuple[str, ...]  # dotted config keys read, in order
     #: A config id k makes the engine capture the output of target layer k + offset.
     offset: int
-    convention: str  # in words, for messages
     #: The target layers whose outputs are captured when no id is set, for a target of n layers.
     default_outputs: Callable[[int], tuple[int, ...]]
     default_event: Event
@@ -142,12 +140,11 @@ class TargetCheck:
     event: Event
 
 
-def target_hidden_check(source: Source, consequence: str = "") -> TargetCheck:
+def target_hidden_check(source: Source, wording: str) -> TargetCheck:
     """fc's input width (3 x target_hidden_size) against the target's hidden_size: every engine builds fc so."""
-    message = "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is {target_hidden_actual}"
     return TargetCheck(
         lambda d: d.target is not None and d.target.hidden is not None and d.target_hidden != d.target.hidden,
-        Event("error", "target_hidden_mismatch", f"{message}: {consequence}" if consequence else message, source),
+        Event("error", "target_hidden_mismatch", wording, source),
     )
 
 
@@ -211,5 +208,5 @@ class Engine:
     #: None: a speculators-format config is looked up by its architectures like any other.
     speculators: SpeculatorsAdapter | None = None
     #: The drafter's model_type → the architecture the engine substitutes before its mapping (vLLM turns a
-    #: deepseek_v3 draft into an MTP model); ``{why}`` in ``unregistered`` says so.
-    model_type_architectures: tuple[tuple[tuple[str, ...], str, str], ...] = ()
+    #: deepseek_v3 draft into an MTP model); the ``why`` param of ``unregistered`` says so.
+    model_type_architectures: tuple[tuple[tuple[str, ...], str], ...] = ()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .rules import Param
+from ...rules import Param
 from .settings import Draft
 
 #: Suffixes of the scale tensors a quantized linear layer stores beside its weight (FP8, ModelOpt NVFP4).
