@@ -266,8 +266,8 @@ def test_the_install_is_cached_under_a_key_naming_what_it_holds(tmp_path: Path) 
     assert first.startswith(f"ckptdiff-{__version__}-py3.") and first == key(REPO)
     edited = tmp_path / "edited"  # same version, one module changed (a new commit on a branch)
     shutil.copytree(REPO / "ckptdiff", edited / "ckptdiff", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "setup.cfg", edited)
-    shutil.copy(REPO / "pyproject.toml", edited)
+    for name in ("setup.cfg", "pyproject.toml", "setup.py", "action-constraints.txt"):  # what the key hashes
+        shutil.copy(REPO / name, edited)
     assert key(edited) == first
     with open(edited / "ckptdiff" / "cli.py", "a") as handle:
         handle.write("\n# a change\n")
