@@ -115,8 +115,8 @@ SPEC = click.Path()
     "--values",
     "values",
     is_flag=True,
-    help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
-    "into the HF cache; .bin/.pt files need ckptdiff[torch].",
+    help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2; needs ckptdiff[values]); downloads "
+    "Hub weights into the HF cache; .bin/.pt files need ckptdiff[torch].",
 )
 @click.option(
     "--scheduler",
@@ -336,6 +336,9 @@ def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOpt
         return None
     from click.core import ParameterSource
 
+    from .pipeline import require_values
+
+    require_values()  # before ckptdiff.values, which imports numpy
     from .values import ValuesOptions
 
     given = click.get_current_context().get_parameter_source("jobs") == ParameterSource.COMMANDLINE
