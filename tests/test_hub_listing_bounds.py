@@ -88,3 +88,22 @@ def test_a_listing_full_of_shard_names_reads_only_the_shards_the_index_names(hub
         "config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
         "model.safetensors.index.json",
     ]  # fmt: skip
+
+
+def test_a_listing_of_thousands_of_loose_shards_is_refused_in_one_line(hub, tmp_path):
+    """Without an index every .safetensors file is a shard to read: 400k of them is not one checkpoint."""
+    lone = tmp_path / "lone"
+    write_safetensors(lone / "model-a.safetensors", [("w", "F32", [4])])
+    hub.add_repo("org/loose", lone)
+    padded(hub, "org/loose", [f"part-{i:06d}.safetensors" for i in range(PADDING)])
+    hub.reset_counters()
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptdiff", "org/loose", str(PUBLISHED)],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+        env={**os.environ, **hub.client_env(tmp_path / "hf"), "PYTHONPATH": str(REPO), "NO_COLOR": "1"},
+    )  # fmt: skip
+
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "holds 400,001 .safetensors files and no index" in done.stderr
+    assert not [entry for entry in hub.log if entry.route in ("resolve", "cdn")]  # not one header was read
