@@ -115,8 +115,8 @@ SPEC = click.Path()
     "--values",
     "values",
     is_flag=True,
-    help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
-    "into the HF cache; .bin/.pt files need ckptdiff[torch].",
+    help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2; needs ckptdiff[values]); downloads "
+    "Hub weights into the HF cache; .bin/.pt files need ckptdiff[torch].",
 )
 @click.option(
     "--scheduler",
@@ -336,6 +336,9 @@ def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOpt
         return None
     from click.core import ParameterSource
 
+    from .pipeline import require_values
+
+    require_values()  # before ckptdiff.values, which imports numpy
     from .values import ValuesOptions
 
     given = click.get_current_context().get_parameter_source("jobs") == ParameterSource.COMMANDLINE
@@ -410,8 +413,15 @@ def main(argv: list[str] | None = None) -> None:
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
     remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
+    chosen: click.Command = command
+    if args[:1] == ["convert"]:  # a subcommand beside the comparison (ckptdiff/cli_convert.py)
+        from .cli_convert import convert_command, is_convert
+
+        if is_convert(args):
+            chosen, args = convert_command, args[1:]
     try:
-        command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
+        name = "ckptdiff convert" if chosen is not command else "ckptdiff"
+        chosen.main(args=args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:
