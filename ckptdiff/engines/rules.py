@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from .capture import ClassCapture
     from .settings import Draft
 
 Severity = Literal["error", "warning", "info"]
@@ -132,6 +133,8 @@ class AuxIds:
     from_serving_config: bool = False
     #: The config ids it can capture for a target of n layers (others are never captured).
     valid: Callable[[int], range] = lambda n: range(0, n)
+    #: The capture per target model class (capture.py); empty: ``offset`` and ``default_outputs`` for every class.
+    classes: tuple[ClassCapture, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..profiles.drafter import DrafterSpec
-from ..report import EngineEvent, EngineResult
+from ..report import Condition, EngineEvent, EngineResult
+from .capture_verdict import class_capture
 from .quantized import covered, quantized_shape, scale_of
 from .rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param, Severity, SpeculatorsAdapter
 from .settings import Draft, Target
@@ -31,6 +32,7 @@ class _Events:
     def __init__(self, fields: Mapping[str, Any]) -> None:
         self.items: list[EngineEvent] = []
         self.fields = _Fields(fields)
+        self.conditions: list[Condition] = []
 
     def add(self, event: Event, tensor: str | None = None, **fields: Any) -> None:
         text = event.message.format_map(_Fields({**self.fields, **fields}))
@@ -118,6 +120,7 @@ def simulate(
         _summary(ordered, fates),
         tensors=tuple(fates.tensors),
         parameters=tuple(fates.parameters),
+        conditions=tuple(events.conditions),
     )
 
 
@@ -284,6 +287,9 @@ def _moved(name: str, param: str) -> bool:
 
 
 def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
+    if engine.aux_ids.classes and not engine.aux_ids.from_serving_config:
+        class_capture(engine, draft, events)
+        return
     aux = engine.aux_ids
     n = draft.target.layers if draft.target is not None else None
     read_key = draft.aux_key

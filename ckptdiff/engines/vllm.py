@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .capture import ClassCapture, vllm_default
 from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
 from .rules import (
     AuxIds,
@@ -295,6 +296,71 @@ MLA_LOADER = Loader(
     ignored_unexpected=BIAS_IGNORED,
 )
 
+#: The runner's set-up (eagle3_utils.set_eagle3_aux_hidden_state_layers: the ids read, else the class's
+#: get_eagle3_default_aux_hidden_state_layers, interfaces.py: (2, n//2, n-3), which DeepSeek-V2 does not override)
+#: keeps ids as they are; every class's forward takes hidden_states + residual at index i before layer i (i = n:
+#: after the last), so id j is the output of layer j-1. Observed per class by the oracle (run.py --capture).
+SETUP = Source(
+    REPO, VERSION, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (set_eagle3_aux_hidden_state_layers)"
+)
+
+
+def _vllm_family(
+    label: str, architectures: tuple[str, ...], model_types: tuple[str, ...], forward: str, example: str = ""
+) -> ClassCapture:
+    return ClassCapture(
+        label,
+        architectures,
+        model_types,
+        indices=lambda ids, n: tuple(ids),
+        default=vllm_default,
+        takes="input",
+        reached=lambda n: range(0, n + 1),
+        setup=SETUP,
+        forward=Source(REPO, VERSION, forward),
+        example=example,
+    )
+
+
+CAPTURES = (
+    _vllm_family(
+        "Llama",
+        ("LlamaForCausalLM", "MistralForCausalLM"),
+        ("llama", "mistral"),
+        "vllm/model_executor/models/llama.py (LlamaModel.forward: _maybe_add_hidden_state(aux, idx + 1, ...))",
+        "Llama-3.1-8B",
+    ),
+    _vllm_family(
+        "Qwen2/Qwen3",
+        ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
+        ("qwen2", "qwen3"),
+        "vllm/model_executor/models/qwen2.py (Qwen2Model.forward, which Qwen3Model inherits)",
+        "Qwen3-8B",
+    ),
+    _vllm_family(
+        "Qwen3-MoE",
+        ("Qwen3MoeForCausalLM",),
+        ("qwen3_moe",),
+        "vllm/model_executor/models/qwen3_moe.py (Qwen3MoeModel.forward)",
+        "Qwen3-235B-A22B",
+    ),
+    _vllm_family(
+        "DeepSeek-V2/V3",
+        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+        ("deepseek_v2", "deepseek_v3", "kimi_k2"),
+        "vllm/model_executor/models/deepseek_v2.py (DeepseekV2Model.forward: if idx in aux_hidden_state_layers, "
+        "before layer idx; end_layer after the last)",
+        "Kimi-K2",
+    ),
+    _vllm_family(
+        "GPT-OSS",
+        ("GptOssForCausalLM",),
+        ("gpt_oss",),
+        "vllm/model_executor/models/gpt_oss.py (GptOssModel.forward: _maybe_add_hidden_state(aux, i + 1, ...))",
+        "gpt-oss-120b",
+    ),
+)
+
 ENGINE = Engine(
     name="vllm",
     label="vLLM",
@@ -334,6 +400,7 @@ ENGINE = Engine(
         ),
         source=AUX,
         valid=lambda n: range(0, n + 1),
+        classes=CAPTURES,
     ),
     # SpeculativeConfig._verify_args has no target model_type whitelist in this version; older releases
     # refused targets outside a list (vllm#22152, #31254): a rule for such a release sets target_model_types.

@@ -10,6 +10,7 @@ from msgspec import UNSET, UnsetType
 
 from ..report import (
     SCHEMA,
+    Condition,
     ConfigStatus,
     EngineEvent,
     FailOn,
@@ -66,6 +67,8 @@ class EngineDocument(msgspec.Struct, frozen=True):
     events: tuple[EngineEvent, ...]
     tensors: tuple[TensorFate, ...]
     parameters: tuple[ParameterFate, ...]
+    #: The targets the outcome holds on, when it depends on one no --base named (empty: it holds on any).
+    conditions: tuple[Condition, ...]
 
 
 class RuleDocument(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -173,6 +176,7 @@ def document(report: Report, *, tensors: bool = True) -> ReportDocument:
                 r.events,
                 tuple(TensorFate(*fate) for fate in r.tensors),
                 tuple(ParameterFate(*fate) for fate in r.parameters),
+                r.conditions,
             )
             for r in report.engines
         )
