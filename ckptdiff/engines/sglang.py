@@ -40,6 +40,20 @@ RANDOM = Case(
 )
 
 
+#: Dtypes of quantized weights; scales and zero points stored beside them.
+QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "I8", "U8", "I4", "U4", "F4", "F8_E8M0"})
+SCALE_NAME = ("_scale", "_scale_2", "_zero_point", "_scale_inv", ".k_scale", ".v_scale")
+
+
+def _stores_quantized(d: Draft) -> bool:
+    """Whether a weight is stored quantized (a quantized dtype, or a scale beside it): a quantization_config over
+    16-bit weights alone loads them as they are, unquantized layers and all (the warning would cry wolf)."""
+    return any(
+        (dtype in QUANTIZED_DTYPES and not name.endswith(("d2t", "t2d"))) or name.endswith(SCALE_NAME)
+        for name, dtype in d.dtypes.items()
+    )
+
+
 def _replaced(d: Draft) -> bool:
     """set_embed swaps in the target's embedding unless target_hidden_size is set and differs from hidden_size."""
     return not (d.target_hidden_set and d.target_hidden != d.hidden)
@@ -274,7 +288,7 @@ LLAMA_LOADER = Loader(
     quantization=lambda d: False,
     quantization_refused=(
         Case(
-            lambda d: True,
+            _stores_quantized,
             Event(
                 "warning",
                 "quantization_ignored",

@@ -159,6 +159,16 @@ def _mla(config: Config) -> MlaDims | None:
     )
 
 
+#: What transformers' LlamaConfig gives a key the config.json leaves out: the config class both engines read an
+#: EAGLE-3 Llama drafter's config.json with (vLLM's and SGLang's AutoConfig for model_type llama), so a drafter
+#: without intermediate_size is built 11008 wide and one without num_hidden_layers with 32 layers.
+LLAMA_CONFIG_DEFAULTS = {"num_hidden_layers": 32, "intermediate_size": 11008}
+
+
+def _llama_default(key: str) -> Setting:
+    return Setting(LLAMA_CONFIG_DEFAULTS[key], f"{key} (absent: LlamaConfig's default)")
+
+
 def _quantization(config: Config) -> Quantization | None:
     found = setting(config, "quantization_config")
     if found is None or not isinstance(found.value, Mapping):
@@ -283,7 +293,7 @@ class DrafterSpec:
             heads=_positive(setting(config, "num_attention_heads")),
             kv_heads=_positive(setting(config, "num_key_value_heads")),
             head_dim=_positive(setting(config, "head_dim")),
-            intermediate=_positive(setting(config, "intermediate_size")),
+            intermediate=_positive(setting(config, "intermediate_size")) or _llama_default("intermediate_size"),
             max_positions=_positive(setting(config, "max_position_embeddings")),
             dtype=dtype,
             attention="mla" if mla is not None else "llama",
@@ -315,7 +325,8 @@ class DrafterSpec:
 
     @property
     def layer_count(self) -> int:
-        return self.layers.value if self.layers else 1
+        """num_hidden_layers; absent, the engines' config class (transformers' LlamaConfig) defaults it to 32."""
+        return self.layers.value if self.layers else LLAMA_CONFIG_DEFAULTS["num_hidden_layers"]
 
     @property
     def head_dim_size(self) -> int | None:

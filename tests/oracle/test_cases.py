@@ -21,10 +21,12 @@ from compare import ckptdiff_view, disagreements, engine_view, environment_failu
 REPO = HERE.parent.parent
 
 
-def test_there_are_at_least_sixty_distinct_cases(tmp_path: Path) -> None:
+def test_there_are_at_least_150_distinct_cases(tmp_path: Path) -> None:
+    """Distinct as the engines see them: the drafter's files and the target it is checked against."""
     written = write_all(tmp_path, CASES)
-    assert len(written) >= 60
-    digests = {name: digest(path) for name, path in written.items()}
+    assert len(written) >= 150
+    targets = {case.name: case.target.name for case in CASES}
+    digests = {name: digest(path) + targets[name] for name, path in written.items()}
     same = [name for name in digests if list(digests.values()).count(digests[name]) > 1]
     assert not same, f"cases with identical files: {same}"
 
@@ -229,8 +231,8 @@ def test_forward_defects_are_compared() -> None:
     engine = engine_view(_observed(aux=aux), BASIC)
     right = ckptdiff_view(_entry("fails", [_error("aux_id_out_of_range")]))
     wrong = ckptdiff_view(_entry("fails", [_error("embed_width_mismatch")]))
-    assert disagreements("basic", "vllm", right, engine) == []
-    assert [d.subject for d in disagreements("basic", "vllm", wrong, engine)] == ["failure"]
+    assert "failure" not in {d.subject for d in disagreements("basic", "vllm", right, engine)}
+    assert "failure" in {d.subject for d in disagreements("basic", "vllm", wrong, engine)}
 
 
 def test_an_error_fate_is_compared_when_the_engine_loaded() -> None:
@@ -261,8 +263,8 @@ def test_the_oracle_job_without_engines_fails_in_one_line(tmp_path: Path) -> Non
             "pytest",
             "-m",
             "oracle",
-            "-p",
-            "no:xdist",
+            "-n",
+            "0",
             "-p",
             "no:cacheprovider",
             "tests/oracle/test_oracle.py",
