@@ -1,5 +1,5 @@
 """``python -m ckptdiff``: the same entry as the ``ckptdiff`` command."""
 
-from ._entry import main
+from .cli import main
 
 main()

@@ -1,14 +1,19 @@
 """The command line: parse, call compare, render, write, exit (0 compatible, 1 incompatible, 2 trouble).
 
 Kept thin and light: heavy modules (huggingface_hub, torch) load only when a comparison needs them, so
-``ckptdiff --help`` is instant.
+``ckptdiff --help`` is instant. :func:`main` is the process's entry (the ``ckptdiff`` console script and
+``python -m ckptdiff``): the one place that installs signal handlers, and click parses the command line before
+anything is read, sent or set in the environment (:func:`set_environment`).
 """
 
 from __future__ import annotations
 
+import io
 import os
 import shlex
+import signal
 import sys
+import threading
 import traceback
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -22,13 +27,13 @@ from .cli_output import (
     append_step_summary,
     deliver,
     format_for,
+    say,
     silence_stdout,
     wants_color,
 )
 from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, scrub_secrets
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
-from .process import prepare
 from .profiles import profile_choices
 from .version import __version__
 
@@ -253,6 +258,7 @@ def command(
 
     Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
+    set_environment(debug=debug, offline=offline)  # the command line is accepted: nothing was read or sent before
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, render
     from .pipeline import compare_specs
@@ -295,7 +301,7 @@ def command(
         progress=None if quiet else terminal_progress(),
         follow_symlinks=follow_symlinks,
     )
-    notify = None if quiet else (lambda message: click.echo(f"ckptdiff: {message}", err=True))
+    notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
     report = compare_specs(
         a,
         b,
@@ -344,26 +350,87 @@ def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOpt
     return ValuesOptions(jobs=jobs if given else None, scheduler=scheduler)
 
 
+#: Loggers of the object-store clients, which log failed attempts with their tracebacks on stderr (Python's
+#: last-resort handler) before ckptdiff's own one line says what failed.
+STORE_LOGGERS = ("gcsfs", "adlfs", "s3fs", "aiobotocore", "botocore", "fsspec", "aiohttp", "google", "azure")
+
+
+def set_environment(*, debug: bool, offline: bool) -> None:
+    """What the libraries read from the environment when they load, set once the command line is accepted and
+    before any of them is imported: huggingface_hub's verbosity (``--debug`` keeps its warnings) and offline mode
+    (``--offline``: its own calls, downloads included, make no request either); one OpenBLAS thread (numpy's, under
+    --values: the pass runs on its own threads, which OpenBLAS's would only compete with). The stores' loggers
+    print retries ckptdiff reports in one line; ``--debug`` keeps them too."""
+    if offline:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if debug:
+        return
+    os.environ.setdefault("HF_HUB_VERBOSITY", "error")
+    import logging
+
+    for name in STORE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            logger.addHandler(logging.NullHandler())
+            logger.propagate = False
+
+
+class Interrupted(BaseException):
+    """Ctrl-C (SIGINT) or SIGTERM, raised in the main thread so that the run unwinds like any error: its pools
+    cancel the reads not started (those under way end by their timeouts), partial files and the --values scratch
+    folder are removed, worker processes are stopped. A BaseException, as KeyboardInterrupt is, so that no
+    ``except Exception`` takes it for a failure, and not a KeyboardInterrupt, which click turns into "Aborted"."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    # A second signal ends the process at once (the default action), should the clean-up itself hang.
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_DFL)
+    raise Interrupted(signum)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: CkptdiffError → one line on stderr and exit 2; never a traceback unless --debug."""
+    """Entry point: CkptdiffError → one line on stderr and exit 2; never a traceback unless --debug. Ctrl-C and
+    SIGTERM cancel the run (:class:`Interrupted`): exit 130 or 143 once its clean-up has run."""
     args = sys.argv[1:] if argv is None else argv
+    handlers = {}
+    if threading.current_thread() is threading.main_thread():  # an in-process runner's thread may not install them
+        for stop in (signal.SIGINT, signal.SIGTERM):
+            handlers[stop] = signal.signal(stop, _interrupt)
+    try:
+        _run(args)
+    finally:
+        for stop, handler in handlers.items():
+            signal.signal(stop, handler)
+
+
+def _run(args: list[str]) -> None:
     debug = "--debug" in args
-    prepare(args)
     try:
         command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:
-        err.show()
+        shown = io.StringIO()
+        err.show(file=shown)  # the usage and the message, which may quote an argument
+        say(shown.getvalue().rstrip("\n"))
         sys.exit(EXIT_TROUBLE)
     except click.exceptions.Abort:
         click.echo("ckptdiff: aborted", err=True)
         sys.exit(EXIT_TROUBLE)
     except CkptdiffError as err:
         if debug:
-            click.echo(scrub_secrets(traceback.format_exc()), err=True)
-        click.echo(f"ckptdiff: {scrub_secrets(err.line())}", err=True)
+            say(scrub_secrets(traceback.format_exc()))
+        say(f"ckptdiff: {scrub_secrets(err.line())}")
         sys.exit(EXIT_TROUBLE)
+    except Interrupted as stop:
+        click.echo("ckptdiff: interrupted", err=True)
+        sys.exit(128 + stop.signum)
     except KeyboardInterrupt:
         click.echo("ckptdiff: interrupted", err=True)
         sys.exit(130)
@@ -372,7 +439,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
         if debug:
-            click.echo(scrub_secrets(traceback.format_exc()), err=True)
+            say(scrub_secrets(traceback.format_exc()))
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]
-        click.echo(f"ckptdiff: internal error: {detail} (rerun with --debug for a traceback)", err=True)
+        say(f"ckptdiff: internal error: {detail} (rerun with --debug for a traceback)")
         sys.exit(EXIT_TROUBLE)

@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from .errors import ReportWriteError
+from .errors import ReportWriteError, inert_in_ci_log
 from .formats import FORMAT_ALIASES
 
 if TYPE_CHECKING:
@@ -142,12 +142,23 @@ def append_step_summary(markdown: str, path: str | None) -> None:
         ) from None
 
 
+#: How each format escapes what could start a workflow command in a CI log (:func:`.errors.inert_in_ci_log`).
+LOG_STYLES = {"json": "json", "junit": "xml"}
+
+
+def say(line: str) -> None:
+    """One line on stderr, as a CI log may show it: nothing in it acts as a workflow command."""
+    click.echo(inert_in_ci_log(line), err=True)
+
+
 def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, verbosity: int, color: str) -> str:
-    """Render the report and write it to stdout or ``output``; returns the text written.
+    """Render the report and write it to stdout or ``output``; returns the text rendered.
 
     The terminal formats (table, github) get the terminal's width and the verbosity. ``github`` is what a job's
     log shows: with ``-o FILE`` its annotations stay on stdout and FILE gets the format its extension names.
-    With ``-o``, the verdict line goes to stderr, so that the log still says it.
+    With ``-o``, the verdict line goes to stderr, so that the log still says it. stdout may be a CI job's log:
+    what goes there is written with nothing a name or key holds acting as a workflow command
+    (:func:`.errors.inert_in_ci_log`); a file gets the text as rendered.
     """
     from .formats import render, table
 
@@ -165,7 +176,10 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
         text = table.render(report, view, terminal)
     elif fmt != "github" or not to_stdout:
         text = render(report, fmt, view)
-    write_report(text, output)
+    if to_stdout and fmt != "github":  # github's text guards its table and keeps its own annotations
+        write_report(inert_in_ci_log(text, LOG_STYLES.get(fmt, "text")), output)
+    else:
+        write_report(text, output)
     if not to_stdout:
         _echo_verdict(report, color)
     return text
@@ -175,7 +189,7 @@ def _echo_verdict(report: Report, color: str) -> None:
     from .formats.table import _painter, verdict_lines
 
     paint = _painter(wants_color(color, sys.stderr))
-    click.echo("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)), err=True)
+    say("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)))
 
 
 def silence_stdout() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import unicodedata
 
 #: Longer error lines are cut in the middle (the file at the start and the hint at the end are kept).
 MAX_LINE_CHARS = 2000
@@ -40,6 +41,64 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+#: How each output keeps a ``:`` or ``[`` from forming a workflow command without changing what it says: plain text
+#: shows the character escaped (as :func:`printable` shows control characters), JSON and XML by their own escapes.
+_INERT_CHARACTERS = {
+    "text": {":": "\\x3a", "[": "\\x5b"},
+    "json": {":": "\\u003a", "[": "\\u005b"},
+    "xml": {":": "&#58;", "[": "&#91;"},
+}
+#: Characters the runner's line reader may skip or its culture-aware comparison may ignore (spaces, marks, format
+#: and control characters): a command is looked for past them.
+_IGNORED_CATEGORIES = frozenset(("Mn", "Me", "Cf", "Cc", "Cn", "Co", "Cs", "Zs", "Zl", "Zp"))
+
+
+def _ignored(character: str) -> bool:
+    return character.isspace() or unicodedata.category(character) in _IGNORED_CATEGORIES
+
+
+def inert_in_ci_log(text: str, style: str = "text") -> str:
+    """Text bound for a CI job's log (stdout, stderr) with nothing GitHub's runner would act on as a workflow
+    command: a line that starts with ``::`` once leading spaces are trimmed (``::add-mask::…``,
+    ``::stop-commands::…``), or ``##[`` anywhere in a line (the runner's legacy form, ``##[error]…``). Their
+    ``:`` or ``[`` is escaped in ``style`` (``text``, ``json`` or ``xml``); ckptdiff's own annotations are written
+    apart from this text. Lines are split wherever the runner or any reader might split them."""
+    inert = _INERT_CHARACTERS[style]
+    return "".join(_inert_line(line, inert) for line in text.splitlines(keepends=True))
+
+
+def _inert_line(line: str, inert: dict[str, str]) -> str:
+    marks: list[int] = []  # positions of characters to escape
+    first = line.lstrip()[:1]
+    if not (first.isascii() and first.isprintable() and first != ":"):  # else the line starts plainly
+        start = _next_shown(line, 0)
+        if line.startswith(":", start) and line.startswith(":", _next_shown(line, start + 1)):
+            marks.append(start)
+    at = line.find("[") if "#" in line else -1
+    while at >= 0:
+        first_before = _previous_shown(line, at - 1)
+        second_before = _previous_shown(line, first_before - 1) if first_before >= 0 else -1
+        if second_before >= 0 and line[first_before] == line[second_before] == "#":
+            marks.append(at)
+        at = line.find("[", at + 1)
+    for position in reversed(marks):
+        line = line[:position] + inert[line[position]] + line[position + 1 :]
+    return line
+
+
+def _next_shown(line: str, at: int) -> int:
+    while at < len(line) and _ignored(line[at]):
+        at += 1
+    return at
+
+
+def _previous_shown(line: str, at: int) -> int:
+    """The last character at or before ``at`` that is not ignored; -1 when there is none."""
+    while at >= 0 and _ignored(line[at]):
+        at -= 1
+    return at
 
 
 class HeaderError(CkptdiffError):

@@ -50,19 +50,16 @@ def _reload_hub_constants() -> None:
         importlib.reload(constants)
 
 
-def run_in_process(args: list[str], env: dict[str, str], cwd: Path, *, early: bool = True) -> CliRun:
-    """``ckptdiff args`` through the command's entry (``ckptdiff._entry.run``: the early Hub calls, then the CLI)
-    in this process, with click's runner capturing stdout and stderr, the environment and working directory
-    swapped in for the run and restored. ``early=False``: the CLI alone (``ckptdiff.cli.main``), no early calls."""
+def run_in_process(args: list[str], env: dict[str, str], cwd: Path) -> CliRun:
+    """``ckptdiff args`` through the command's entry (``ckptdiff.cli.main``) in this process, with click's runner
+    capturing stdout and stderr, the environment, working directory and signal handlers swapped in for the run
+    and restored."""
     from click.testing import CliRunner
 
-    from ckptdiff._entry import run
-    from ckptdiff.cli import main as cli_main
-
-    main = run if early else cli_main
+    from ckptdiff.cli import main
 
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
-    saved_sigint = signal.getsignal(signal.SIGINT)
+    saved_signals = {stop: signal.getsignal(stop) for stop in (signal.SIGINT, signal.SIGTERM)}
     os.environ.clear()
     os.environ.update(env)
     os.chdir(cwd)
@@ -82,7 +79,8 @@ def run_in_process(args: list[str], env: dict[str, str], cwd: Path, *, early: bo
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
-        signal.signal(signal.SIGINT, saved_sigint)
+        for stop, handler in saved_signals.items():
+            signal.signal(stop, handler)
         _reload_hub_constants()
     return CliRun(["ckptdiff", *args], code, stdout, stderr)
 

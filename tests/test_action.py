@@ -330,3 +330,14 @@ def test_args_quoted_in_the_summary_stay_inside_its_code_block(action) -> None:
     assert [t.type for t in tokens if t.level == 0] == ["heading_open", "heading_close", "fence"]
     fence = next(t for t in tokens if t.type == "fence")
     assert "# forged heading" in fence.content and "<img" in fence.content
+
+
+def test_a_refusal_quoting_the_args_starts_no_workflow_command(action) -> None:
+    """The args are the workflow author's, but may hold text from a pull request: quoted in the refusal, they
+    stay on one line and form no command (tests/test_ci_log.py reads the log as the runner does)."""
+    from test_ci_log import runner_commands
+
+    hostile = "x\n::stop-commands::paused\n##[add-mask]secret '"
+    run = action(a="fixtures/kimi-k2-eagle3-published", b="fixtures/kimi-k25-eagle3-ours", args=hostile)
+    assert run.code == 2 and run.outputs == {"verdict": "error", "exit-code": "2"}
+    assert len(run.stderr.splitlines()) == 1 and runner_commands(run.stdout + run.stderr) == []

@@ -126,3 +126,20 @@ def test_offline_without_cache_is_a_clear_error(hub, ckptdiff):
     assert result.returncode == 2
     assert "org/drafter: not in the local cache and offline mode is on" in result.stderr
     assert hub.total_requests == 0
+
+
+@pytest.mark.parametrize("jobs", [[], ["--jobs", "2"]], ids=["threads", "jobs-2"])
+def test_offline_values_with_weights_not_cached_sends_nothing(hub, run_cli_subprocess, tmp_path, jobs):
+    """#30 finding 11: ``--offline`` means no request on any path, ``--values`` (huggingface_hub's downloads and
+    its own side calls) included: headers cached by an online run, the weights not, a real process."""
+    hub.add_repo("org/a", FIXTURES / "kimi-k2-eagle3-published")
+    hub.add_repo("org/b", FIXTURES / "kimi-k25-eagle3-ours")
+    env = hub.client_env(tmp_path / "hf-home", token=TOKEN)
+    assert run_cli_subprocess("org/a", "org/b", env=env).returncode == 0  # headers and listings cached
+    hub.reset_counters()
+
+    result = run_cli_subprocess("org/a", "org/b", "--offline", "--values", *jobs, env=env)
+
+    assert hub.total_requests == 0, [entry.path for entry in hub.log]
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "offline" in result.stderr and TOKEN not in result.stderr

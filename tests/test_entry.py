@@ -1,5 +1,6 @@
-"""The ``ckptdiff`` command's entry (ckptdiff/_entry.py): which words it sends listing calls for early, and that
-exit codes and reports are what the CLI gives (the collector paused for the run, frozen at exit).
+"""The ``ckptdiff`` command's entry (``ckptdiff.cli.main``, as the console script and ``python -m ckptdiff`` run
+it): exit codes and reports are the CLI's, whole on a pipe and in a file; a rejected command line reads, sends
+and writes nothing.
 
 What is loaded before the first Hub request is in tests/test_startup.py.
 """
@@ -14,44 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from ckptdiff._entry import _jobs, _positional
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import write_kimi_k2_base
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
-#: What the console script ``ckptdiff = ckptdiff._entry:main`` runs.
-CONSOLE_SCRIPT = "import sys; from ckptdiff._entry import main; sys.argv[0] = 'ckptdiff'; sys.exit(main())"
-
-
-@pytest.mark.parametrize(
-    ("args", "specs"),
-    [
-        (["org/a", "org/b", "--format", "json"], ["org/a", "org/b"]),
-        (["-o", "out/report.json", "org/a", "org/b"], ["org/a", "org/b"]),
-        (["--format=json", "org/a", "--jobs", "8", "org/b"], ["org/a", "org/b"]),
-        (["--values", "org/a", "org/b"], ["org/b"]),  # after a flag: maybe an option's value, so not sent early
-        (["org/a", "--", "-odd/name"], ["org/a", "-odd/name"]),
-        (["--base", "org/base", "org/drafter", "--engine", "sglang"], ["org/drafter"]),
-    ],
-)
-def test_only_words_that_can_only_be_a_or_b_are_sent_early(args: list[str], specs: list[str]) -> None:
-    assert _positional(args) == specs
-
-
-@pytest.mark.parametrize(
-    ("args", "jobs"),
-    [
-        (["org/a", "org/b"], 128),
-        (["org/a", "org/b", "--jobs", "4"], 4),
-        (["--jobs=16", "org/a", "org/b", "--jobs", "8"], 8),  # the last one, as click takes it
-        (["org/a", "org/b", "--jobs", "0"], 128),  # refused by the CLI in its turn
-        (["org/a", "org/b", "--jobs"], 128),
-    ],
-)
-def test_early_reads_in_flight_are_bounded_by_the_jobs_the_cli_will_take(args: list[str], jobs: int) -> None:
-    assert _jobs(args, 128) == jobs
+#: What the console script ``ckptdiff = ckptdiff.cli:main`` runs.
+CONSOLE_SCRIPT = "import sys; from ckptdiff.cli import main; sys.argv[0] = 'ckptdiff'; sys.exit(main())"
 
 
 def run(*args: str, entry: str = "module", cwd: Path = REPO) -> subprocess.CompletedProcess[bytes]:
@@ -97,3 +68,39 @@ def test_exit_codes_are_the_clis(tmp_path, entry: str) -> None:
     missing = run("./no/such/folder", PUBLISHED, entry=entry)
     assert missing.returncode == 2 and missing.stderr.count(b"\n") == 1 and b"Traceback" not in missing.stderr
     assert run("--help", entry=entry).returncode == 0
+
+
+TOKEN = "hf_entryTestTokenNeverSent0123456789"
+
+
+@pytest.mark.parametrize(
+    "rejected",
+    [
+        ["--format", "nonsense"],
+        ["--formt", "json"],
+        ["--jobs", "0"],
+        ["--fail-on", "sometimes"],
+        ["--color", "purple"],
+    ],
+    ids=["bad-format", "typoed-flag", "jobs-0", "bad-fail-on", "bad-color"],
+)
+def test_a_rejected_command_line_sends_no_request_and_writes_no_file(hub, tmp_path, rejected) -> None:
+    """#30 finding 12: the command line is parsed (click) before any I/O, so a refused one costs nothing."""
+    hub.add_repo("org/a", Path(PUBLISHED))
+    hub.add_repo("org/b", Path(TWO_AUX))
+    home = tmp_path / "hf-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
+    env.update(hub.client_env(home, token=TOKEN), PYTHONPATH=str(REPO), NO_COLOR="1")
+
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptdiff", "org/a", "org/b", *rejected],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+
+    assert done.returncode == 2, done.stderr
+    assert hub.total_requests == 0, hub.log
+    assert not home.exists() or not any(path.is_file() for path in home.rglob("*"))

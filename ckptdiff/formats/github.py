@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..errors import inert_in_ci_log
 from ..report import Report
 from . import RenderOptions
 from ._common import display_rows, event_text, printable, row_note, shape_dtype
@@ -58,4 +59,6 @@ def workflow_commands(report: Report) -> list[str]:
 
 
 def render(report: Report, options: RenderOptions, terminal: Terminal | None = None) -> str:
-    return "".join(workflow_commands(report)) + render_table(report, replace(options, color=False), terminal)
+    """The annotations, then the table, in which no name or key can start a workflow command of its own."""
+    table = render_table(report, replace(options, color=False), terminal)
+    return "".join(workflow_commands(report)) + inert_in_ci_log(table)

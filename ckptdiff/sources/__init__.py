@@ -194,9 +194,9 @@ def resolve(
     source = open_source(spec, options)
     if not source.remote:
         return read_source(source, wanted=wanted, progress=options.progress)
-    from .early_answers import HeaderReads
+    from concurrent.futures import ThreadPoolExecutor
 
-    reads = HeaderReads(source.jobs, "ckptdiff-read")
+    reads = ThreadPoolExecutor(source.jobs, "ckptdiff-read")
     try:
         return read_source(source, wanted=wanted, progress=options.progress, pool=reads)
     finally:
@@ -257,18 +257,20 @@ def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[
         return _read_local_pair(a, b, options)
     from concurrent.futures import ThreadPoolExecutor
 
-    from .early_answers import HeaderReads
-
     def read(spec: str) -> Checkpoint:
         return read_source(open_source(spec, options), progress=options.progress, pool=headers)
 
-    headers = HeaderReads(options.jobs, "ckptdiff-read")
+    headers = ThreadPoolExecutor(options.jobs, "ckptdiff-read")
+    sides = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side")
     try:
-        with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side") as sides:
-            side_a, side_b = sides.submit(read, a), sides.submit(read, b)
-            return side_a.result(), side_b.result()
+        side_a, side_b = sides.submit(read, a), sides.submit(read, b)
+        return side_a.result(), side_b.result()
     finally:
-        headers.shutdown(wait=True, cancel_futures=True)
+        # Left early (a side failed, Ctrl-C): the reads not started are cancelled first, so that neither side
+        # starts another; those under way end by their timeouts.
+        headers.shutdown(wait=False, cancel_futures=True)
+        sides.shutdown(wait=True, cancel_futures=True)
+        headers.shutdown(wait=True)
 
 
 def _read_local_pair(a: str, b: str, options: SourceOptions) -> tuple[Checkpoint, Checkpoint]:

@@ -7,7 +7,7 @@ import io
 import os
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
@@ -149,6 +149,11 @@ class Source(ABC):
         """The file on this machine's disk, if it is there without downloading."""
         return None
 
+    def disk_path(self, file: RelativePath) -> Path | None:
+        """The file on this machine's disk to read directly, checked as this source's reads are (a local
+        checkpoint's symlinks out of its folder are refused), or None: read it through :meth:`stream_range`."""
+        return self.local_path(file)
+
     def open_file(self, file: ListedFile) -> ReadHandle:
         """A seekable read-only handle (for zip archives): the local file, or ranged reads behind a small buffer."""
         local = self.local_path(file.path)
@@ -157,6 +162,19 @@ class Source(ABC):
         if file.size is None:
             raise SourceError(self.name_of(file.path), "the store did not say how big this file is")
         return RangeFile(self, file.path, file.size)
+
+    def stream_range(self, file: RelativePath, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:
+        """Bytes [start, stop) of a file in order, in pieces of at most ``chunk_size`` (a tensor's bytes, read in
+        bounded memory: :mod:`.tensor_read`); fewer bytes than asked is an error. Here: one ranged read per
+        piece (exactly the bytes asked for); a store that can stream one request's body overrides it."""
+        position = start
+        while position < stop:
+            piece = self.read_range(file, position, min(stop, position + chunk_size))
+            if not piece:
+                got, want = position - start, stop - start
+                raise SourceError(self.name_of(file), f"ends early: {got} of the {want} bytes asked for were there")
+            position += len(piece)
+            yield piece
 
     def copy_range(self, file: RelativePath, start: int, stop: int, out: int) -> int:
         """Bytes [start, stop) of a file written at the same offsets into the open file descriptor ``out`` (for

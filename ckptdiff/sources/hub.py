@@ -14,17 +14,14 @@ Listings, headers, config.json and the index are kept in :mod:`.header_cache` by
 second run pinned to a commit makes no request and one on a branch makes one. ``--offline`` /
 ``HF_HUB_OFFLINE=1`` reads only caches. All traffic goes through huggingface_hub: its endpoint and URL template,
 headers and token (:func:`.hub_http.request_headers`), HTTP session, retry policy and error classes; its
-download module is loaded only to look in its cache, when the repo has a folder there. The ``ckptdiff`` command
-sends the listing call and the first reads before the rest of the program loads (:mod:`.hub_early`); a HubSource
-takes those answers (:mod:`.early_answers`) instead of calling again.
+download module is loaded only to look in its cache, when the repo has a folder there.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Hashable, Iterable
-from concurrent.futures import Future
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -33,12 +30,11 @@ from ..checkpoint import INDEX_SUFFIX, RelativePath, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
 from ..limits import MAX_JSON_BYTES
 from ..safetensors_header import SafetensorsHeader, parse_file_prefix
-from . import early_answers
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
-from .hub_http import get_range, request_headers
-from .hub_listing import COMMIT, Entry, ListingCall
+from .hub_http import get_range, request_headers, stream_range
+from .hub_listing import COMMIT, ListingCall
 
 if TYPE_CHECKING:
     from ..progress import Progress
@@ -80,7 +76,7 @@ class HubSource(Source):
     def _auth_headers(self) -> dict[str, str]:
         """huggingface_hub's headers (user agent, token from HF_TOKEN or the stored login), built once a run."""
         if self._headers is None:
-            from .. import __version__
+            from ..version import __version__
 
             self._headers = request_headers(__version__)
         return dict(self._headers)
@@ -146,19 +142,7 @@ class HubSource(Source):
             raise SourceError(self.name_of(), "no such folder in the repo")
         return Listing(files, named)
 
-    def read_key(self, *call: object) -> Hashable:
-        """What identifies one read of this source's files at its commit among the early answers."""
-        return (self.listing.url, self.commit, self.subfolder, *call)
-
     def read_small(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
-        """config.json or the index: the early answer to this very read, else :meth:`read_small_now`."""
-        early = early_answers.take(self.read_key("whole", file.path, what, error))
-        if early is not None:
-            data: bytes = early.result()  # its bytes, or the very error the read raised
-            return data
-        return self.read_small_now(file, what=what, error=error)
-
-    def read_small_now(self, file: ListedFile, *, what: str, error: type[CkptdiffError] = CkptdiffError) -> bytes:
         """config.json or the index: from our cache, from the HF cache, or by one GET pinned to the commit (the
         listing already gave its commit and size, so no HEAD is needed first), then cached."""
         assert self.commit is not None
@@ -183,6 +167,21 @@ class HubSource(Source):
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
         return self._get(file, start, stop, ranged=True)
 
+    def stream_range(self, file: RelativePath, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:
+        """One ranged GET pinned to the commit, its body handed on as it arrives (or the file from the HF cache)."""
+        local = self.local_path(file)
+        if local is not None:
+            yield from _local_pieces(local, self.name_of(file), start, stop, chunk_size)
+            return
+        if self.offline:
+            raise SourceError(self.name_of(file), "not in the local cache and offline mode is on", OFFLINE_HINT)
+        if self.commit is None:
+            self.list_files()
+        url, headers = self._file_url(file), self._auth_headers()
+        yield from stream_range(
+            url, start, stop, self.name_of(file), headers=headers, timeout=self.timeout, chunk_size=chunk_size
+        )
+
     def _get(self, file: RelativePath, start: int, stop: int, *, ranged: bool) -> bytes:
         url = self._file_url(file)
         needed = needed_from_prefix if start == 0 and file.endswith(".safetensors") else None
@@ -192,17 +191,6 @@ class HubSource(Source):
         )
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
-        """One file's header: the early answer to this very read, else :meth:`read_header_now`."""
-        early = self.early_read_header(file, first_range)
-        if early is not None:
-            return early.result()
-        return self.read_header_now(file, first_range)
-
-    def early_read_header(self, file: ListedFile, first_range: int | None = None) -> Future[SafetensorsHeader] | None:
-        """The early answer to this very read, taken (:class:`.early_answers.HeaderReads` hands it out as is)."""
-        return early_answers.take(self.read_key("header", file.path, first_range))
-
-    def read_header_now(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached)."""
         assert self.commit is not None
         source, repo_path = self.name_of(file.path), self._repo_path(file.path)
@@ -289,22 +277,9 @@ class HubSource(Source):
             raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry {malformed}")
         return commit
 
-    def listing_call_needed(self) -> bool:
-        """Whether resolving the revision asks the Hub (not offline, and not a commit whose listing is cached)."""
-        pinned = self.listing.pinned
-        return not self.offline and not (pinned and self.cache.read_listing(self.listing.revision or ""))
-
     def _listing_call(self) -> tuple[Any, list[ListedFile]]:
-        """The listing call's answer: the one the command sent early for this repo and revision
-        (:mod:`.hub_early`), else a call made now."""
-        early = early_answers.take(self.listing.key)
-        if early is not None:
-            answer: tuple[Any, list[ListedFile]] = early.result()  # its answer, or the very error the call raised
-            return answer
-        return self.listing_answer(*self.listing.send(self._auth_headers()))
-
-    def listing_answer(self, commit: Any, entries: list[Entry]) -> tuple[Any, list[ListedFile]]:
-        """A listing call's answer: the commit the Hub named, and its files."""
+        """The listing call's answer: the commit the Hub named, and its files."""
+        commit, entries = self.listing.send(self._auth_headers())
         return commit, [ListedFile(*entry) for entry in entries]
 
     def _hf_cache_ref(self, revision: str | None) -> str | None:
@@ -331,6 +306,13 @@ class HubSource(Source):
         if not any(f.path.endswith((".safetensors", INDEX_SUFFIX)) for f in listing):
             return None
         return listing
+
+
+def _local_pieces(path: Path, where: str, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:
+    """Bytes [start, stop) of a file on disk in pieces (:func:`.local.pieces_of`)."""
+    from .local import pieces_of
+
+    return pieces_of(path, where, start, stop, chunk_size)
 
 
 def _well_formed(listed: ListedFile) -> bool:

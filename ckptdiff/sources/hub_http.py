@@ -90,18 +90,15 @@ def open_get(
     timeout: float,
     deadline: float,
     params: dict[str, Any] | None = None,
-    trace: Callable[[str, dict[str, Any]], None] | None = None,
 ) -> Iterator[Any]:
     """A streamed GET through huggingface_hub's session, its 408/429/5xx retried here with waits that have a
     cap (Retry-After up to MAX_RETRY_AFTER, never past ``deadline``); an error status is raised as
-    huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body. ``trace``: httpx2's trace
-    extension (called as the connection and the request go out)."""
+    huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body."""
     from huggingface_hub.utils import http_stream_backoff  # type: ignore[attr-defined]  # public, in a lazy facade
 
-    extra: dict[str, Any] = {"extensions": {"trace": trace}} if trace is not None else {}
     for attempt in range(MAX_RETRIES + 1):
         with http_stream_backoff(
-            "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy(), **extra
+            "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy()
         ) as response:
             status = response.status_code
             if status in RETRY_STATUSES and attempt < MAX_RETRIES:
@@ -223,3 +220,79 @@ def read_body(
     except (httpx2.ReadError, httpx2.RemoteProtocolError) as err:
         raise BodyInterrupted(str(err)) from err
     return bytes(data[:limit])
+
+
+def stream_range(
+    url: str,
+    start: int,
+    stop: int,
+    source: str,
+    *,
+    headers: dict[str, str],
+    timeout: float,
+    chunk_size: int,
+) -> Iterator[bytes]:
+    """Bytes [start, stop) of a remote file as one ranged GET, handed on in pieces of at most ``chunk_size`` as
+    they arrive (bounded memory for a gigabyte tensor). A body broken off is resumed from the byte it reached
+    (up to MAX_RETRIES times); a server that ignores Range is read from byte 0, the bytes before ``start``
+    dropped, and left at ``stop``. Fewer bytes than asked (the file is shorter) is an error: a tensor read needs
+    them all. Every attempt, wait and body together end by one deadline, which scales with the range."""
+    import httpx2
+
+    position, failures = start, 0
+    deadline = time.monotonic() + (MAX_RETRIES + 1) * timeout + (stop - start) / MIN_BODY_RATE
+    while position < stop:
+        asked = {**headers, "Accept-Encoding": "identity", "Range": f"bytes={position}-{stop - 1}"}
+        pending = bytearray()
+        interrupted: Exception | None = None
+        with open_get(url, source, headers=asked, timeout=timeout, deadline=deadline) as response:
+            skip = _body_skip(response, position, source)
+            pieces = response.iter_raw()
+            while position + len(pending) < stop:
+                try:  # caught here: an error thrown into open_get's retrying context would be retried there
+                    piece = next(pieces, None)
+                except (httpx2.ReadError, httpx2.RemoteProtocolError) as err:
+                    interrupted = err
+                    break
+                if piece is None:
+                    break
+                if time.monotonic() > deadline:
+                    raise SourceError(
+                        source,
+                        f"timed out: {position - start} of {stop - start} bytes arrived, slower than "
+                        f"{MIN_BODY_RATE // 1024} kB/s",
+                        "check the network, then retry",
+                    )
+                if skip:
+                    dropped = min(skip, len(piece))
+                    piece, skip = piece[dropped:], skip - dropped
+                pending += piece[: stop - position - len(pending)]
+                while len(pending) >= chunk_size:
+                    out = bytes(pending[:chunk_size])
+                    del pending[:chunk_size]
+                    position += len(out)
+                    yield out
+            # a 200 that ignored Range goes on past the tensor: leaving here drops the connection
+        if pending:
+            position += len(pending)
+            yield bytes(pending)
+        if position >= stop:
+            return
+        if interrupted is None:
+            raise SourceError(source, f"the server sent {position - start} of the {stop - start} bytes asked for")
+        failures += 1
+        if failures > MAX_RETRIES or time.monotonic() > deadline:
+            raise interrupted
+
+
+def _body_skip(response: Any, start: int, source: str) -> int:
+    """Bytes of the body before ``start``: none in a 206 (its Content-Range checked), ``start`` in a 200."""
+    if response.status_code == 206:
+        content_range = response.headers.get("Content-Range", "")
+        match = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+|\*)", content_range.strip())
+        if match is None or int(match.group(1)) != start:
+            raise SourceError(source, f"the server answered bytes {start}- with Content-Range {content_range!r}")
+        return 0
+    if response.status_code == 200:
+        return start
+    raise SourceError(source, f"unexpected HTTP {response.status_code} to a ranged GET")

@@ -1,16 +1,11 @@
-"""A Hub repo's listing call: its commit and every file with its size and LFS sha256, in one streamed, capped GET.
-
-Light to import (huggingface_hub's constants and HTTP session, nothing of the checkpoint model), so that the
-``ckptdiff`` command sends it before loading the rest (:mod:`.hub_early`); a HubSource makes it through the same
-:class:`ListingCall`.
-"""
+"""A Hub repo's listing call: its commit and every file with its size and LFS sha256, in one streamed, capped GET
+(:class:`.hub.HubSource` makes it to resolve its revision)."""
 
 from __future__ import annotations
 
 import json
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -48,25 +43,13 @@ class ListingCall:
     def where(self) -> str:
         return f"{self.repo_id}@{self.revision}" if self.revision else self.repo_id
 
-    @property
-    def pinned(self) -> bool:
-        """Whether the revision is a commit (whose listing a cache may hold)."""
-        return bool(self.revision and COMMIT.match(self.revision))
-
-    @property
-    def key(self) -> tuple[str, str, str | None]:
-        """What identifies this call among the early answers (:mod:`.early_answers`)."""
-        return ("listing", self.url, self.revision)
-
-    def send(
-        self, headers: dict[str, str], trace: Callable[[str, dict[str, Any]], None] | None = None
-    ) -> tuple[Any, list[Entry]]:
-        """The commit the Hub names and its files (``trace``: see :func:`.open_get`)."""
+    def send(self, headers: dict[str, str]) -> tuple[Any, list[Entry]]:
+        """The commit the Hub names and its files."""
         url = self.url + (f"/revision/{quote(self.revision, safe='')}" if self.revision else "")
         deadline = time.monotonic() + (MAX_RETRIES + 1) * self.timeout + MAX_JSON_BYTES / MIN_BODY_RATE
         params = {"blobs": True}
         with open_get(
-            url, self.where, headers=headers, params=params, timeout=self.timeout, deadline=deadline, trace=trace
+            url, self.where, headers=headers, params=params, timeout=self.timeout, deadline=deadline
         ) as response:
             body, started = bytearray(), time.monotonic()
             for chunk in response.iter_bytes():  # streamed, so an endless or bloated listing stops at the cap

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -124,6 +125,12 @@ class LocalSource(Source):
         except OSError as err:
             raise SourceError(self.name_of(file), f"cannot read: {err.strerror or err}") from None
 
+    def disk_path(self, file: RelativePath) -> Path | None:
+        return self._inside(file)
+
+    def stream_range(self, file: RelativePath, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:
+        return pieces_of(self._inside(file), self.name_of(file), start, stop, chunk_size)
+
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         path = self._inside(file.path)
         name = str(path)
@@ -153,6 +160,29 @@ class LocalSource(Source):
     def describe(self, weights: RelativePath | None = None) -> Described:
         location = self.path if self._named and not self._named.endswith(INDEX_SUFFIX) else self.folder
         return Described("local", str(location), None)
+
+
+def pieces_of(path: Path, where: str, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:
+    """Bytes [start, stop) of a file on disk, in pieces of at most ``chunk_size`` (positioned reads, no buffer of
+    the file's size); a file that ends before ``stop`` is an error naming it."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY)
+    except OSError as err:
+        raise SourceError(where, f"cannot read: {err.strerror or err}") from None
+    try:
+        position = start
+        while position < stop:
+            try:
+                piece = os.pread(descriptor, min(chunk_size, stop - position), position)
+            except OSError as err:
+                raise SourceError(where, f"cannot read: {err.strerror or err}") from None
+            if not piece:
+                got, want = position - start, stop - start
+                raise SourceError(where, f"ends early: {got} of the {want} bytes asked for were there")
+            position += len(piece)
+            yield piece
+    finally:
+        os.close(descriptor)
 
 
 def _within(path: str, folder: str) -> bool:

@@ -104,30 +104,6 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
     raise SourceError(source.name_of(), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)
 
 
-@dataclass(frozen=True)
-class FirstReads:
-    """The calls :func:`read_checkpoint` makes of a remote source from its listing alone, reading every tensor."""
-
-    whole: tuple[tuple[ListedFile, str, type[CkptdiffError]], ...]  # read_small(file, what=, error=)
-    headers: tuple[tuple[ListedFile, int | None], ...]  # read_header(file, first_range)
-
-
-def first_reads(listing: Listing, source: Source) -> FirstReads:
-    """What a full read (``wanted`` None) of a remote checkpoint asks for before its index arrives: config.json
-    and the index whole, and each shard header the listing shows with its first range (torch files: none). Raises
-    what :func:`read_checkpoint` raises before reading anything (no weights, a config or an index too big)."""
-    plan = choose_weights(listing, source)
-    files = listing.files
-    whole = [(files[CONFIG_NAME], "config.json", CkptdiffError)] if CONFIG_NAME in files else []
-    headers: dict[RelativePath, int | None] = {} if plan.torch else dict.fromkeys(plan.files)
-    if plan.index is not None:
-        whole.append((files[plan.index], "index", IndexError_))
-        headers = {} if plan.torch else dict(_guessed_shards(files, plan.index))
-    for entry, what, error in whole:
-        check_json_size(entry.size, source.name_of(entry.path), what=what, error=error)
-    return FirstReads(tuple(whole), tuple((files[name], first) for name, first in headers.items()))
-
-
 def narrow_to_wanted(
     weight_map: Mapping[str, RelativePath], wanted: AbstractSet[str] | None
 ) -> tuple[list[RelativePath], Mapping[str, RelativePath]]:

@@ -7,20 +7,12 @@ Files whose sha256 is known on both sides and equal are reported equal unread.
 A Hub side's other files are downloaded into the HF cache, only under ``--values``, after announcing the total.
 """
 
-import os
-import sys
-
-if "numpy" not in sys.modules:
-    # A pass is split across our own threads; OpenBLAS's threads (one per core, started when numpy is imported)
-    # would only compete with them, and starting them costs ~0.15 s of every run.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from .base import embed_pairs_for  # noqa: E402
-from .compare import ValuesOptions, ValuesResult, compare_values  # noqa: E402
-from .files import fetch_files, file_sha256, identical_files  # noqa: E402
-from .findings import TOP_CHANGES, attach_values, value_findings  # noqa: E402
-from .readers import TORCH_INSTALL_HINT, require_torch  # noqa: E402
-from .statistics import IDENTICAL_BY_HASH, ValueStats  # noqa: E402
+from .base import embed_pairs_for
+from .compare import ValuesOptions, ValuesResult, compare_values
+from .files import fetch_files, file_sha256, identical_files
+from .findings import TOP_CHANGES, attach_values, value_findings
+from .readers import TORCH_INSTALL_HINT, require_torch
+from .statistics import IDENTICAL_BY_HASH, ValueStats
 
 __all__ = [
     "IDENTICAL_BY_HASH",

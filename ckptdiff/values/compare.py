@@ -133,11 +133,12 @@ def _on_processes(
     offline: bool,
 ) -> list[ValueStats]:
     from .executors import ProcessExecutor, SideSpec, run_distributed
+    from .files import scratch_folder
 
     specs = [SideSpec.of(side, checkpoint, offline) for side, checkpoint in zip(sides, checkpoints, strict=True)]
     executor = ProcessExecutor(options.jobs or 1)
     try:
-        return run_distributed(executor, specs, pairs, kernel, options.on_progress)
+        return run_distributed(executor, specs, pairs, kernel, options.on_progress, str(scratch_folder()))
     finally:
         executor.close()
 

@@ -48,19 +48,24 @@ class ShardTask:
     pairs: tuple[Pair, ...]
     positions: tuple[int, ...]
     kernel: str = "numba"  # chosen once for the whole pass, so every task sums the same way
+    #: Where the task copies a store's files: a folder of the driver's on this machine (--jobs: removed by the
+    #: driver, even when it stops a worker mid-copy), or None: the worker's temporary folder (Dask).
+    scratch: str | None = None
 
     @property
     def nbytes(self) -> int:
         return sum(pair.nbytes for pair in self.pairs)
 
 
-def shard_tasks(sides: Sequence[SideSpec], pairs: Sequence[Pair], kernel: str = "numba") -> list[ShardTask]:
+def shard_tasks(
+    sides: Sequence[SideSpec], pairs: Sequence[Pair], kernel: str = "numba", scratch: str | None = None
+) -> list[ShardTask]:
     """The pass's pairs grouped by (side and file of A, side and file of B), in first-seen order."""
     groups: dict[tuple[int, str, int, str], list[int]] = {}
     for position, pair in enumerate(pairs):
         groups.setdefault((pair.side_a, pair.a.file, pair.side_b, pair.b.file), []).append(position)
     return [
-        ShardTask(tuple(sides), tuple(pairs[p] for p in positions), tuple(positions), kernel)
+        ShardTask(tuple(sides), tuple(pairs[p] for p in positions), tuple(positions), kernel, scratch)
         for positions in groups.values()
     ]
 
@@ -74,7 +79,7 @@ def run_task(task: ShardTask, threads: int | None = 1) -> TaskResult:
     sides: list[Side] = []
     # A store's files are copied here and removed with the task: a long-lived worker would otherwise keep every
     # shard it was ever given, the whole pair spread over the workers' disks.
-    scratch = tempfile.TemporaryDirectory(prefix="ckptdiff-values-", ignore_cleanup_errors=True)
+    scratch = tempfile.TemporaryDirectory(prefix="ckptdiff-values-", dir=task.scratch, ignore_cleanup_errors=True)
     try:
         for index, spec in enumerate(task.sides):
             files = {pair.a.file for pair in task.pairs if pair.side_a == index}
@@ -149,7 +154,15 @@ class ProcessExecutor:
                 future.cancel()
 
     def close(self) -> None:
-        self.pool.shutdown(wait=True, cancel_futures=True)
+        """Stop the workers: idle after a complete pass; after an error or Ctrl-C, a task the pass no longer
+        wants may still be running, and waiting for it would hold the interrupted run up for a whole shard."""
+        # Python 3.14's terminate_workers() does this; before it, the pool's own table of its processes
+        workers = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        for worker in workers:
+            worker.terminate()
+        for worker in workers:
+            worker.join()
 
 
 class DaskExecutor:
@@ -203,10 +216,12 @@ def run_distributed(
     pairs: list[Pair],
     kernel: str,
     progress: ProgressHook | None = None,
+    scratch: str | None = None,
 ) -> list[ValueStats]:
-    """Every pair's statistics through ``executor``, in the order of ``pairs``; a worker's error raised here."""
+    """Every pair's statistics through ``executor``, in the order of ``pairs``; a worker's error raised here
+    (``scratch``: see :attr:`ShardTask.scratch`)."""
     results: dict[int, ValueStats] = {}
-    for task, (stats, error) in executor.run(shard_tasks(sides, pairs, kernel), progress):
+    for task, (stats, error) in executor.run(shard_tasks(sides, pairs, kernel, scratch), progress):
         if error is not None:
             raise CkptdiffError(*error)
         assert stats is not None

@@ -85,19 +85,25 @@ def fetch_files(
             remote.append(file)
     if not remote:
         return paths
+    if offline:  # nothing is downloaded, so nothing is announced
+        from ..sources.hub_errors import OFFLINE_HINT
+
+        defect = "not on this machine (not in the local cache) and offline mode is on"
+        raise SourceError(source.name_of(remote[0]), defect, OFFLINE_HINT)
     if notify is not None:
         sizes = {info.path: info.size or 0 for info in checkpoint.files}
         total = _gib(sum(sizes.get(file, 0) for file in remote))
         also = f" ({len(paths)} already cached)" if paths else ""
         where, into = source.name_of(), source.downloads_into
         notify(f"--values: downloading {len(remote)} file(s) of {label} ({where}), {total}, into {into}{also}")
-    folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-", dir=_scratch_folder()))  # one per side
+    folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-", dir=scratch_folder()))  # one per side
     paths.update(fetch(source, folder, remote, progress))
     return paths
 
 
-def _scratch_folder() -> Path:
-    """Where an object store's weight files are downloaded for --values: one temporary folder a run, removed at exit."""
+def scratch_folder() -> Path:
+    """Where an object store's weight files are downloaded for --values (by this process or its --jobs workers): one
+    temporary folder a run, removed at exit (Ctrl-C and SIGTERM included: the CLI turns them into an unwinding)."""
     import shutil
     import tempfile
 
