@@ -66,7 +66,7 @@ def test_the_published_kimi_k2_drafter_alone_loads_under_both_engines_with_the_c
             "layers": [[61, 61]],
         }
     ]
-    assert entries["sglang"]["conditions"] == [] and entries["sglang"]["outcome"] == "loads"
+    assert "conditions" not in entries["sglang"] and entries["sglang"]["outcome"] == "loads"
 
 
 def test_the_full_size_published_drafter_against_the_full_size_kimi_k2_base_is_decided(tmp_path: Path) -> None:
@@ -77,7 +77,7 @@ def test_the_full_size_published_drafter_against_the_full_size_kimi_k2_base_is_d
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     entries = engines_of(done)
     assert {e["outcome"] for e in entries.values()} == {"loads"}
-    assert all(e["conditions"] == [] for e in entries.values())
+    assert all("conditions" not in e for e in entries.values())
     captured = {e["code"]: e["message"] for e in entries["vllm"]["events"]}["aux_ids_default"]
     assert "captures the outputs of target layers [1, 29, 57] on this 61-layer DeepSeek-V2/V3 target" in captured
     base_config = json.loads((Path(KIMI_K2_BASE) / "config.json").read_text())

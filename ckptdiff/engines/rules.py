@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
+    from ..profiles.drafter import Quantization
     from .capture import ClassCapture
     from .settings import Draft
 
@@ -178,6 +179,9 @@ class Loader:
     quantization: When = always
     #: Events when the drafter's quantization_config is one it does not honour (first that holds).
     quantization_refused: tuple[Case, ...] = ()
+    #: The engine's own matching of the quantization ignore list against its layer names (quantized.py);
+    #: None: the generic match on canonical names.
+    ignores: Callable[[Quantization, str], bool] | None = None
 
 
 @dataclass(frozen=True)

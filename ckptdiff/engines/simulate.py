@@ -220,7 +220,7 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
         param = params[param_name]
         want = param.shape(draft)
         if loader.quantization(draft):
-            want = quantized_shape(param, want, draft)
+            want = quantized_shape(param, want, draft, loader.ignores)
         if want is not None and tuple(info.shape) != tuple(want):
             events.add(loader.shape_error, name, name=name, param=param_name, got=_shape(info.shape), want=_shape(want))
             fates.tensors.append((name, "error", param_name))
@@ -257,7 +257,7 @@ def _scale_params(loader: Loader, params: dict[str, Param], draft: Draft) -> dic
         return {}
     out: dict[str, Param] = {}
     for param in params.values():
-        if covered(param, draft):
+        if covered(param, draft, loader.ignores):
             for suffix in q.scales:
                 name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, param.name)
                 out.setdefault(name, Param(name, lambda d: None, param.source, absent=param.absent))
@@ -273,7 +273,7 @@ def _scale_param(loader: Loader, name: str, params: dict[str, Param], draft: Dra
     for candidate in _resolve(loader, weight):
         param = params.get(candidate)
         scale_name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, candidate)
-        if param is not None and covered(param, draft) and scale_name in params:
+        if param is not None and covered(param, draft, loader.ignores) and scale_name in params:
             return scale_name
     return None
 

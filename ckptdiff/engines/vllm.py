@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .capture import ClassCapture, vllm_default
 from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
+from .quantized import vllm_ignores
 from .rules import (
     AuxIds,
     Case,
@@ -241,6 +242,7 @@ LLAMA_LOADER = Loader(
     shape_error=SHAPE,
     fc_aux_keys=NESTED_IDS,
     ignored_unexpected=BIAS_IGNORED,
+    ignores=vllm_ignores,
 )
 
 QWEN3_NORMS = tuple(
@@ -274,6 +276,7 @@ QWEN3_LOADER = Loader(
     shape_error=SHAPE,
     fc_aux_keys=QWEN3_FC_KEYS,
     ignored_unexpected=BIAS_IGNORED,
+    ignores=vllm_ignores,
 )
 
 MLA_LOADER = Loader(
@@ -294,6 +297,7 @@ MLA_LOADER = Loader(
     shape_error=SHAPE,
     fc_aux_keys=NESTED_IDS,
     ignored_unexpected=BIAS_IGNORED,
+    ignores=vllm_ignores,
 )
 
 #: The runner's set-up (eagle3_utils.set_eagle3_aux_hidden_state_layers: the ids read, else the class's

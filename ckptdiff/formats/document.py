@@ -59,7 +59,7 @@ class FindingDocument(msgspec.Struct, frozen=True, omit_defaults=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class EngineDocument(msgspec.Struct, frozen=True):
+class EngineDocument(msgspec.Struct, frozen=True, omit_defaults=True):
     engine: str
     side: str
     outcome: Outcome
@@ -68,7 +68,7 @@ class EngineDocument(msgspec.Struct, frozen=True):
     tensors: tuple[TensorFate, ...]
     parameters: tuple[ParameterFate, ...]
     #: The targets the outcome holds on, when it depends on one no --base named (empty: it holds on any).
-    conditions: tuple[Condition, ...]
+    conditions: tuple[Condition, ...] = msgspec.field(default_factory=tuple)
 
 
 class RuleDocument(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -193,4 +193,6 @@ def document(report: Report, *, tensors: bool = True) -> ReportDocument:
 def schema() -> dict[str, Any]:
     """The JSON Schema of the document, as published in docs/report.schema.json."""
     out = msgspec.json.schema(ReportDocument)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": SCHEMA, **out}
+    whole = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": SCHEMA, **out}
+    decoded: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(whole))  # as JSON: a default () is []
+    return decoded
