@@ -12,8 +12,8 @@ from .version import __version__
 
 if TYPE_CHECKING:
     from .formats import RenderOptions
+    from .naming import RenameRule
     from .policy import Policy
-    from .profiles.naming import RenameRule
     from .progress import Progress
     from .report import Report
 
@@ -51,9 +51,9 @@ def compare(
     unknown profile or engine, a bad rule, a missing ``b`` without ``engines``. Its ``where``, ``defect`` and
     ``hint`` say what and where.
     """
-    from .engines import ENGINE_CHOICES
+    from .families import profile_names
+    from .families.engines import ENGINE_CHOICES
     from .pipeline import compare_specs
-    from .profiles import profile_names
     from .sources import SourceOptions
 
     profiles = ("auto", "none", *profile_names())

@@ -31,10 +31,10 @@ from .cli_output import (
     silence_stdout,
     wants_color,
 )
-from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError, scrub_secrets
+from .families import profile_choices
+from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
-from .profiles import profile_choices
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -289,7 +289,7 @@ def command(
         raise click.UsageError("--values compares A's tensor values with B's: give B")
     if scheduler is not None and not values:
         raise click.UsageError("--scheduler runs the --values pass: give --values too")
-    from .profiles.naming import parse_rename
+    from .naming import parse_rename
 
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]

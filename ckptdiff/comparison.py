@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from .checkpoint import Checkpoint, HeaderTensors, TensorInfo
+from .families import AUTO, NONE, detect_family, get_profile
+from .naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .policy import Policy, apply_event_policy, apply_policy, idle_rule_findings
-from .profiles import AUTO, detect_profile, get_profile
-from .profiles.naming import RenameRule, convention_findings, name_side, parse_rename, suggest_counterparts
 from .report import (
     ConfigDiff,
     EngineResult,
@@ -29,7 +29,7 @@ from .report import (
 from .safetensors_header import TensorEntry
 
 if TYPE_CHECKING:
-    from .profiles.model import Profile
+    from .families.model import Profile
 
 #: What a row is built from: a header entry as decoded, or a tensor (whose own name may differ from its key).
 Record = TensorEntry | TensorInfo
@@ -37,18 +37,27 @@ Record = TensorEntry | TensorInfo
 PROVENANCE_KEYS = frozenset({"transformers_version", "_name_or_path", "_commit_hash"})
 
 
+#: The family whose loaders replay a checkpoint no family claims (they say why it is not one of theirs).
+FALLBACK_FAMILY = "eagle3"
+
+
 def simulate_engines(
-    engines: Sequence[str], sides: Sequence[tuple[str, Checkpoint]], base: Checkpoint | None, policy: Policy
+    engines: Sequence[str],
+    sides: Sequence[tuple[str, Checkpoint]],
+    base: Checkpoint | None,
+    policy: Policy,
+    family: str | None = None,
 ) -> tuple[EngineResult, ...]:
-    """Each requested engine's loader replayed on each side (in that order), with the policy's --allow-event."""
+    """Each requested engine's loader replayed on each side (in that order), with the policy's --allow-event.
+    ``family``: the drafter family to replay (None: each side's detected family)."""
     if not engines:
         return ()
-    from .engines import engine_names, get_engine
-    from .engines.simulate import simulate
+    from .families import simulate
+    from .families.engines import engine_names
 
     base_config = base.config if base is not None else None
     results = [
-        simulate(get_engine(name), checkpoint, label, base_config)
+        simulate(family or detect_family(checkpoint.config) or FALLBACK_FAMILY, name, checkpoint, label, base_config)
         for name in engine_names(tuple(engines))
         for label, checkpoint in sides
     ]
@@ -63,10 +72,13 @@ def check_checkpoint(
     base: Checkpoint | None = None,
     command: str | None = None,
     tool_version: str = "",
+    profile: str = AUTO,
 ) -> Report:
-    """One checkpoint on its own (no B): what each engine's loader does with it."""
+    """One checkpoint on its own (no B): what each engine's loader does with it, served as a drafter of its
+    detected family (``profile``: a family's name forces it)."""
     policy = policy or Policy()
-    results = simulate_engines(engines, [("A", checkpoint)], base, policy)
+    family = None if profile in (AUTO, NONE) else profile
+    results = simulate_engines(engines, [("A", checkpoint)], base, policy, family)
     report = Report(
         a=SideSummary.of(checkpoint),
         b=None,
@@ -93,7 +105,8 @@ def _policy_fields(policy: Policy) -> dict[str, Any]:
 
 def choose_profile(name: str, a: Checkpoint, b: Checkpoint) -> Profile | None:
     if name == AUTO:
-        return detect_profile(a.config, b.config)
+        detected = detect_family(a.config, b.config)
+        return get_profile(detected) if detected is not None else None
     return get_profile(name)
 
 
@@ -127,11 +140,11 @@ def compare_checkpoints(
     config_diffs = tuple(diff_configs(a.config, b.config)) if a.config is not None and b.config is not None else ()
     layout = None
     if base is not None:
-        from .profiles.base_layouts import recognise  # base layouts load only for a run with a base
+        from .base_layouts import recognise  # base layouts load only for a run with a base
 
         resolved = recognise(base.config, base.tensors.keys())
         layout = msgspec.convert(resolved.to_dict(), Layout) if resolved is not None else None
-    results = simulate_engines(engines, [("A", a), ("B", b)], base, policy)
+    results = simulate_engines(engines, [("A", a), ("B", b)], base, policy, profile.name if profile else None)
     report = Report(
         a=SideSummary.of(a),
         b=SideSummary.of(b),

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .engines import ENGINE_CHOICES
 from .errors import CkptdiffError
+from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .policy_keys import FAIL_ON_CHOICES, PATTERN_FIELDS
 
@@ -162,7 +162,7 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
         elif not isinstance(value, str) or not value:
             raise ConfigError(where, "must be a non-empty string")
         if key == "profile":
-            from .profiles import profile_choices
+            from .families import profile_choices
 
             choices = profile_choices()
             if value not in choices:

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .comparison import check_checkpoint, choose_profile, compare_checkpoints
+from .families import AUTO
+from .naming import RenameRule
 from .policy import Policy
-from .profiles import AUTO
-from .profiles.naming import RenameRule
 from .report import Report
 from .version import __version__
 
@@ -47,13 +47,19 @@ def compare_specs(
         side = resolve(a, source_options)
         base_checkpoint = resolve(base, source_options, wanted=set()) if base is not None else None
         return check_checkpoint(
-            side, engines=engines, policy=policy, base=base_checkpoint, command=command, tool_version=__version__
+            side,
+            engines=engines,
+            policy=policy,
+            base=base_checkpoint,
+            command=command,
+            tool_version=__version__,
+            profile=profile,
         )
     side_a, side_b = resolve_both(a, b, source_options)
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
     if base is not None:
-        from .profiles.base_layouts import wanted_groups  # base layouts load only for a run with a base
+        from .base_layouts import wanted_groups  # base layouts load only for a run with a base
 
         roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
         wanted = Wanted(wanted_groups(roles)) if roles else None

@@ -200,12 +200,18 @@ class Finding(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class EngineEvent(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One thing a serving engine's loader does with a checkpoint (``tensor``: the checkpoint name, if one)."""
+    """One thing a serving engine's loader does with a checkpoint (``tensor``: the checkpoint name, if one), as
+    data like :class:`Finding`: the formats word it from ``wording`` (a key of its family's catalogue) and
+    ``params``, and cite ``source``."""
 
     severity: Severity  # error: the engine raises; warning: loads, not as trained; info: as trained
     code: str  # stable, e.g. "lm_head_random", "skipped_unknown_name"
     tensor: str | None
-    message: str  # the engine's behaviour in words, with its source citation; it names ``tensor`` when set
+    wording: str  # e.g. "eagle3.sglang.random_init"
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: Where the rule was read: ``repo@commit path`` (``(inferred)`` when reasoned from that code); None for
+    #: the replay's own events (no config.json).
+    source: str | None = None
     #: The id of the policy rule that accepts this event (:class:`PolicyRule`).
     allowed_by: str | None = None
 
@@ -220,10 +226,9 @@ class TargetSpan(msgspec.Struct, frozen=True):
 
 class Condition(msgspec.Struct, frozen=True):
     """A verdict that holds only on some targets, when no ``--base`` says which one it is: the engine loads the
-    drafter as trained on exactly these targets (``code`` names the rule, ``text`` says it in words)."""
+    drafter as trained on exactly these targets (``code`` names the rule; the event of that code words it)."""
 
     code: str
-    text: str
     targets: tuple[TargetSpan, ...]
 
 
@@ -249,8 +254,6 @@ class EngineResult:
     engine: str  # "sglang", "vllm", "trtllm"
     side: str  # "A" or "B"
     events: tuple[EngineEvent, ...]
-    #: One line saying why, for the headline ("layers.0.* skipped (10 tensors); 10 weights random (...)").
-    summary: str = ""
     #: Each checkpoint tensor's fate (loaded, renamed, from_target, skipped, error) and the parameter it filled.
     tensors: tuple[tuple[str, str, str | None], ...] = ()
     #: Each parameter the engine builds and its fate (loaded, from_target, random, missing, default, not_needed).
@@ -270,7 +273,7 @@ class EngineResult:
 
 
 class Layout(msgspec.Struct, frozen=True):
-    """Where a base model keeps its text model, as recognised (:mod:`ckptdiff.profiles.base_layouts`)."""
+    """Where a base model keeps its text model, as recognised (:mod:`ckptdiff.base_layouts`)."""
 
     name: str
     description: str

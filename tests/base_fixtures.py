@@ -1,7 +1,7 @@
 """Sparse base models in the layouts real families publish (config.json nesting, tensor names, shard split).
 
 Shapes and config keys follow the published config.json / model.safetensors.index.json of each family (see
-ckptdiff/profiles/base_layouts.py for the sources). Only a few decoder layers are written; the config keeps
+ckptdiff/base_layouts.py for the sources). Only a few decoder layers are written; the config keeps
 describing the real model. Files are sparse: header written, size set with truncate.
 """
 

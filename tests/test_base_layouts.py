@@ -25,9 +25,9 @@ from base_fixtures import (
 )
 
 from ckptdiff import compare
+from ckptdiff.base_layouts import LAYOUTS, recognise, text_config, wanted_groups
 from ckptdiff.formats._common import side_display_with_layout
 from ckptdiff.formats.messages import finding_message
-from ckptdiff.profiles.base_layouts import LAYOUTS, recognise, text_config, wanted_groups
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,

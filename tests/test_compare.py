@@ -7,8 +7,8 @@ from report_json import json_document
 from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints, diff_configs, flatten_config
+from ckptdiff.families import detect_profile, get_profile
 from ckptdiff.formats._common import note_text
-from ckptdiff.profiles import detect_profile, get_profile
 from ckptdiff.report import NotePart
 from fixtures.generate import HERE as FIXTURES
 

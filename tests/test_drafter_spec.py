@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from ckptdiff.profiles.drafter import DrafterSpec, Setting, drafter_spec
-from ckptdiff.profiles.drafter_shapes import shapes_of
+from ckptdiff.families.eagle3.shapes import shapes_of
+from ckptdiff.families.eagle3.spec import DrafterSpec, Setting, drafter_spec
 from fixtures.published_drafters import ROOT
 
 

@@ -12,11 +12,8 @@ from ckptdiff import compare
 from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.errors import CkptdiffError
-from ckptdiff.formats._common import note_text
-from ckptdiff.formats.messages import finding_message
-from ckptdiff.profiles import detect_profile, get_profile
-from ckptdiff.profiles.drafter_shapes import expected_shapes
-from ckptdiff.profiles.eagle3 import (
+from ckptdiff.families import detect_profile, get_profile
+from ckptdiff.families.eagle3.profile import (
     SPECFORGE,
     SPECULATORS,
     TENSORRT_LLM,
@@ -24,6 +21,9 @@ from ckptdiff.profiles.eagle3 import (
     canonical_name,
     naming_convention,
 )
+from ckptdiff.families.eagle3.shapes import expected_shapes
+from ckptdiff.formats._common import note_text
+from ckptdiff.formats.messages import finding_message
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,
@@ -556,7 +556,7 @@ def test_rename_rules_can_live_in_the_config_file_and_a_flag_replaces_them(tmp_p
     [("bfloat16", "BF16"), ("torch.float16", "F16"), ("float8_e4m3fn", "F8_E4M3"), ("int8", None), ("bf16", None)],
 )
 def test_a_drafter_configs_torch_dtype_is_read_through_the_dtype_registry(torch_dtype, expected):
-    from ckptdiff.profiles.drafter import DrafterSpec
+    from ckptdiff.families.eagle3.spec import DrafterSpec
 
     drafter = DrafterSpec.of(small_drafter_config(torch_dtype=torch_dtype))
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ckptdiff.engines import get_engine
-from ckptdiff.engines.capture import capture_for, documented_table
+from ckptdiff.families.eagle3.engines import get_engine
+from ckptdiff.families.eagle3.engines.capture import capture_for, documented_table
 from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import write_config, write_kimi_k2_drafter_pair, write_safetensors
 
@@ -149,5 +149,5 @@ def test_a_multimodal_wrapper_is_matched_by_its_text_model_type() -> None:
 def test_docs_engines_md_holds_the_generated_convention_table() -> None:
     page = (REPO / "docs" / "engines.md").read_text(encoding="utf-8")
     assert documented_table() in page, (
-        "regenerate: python -c 'from ckptdiff.engines.capture import documented_table; print(documented_table())'"
+        "regenerate: python -c 'from ckptdiff.families.eagle3.engines.capture import documented_table; print(documented_table())'"
     )

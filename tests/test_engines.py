@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from report_json import json_document
 
-from ckptdiff.formats.messages import finding_message, rules_applied
+from ckptdiff.formats.messages import event_message, finding_message, rules_applied
 from ckptdiff.pipeline import compare_specs
 from ckptdiff.policy import Policy
 from ckptdiff.report import Finding
@@ -88,8 +88,8 @@ def test_vllm_ignores_nested_aux_ids_and_says_on_which_targets_that_is_right_unt
     alone = result(check(PUBLISHED, "vllm"), "vllm")
     notice = next(e for e in alone.events if e.code == "aux_capture_conditional")
     assert alone.outcome == "loads" and notice.severity == "info"
-    assert "ignores eagle_config.eagle_aux_hidden_state_layer_ids=[2, 30, 58]" in notice.message
-    assert "61-layer DeepSeek-V2/V3 model such as Kimi-K2" in notice.message
+    assert "ignores eagle_config.eagle_aux_hidden_state_layer_ids=[2, 30, 58]" in event_message(notice)
+    assert "61-layer DeepSeek-V2/V3 model such as Kimi-K2" in event_message(notice)
     (condition,) = alone.conditions
     assert [(t.family, t.layers) for t in condition.targets] == [("DeepSeek-V2/V3", ((61, 61),))]
     # against the 61-layer Kimi-K2 base the default (2, 30, 58) is what the drafter names: decided, information only
@@ -127,7 +127,11 @@ def test_no_lm_head_with_draft_vocab_size_is_a_random_head_under_sglang(tmp_path
     sglang = result(report, "sglang")
     assert sglang.outcome == "degraded" and codes(sglang)["lm_head_random"] == "warning"
     event = next(e for e in sglang.events if e.code == "lm_head_random")
-    assert "lm_head.weight" in event.message and "RANDOM" in event.message and "llama_eagle3.py" in event.message
+    assert (
+        "lm_head.weight" in event_message(event)
+        and "RANDOM" in event_message(event)
+        and "llama_eagle3.py" in event_message(event)
+    )
     done = run_cli(spec, "--engine", "sglang")
     assert done.returncode == 1
     assert "sglang A: degraded — 1 weight random (lm_head.weight)" in done.stdout
@@ -176,8 +180,10 @@ def test_hf_style_model_prefixed_names_fail_under_vllm_and_are_skipped_by_sglang
     vllm = result(report, "vllm")
     assert vllm.outcome == "fails"
     event = next(e for e in vllm.events if e.tensor == "model.layers.0.self_attn.q_proj.weight")
-    assert "There is no module or parameter named" in event.message and "model.model.layers.0" in event.message
-    assert "AutoWeightsLoader" in event.message
+    assert "There is no module or parameter named" in event_message(event) and "model.model.layers.0" in event_message(
+        event
+    )
+    assert "AutoWeightsLoader" in event_message(event)
     # SGLang tries each name as it is first: model.layers.0.* is its own parameter name
     assert result(report, "sglang").outcome == "loads"
 
@@ -189,15 +195,17 @@ def test_aux_ids_at_the_top_level_are_ignored_by_sglang_and_read_by_vllm(tmp_pat
     report = check(spec, "sglang", "vllm", base_spec=base(tmp_path / "base"))
     sglang, vllm = result(report, "sglang"), result(report, "vllm")
     default = next(e for e in sglang.events if e.code == "aux_ids_default")
-    assert "ignores eagle_aux_hidden_state_layer_ids=[2, 30, 58]" in default.message
-    assert "outputs of target layers [1, 29, 57]" in default.message  # its default for the 61-layer base
+    assert "ignores eagle_aux_hidden_state_layer_ids=[2, 30, 58]" in event_message(default)
+    assert "outputs of target layers [1, 29, 57]" in event_message(default)  # its default for the 61-layer base
     # ... which are the layers those ids name in vLLM's convention: nothing lost, information only
     assert default.severity == "info" and sglang.outcome == "loads"
     other = drafter(tmp_path / "o", eagle_config={}, eagle_aux_hidden_state_layer_ids=[5, 30, 58])
     sglang = result(check(other, "sglang", base_spec=base(tmp_path / "base")), "sglang")
     assert sglang.outcome == "degraded" and codes(sglang)["aux_ids_default"] == "warning"
     read = next(e for e in vllm.events if e.code == "aux_ids")
-    assert read.message.startswith("reads eagle_aux_hidden_state_layer_ids=[2, 30, 58]") and vllm.outcome == "loads"
+    assert (
+        event_message(read).startswith("reads eagle_aux_hidden_state_layer_ids=[2, 30, 58]") and vllm.outcome == "loads"
+    )
 
 
 def test_a_non_eagle3_architecture_fails_with_each_engines_error(tmp_path, run_cli):
@@ -206,9 +214,11 @@ def test_a_non_eagle3_architecture_fails_with_each_engines_error(tmp_path, run_c
     report = check(spec, "sglang", "vllm")
     sglang, vllm = result(report, "sglang"), result(report, "vllm")
     assert sglang.outcome == vllm.outcome == "fails"
-    assert "KeyError: 'midlayer.self_attn.qkv_proj.weight'" in sglang.events[0].message
-    assert "Model architectures ['Eagle3MistralForCausalLM'] are not supported for now." in vllm.events[0].message
-    assert "registry.py" in vllm.events[0].message
+    assert "KeyError: 'midlayer.self_attn.qkv_proj.weight'" in event_message(sglang.events[0])
+    assert "Model architectures ['Eagle3MistralForCausalLM'] are not supported for now." in event_message(
+        vllm.events[0]
+    )
+    assert "registry.py" in event_message(vllm.events[0])
     done = run_cli(spec, "--engine", "sglang", "--engine", "vllm")
     assert done.returncode == 1 and "sglang A: fails" in done.stdout and "vllm A: fails" in done.stdout
 
@@ -226,7 +236,7 @@ def test_a_drafter_narrower_than_its_target_without_an_embedding_fails_under_vll
     vllm = result(report, "vllm")
     assert vllm.outcome == "fails" and dict(vllm.parameters)["model.embed_tokens.weight"] == "from_target"
     event = next(e for e in vllm.events if e.code == "embed_width_mismatch")
-    assert "128 wide" in event.message and "hidden_size=64" in event.message
+    assert "128 wide" in event_message(event) and "hidden_size=64" in event_message(event)
     # SGLang's fc takes 3 x target_hidden_size, and with target_hidden_size != hidden_size set_embed keeps the
     # drafter's own embedding, which it does not have
     sglang = result(report, "sglang")
@@ -241,9 +251,9 @@ def test_aux_ids_written_for_sglang_read_one_layer_early_by_vllm(tmp_path):
     report = check(spec, "vllm", base_spec=base(tmp_path / "base"))
     event = next(e for e in result(report, "vllm").events if e.code == "aux_ids_convention")
     assert event.severity == "warning" and result(report, "vllm").outcome == "degraded"
-    assert "SGLang's convention" in event.message and "vLLM's convention" in event.message
-    assert "captures the outputs of target layers [0, 28, 56] on this 61-layer" in event.message
-    assert "name the outputs of layers [1, 29, 57]" in event.message
+    assert "SGLang's convention" in event_message(event) and "vLLM's convention" in event_message(event)
+    assert "captures the outputs of target layers [0, 28, 56] on this 61-layer" in event_message(event)
+    assert "name the outputs of layers [1, 29, 57]" in event_message(event)
     # the same ids where SGLang reads them
     nested = drafter(tmp_path / "n", eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]})
     sglang = result(check(nested, "sglang", base_spec=base(tmp_path / "base")), "sglang")
@@ -254,7 +264,7 @@ def test_the_target_settings_come_from_text_config_of_a_multimodal_base(tmp_path
     spec = drafter(tmp_path / "d", eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 30, 70]})
     report = check(spec, "sglang", base_spec=base(tmp_path / "base", multimodal=True))
     out_of_range = next(e for e in result(report, "sglang").events if e.code == "aux_id_out_of_range")
-    assert "never captured from a 61-layer target" in out_of_range.message
+    assert "never captured from a 61-layer target" in event_message(out_of_range)
     assert result(report, "sglang").outcome == "fails"
 
 
@@ -293,7 +303,8 @@ def test_json_engines_schema(tmp_path, run_cli):
     entry = document["engines"][1]
     assert {"engine", "side", "outcome", "events"} <= set(entry) and entry["side"] == "B"
     for event in entry["events"]:
-        assert set(event) == {"severity", "code", "tensor", "message"}
+        assert {"severity", "code", "tensor", "message", "wording"} <= set(event)
+        assert set(event) <= {"severity", "code", "tensor", "message", "wording", "params", "source", "allowed_by"}
         assert event["severity"] in ("error", "warning", "info") and isinstance(event["tensor"], (str, type(None)))
     assert "engines" not in json.loads(run_cli(PUBLISHED, OURS, "--format", "json").stdout)
 
@@ -340,7 +351,7 @@ def test_verdict_counts_and_rule_texts_follow_what_the_report_holds():
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm"])
 def test_every_rule_cites_its_engine_file_and_commit(engine):
-    from ckptdiff.engines import get_engine
+    from ckptdiff.families.eagle3.engines import get_engine
 
     rules = get_engine(engine)
     assert rules.name == engine
@@ -383,7 +394,7 @@ def test_a_speculators_format_drafter_is_vllms(tmp_path):
     report = check(str(folder))
     assert result(report, "vllm").outcome == "loads"
     assert result(report, "sglang").outcome == "fails" and result(report, "trtllm").outcome == "fails"
-    assert "EAGLE3Speculator" in result(report, "trtllm").events[0].message
+    assert "EAGLE3Speculator" in event_message(result(report, "trtllm").events[0])
     # the adapter's default differs from the library's: a config that leaves the key out is read otherwise
     config.pop("norm_before_residual")
     write_config(folder, config)
@@ -394,13 +405,13 @@ def test_a_speculators_format_drafter_is_vllms(tmp_path):
     write_config(folder, config)
     vllm = result(check(str(folder), "vllm"), "vllm")
     assert vllm.outcome == "degraded" and vllm.events[0].code == "speculators_config_invalid"
-    assert "ValueError: Invalid speculators config structure" in vllm.events[0].message
-    assert "vllm serve" in vllm.events[0].message
+    assert "ValueError: Invalid speculators config structure" in event_message(vllm.events[0])
+    assert "vllm serve" in event_message(vllm.events[0])
     # an architecture its adapter cannot build is refused either way
     config["transformer_layer_config"]["model_type"] = "mistral"
     write_config(folder, config)
     vllm = result(check(str(folder), "vllm"), "vllm")
-    assert vllm.outcome == "fails" and "Unsupported model_type mistral" in vllm.events[0].message
+    assert vllm.outcome == "fails" and "Unsupported model_type mistral" in event_message(vllm.events[0])
 
 
 def test_a_hub_drafter_checked_alone_reads_the_bases_config_and_at_most_one_shard_header(hub, run_cli, tmp_path):
@@ -469,8 +480,8 @@ def test_a_folder_without_config_fails_under_every_engine(tmp_path):
 def test_a_release_with_a_target_whitelist_refuses_other_targets(tmp_path):
     """vllm#22152: older vLLM refused EAGLE-3 for targets outside a model_type list; main (002e77c) has none.
     An engine version with a whitelist is the same rules with ``target_model_types`` set."""
-    from ckptdiff.engines import get_engine
-    from ckptdiff.engines.simulate import simulate
+    from ckptdiff.families.eagle3.engines import get_engine
+    from ckptdiff.families.eagle3.engines.replay import simulate
     from ckptdiff.sources import resolve
 
     drafter_checkpoint = resolve(PUBLISHED)
@@ -479,8 +490,8 @@ def test_a_release_with_a_target_whitelist_refuses_other_targets(tmp_path):
     older = replace(get_engine("vllm"), target_model_types=("llama", "qwen"))
     refused = simulate(older, drafter_checkpoint, "A", target)
     assert refused.outcome == "fails"
-    assert "Eagle3 is only supported for ['llama', 'qwen'] models. Got " in refused.events[0].message
-    assert "model_type='kimi_k2'" in refused.events[0].message  # read from text_config
+    assert "Eagle3 is only supported for ['llama', 'qwen'] models. Got " in event_message(refused.events[0])
+    assert "model_type='kimi_k2'" in event_message(refused.events[0])  # read from text_config
 
 
 def test_an_mla_drafter_loads_under_sglang_and_vllm_and_is_unknown_to_trtllm(tmp_path):
@@ -521,7 +532,9 @@ def test_an_mla_drafter_loads_under_sglang_and_vllm_and_is_unknown_to_trtllm(tmp
     assert all(fate == "loaded" for _, fate in result(report, "vllm").parameters if "self_attn" in _)
     trtllm = result(report, "trtllm")
     assert trtllm.outcome == "fails"
-    assert "Unknown architecture for AutoModelForCausalLM: EAGLE3DeepseekV2ForCausalLM" in trtllm.events[0].message
+    assert "Unknown architecture for AutoModelForCausalLM: EAGLE3DeepseekV2ForCausalLM" in event_message(
+        trtllm.events[0]
+    )
     fates = {name: fate for name, fate, _ in result(report, "sglang").tensors}
     assert (
         fates["layers.0.self_attn.q_a_proj.weight"] == "renamed" and fates["layers.0.mlp.up_proj.weight"] == "renamed"
@@ -540,7 +553,7 @@ def test_aux_layer_ids_differ_keeps_the_difference_and_leaves_the_engines_to_the
         == "eagle_config.eagle_aux_hidden_state_layer_ids differs: A [2, 30, 58], B [3, 31, 59]"
     )
     captured = next(e for e in result(report, "sglang", "B").events if e.code == "aux_ids")
-    assert "captures the outputs of target layers [3, 31, 59]" in captured.message
+    assert "captures the outputs of target layers [3, 31, 59]" in event_message(captured)
 
 
 def test_attention_biases_are_loaded_by_vllm_and_dropped_by_sglang(tmp_path):
@@ -567,7 +580,7 @@ def test_an_event_about_a_tensor_names_it_in_its_message_and_reports_print_it_on
     events = [e for r in report.engines for e in r.events if e.tensor is not None]
     skipped = [e for e in events if e.code == "skipped_unknown_name"]
 
-    assert skipped and all(e.message.startswith(e.tensor) for e in events)
+    assert skipped and all(event_message(e).startswith(e.tensor) for e in events)
     name = skipped[0].tensor
     table = render(report, "table")
     assert f"{name}: SGLang has no parameter {name} or model.{name}" in table and f"{name}: {name}" not in table

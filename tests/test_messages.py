@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
+from ckptdiff.families.eagle3.messages import FINDINGS as EAGLE3
 from ckptdiff.formats import messages
-from ckptdiff.formats.eagle3_messages import EAGLE3
 from ckptdiff.formats.values_messages import VALUES, value_note_text
-from ckptdiff.report import Finding, ValueNote
+from ckptdiff.report import EngineEvent, EngineResult, Finding, ValueNote
 
 ROOT = Path(__file__).resolve().parent.parent
 DRAFTERS = ROOT / "fixtures" / "drafters"
@@ -39,7 +39,7 @@ def codes_built_in(path: Path) -> set[str]:
     return out
 
 
-@pytest.mark.parametrize("module", ["profiles/eagle3.py", "values/findings.py"])
+@pytest.mark.parametrize("module", ["families/eagle3/profile.py", "values/findings.py"])
 def test_every_code_a_module_builds_has_its_words_in_the_catalogue(module: str) -> None:
     built = codes_built_in(ROOT / "ckptdiff" / module)
     assert built and built <= set(messages.CATALOGUE)
@@ -128,3 +128,28 @@ def test_a_json_reports_profile_findings_are_worded_again_from_their_params(a: s
         for found in json_report(*args)["findings"]:
             if found["code"] in EAGLE3:
                 assert EAGLE3[found["code"]](found.get("params", {})) == found["message"], found
+
+
+@pytest.mark.parametrize("a, b", PAIRS)
+def test_a_json_reports_engine_events_are_worded_again_from_their_wording_and_params(a: str, b: str) -> None:
+    base = next((f"fixtures/drafters/bases/{v}" for k, v in BASES.items() if k in a), "fixtures/drafters/bases/kimi-k2")
+    events = [
+        event
+        for args in ((a, b, "--engine", "all"), (a, b, "--base", base, "--engine", "all"))
+        for entry in json_report(*args)["engines"]
+        for event in entry["events"]
+    ]
+    assert events
+    for found in events:
+        event = EngineEvent(
+            found["severity"], found["code"], found["tensor"], found["wording"], found.get("params", {}),
+            found.get("source"),
+        )  # fmt: skip
+        assert found["wording"] in messages.EVENT_WORDS, found
+        assert messages.event_message(event) == found["message"], found
+        assert "?" not in found["message"].replace("?)", ""), found  # every field its words name was given
+
+
+def test_the_report_model_holds_no_words_for_engine_events() -> None:
+    """An event is its code, wording key, params and citation; its text exists only where a format renders it."""
+    assert "message" not in EngineEvent.__struct_fields__ and "summary" not in EngineResult.__dataclass_fields__

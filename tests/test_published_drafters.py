@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from ckptdiff.formats.messages import engine_summary, event_message
 from ckptdiff.pipeline import compare_specs
 from fixtures.generate import write_config, write_safetensors
 from fixtures.published_drafters import (
@@ -76,7 +77,7 @@ def test_each_published_layout_gives_the_engines_outcome(name):
     base, *expected = PINNED[name]
     results = outcomes(ROOT / name, BASES / base)
     got = [results[engine].outcome for engine in ("sglang", "vllm", "trtllm")]
-    assert got == expected, {e: (r.outcome, r.summary) for e, r in results.items()}
+    assert got == expected, {e: (r.outcome, engine_summary(r)) for e, r in results.items()}
     for engine, outcome in zip(("sglang", "vllm", "trtllm"), expected):
         if outcome == "loads":  # every tensor reaches a parameter, none is left random or raised on
             assert {fate for _, fate, _ in results[engine].tensors} <= {"loaded", "renamed", "skipped"}
@@ -112,7 +113,7 @@ def test_two_aux_ids_against_an_fc_three_hidden_states_wide(tmp_path):
     for engine in ("sglang", "vllm"):
         assert results[engine].outcome == "fails"
         event = next(e for e in results[engine].events if e.code in ("shape_mismatch", "aux_count_mismatch"))
-        assert "fc" in event.message
+        assert "fc" in event_message(event)
 
 
 def test_aux_ids_vllm_captures_but_fc_is_not_sized_for(tmp_path):
@@ -120,7 +121,7 @@ def test_aux_ids_vllm_captures_but_fc_is_not_sized_for(tmp_path):
     config = SPECFORGE_QWEN3 | {"eagle_aux_hidden_state_layer_ids": [2, 18]}
     vllm = outcomes(drafter(tmp_path / "d", config, llama_layer("midlayer.", first=True) + head()), engines=("vllm",))
     event = next(e for e in vllm["vllm"].events if e.code == "aux_count_mismatch")
-    assert vllm["vllm"].outcome == "fails" and event.message.startswith("2 target hidden states are captured")
+    assert vllm["vllm"].outcome == "fails" and event_message(event).startswith("2 target hidden states are captured")
 
 
 @pytest.mark.parametrize(("engine", "ids"), [("sglang", [2, 18, 35]), ("vllm", [2, 18, 37])])
@@ -131,13 +132,13 @@ def test_aux_ids_past_the_bases_last_layer_are_never_captured(tmp_path, engine, 
     spec = drafter(tmp_path / "d", config, llama_layer("midlayer.", first=True) + head())
     result = outcomes(spec, BASES / "qwen3-8b", (engine,))[engine]
     event = next(e for e in result.events if e.code == "aux_id_out_of_range")
-    assert result.outcome == "fails" and f"[{ids[-1]}]" in event.message
+    assert result.outcome == "fails" and f"[{ids[-1]}]" in event_message(event)
 
 
 def test_d2t_stored_as_bf16(tmp_path):
     tensors = [(n, "BF16" if n == "d2t" else d, s) for n, d, s in llama_layer("midlayer.", first=True) + head()]
     results = outcomes(drafter(tmp_path / "d", SPECFORGE_QWEN3, tensors), engines=("vllm", "sglang"))
-    assert results["vllm"].outcome == "degraded" and "rounded" in results["vllm"].events[0].message
+    assert results["vllm"].outcome == "degraded" and "rounded" in event_message(results["vllm"].events[0])
     assert results["sglang"].outcome == "degraded" and results["sglang"].events[0].code == "d2t_dtype"
 
 
@@ -159,7 +160,7 @@ def test_a_d2t_with_one_vocabulary_is_consumed_by_sglang_and_refused_by_vllm(tmp
     assert results["sglang"].outcome == "loads"
     assert dict((n, (f, p)) for n, f, p in results["sglang"].tensors)["d2t"] == ("renamed", "hot_token_id")
     assert results["vllm"].outcome == "fails"
-    assert "no module or parameter named 'draft_id_to_target_id'" in results["vllm"].events[0].message
+    assert "no module or parameter named 'draft_id_to_target_id'" in event_message(results["vllm"].events[0])
 
 
 def test_an_own_embedding_narrower_than_the_target_replaced_by_sglang(tmp_path):
@@ -200,7 +201,7 @@ def test_an_nvfp4_drafter_whose_ignore_list_misses_the_first_layers_attention(tm
     results = outcomes(drafter(tmp_path / "d", config, tensors), BASES / "llama3.1-8b", ("vllm",))
     vllm = results["vllm"]
     wrong = next(e for e in vllm.events if e.tensor == "midlayer.self_attn.q_proj.weight")
-    assert vllm.outcome == "fails" and wrong.code == "shape_mismatch" and "[16, 16]" in wrong.message
+    assert vllm.outcome == "fails" and wrong.code == "shape_mismatch" and "[16, 16]" in event_message(wrong)
 
 
 # --- supported layouts: no false alarm ----------------------------------------------------------------------
@@ -263,7 +264,7 @@ def test_vllm_turns_a_deepseek_v3_draft_into_an_mtp_model(tmp_path):
     tensors = mla_layer("layers.0.") + head() + [(f"fc_norm.{i}.weight", "BF16", [HIDDEN]) for i in range(3)]
     spec = drafter(tmp_path / "d", MLA | {"model_type": "deepseek_v3"}, tensors)
     results = outcomes(spec, BASES / "kimi-k2", ("vllm", "sglang"))
-    assert results["vllm"].outcome == "fails" and "Eagle3DeepSeekMTPModel" in results["vllm"].events[0].message
+    assert results["vllm"].outcome == "fails" and "Eagle3DeepSeekMTPModel" in event_message(results["vllm"].events[0])
     assert results["sglang"].outcome == "loads"
 
 
@@ -271,7 +272,7 @@ def test_an_absent_q_lora_rank_is_the_config_class_default_and_a_null_one_a_plai
     config = {k: v for k, v in MLA.items() if k != "q_lora_rank"}
     sglang = outcomes(drafter(tmp_path / "a", config, mla_layer("layers.0.") + head()), engines=("sglang",))["sglang"]
     wrong = next(e for e in sglang.events if e.tensor == "layers.0.self_attn.q_a_proj.weight")
-    assert sglang.outcome == "fails" and "is [1536, 32]" in wrong.message  # DeepseekV2Config's q_lora_rank
+    assert sglang.outcome == "fails" and "is [1536, 32]" in event_message(wrong)  # DeepseekV2Config's q_lora_rank
     nulled = outcomes(drafter(tmp_path / "n", MLA | {"q_lora_rank": None}, mla_layer("layers.0.") + head()))
     assert nulled["sglang"].events[0].code == "mla_needs_q_lora_rank"
 
@@ -295,7 +296,7 @@ def test_a_repeated_aux_id_is_captured_once(tmp_path):
         drafter(tmp_path / "d", config, llama_layer("midlayer.", first=True) + head()), engines=("sglang",)
     )
     assert sglang["sglang"].outcome == "fails"
-    assert sglang["sglang"].events[0].message.startswith("2 target hidden states are captured")
+    assert event_message(sglang["sglang"].events[0]).startswith("2 target hidden states are captured")
 
 
 def test_sglang_builds_fc_even_without_aux_hidden_states(tmp_path):

@@ -185,7 +185,7 @@ def test_a_local_comparison_through_the_command_imports_no_heavy_library(tmp_pat
 
 #: Knowledge a comparison of two base models (neither config a drafter's, no --base) does not use: the EAGLE-3
 #: profile loads only for configs its detector claims, the base layouts only for a run with a base.
-DRAFTER_KNOWLEDGE = ("ckptdiff.profiles.eagle3", "ckptdiff.profiles.drafter", "ckptdiff.profiles.base_layouts")
+DRAFTER_KNOWLEDGE = ("ckptdiff.families.eagle3.profile", "ckptdiff.families.eagle3.spec", "ckptdiff.base_layouts")
 #: The TOML parser: only for a config file, or a pyproject.toml that names ckptdiff.
 TOML_PARSER = ("tomllib", "tomli")
 
@@ -201,7 +201,7 @@ def test_a_hub_run_of_two_bases_loads_no_drafter_knowledge_and_no_toml_parser(hu
 
     assert run["code"] == 0  # their configs differ (reported), their tensors match
     assert loaded(run["end"], (*DRAFTER_KNOWLEDGE, *TOML_PARSER)) == []
-    assert "ckptdiff.profiles.detect" in run["end"]  # the profiles were asked, through their detectors
+    assert "ckptdiff.families.eagle3.detect" in run["end"]  # the profiles were asked, through their detectors
 
 
 def test_a_pyproject_that_names_ckptdiff_is_still_read(tmp_path) -> None:
@@ -221,9 +221,9 @@ def test_a_drafter_comparison_loads_its_profile_without_a_base_layout() -> None:
     run = run_the_command(str(published), str(ours), "--format", "json", "-o", os.devnull)
 
     assert run["code"] == 0
-    assert loaded(run["end"], ("ckptdiff.profiles.eagle3", "ckptdiff.profiles.drafter")) == [
-        "ckptdiff.profiles.drafter",
-        "ckptdiff.profiles.eagle3",
+    assert loaded(run["end"], ("ckptdiff.families.eagle3.profile", "ckptdiff.families.eagle3.spec")) == [
+        "ckptdiff.families.eagle3.profile",
+        "ckptdiff.families.eagle3.spec",
     ]
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import printable as printable  # the terminal's escaping, for the table
 from ..report import STATUSES, ConfigDiff, EngineEvent, NotePart, Report, SideSummary, TensorRow, TensorSide
-from .messages import allowed_by_text
+from .messages import allowed_by_text, event_message
 
 if TYPE_CHECKING:
     from . import RenderOptions
@@ -60,7 +60,7 @@ def counts_line(report: Report) -> str:
     return f"{text}; {outcomes_line(report)}" if report.engines else text
 
 
-#: How an injected weight reaches the drafter, by :attr:`ckptdiff.profiles.InjectedWeight.how`; {name} is where
+#: How an injected weight reaches the drafter, by :attr:`ckptdiff.families.model.InjectedWeight.how`; {name} is where
 #: the base stores it.
 INJECTED_WORDING = {
     "embedding": "frozen: the engine takes it from the base model's {name}",
@@ -192,7 +192,7 @@ def outcomes_line(report: Report) -> str:
 def event_text(report: Report, event: EngineEvent) -> str:
     """An engine event's message (which names its tensor, see :class:`.EngineEvent`) and the rule that accepts it."""
     allowed = f" (allowed by {allowed_by_text(report, event.allowed_by)})" if event.allowed_by else ""
-    return f"{event.message}{allowed}"
+    return f"{event_message(event)}{allowed}"
 
 
 def event_line(report: Report, event: EngineEvent) -> str:

@@ -32,7 +32,7 @@ from ..report import (
 )
 from ..version import __version__
 from ._common import note_text
-from .messages import finding_message, rules_applied
+from .messages import engine_summary, event_message, finding_message, rules_applied
 from .values_messages import value_note_text
 
 
@@ -59,12 +59,40 @@ class FindingDocument(msgspec.Struct, frozen=True, omit_defaults=True):
     params: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class EngineEventDocument(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One thing an engine's loader does: ``message`` is its words and citation, made from ``wording`` (a key of
+    the family's catalogue), ``params`` and ``source`` (where the rule was read)."""
+
+    severity: Severity
+    code: str
+    tensor: str | None
+    message: str
+    wording: str
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    source: str | None = None
+    #: The id of the policy rule that accepts this event.
+    allowed_by: str | None = None
+
+
+def event_document(event: EngineEvent) -> EngineEventDocument:
+    return EngineEventDocument(
+        event.severity,
+        event.code,
+        event.tensor,
+        event_message(event),
+        event.wording,
+        json_safe(event.params),
+        event.source,
+        event.allowed_by,
+    )
+
+
 class EngineDocument(msgspec.Struct, frozen=True, omit_defaults=True):
     engine: str
     side: str
     outcome: Outcome
     summary: str
-    events: tuple[EngineEvent, ...]
+    events: tuple[EngineEventDocument, ...]
     tensors: tuple[TensorFate, ...]
     parameters: tuple[ParameterFate, ...]
     #: The targets the outcome holds on, when it depends on one no --base named (empty: it holds on any).
@@ -172,8 +200,8 @@ def document(report: Report, *, tensors: bool = True) -> ReportDocument:
                 r.engine,
                 r.side,
                 r.outcome,
-                r.summary,
-                r.events,
+                engine_summary(r),
+                tuple(map(event_document, r.events)),
                 tuple(TensorFate(*fate) for fate in r.tensors),
                 tuple(ParameterFate(*fate) for fate in r.parameters),
                 r.conditions,

@@ -1,7 +1,10 @@
-"""The message catalogue: the words of findings, policy rules and engine headlines, from their codes and params.
+"""The message catalogue: the words of findings, engine events, policy rules and engine headlines, from their
+codes and params.
 
-Findings carry a ``code`` and structured ``params``; every format renders their text here, and nothing reads
-the text back. A finding whose code is not (yet) in the catalogue shows the ``message`` it was built with.
+Findings and engine events carry a ``code`` and structured ``params``; every format renders their text here,
+and nothing reads the text back. Each family registers its findings' and events' words
+(:func:`ckptdiff.families.finding_words`, :func:`ckptdiff.families.event_words`). A finding whose code is not
+(yet) in the catalogue shows the ``message`` it was built with.
 """
 
 from __future__ import annotations
@@ -10,8 +13,9 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..report import EngineResult, Finding, PolicyRule, Report
-from .eagle3_messages import EAGLE3
+from ..families import event_words, finding_words
+from ..families.rules import PARAMETER_FATES
+from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report
 from .values_messages import VALUES
 
 #: What each kind of rule does to the rows it matches, for "rules applied".
@@ -67,9 +71,103 @@ def rules_applied(report: Report) -> list[str]:
     return out + ([warning] if warning else [])
 
 
+class _Fields(dict[str, object]):
+    """An event's params for its template; a field the template names but the event lacks shows as "?"."""
+
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _event_catalogue() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, str]]:
+    words: dict[str, Any] = {}
+    param_words: dict[str, Any] = {}
+    derived: dict[str, Any] = {}
+    summaries: dict[str, str] = {}
+    for module in event_words():
+        words |= module.EVENTS
+        param_words |= getattr(module, "PARAM_WORDS", {})
+        derived |= getattr(module, "DERIVED", {})
+        summaries |= getattr(module, "SUMMARIES", {})
+    return words, param_words, derived, summaries
+
+
+#: Event wording key → template (or a function of the params); params worded before a template takes them;
+#: fields derived from the params; headline phrases by code.
+EVENT_WORDS, EVENT_PARAM_WORDS, EVENT_DERIVED, EVENT_SUMMARIES = _event_catalogue()
+
+
+def _event_fields(params: Mapping[str, Any]) -> _Fields:
+    fields = _Fields(
+        {key: EVENT_PARAM_WORDS[key](v, params) if key in EVENT_PARAM_WORDS else v for key, v in params.items()}
+    )
+    for key, derive in EVENT_DERIVED.items():
+        if key not in fields:
+            fields[key] = derive(params)
+    for key, word in EVENT_PARAM_WORDS.items():  # a worded param the event left out reads as its absence
+        if key not in fields:
+            fields[key] = word(None, params)
+    return fields
+
+
+def event_message(event: EngineEvent) -> str:
+    """An engine event in words, followed by its rule's citation: ``lm_head.weight is missing ... [repo@v path]``."""
+    words = EVENT_WORDS.get(event.wording)
+    if words is None:
+        text = event.code
+    elif isinstance(words, str):
+        text = words.format_map(_event_fields(event.params))
+    else:
+        text = words(event.params)
+    return f"{text} [{event.source}]" if event.source else text
+
+
+def _pattern(names: list[str]) -> str:
+    """A short name for several tensor names: their common dotted prefix + ``*``, or the one name."""
+    if len(names) == 1:
+        return names[0]
+    parts = [name.split(".") for name in names]
+    common: list[str] = []
+    for column in zip(*parts):
+        if len(set(column)) != 1:
+            break
+        common.append(column[0])
+    return (".".join(common) + ".*") if common else f"{len(names)} names"
+
+
+#: Event codes that say a tensor was skipped, told together in the headline.
+_SKIPPED = ("skipped_unknown_name", "ignored_name")
+
+
+def engine_summary(result: EngineResult) -> str:
+    """One line: what went wrong, most serious first; empty when the engine uses every weight as trained."""
+    events = result.events
+    parts: list[str] = []
+    for event in events:
+        if event.severity == "error" and len(parts) < 2:
+            phrase = EVENT_SUMMARIES.get(event.code)
+            if phrase is not None:
+                parts.append(phrase.format_map(_event_fields(event.params)))
+            else:
+                parts.append(event.code + (f" ({event.tensor})" if event.tensor else ""))
+    skipped = [e.tensor for e in events if e.code in _SKIPPED and e.tensor]
+    if skipped:
+        parts.append(f"{_pattern(skipped)} skipped ({len(skipped)} tensor{'s' if len(skipped) > 1 else ''})")
+    random_params = [name for name, fate in result.parameters if fate == "random"]
+    if random_params:
+        parts.append(
+            f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random ({_pattern(random_params)})"
+        )
+    for event in events:
+        told = event.code in _SKIPPED or PARAMETER_FATES.get(event.code) == "random"
+        if event.severity == "warning" and not told:
+            parts.append(event.code + (f" ({event.tensor})" if event.tensor else ""))
+    return "; ".join(dict.fromkeys(parts))
+
+
 def headline(result: EngineResult) -> str:
     """``sglang B: degraded — lm_head random``."""
-    return f"{result.engine} {result.side}: {result.outcome}" + (f" — {result.summary}" if result.summary else "")
+    summary = engine_summary(result)
+    return f"{result.engine} {result.side}: {result.outcome}" + (f" — {summary}" if summary else "")
 
 
 def _nothing_compared(params: Mapping[str, Any], report: Report) -> str:
@@ -133,7 +231,7 @@ CATALOGUE: dict[str, Callable[[Mapping[str, Any], Report], str]] = {
     "policy_rule_unmatched": _rule_unmatched,
     "policy_rule_other_side": _rule_other_side,
     "config_missing": _config_missing,
-    **{code: _from_params(render) for code, render in (EAGLE3 | VALUES).items()},
+    **{code: _from_params(render) for code, render in (finding_words() | VALUES).items()},
 }
 
 

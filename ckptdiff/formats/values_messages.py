@@ -8,9 +8,12 @@ from typing import Any
 import msgspec
 
 from ..report import ValueNote
-from .eagle3_messages import shape
 
 Params = Mapping[str, Any]
+
+
+def shape(dims: Any) -> str:
+    return f"[{', '.join(map(str, dims))}]"
 
 
 def value_note_text(note: ValueNote) -> str:

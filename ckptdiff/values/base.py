@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ..checkpoint import Checkpoint
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profiles import Profile
+    from ..families.model import Profile
 
 #: (side label, tensor name in that side, tensor name in the base)
 EmbedJob = tuple[str, str, str]
@@ -17,8 +17,8 @@ def embed_pairs_for(
     profile: Profile | None, base: Checkpoint, a: Checkpoint, b: Checkpoint
 ) -> tuple[list[tuple[str, str]], list[dict[str, Any]]]:
     """Which of a side's tensors must equal which of the base's, under each side's own naming and the base's layout
-    (:func:`ckptdiff.profiles.base_layouts.value_pairs`), and why a role a side carries could not be paired."""
-    from ..profiles.base_layouts import value_pairs
+    (:func:`ckptdiff.base_layouts.value_pairs`), and why a role a side carries could not be paired."""
+    from ..base_layouts import value_pairs
 
     pairs, unpaired = value_pairs(profile, a, b, base)
     return list(dict.fromkeys((pair.own, pair.base) for pair in pairs)), unpaired

@@ -14,7 +14,7 @@ from .files import Notify
 from .statistics import ValueStats
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..profiles import Profile
+    from ..families.model import Profile
     from ..progress import Progress
     from ..report import Finding, Report, RowValues
 

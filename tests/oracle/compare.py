@@ -60,7 +60,7 @@ from cases import HIDDEN, VOCAB, Case, tensors_of
 INERT = re.compile(r"(^|\.)(t2d|mask_hidden|rotary_emb\.inv_freq)$")
 #: Parameters an engine fills itself when the checkpoint has none (attention KV-cache quantization scales,
 #: set to 1.0 by the attention layer): not compared.
-ENGINE_DEFAULTS = re.compile(r"\.attn\.(k|v|q|prob)_scale$")
+ENGINE_DEFAULTS = re.compile(r"\.attn\.(k|v|q|prob)_(scale|zero_point)$")
 CKPTDIFF_TENSOR = {"loaded": "used", "renamed": "used", "from_target": "from_target", "skipped": "unused"}
 CKPTDIFF_PARAMETER = {
     "loaded": "loaded",
@@ -91,11 +91,19 @@ FAILURE_OF: dict[str, tuple[str, str | None]] = {
             "speculators_config_invalid",
             "speculators_format_unsupported",
             "target_not_supported",
+            "config_unrecognized",
         )
     },
     **{
         code: ("construction", None)
-        for code in ("draft_vocab_size_absent", "layers_unsupported", "mla_needs_q_lora_rank", "config_invalid")
+        for code in (
+            "draft_vocab_size_absent",
+            "layers_unsupported",
+            "mla_needs_q_lora_rank",
+            "config_invalid",
+            "speculators_layer_config_incomplete",
+            "quantization_config_invalid",
+        )
     },
     **{code: ("load", None) for code in ("unknown_name", "shape_mismatch", "d2t_dtype", "missing_weight")},
     "aux_count_mismatch": ("forward", "capture_width"),
@@ -117,6 +125,7 @@ ENVIRONMENT = (
         "instruction set {0}",
     ),
     (re.compile(r"Torch not compiled with CUDA enabled"), "a CUDA build of torch"),
+    (re.compile(r"Failed to find a kernel that can implement the (\w+) linear layer"), "a CPU kernel for {0}"),
     (re.compile(r"undefined symbol: (\w+)"), "native symbol {0}"),
     (re.compile(r"oracle: the rotary kernel is a stand-in"), "the rotary kernel (vllm._custom_ops stand-in)"),
 )
@@ -287,6 +296,8 @@ def ckptdiff_view(entry: Mapping[str, Any]) -> View:
     shards: dict[str, set[str]] = {}
     for parameter in entry.get("parameters", []):
         name = re.sub(r"\[\w+\]$", "", parameter["name"])
+        if ENGINE_DEFAULTS.search(name):  # compared on neither side
+            continue
         shards.setdefault(name, set()).add(CKPTDIFF_PARAMETER.get(parameter["fate"], parameter["fate"]))
     parameters = {}
     for name, fates in shards.items():

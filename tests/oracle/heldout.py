@@ -201,6 +201,11 @@ HELD_OUT: list[Case] = [
         "no_intermediate_size",
         "no intermediate_size key, the MLP stored 128 wide",
         config={"intermediate_size": None},
+        not_comparable={
+            "sglang": "SGLang's CPU build pads a weight narrower than its parameter "
+            "(narrow_padded_param_and_loaded_weight only when is_cpu()) where a GPU deployment raises on the shape "
+            "(added after the first run: an environment limit, as mlp_wrong_intermediate)",
+        },
     ),
     held(
         "no_num_hidden_layers",

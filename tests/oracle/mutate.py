@@ -33,12 +33,29 @@ for path in (str(HERE), str(REPO)):
 
 # ---- where the rules live (the one place to update if they move again)
 
+#: Where each part of the rules has lived, newest first: a mutation names a rule, these find its module.
+PLACES = {
+    "engines": ("ckptdiff.families.eagle3.engines", "ckptdiff.engines"),
+    "spec": ("ckptdiff.families.eagle3.spec", "ckptdiff.profiles.drafter"),
+    "capture": ("ckptdiff.families.eagle3.engines.capture", "ckptdiff.engines.capture"),
+    "rules": ("ckptdiff.families.rules", "ckptdiff.engines.rules"),
+}
+
+
+def place(part: str) -> Any:
+    import importlib
+
+    for name in PLACES[part]:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError(f"mutate.py: none of {PLACES[part]} imports: update PLACES")
+
 
 def engine_module(name: str) -> Any:
     """The module holding engine ``name``'s rules, found by the object the registry returns (wherever it lives)."""
-    from ckptdiff.engines import get_engine
-
-    engine = get_engine(name)
+    engine = place("engines").get_engine(name)
     return next(m for m in list(sys.modules.values()) if getattr(m, "ENGINE", None) is engine)
 
 
@@ -78,9 +95,7 @@ def change_capture(name: str, label: str, **fields: Any) -> None:
 
 
 def _import_spec() -> Any:
-    from ckptdiff.profiles.drafter import DrafterSpec
-
-    return DrafterSpec
+    return place("spec").DrafterSpec
 
 
 # ---- the mutations: one plausible mistake each, named by the rule it changes
@@ -118,8 +133,7 @@ def _sglang_mla_fc_nested_only() -> None:
 
 
 def _ignore_list_not_read() -> None:
-    import ckptdiff.profiles.drafter as drafter
-
+    drafter = place("spec")
     original = drafter._quantization
 
     def without_ignore(config: Any) -> Any:
@@ -141,9 +155,10 @@ def _sglang_head_from_target_when_one_vocab() -> None:
 
 
 def _q_k_norm_skipped_silently() -> None:
-    from ckptdiff.engines.rules import Drop, Event, Source
-
-    drop = Drop(r"\.(q_norm|k_norm)\.", Event("info", "dropped", "{name}: skipped", Source("x", "y", "z")))
+    rules = place("rules")
+    vllm = engine_module("vllm")
+    event = rules.Event("info", "dropped", "eagle3.vllm.dropped", vllm.LLAMA)
+    drop = rules.Drop(r"\.(q_norm|k_norm)\.", event)
     change_loader("vllm", "LlamaForCausalLMEagle3", lambda lo: dataclasses.replace(lo, drops=(*lo.drops, drop)))
 
 
@@ -196,8 +211,7 @@ def _vllm_fc_sized_from_top_level_ids() -> None:
 
 
 def _nested_ids_written_for_vllm() -> None:
-    import ckptdiff.engines.capture as capture
-
+    capture = place("capture")
     capture.WRITERS["eagle_config.eagle_aux_hidden_state_layer_ids"] = "vllm"
 
 

@@ -114,7 +114,7 @@ def in_process_report(case_dir: Path, target: Path, engines: list[str]) -> dict[
     with contextlib.redirect_stdout(out):
         try:
             command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": args})
-        except click.exceptions.Exit:
+        except (click.exceptions.Exit, SystemExit):  # the exit code is the verdict, which the JSON holds
             pass
     return dict(json.loads(out.getvalue()))
 

@@ -75,6 +75,10 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
     model_config = ModelConfig.from_server_args(args, model_path=marked, is_draft_model=True)
     hf_config = model_config.hf_config
     result["architecture"] = list(getattr(hf_config, "architectures", None) or [])
+    # The registry lookup _initialize_model starts with: an architecture SGLang does not serve is refused here.
+    from sglang.srt.model_loader.utils import get_model_architecture
+
+    get_model_architecture(model_config)
     result["stage"] = "distributed"
     bootstrap.init_parallel_runtime(server_args=args, device="cpu", dist_port=free_port())
     result["stage"] = "construct"
@@ -199,7 +203,7 @@ def observe_capture(args: Any, draft_hf_config: Any, target_dir: str) -> dict[st
         ids = eagle_config["eagle_aux_hidden_state_layer_ids"]
     except Exception:
         use_aux, ids = True, None
-    out: dict[str, Any] = {"ids": list(ids) if ids else None, "model_class": cls.__name__}
+    out: dict[str, Any] = {"ids": list(ids) if ids else None, "model_class": cls.__name__, "use_aux": bool(use_aux)}
     try:
         configure_aux_hidden_state_capture(
             model=outer,

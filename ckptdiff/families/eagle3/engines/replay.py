@@ -4,40 +4,47 @@ from __future__ import annotations
 
 import json
 import re
+import string
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import cache
 from typing import Any
 
-from ..checkpoint import Checkpoint
-from ..profiles.drafter import DrafterSpec
-from ..report import Condition, EngineEvent, EngineResult
+from ....checkpoint import Checkpoint
+from ....report import Condition, EngineEvent, EngineResult
+from ...rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param, Severity, SpeculatorsAdapter
+from ..engine_messages import EVENTS
+from ..spec import DrafterSpec
 from .capture_verdict import class_capture
 from .quantized import covered, quantized_shape, scale_of
-from .rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param, Severity, SpeculatorsAdapter
 from .settings import Draft, Target
 
 
-class _Fields(dict[str, object]):
-    """Message fields; a field a message names but this case does not know shows as "?"."""
-
-    def __missing__(self, key: str) -> str:
-        return "?"
-
-
-def _shape(shape: Any) -> str:
-    return "[" + ", ".join(map(str, shape)) + "]"
+@cache
+def _named(wording: str) -> frozenset[str]:
+    """The fields a wording's template names (none for a wording made by a function: it gets its fields)."""
+    words = EVENTS[wording]
+    if not isinstance(words, str):
+        return frozenset()
+    return frozenset(field for _, field, _, _ in string.Formatter().parse(words) if field)
 
 
 class _Events:
+    """The events of one replay: each with the params its wording names, from the call and the drafter's."""
+
     def __init__(self, fields: Mapping[str, Any]) -> None:
         self.items: list[EngineEvent] = []
-        self.fields = _Fields(fields)
+        self.fields = dict(fields)
         self.conditions: list[Condition] = []
 
     def add(self, event: Event, tensor: str | None = None, **fields: Any) -> None:
-        text = event.message.format_map(_Fields({**self.fields, **fields}))
-        source = f" [{event.source}]"
-        self.items.append(EngineEvent(event.severity, event.code, tensor, text + source))
+        params = {key: self.fields[key] for key in _named(event.wording) if key in self.fields} | fields
+        self.items.append(EngineEvent(event.severity, event.code, tensor, event.wording, params, str(event.source)))
+
+
+def _plain(severity: Severity, code: str, **params: Any) -> EngineEvent:
+    """An event of the replay itself (no rule of the engine's, so no citation)."""
+    return EngineEvent(severity, code, None, f"eagle3.{code}", params)
 
 
 def simulate(
@@ -46,38 +53,39 @@ def simulate(
     """What ``engine`` does with ``checkpoint`` served as an EAGLE-3 drafter (``base_config``: the target's)."""
     config = checkpoint.config
     if config is None:
-        message = f"{checkpoint.spec} has no config.json: {engine.label} cannot build a drafter from it"
-        event = EngineEvent("error", "no_config", None, message)
-        return EngineResult(engine.name, side, (event,), "no config.json")
+        return EngineResult(
+            engine.name, side, (_plain("error", "no_config", spec=checkpoint.spec, engine=engine.name),)
+        )
     architectures = config.get("architectures")
     arch = architectures[0] if isinstance(architectures, list) and architectures else None
     if not isinstance(arch, str):
-        message = f"config.json has no architectures list: {engine.label} cannot choose a drafter class"
-        event = EngineEvent("error", "no_architecture", None, message)
-        return EngineResult(engine.name, side, (event,), "no architectures in config.json")
+        return EngineResult(engine.name, side, (_plain("error", "no_architecture", engine=engine.name),))
     spec = DrafterSpec.of(config)
-    looked_up, override = arch, ""
+    looked_up, override = arch, False
     adapter = engine.speculators
     if adapter is not None and spec.speculators is not None:
         chosen, defect = _speculators_architecture(adapter, spec)
         if defect is not None:
             events = _Events({"defect": defect})
-            events.add(adapter.invalid)
-            return EngineResult(engine.name, side, tuple(events.items), f"{adapter.invalid.code}: {defect}")
+            events.add(adapter.invalid, defect=defect)
+            return EngineResult(engine.name, side, tuple(events.items))
         looked_up = chosen
     else:
         model_type = spec.model_type.value if spec.model_type else None
-        for types, replacement, why in engine.model_type_architectures:
+        for types, replacement in engine.model_type_architectures:
             if model_type in types:
-                looked_up, override = replacement, why.format(model_type=model_type, replacement=replacement)
+                looked_up, override = replacement, True
         for pattern, replacement in engine.architecture_mapping:
             looked_up = re.sub(pattern, replacement, looked_up, count=1)
     loader = next((loader for loader in engine.loaders if looked_up in loader.architectures), None)
     registered = ", ".join(a for loader in engine.loaders for a in loader.architectures)
     if loader is None:
-        events = _Events({"arch": arch, "looked_up": looked_up, "registered": registered, "why": override})
-        events.add(engine.unregistered)
-        return EngineResult(engine.name, side, tuple(events.items), f"{arch} is not an EAGLE-3 class it serves")
+        events = _Events({})
+        why: dict[str, Any] = (
+            {"why": override, "model_type": spec.model_type.value if spec.model_type else None} if override else {}
+        )
+        events.add(engine.unregistered, arch=arch, looked_up=looked_up, registered=registered, **why)
+        return EngineResult(engine.name, side, tuple(events.items))
     target = Target.of(base_config) if base_config is not None else None
     validation = adapter.validation if adapter is not None and spec.speculators is not None else None
     defect = spec.speculators.defect() if validation is not None and spec.speculators is not None else None
@@ -90,10 +98,15 @@ def simulate(
         fc_aux=spec.fc_aux_count(loader.fc_aux_keys),
         target=target,
     )
+    if adapter is not None and spec.speculators is not None and adapter.incomplete is not None:
+        layer = spec.speculators.layer_config if isinstance(spec.speculators.layer_config, Mapping) else {}
+        missing = [key for key in adapter.required if key not in layer]
+        if missing:
+            events = _Events({})
+            events.add(adapter.incomplete, missing=missing)
+            return EngineResult(engine.name, side, tuple(events.items))
     if not draft.hidden:
-        message = f"config.json has no hidden_size: {engine.label} cannot build the drafter's layers"
-        event = EngineEvent("error", "no_hidden_size", None, message)
-        return EngineResult(engine.name, side, (event,), "no hidden_size in config.json")
+        return EngineResult(engine.name, side, (_plain("error", "no_hidden_size", engine=engine.name),))
     events = _Events(_draft_fields(draft))
     if validation is not None and defect is not None:
         events.add(validation, defect=defect)
@@ -117,7 +130,6 @@ def simulate(
         engine.name,
         side,
         tuple(ordered),
-        _summary(ordered, fates),
         tensors=tuple(fates.tensors),
         parameters=tuple(fates.parameters),
         conditions=tuple(events.conditions),
@@ -222,7 +234,7 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
         if loader.quantization(draft):
             want = quantized_shape(param, want, draft, loader.ignores)
         if want is not None and tuple(info.shape) != tuple(want):
-            events.add(loader.shape_error, name, name=name, param=param_name, got=_shape(info.shape), want=_shape(want))
+            events.add(loader.shape_error, name, name=name, param=param_name, got=list(info.shape), want=list(want))
             fates.tensors.append((name, "error", param_name))
             filled[param_name] = "error"  # the load raised on it: nothing more happens to this parameter
             continue
@@ -294,72 +306,74 @@ def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
     n = draft.target.layers if draft.target is not None else None
     read_key = draft.aux_key
     ignored = [found for found in draft.spec.aux_ids if found.key != read_key]
-    ignored_text = "".join(f" (it ignores {found})" for found in ignored)
+    ignored_ids = [[found.key, list(found.value)] for found in ignored]
     if draft.aux_ids is None or aux.from_serving_config:
         default = aux.default_outputs(n) if n else None
-        outputs = _list(default) if default else "[1, n//2-1, n-4] for a target of n layers"
-        if ignored and default is None and not aux.from_serving_config:
-            outputs += " (give --base to see whether those are the layers the ignored ids name)"
         # Ids it ignores show the drafter may have been trained on other layers, unless they name the default
         # capture under either convention (SGLang's "output of layer k", vLLM's "output of layer k-1").
         same = default is not None and all(
             tuple(default) in (tuple(found.value), tuple(i - 1 for i in found.value)) for found in ignored
         )
         severity: Severity = "warning" if ignored and not same and not aux.from_serving_config else "info"
-        events.add(replace(aux.default_event, severity=severity), None, ignored=ignored_text, outputs=outputs)
+        events.add(
+            replace(aux.default_event, severity=severity),
+            None,
+            ignored=ignored_ids,
+            outputs=list(default) if default else None,
+            base_hint=bool(ignored) and default is None and not aux.from_serving_config,
+        )
         if not aux.from_serving_config:
-            _count(draft, events, aux.source, "its default three")
+            _count(draft, events, aux.source, None)
         return
-    ids = draft.aux_ids
-    outputs_here = [i + aux.offset for i in ids]
-    where = f"{draft.aux_key}={json.dumps(list(ids))}"
-    text = f"reads {where}: captures the outputs of target layers {_list(outputs_here)} ({aux.convention})"
+    ids = list(draft.aux_ids)
+    key = draft.aux_key
+    convention: dict[str, Any] = {"engine": engine.name, "offset": aux.offset}
     if n is not None:
         valid = aux.valid(n)
         outside = [i for i in ids if i not in valid]
         if outside:
             events.add(
-                Event(
-                    "error",
-                    "aux_id_out_of_range",
-                    f"{where}: id(s) {_list(outside)} are never captured from a {n}-layer target ({aux.convention}; "
-                    f"ids {valid.start}..{valid.stop - 1} are): fewer hidden states than fc takes",
-                    aux.source,
-                )
+                Event("error", "aux_id_out_of_range", "eagle3.aux_id_out_of_range", aux.source),
+                key=key,
+                ids=ids,
+                outside=outside,
+                layers=n,
+                first=valid.start,
+                last=valid.stop - 1,
+                **convention,
             )
-    _count(draft, events, aux.source, where)
-    events.add(Event("info", "aux_ids", text + ignored_text, aux.source))
-    trained = _trained_convention(ids)
+    _count(draft, events, aux.source, [key, ids])
+    outputs = [i + aux.offset for i in ids]
+    events.add(
+        Event("info", "aux_ids", "eagle3.aux_ids", aux.source),
+        key=key,
+        ids=ids,
+        outputs=outputs,
+        ignored=ignored_ids,
+        **convention,
+    )
+    trained = _trained_convention(tuple(ids))
     if trained is not None and trained != aux.offset:
-        sglang_outputs, vllm_outputs = _list(ids), _list([i - 1 for i in ids])
-        base = f" of the {n}-layer target" if n else ""
         events.add(
-            Event(
-                "warning",
-                "aux_ids_convention",
-                f"{where} starts at {ids[0]}, which is SGLang's convention (id k = output of layer k; "
-                f"the first id is 1 "
-                f"because the embedding output is never used, sglang PR#25454) (inferred); under vLLM's convention (id "
-                f"j = output of layer j-1) {engine.label} captures the outputs of layers "
-                f"{vllm_outputs}{base} instead of "
-                f"the trained {sglang_outputs}: every fused hidden state is one layer early (vllm PR#43671: position-0 "
-                "acceptance ~10 %)",
-                aux.source.inferring(),
-            )
+            Event("warning", "aux_ids_convention", "eagle3.aux_ids_convention", aux.source.inferring()),
+            key=key,
+            ids=ids,
+            outputs=[i - 1 for i in ids],
+            layers=n,
+            engine=engine.name,
         )
 
 
-def _count(draft: Draft, events: _Events, source: Any, captured_from: str) -> None:
-    """The number of hidden states the engine captures against the width it built fc for."""
+def _count(draft: Draft, events: _Events, source: Any, captured_from: list[Any] | None) -> None:
+    """The number of hidden states the engine captures against the width it built fc for (``captured_from``: the
+    key and ids read, None for the engine's default three)."""
     if draft.use_aux and draft.captured != draft.fc_aux:
         events.add(
-            Event(
-                "error",
-                "aux_count_mismatch",
-                f"{draft.captured} target hidden states are captured ({captured_from}) but fc takes "
-                f"{draft.fc_aux} x target_hidden_size={draft.target_hidden}: the fc matmul fails on the first forward",
-                source,
-            )
+            Event("error", "aux_count_mismatch", "eagle3.aux_count_mismatch", source),
+            captured=draft.captured,
+            read=captured_from,
+            fc_aux=draft.fc_aux,
+            target_hidden=draft.target_hidden,
         )
 
 
@@ -377,41 +391,3 @@ def _trained_convention(ids: tuple[int, ...]) -> int | None:
     if ids and ids[0] in (0, 1):
         return 0
     return None
-
-
-def _list(values: Any) -> str:
-    return "[" + ", ".join(map(str, values)) + "]"
-
-
-def _pattern(names: list[str]) -> str:
-    """A short name for several tensor names: their common dotted prefix + ``*``, or the one name."""
-    if len(names) == 1:
-        return names[0]
-    parts = [name.split(".") for name in names]
-    common: list[str] = []
-    for column in zip(*parts):
-        if len(set(column)) != 1:
-            break
-        common.append(column[0])
-    return (".".join(common) + ".*") if common else f"{len(names)} names"
-
-
-def _summary(events: list[EngineEvent], fates: _Fates) -> str:
-    """One line: what went wrong, most serious first; empty when the engine uses every weight as trained."""
-    parts: list[str] = []
-    for event in events:
-        if event.severity == "error" and len(parts) < 2:
-            parts.append(f"{event.code}" + (f" ({event.tensor})" if event.tensor else ""))
-    skipped = [e.tensor for e in events if e.code in ("skipped_unknown_name", "ignored_name") and e.tensor]
-    if skipped:
-        parts.append(f"{_pattern(skipped)} skipped ({len(skipped)} tensor{'s' if len(skipped) > 1 else ''})")
-    random_params = fates.of_parameters("random")
-    if random_params:
-        parts.append(
-            f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random ({_pattern(random_params)})"
-        )
-    for event in events:
-        told = event.code in ("skipped_unknown_name", "ignored_name") or PARAMETER_FATES.get(event.code) == "random"
-        if event.severity == "warning" and not told:
-            parts.append(event.code + (f" ({event.tensor})" if event.tensor else ""))
-    return "; ".join(dict.fromkeys(parts))

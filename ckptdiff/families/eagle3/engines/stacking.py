@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .rules import Rename, Source
+from ...rules import Rename, Source
 
 
 def stacked(source: Source) -> tuple[Rename, ...]:

@@ -6,13 +6,13 @@ import fnmatch
 import re
 from collections.abc import Callable
 
-from ..profiles.drafter import Quantization
-from .rules import Param
+from ...rules import Param
+from ..spec import Quantization
 from .settings import Draft
 
 #: How an engine decides a linear layer is left unquantized: (the quantization_config, the layer's name as the
 #: engine's modules are named, e.g. "model.fc", "model.layers.0.self_attn.q_proj") → left alone.
-Ignores = Callable[[Quantization, str], bool]
+Ignores = Callable[[Quantization, str, Draft], bool]
 
 #: Suffixes of the scale tensors a quantized linear layer stores beside its weight (FP8, ModelOpt NVFP4).
 SCALE_SUFFIXES = ("weight_scale_2", "weight_scale", "input_scale", "weight_zero_point")
@@ -35,16 +35,21 @@ def covered(param: Param, draft: Draft, ignores: Ignores | None = None) -> bool:
     if q is None or param.module is None:
         return False
     if ignores is not None:
-        return not ignores(q, engine_layer_name(param))
+        return not ignores(q, engine_layer_name(param), draft)
     return q.covers(param.module)
 
 
-def vllm_ignores(q: Quantization, layer: str) -> bool:
-    """vLLM 0.33.0: the fp8 method matches its ignored_layers exactly against the full layer name
-    (quantization/utils/quant_utils.py is_layer_skipped, match_mode "exact": "fc" does not name "model.fc");
+def vllm_ignores(q: Quantization, layer: str, draft: Draft) -> bool:
+    """vLLM 0.33.0: the drafter's decoder layers are numbered after the target's (llama_eagle3.py: start_layer_id =
+    the target's num_hidden_layers), so layer i is "model.layers.{n + i}" to the quantization config (unknown
+    without --base: no exact name matches it). The fp8 method matches its ignored_layers exactly against the full
+    layer name (quantization/utils/quant_utils.py is_layer_skipped, match_mode "exact": "fc" does not name "model.fc");
     ModelOpt's exclude_modules are mapped like the weights ("midlayer." → "layers.0."), then matched exactly, as
     substrings or as wildcards (modelopt.py is_layer_excluded); compressed-tensors' ignore entries exactly or as
     "re:" regular expressions (compressed_tensors/utils.py should_ignore_layer)."""
+    n = draft.target.layers if draft.target is not None else None
+    canonical = layer.removeprefix("model.").replace("layers.0.", "midlayer.")
+    layer = re.sub(r"^model\.layers\.(\d+)\.", lambda m: f"model.layers.{n + int(m[1]) if n else '?'}.", layer)
     if q.method == "fp8":
         return layer in q.ignore
     if q.method == "modelopt":
@@ -54,7 +59,7 @@ def vllm_ignores(q: Quantization, layer: str) -> bool:
         return any(
             re.match(p.removeprefix("re:"), layer) is not None if p.startswith("re:") else p == layer for p in q.ignore
         )
-    return not q.covers(layer.removeprefix("model.").replace("layers.0.", "midlayer."))
+    return not q.covers(canonical)
 
 
 def quantized_shape(

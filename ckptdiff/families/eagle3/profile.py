@@ -25,15 +25,14 @@ from typing import Any
 
 import msgspec
 
-from ..checkpoint import Checkpoint
-from ..dtypes import FLOAT_DTYPES
-from ..report import Finding, NotePart, Severity, TensorRow, TensorSide
-from . import Config
-from .base_layouts import Found, Resolved, lookup, recognise
-from .drafter import DrafterSpec, Setting, config_dtype, is_eagle3, layer_prefix
-from .drafter_shapes import shapes_of
-from .eagle3_v1 import v1_checks, v1_engines, v1_problems
-from .model import Convention, InjectedWeight, Profile
+from ...base_layouts import Found, Resolved, lookup, recognise
+from ...checkpoint import Checkpoint
+from ...dtypes import FLOAT_DTYPES
+from ...report import Finding, NotePart, Severity, TensorRow, TensorSide
+from ..model import Config, Convention, InjectedWeight, Profile
+from .shapes import shapes_of
+from .spec import DrafterSpec, Setting, config_dtype, is_eagle3, layer_prefix
+from .v1 import v1_checks, v1_engines, v1_problems
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096
@@ -116,7 +115,7 @@ class _Findings:
     """Findings in order; the same finding for A and for B becomes one, with ``params["sides"]`` ["A", "B"].
 
     "The same" is decided by structure, (severity, code, subject, params): each finding's params hold everything
-    its text is made of (the formats word it, :mod:`ckptdiff.formats.eagle3_messages`).
+    its text is made of (the formats word it, :mod:`ckptdiff.families.eagle3.messages`).
     """
 
     def __init__(self) -> None:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from ..profiles.drafter import DrafterSpec, Setting, lookup
-from ..profiles.drafter_shapes import Expected, shapes_of
-from .target import text_config
+from ....base_layouts import text_config
+from ..shapes import Expected, shapes_of
+from ..spec import DrafterSpec, Setting, lookup
 
 __all__ = ["Draft", "Target", "lookup"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..profiles.drafter import layer_prefix
-from .rules import Case, Param, Source, When
+from ...rules import Case, Param, Source, When
+from ..spec import layer_prefix
 from .settings import Draft
 
 #: Decoder layers a table spells out; a config asking for more gets only these checked (32: LlamaConfig's default

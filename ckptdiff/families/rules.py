@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from ..profiles.drafter import Quantization
-    from .capture import ClassCapture
-    from .settings import Draft
+    from .eagle3.engines.capture import ClassCapture
+    from .eagle3.engines.settings import Draft
+    from .eagle3.spec import Quantization
 
 Severity = Literal["error", "warning", "info"]
 Shape = tuple[int, ...]
@@ -56,13 +56,12 @@ class Source:
 
 @dataclass(frozen=True)
 class Event:
-    """An event a rule raises: severity, stable code, message template ({name}, {param}, ... filled in). The
-    template of an event about a checkpoint tensor names it first ("{name} is ...", "{name}: ..."): reports print
-    the message as it is."""
+    """An event a rule raises: severity, stable code, the key of its words in the family's catalogue (a template
+    over the event's params: {name}, {param}, ...), and where the rule was read."""
 
     severity: Severity
     code: str
-    message: str
+    wording: str
     source: Source
 
 
@@ -125,7 +124,6 @@ class AuxIds:
     keys: tuple[str, ...]  # dotted config keys read, in order
     #: A config id k makes the engine capture the output of target layer k + offset.
     offset: int
-    convention: str  # in words, for messages
     #: The target layers whose outputs are captured when no id is set, for a target of n layers.
     default_outputs: Callable[[int], tuple[int, ...]]
     default_event: Event
@@ -146,12 +144,11 @@ class TargetCheck:
     event: Event
 
 
-def target_hidden_check(source: Source, consequence: str = "") -> TargetCheck:
+def target_hidden_check(source: Source, wording: str) -> TargetCheck:
     """fc's input width (3 x target_hidden_size) against the target's hidden_size: every engine builds fc so."""
-    message = "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is {target_hidden_actual}"
     return TargetCheck(
         lambda d: d.target is not None and d.target.hidden is not None and d.target_hidden != d.target.hidden,
-        Event("error", "target_hidden_mismatch", f"{message}: {consequence}" if consequence else message, source),
+        Event("error", "target_hidden_mismatch", wording, source),
     )
 
 
@@ -181,7 +178,7 @@ class Loader:
     quantization_refused: tuple[Case, ...] = ()
     #: The engine's own matching of the quantization ignore list against its layer names (quantized.py);
     #: None: the generic match on canonical names.
-    ignores: Callable[[Quantization, str], bool] | None = None
+    ignores: Callable[[Quantization, str, Draft], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -195,6 +192,10 @@ class SpeculatorsAdapter:
     invalid: Event  # {defect}: the config cannot be read (or, with no types, the format is refused)
     #: {defect}: what its validation of speculators_config finds, when that is not fatal to loading (None: it is)
     validation: Event | None = None
+    #: transformer_layer_config keys the drafter's construction reads with no default (the adapter builds a bare
+    #: PretrainedConfig from that section); ``incomplete`` ({missing}) when one is absent.
+    required: tuple[str, ...] = ()
+    incomplete: Event | None = None
 
 
 @dataclass(frozen=True)
@@ -218,5 +219,5 @@ class Engine:
     #: None: a speculators-format config is looked up by its architectures like any other.
     speculators: SpeculatorsAdapter | None = None
     #: The drafter's model_type → the architecture the engine substitutes before its mapping (vLLM turns a
-    #: deepseek_v3 draft into an MTP model); ``{why}`` in ``unregistered`` says so.
-    model_type_architectures: tuple[tuple[tuple[str, ...], str, str], ...] = ()
+    #: deepseek_v3 draft into an MTP model); the ``why`` param of ``unregistered`` says so.
+    model_type_architectures: tuple[tuple[tuple[str, ...], str], ...] = ()

@@ -12,3 +12,7 @@ def is_eagle3(config: Mapping[str, Any]) -> bool:
     if isinstance(architectures, list) and any(isinstance(a, str) and "eagle3" in a.lower() for a in architectures):
         return True
     return "eagle_config" in config or config.get("speculators_model_type") == "eagle3"
+
+
+#: The family's detector (:func:`ckptdiff.families.detect_family`).
+detect = is_eagle3

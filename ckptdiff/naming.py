@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CkptdiffError
-from ..report import Finding, NotePart, TensorRow
+from .checkpoint import Checkpoint, TensorInfo
+from .errors import CkptdiffError
+from .report import Finding, NotePart, TensorRow
 
 if TYPE_CHECKING:
-    from .model import Convention, Profile
+    from .families.model import Convention, Profile
 
 
 @dataclass(frozen=True)

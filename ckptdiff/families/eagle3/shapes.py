@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .drafter import AUX_KEY, Config, DrafterSpec, MlaDims, Setting, layer_prefix
+from .spec import AUX_KEY, Config, DrafterSpec, MlaDims, Setting, layer_prefix
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .rules import Source
+from ...rules import Source
 
 Ids = tuple[int, ...]
 
@@ -126,11 +126,6 @@ class Solution:
             else:
                 out.append((depth, depth))
         return out
-
-    def words(self) -> str:
-        spans = [f"{a}" if a == b else f"{a}-{b}" for a, b in self.ranges()]
-        example = f" such as {self.family.example}" if self.family.example else ""
-        return f"a {' or '.join(spans)}-layer {self.family.label} model{example}"
 
 
 def solve(

@@ -3,7 +3,7 @@
 ``ckptdiff/report/v1`` put some words into params: ``engines`` (aux_layer_ids_differ), ``problems``
 (injected_incompatible_with_base) and ``checks`` (base_setting_missing). Removing a params key needs v2
 (docs/json-schema.md), so they stay, built from the structured params beside them. The formats word those
-findings from the structured params (:mod:`ckptdiff.formats.eagle3_messages`), through the two clause builders
+findings from the structured params (:mod:`ckptdiff.families.eagle3.messages`), through the two clause builders
 here, so each clause is written once."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .drafter import Setting
+from .spec import Setting
 
 
 def _shape(dims: list[int]) -> str:

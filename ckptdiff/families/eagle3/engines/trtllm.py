@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ...rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
 from .llama_layer import decoder_layers, fc_block
-from .rules import AuxIds, Case, Drop, Engine, Event, Loader, Param, Rename, Source, target_hidden_check
 from .stacking import stacked
 
 REPO = "NVIDIA/TensorRT-LLM"
@@ -17,7 +17,7 @@ MISSING = Case(
     Event(
         "error",
         "missing_weight",
-        "{param} has no weight in the checkpoint: KeyError: '{param}' while loading",
+        "eagle3.trtllm.missing_weight",
         MODEL.inferring(),
     ),
 )
@@ -40,7 +40,7 @@ TARGET_EMBED = Param(
             Event(
                 "info",
                 "from_target",
-                "embed_tokens: TensorRT-LLM uses the target's (target_hidden_size == hidden_size)",
+                "eagle3.trtllm.from_target.embedding",
                 MODEL,
             ),
         ),
@@ -56,8 +56,7 @@ LM_HEAD = Param(
             Event(
                 "warning",
                 "lm_head_from_target",
-                "{param}: no lm_head key, so TensorRT-LLM uses the target's {vocab}-row head, but draft_vocab_size is "
-                "{draft_vocab}: draft logits are not draft-vocabulary logits",
+                "eagle3.trtllm.lm_head_from_target",
                 MODEL.inferring(),
             ),
         ),
@@ -66,7 +65,7 @@ LM_HEAD = Param(
             Event(
                 "info",
                 "from_target",
-                "{param}: no lm_head key in the checkpoint, so TensorRT-LLM uses the target's",
+                "eagle3.trtllm.from_target.lm_head",
                 MODEL,
             ),
         ),
@@ -82,8 +81,7 @@ D2T = Param(
     dtype_event=Event(
         "warning",
         "d2t_dtype",
-        "{name} is {dtype}: TensorRT-LLM keeps d2t as integer offsets, so a floating one maps draft tokens to the "
-        "wrong target ids",
+        "eagle3.trtllm.d2t_dtype",
         MODEL.inferring(),
     ),
 )
@@ -107,25 +105,22 @@ LLAMA_LOADER = Loader(
             Event(
                 "info",
                 "embed_tokens_overridden",
-                "{name} is not used: with target_hidden_size == hidden_size TensorRT-LLM takes the target's embedding; "
-                "harmless when it is a frozen copy of the target's (--values --base checks)",
+                "eagle3.trtllm.embed_tokens_overridden",
                 MODEL,
             ),
             when=lambda d: d.target_hidden == d.hidden,
         ),
-        Drop(r"t2d", Event("info", "dropped", "{name}: no module asks for it; ignored", MODEL.inferring())),
+        Drop(r"t2d", Event("info", "dropped", "eagle3.trtllm.dropped", MODEL.inferring())),
     ),
     lookups=("{name}",),
     params=(EMBED, TARGET_EMBED, *FC, *LAYERS, NORM, LM_HEAD, D2T),
     unknown=Event(
         "warning",
         "ignored_name",
-        "{name}: no module asks for {candidate}, so TensorRT-LLM ignores it silently",
+        "eagle3.trtllm.ignored_name",
         MODEL.inferring(),
     ),
-    shape_error=Event(
-        "error", "shape_mismatch", "{name} is {got} but TensorRT-LLM's {param} is {want}", MODEL.inferring()
-    ),
+    shape_error=Event("error", "shape_mismatch", "eagle3.trtllm.shape_mismatch", MODEL.inferring()),
 )
 
 ENGINE = Engine(
@@ -138,21 +133,17 @@ ENGINE = Engine(
     unregistered=Event(
         "error",
         "architecture_not_registered",
-        "architectures[0] is {arch}; TensorRT-LLM looks up {looked_up}, which it does not register ({registered}): "
-        "ValueError: Unknown architecture for AutoModelForCausalLM: {looked_up} (TRT-LLM PR#15426)",
+        "eagle3.trtllm.architecture_not_registered",
         AUTO,
     ),
     aux_ids=AuxIds(
         keys=(),
         offset=0,
-        convention="TensorRT-LLM's: EagleDecodingConfig.eagle3_layers_to_capture, the outputs of those layers",
         default_outputs=lambda n: (1, n // 2 - 1, n - 4),
         default_event=Event(
             "info",
             "aux_ids_serving_setting",
-            "TensorRT-LLM does not read aux layer ids from the drafter's config{ignored}: it captures "
-            "EagleDecodingConfig.eagle3_layers_to_capture, by default the outputs of target layers {outputs}; set it "
-            "to match training",
+            "eagle3.trtllm.aux_ids_serving_setting",
             SPEC,
         ),
         source=SPEC,
@@ -164,11 +155,10 @@ ENGINE = Engine(
             Event(
                 "error",
                 "not_eagle3",
-                "no draft_vocab_size: TensorRT-LLM takes a drafter for EAGLE-3 only when its config has one, so it "
-                "does not build an EAGLE-3 drafter for this checkpoint",
+                "eagle3.trtllm.not_eagle3",
                 AUTO,
             ),
         ),
     ),
-    target_checks=(target_hidden_check(MODEL.inferring()),),
+    target_checks=(target_hidden_check(MODEL.inferring(), "eagle3.trtllm.target_hidden_mismatch"),),
 )

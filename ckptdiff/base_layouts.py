@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from ..checkpoint import config_at
+from .checkpoint import config_at
 
 if TYPE_CHECKING:
-    from ..checkpoint import Checkpoint
-    from . import Profile
+    from .checkpoint import Checkpoint
+    from .families.model import Profile
 
 Config = Mapping[str, Any]
 #: What a tensor is for in the base, whatever the layout names it: "embedding", "lm_head" or "final_norm".

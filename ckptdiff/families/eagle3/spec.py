@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..checkpoint import config_at
-from ..dtypes import FLOAT_DTYPES, DType, from_torch_name
+from ...checkpoint import config_at
+from ...dtypes import FLOAT_DTYPES, DType, from_torch_name
 from .detect import is_eagle3 as is_eagle3  # the profile's detector, light for detection
 
 Config = Mapping[str, Any]

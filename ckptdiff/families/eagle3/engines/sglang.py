@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from .capture import ClassCapture, Ids, as_given, plus_one, vllm_default
-from .llama_layer import Biases, decoder_layers, fc_block
-from .rules import (
+from ...rules import (
     AuxIds,
     Case,
     Drop,
@@ -17,6 +15,8 @@ from .rules import (
     SpeculatorsAdapter,
     target_hidden_check,
 )
+from .capture import ClassCapture, Ids, as_given, plus_one, vllm_default
+from .llama_layer import Biases, decoder_layers, fc_block
 from .settings import Draft
 from .stacking import stacked
 
@@ -34,7 +34,7 @@ RANDOM = Case(
     Event(
         "warning",
         "random_init",
-        "{param} is never loaded: SGLang does not report missing weights, so it stays randomly initialised",
+        "eagle3.sglang.random_init",
         LLAMA,
     ),
 )
@@ -78,9 +78,7 @@ def _d2t_against_rows(d: Draft) -> int:
 EMBED_WIDTH = Event(
     "error",
     "embed_width_mismatch",
-    "{param}: SGLang's EAGLE-3 worker replaces the drafter's embedding by the target's (set_embed), which is "
-    "{target_width} wide, but the drafter's layers take hidden_size={hidden} (no target_hidden_size to stop the "
-    "swap): the first forward fails",
+    "eagle3.sglang.embed_width_mismatch",
     TARGET_LLAMA.inferring(),
 )
 
@@ -92,15 +90,14 @@ EMBED = Param(
         Case(_too_narrow, EMBED_WIDTH),
         Case(
             _replaced,
-            Event("info", "from_target", "{param}: the EAGLE-3 worker sets the target's embedding (set_embed)", LLAMA),
+            Event("info", "from_target", "eagle3.sglang.from_target.embedding", LLAMA),
         ),
         Case(
             lambda d: True,
             Event(
                 "warning",
                 "random_init",
-                "{param}: target_hidden_size differs from hidden_size, so SGLang keeps the drafter's own embedding "
-                "(set_embed returns early), and the drafter has none: it stays randomly initialised",
+                "eagle3.sglang.random_init.own_embedding",
                 TARGET_LLAMA,
             ),
         ),
@@ -112,8 +109,7 @@ EMBED = Param(
             Event(
                 "info",
                 "embed_tokens_overridden",
-                "{name} is loaded, then replaced by the target's embedding (set_embed): harmless when it is a frozen "
-                "copy of the target's, as EAGLE-3 training keeps it (--values --base checks)",
+                "eagle3.sglang.embed_tokens_overridden",
                 TARGET_LLAMA,
             ),
         ),
@@ -131,7 +127,7 @@ LM_HEAD = Param(
             Event(
                 "info",
                 "from_target",
-                "{param}: no draft_vocab_size, so SGLang loads the target's lm_head (load_lm_head_from_target)",
+                "eagle3.sglang.from_target.lm_head",
                 LLAMA,
             ),
         ),
@@ -140,8 +136,7 @@ LM_HEAD = Param(
             Event(
                 "warning",
                 "lm_head_random",
-                "{param} is missing but draft_vocab_size is set: SGLang builds its own [draft_vocab_size, hidden] head "
-                "and never fills it, so it stays RANDOM, silently (accept length 1.00, sglang PR#27908)",
+                "eagle3.sglang.lm_head_random",
                 LLAMA,
             ),
         ),
@@ -159,8 +154,7 @@ HOT_TOKENS = Param(
     dtype_event=Event(
         "warning",
         "d2t_dtype",
-        "{name} is {dtype}: SGLang computes hot_token_id = d2t + arange in that floating type, so draft token ids "
-        "go through a float (rounded past 256 for BF16) before indexing the target vocabulary",
+        "eagle3.sglang.d2t_dtype",
         LLAMA.inferring(),
     ),
     loaded=(
@@ -169,9 +163,7 @@ HOT_TOKENS = Param(
             Event(
                 "error",
                 "d2t_length",
-                "{name} has {d2t_length} entries, not one per row of the draft head (draft_vocab_size, or vocab_size "
-                "when tied): SGLang consumes it into "
-                "hot_token_id without a check, and draft ids past its end cannot be mapped",
+                "eagle3.sglang.d2t_length.short",
                 LLAMA.inferring(),
             ),
         ),
@@ -180,15 +172,13 @@ HOT_TOKENS = Param(
             Event(
                 "warning",
                 "d2t_length",
-                "{name} has {d2t_length} entries, not one per row of the draft head (draft_vocab_size, or vocab_size "
-                "when tied): SGLang consumes it into "
-                "hot_token_id without a check; the map was built for another draft vocabulary",
+                "eagle3.sglang.d2t_length.long",
                 LLAMA.inferring(),
             ),
         ),
         Case(
             lambda d: True,
-            Event("info", "d2t_consumed", "{name} becomes hot_token_id (d2t + arange)", LLAMA),
+            Event("info", "d2t_consumed", "eagle3.sglang.d2t_consumed", LLAMA),
         ),
     ),
     absent=(
@@ -197,11 +187,11 @@ HOT_TOKENS = Param(
             Event(
                 "warning",
                 "d2t_missing",
-                "no d2t: hot_token_id stays None, so draft token ids are not mapped to target ids",
+                "eagle3.sglang.d2t_missing",
                 LLAMA.inferring(),
             ),
         ),
-        Case(lambda d: True, Event("info", "not_needed", "{param}: no d2t; not needed (one vocabulary)", LLAMA)),
+        Case(lambda d: True, Event("info", "not_needed", "eagle3.sglang.not_needed", LLAMA)),
     ),
 )
 
@@ -210,23 +200,22 @@ NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), LLAMA, absen
 UNKNOWN = Event(
     "warning",
     "skipped_unknown_name",
-    "{name}: SGLang has no parameter {name} or model.{name}: skipped without a word, the weight is not used",
+    "eagle3.sglang.skipped_unknown_name",
     LLAMA,
 )
 SHAPE = Event(
     "error",
     "shape_mismatch",
-    "{name} is {got} but SGLang's {param} is {want}: AssertionError \"Attempted to load weight ({got}) into "
-    'parameter ({want})"',
+    "eagle3.sglang.shape_mismatch",
     LOADER_UTILS,
 )
 
 DROPS = (
-    Drop(r"t2d", Event("info", "dropped", "{name} is not used by SGLang (skipped by load_weights)", LLAMA)),
+    Drop(r"t2d", Event("info", "dropped", "eagle3.sglang.dropped", LLAMA)),
     # no parameter answers to these: skipped like any unknown name, but no trained weight is lost
     Drop(
         r"(^|\.)(mask_hidden|rotary_emb\.inv_freq)$",
-        Event("info", "dropped", "{name}: no parameter of that name; skipped (not a trained weight)", LLAMA),
+        Event("info", "dropped", "eagle3.sglang.dropped.not_trained", LLAMA),
     ),
 )
 #: legacy_name_map, then d2t → hot_token_id, then the stacked q/k/v and gate/up.
@@ -275,9 +264,7 @@ LLAMA_LOADER = Loader(
             Event(
                 "error",
                 "draft_vocab_size_absent",
-                "config.json has no draft_vocab_size key: LlamaForCausalLMEagle3.__init__ reads "
-                "config.draft_vocab_size, AttributeError: 'LlamaConfig' object has no attribute 'draft_vocab_size' "
-                "(set it, to null for the target's head)",
+                "eagle3.sglang.draft_vocab_size_absent",
                 LLAMA,
             ),
         ),
@@ -292,9 +279,7 @@ LLAMA_LOADER = Loader(
             Event(
                 "warning",
                 "quantization_ignored",
-                "quantization_config ({method}) is not what SGLang builds the drafter with: it uses "
-                "--speculative-draft-model-quantization (default: the target's --quantization), so without that "
-                "flag the layers are unquantized, the scales are skipped and the quantized values cast",
+                "eagle3.sglang.quantization_ignored",
                 Source(REPO, VERSION, "python/sglang/srt/arg_groups/serving_hook.py", inferred=True),
             ),
         ),
@@ -314,18 +299,16 @@ MLA_LOADER = Loader(
         Rename(r"\.kv_a_proj_with_mqa\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="1"),
     ),
     drops=(
-        Drop(r"(^|\.)t2d$", Event("info", "dropped", "{name} is not used by SGLang (skipped)", KIMI)),
+        Drop(r"(^|\.)t2d$", Event("info", "dropped", "eagle3.sglang.dropped.mla", KIMI)),
         # q_a_proj and kv_a_proj_with_mqa are cached until both arrive, then fused: one alone is never loaded
         Drop(
             r"\.kv_a_proj_with_mqa\.weight$",
-            Event("warning", "unfused_weight", "{name}: cached for fusing with q_a_proj, which is missing", KIMI),
+            Event("warning", "unfused_weight", "eagle3.sglang.unfused_weight.q_a_missing", KIMI),
             when=lambda d: not any(n.endswith("q_a_proj.weight") for n in d.names),
         ),
         Drop(
             r"\.q_a_proj\.weight$",
-            Event(
-                "warning", "unfused_weight", "{name}: cached for fusing with kv_a_proj_with_mqa, which is missing", KIMI
-            ),
+            Event("warning", "unfused_weight", "eagle3.sglang.unfused_weight.kv_a_missing", KIMI),
             when=lambda d: not any(n.endswith("kv_a_proj_with_mqa.weight") for n in d.names),
         ),
     ),
@@ -345,9 +328,7 @@ MLA_LOADER = Loader(
         LM_HEAD,
         HOT_TOKENS,
     ),
-    unknown=Event(
-        "warning", "skipped_unknown_name", '{name}: logged "Eagle3 MLA: skipping unexpected weight" and not used', KIMI
-    ),
+    unknown=Event("warning", "skipped_unknown_name", "eagle3.sglang.skipped_unknown_name.mla", KIMI),
     shape_error=SHAPE,
     checks=(
         Case(
@@ -355,7 +336,7 @@ MLA_LOADER = Loader(
             Event(
                 "error",
                 "layers_unsupported",
-                'num_hidden_layers={layers}: ValueError "EAGLE3 currently only supports 1 layer"',
+                "eagle3.sglang.layers_unsupported",
                 KIMI,
             ),
         ),
@@ -364,7 +345,7 @@ MLA_LOADER = Loader(
             Event(
                 "error",
                 "mla_needs_q_lora_rank",
-                'no q_lora_rank: ValueError "Eagle3 MLA layer requires q_lora_rank in the draft config"',
+                "eagle3.sglang.mla_needs_q_lora_rank",
                 KIMI,
             ),
         ),
@@ -379,8 +360,7 @@ MLA_LOADER = Loader(
             Event(
                 "warning",
                 "quantization_ignored",
-                "quantization_config is NVFP4 ({method}): SGLang's Eagle3DeepseekV2ForCausalLM overrides a "
-                "modelopt_fp4 config and builds the drafter unquantized (it expects bf16 draft weights)",
+                "eagle3.sglang.quantization_ignored.mla_nvfp4",
                 KIMI,
             ),
         ),
@@ -486,21 +466,17 @@ ENGINE = Engine(
     unregistered=Event(
         "error",
         "architecture_not_eagle3",
-        "architectures[0] is {arch}, not an EAGLE-3 class SGLang registers ({registered}): a class SGLang knows "
-        "as a target model loads it and fails with KeyError: 'midlayer.self_attn.qkv_proj.weight' (AngelSlim#39); "
-        "any other name is refused",
+        "eagle3.sglang.architecture_not_eagle3",
         LLAMA,
     ),
     aux_ids=AuxIds(
         keys=NESTED_IDS,
         offset=0,
-        convention="SGLang's: id k = the output of target layer k (it captures before layer k+1)",
         default_outputs=lambda n: (1, n // 2 - 1, n - 4),
         default_event=Event(
             "warning",
             "aux_ids_default",
-            "SGLang reads aux layer ids only from eagle_config.eagle_aux_hidden_state_layer_ids{ignored}; it uses "
-            "its default capture [2, n//2, n-3] = the outputs of target layers {outputs}",
+            "eagle3.sglang.aux_ids_default",
             AUX_SETUP,
         ),
         source=TARGET_LLAMA,
@@ -509,18 +485,23 @@ ENGINE = Engine(
         classes=CAPTURES,
     ),
     config_checks=(
+        # ModelConfig reads config.json through transformers' AutoConfig, which needs the model_type key (seen by
+        # the oracle: gen_config_without_model_type raises at the config step).
+        Case(
+            lambda d: d.spec.model_type is None and d.spec.speculators is None,
+            Event("error", "config_unrecognized", "eagle3.sglang.config_unrecognized", HF_CONFIG),
+        ),
         Case(
             lambda d: d.spec.norm_before_residual is not None and d.spec.norm_before_residual.value is True,
             Event(
                 "warning",
                 "config_ignored",
-                "norm_before_residual=true: SGLang's llama_eagle3 does not read it and normalises after taking the "
-                "residual, not before as trained",
+                "eagle3.sglang.config_ignored",
                 LLAMA,
             ),
         ),
     ),
-    target_checks=(target_hidden_check(LLAMA.inferring(), "the fc matmul fails on the first forward"),),
+    target_checks=(target_hidden_check(LLAMA.inferring(), "eagle3.sglang.target_hidden_mismatch"),),
     # No adapter: config.json goes to transformers' AutoConfig, which has no "speculators" model_type.
     speculators=SpeculatorsAdapter(
         architectures=(),
@@ -529,8 +510,7 @@ ENGINE = Engine(
         invalid=Event(
             "error",
             "speculators_format_unsupported",
-            "{defect}: SGLang has no speculators adapter and transformers' AutoConfig refuses a config without a "
-            'model_type it knows: ValueError "Unrecognized model ..."',
+            "eagle3.sglang.speculators_format_unsupported",
             HF_CONFIG,
         ),
     ),

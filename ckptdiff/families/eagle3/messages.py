@@ -1,4 +1,4 @@
-"""The words of the EAGLE-3 profile's findings (:mod:`ckptdiff.profiles.eagle3`), each from its params alone.
+"""The words of the EAGLE-3 profile's findings (:mod:`ckptdiff.families.eagle3.profile`), each from its params alone.
 
 A finding the profile made for both sides carries ``params["sides"]`` and reads "A and B: …".
 """
@@ -79,7 +79,7 @@ def _aux_layer_ids_differ(params: Params) -> str:
     text = f"{params['key']} differs: A {json.dumps(params['a'])}, B {json.dumps(params['b'])}"
     if "shift" not in params:  # the engine view: each engine's events say what it reads
         return text
-    from ..profiles.eagle3_v1 import v1_engines  # the same clause v1 reports carry as params["engines"]
+    from .v1 import v1_engines  # the same clause v1 reports carry as params["engines"]
 
     return f"{text}; {v1_engines(params['shift'])}"
 
@@ -109,7 +109,7 @@ def _injected_missing_in_base(params: Params) -> str:
 
 
 def _injected_incompatible_with_base(params: Params) -> str:
-    from ..profiles.eagle3_v1 import v1_problems  # the same clauses v1 reports carry as params["problems"]
+    from .v1 import v1_problems  # the same clauses v1 reports carry as params["problems"]
 
     problems = v1_problems(params)
     return (
@@ -174,7 +174,7 @@ def _sided(render: Callable[[Params], str]) -> Callable[[Params], str]:
 
 
 #: EAGLE-3 finding code → its text from its params.
-EAGLE3: dict[str, Callable[[Params], str]] = {
+FINDINGS: dict[str, Callable[[Params], str]] = {
     code: _sided(render)
     for code, render in {
         "shape_vs_config": _shape_vs_config,

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from .capture import ClassCapture, vllm_default
-from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
-from .quantized import vllm_ignores
-from .rules import (
+from ...rules import (
     AuxIds,
     Case,
     Drop,
@@ -18,6 +15,10 @@ from .rules import (
     SpeculatorsAdapter,
     target_hidden_check,
 )
+from .capture import ClassCapture, vllm_default
+from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
+from .quantized import vllm_ignores
+from .settings import Draft
 from .stacking import stacked
 
 REPO = "vllm-project/vllm"
@@ -43,8 +44,7 @@ UNCHECKED = Case(
     Event(
         "warning",
         "random_init",
-        "{param} is never loaded and vLLM does not check (the drafter's load_weights returns None): it keeps its "
-        "initial values",
+        "eagle3.vllm.random_init",
         LLAMA,
     ),
 )
@@ -59,14 +59,13 @@ EMBED = Param(
             Event(
                 "error",
                 "embed_width_mismatch",
-                "{param}: the drafter has none, so vLLM shares the target's, which is {target_width} wide, with no "
-                "width check, but the drafter's layers take hidden_size={hidden}: the first forward fails",
+                "eagle3.vllm.embed_width_mismatch",
                 SHARE_EMBED.inferring(),
             ),
         ),
         Case(
             lambda d: True,
-            Event("info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER),
+            Event("info", "from_target", "eagle3.vllm.from_target", PROPOSER),
         ),
     ),
     loaded=(
@@ -75,9 +74,7 @@ EMBED = Param(
             Event(
                 "info",
                 "embed_tokens_own",
-                "{name}: vLLM uses the drafter's own embedding (has_own_embed_tokens; shared with the target only "
-                "when torch.equal to it), so it must equal the target's; a random one collapses acceptance "
-                "(--values --base checks)",
+                "eagle3.vllm.embed_tokens_own",
                 PROPOSER,
             ),
         ),
@@ -95,14 +92,13 @@ LM_HEAD = Param(
             Event(
                 "warning",
                 "lm_head_from_target",
-                "{param}: the drafter has none, so vLLM shares the target's {vocab}-row head, but draft_vocab_size is "
-                "{draft_vocab}: draft logits are mapped through d2t as if they were draft-vocabulary logits",
+                "eagle3.vllm.lm_head_from_target",
                 PROPOSER.inferring(),
             ),
         ),
         Case(
             lambda d: True,
-            Event("info", "from_target", "{param}: the drafter has none, so vLLM shares the target's", PROPOSER),
+            Event("info", "from_target", "eagle3.vllm.from_target", PROPOSER),
         ),
     ),
 )
@@ -117,8 +113,7 @@ D2T = Param(
     dtype_event=Event(
         "warning",
         "d2t_dtype",
-        "{name} is {dtype}: vLLM copies it into its int64 {param} (logging only a dtype warning), so offsets a "
-        "{dtype} cannot hold exactly are rounded and draft tokens map to the wrong target ids",
+        "eagle3.vllm.d2t_dtype",
         AUTO_LOADER,
     ),
     absent=(
@@ -127,8 +122,7 @@ D2T = Param(
             Event(
                 "warning",
                 "d2t_missing",
-                "{param}: no d2t, so it stays zeros and draft id i is taken for target id i, though draft_vocab_size "
-                "{draft_vocab} != the target's vocabulary {target_vocab}",
+                "eagle3.vllm.d2t_missing",
                 LLAMA,
             ),
         ),
@@ -141,14 +135,13 @@ NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), LLAMA, absen
 UNKNOWN = Event(
     "error",
     "unknown_name",
-    "{name} becomes {candidate}, which vLLM's drafter has no parameter for: ValueError: There is no module or "
-    "parameter named '{candidate}'",
+    "eagle3.vllm.unknown_name",
     AUTO_LOADER,
 )
 SHAPE = Event(
     "error",
     "shape_mismatch",
-    '{name} is {got} but vLLM\'s {param} is {want}: "Attempted to load weight ({got}) into parameter ({want})"',
+    "eagle3.vllm.shape_mismatch",
     LOADER_UTILS,
 )
 #: AutoWeightsLoader.load_weights appends ".bias" to ignore_unexpected_suffixes: a bias the drafter has no
@@ -158,21 +151,19 @@ BIAS_IGNORED = (
     Event(
         "warning",
         "bias_ignored",
-        "{name}: vLLM builds this layer without a bias and its loader ignores unexpected .bias tensors, so the "
-        "trained bias is not used",
+        "eagle3.vllm.bias_ignored",
         AUTO_LOADER,
     ),
 )
 
 DROPS = (
-    Drop(r"t2d", Event("info", "dropped", "{name} is not used by vLLM (skipped by load_weights)", LLAMA)),
+    Drop(r"t2d", Event("info", "dropped", "eagle3.vllm.dropped", LLAMA)),
     Drop(
         r"mask_hidden",
         Event(
             "info",
             "dropped",
-            '{name}: logged "mask_hidden found in weights but model is not configured for parallel '
-            'drafting. Skipping loading mask_hidden."',
+            "eagle3.vllm.dropped.mask_hidden",
             LLAMA,
         ),
     ),
@@ -181,21 +172,73 @@ DROPS = (
         Event(
             "warning",
             "fc_unused",
-            "{name}: eagle_config.use_aux_hidden_state is false, so vLLM skips fc and the "
-            "drafter reads one hidden state",
+            "eagle3.vllm.fc_unused",
             LLAMA,
         ),
         when=lambda d: not d.use_aux,
     ),
     Drop(
         r"^input_norm\.",
-        Event("warning", "input_norm_unused", "{name}: norm_before_fc is not set, so vLLM drops it", LLAMA),
+        Event("warning", "input_norm_unused", "eagle3.vllm.input_norm_unused", LLAMA),
         when=lambda d: not d.spec.norm_before_fc,
     ),
-    Drop(r"rotary_emb\.(inv_freq|cos_cached|sin_cached)", Event("info", "dropped", "{name}: dropped", AUTO_LOADER)),
+    Drop(
+        r"rotary_emb\.(inv_freq|cos_cached|sin_cached)",
+        Event("info", "dropped", "eagle3.vllm.dropped.rotary", AUTO_LOADER),
+    ),
 )
 
+#: ModelOpt's FP8 KV-cache scales, stored on k_proj/v_proj, are loaded into the attention's own k_scale/v_scale
+#: (weight_utils.py maybe_remap_kv_scale_name, which the Llama model's load_weights calls).
+KV_SCALES = Source(REPO, VERSION, "vllm/model_executor/model_loader/weight_utils.py (maybe_remap_kv_scale_name)")
+KV_SCALE_RENAMES = (
+    Rename(r"\.k_proj\.k_scale$", ".attn.k_scale", KV_SCALES),
+    Rename(r"\.v_proj\.v_scale$", ".attn.v_scale", KV_SCALES),
+)
+CT_SOURCE = Source(
+    REPO,
+    VERSION,
+    "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py "
+    "(_quantization_scheme_map_from_config)",
+)
+CT_ASSERTION = Event("error", "quantization_config_invalid", "eagle3.vllm.compressed_tensors_activations", CT_SOURCE)
+
+
+def _compressed_tensors_int_without_activations(d: Draft) -> bool:
+    """An activation-quantization format (int-/float-/naive-quantized) whose group has no input_activations and
+    integer weights: vLLM asserts the weights are floats (w8a16fp8 is the only such scheme)."""
+    q = d.spec.quantization
+    config = d.config.get("quantization_config")
+    if q is None or q.method != "compressed-tensors" or not isinstance(config, dict):
+        return False
+    groups = config.get("config_groups")
+    for group in groups.values() if isinstance(groups, dict) else ():
+        fmt = group.get("format") or config.get("format")
+        weights = group.get("weights") or {}
+        if fmt in ACTIVATION_FORMATS and not group.get("input_activations") and weights.get("type") != "float":
+            return True
+    return False
+
+
+ACTIVATION_FORMATS = ("int-quantized", "float-quantized", "naive-quantized")
+
+
+def _kv_scale(i: int, which: str) -> Param:
+    return Param(
+        f"model.layers.{i}.self_attn.attn.{which}_scale",
+        lambda d: None,
+        KV_SCALES,
+        exists=lambda d: (
+            any(n.endswith(f"layers.{i}.self_attn.{which}_proj.{which}_scale") for n in d.names)
+            or (i == 0 and any(n.endswith(f"midlayer.self_attn.{which}_proj.{which}_scale") for n in d.names))
+        ),
+    )
+
+
+KV_SCALE_PARAMS = tuple(_kv_scale(i, which) for i in range(MAX_LAYERS) for which in ("k", "v"))
+
 RENAMES = (
+    *KV_SCALE_RENAMES,
     Rename(r"d2t", "draft_id_to_target_id", LLAMA),
     Rename(r"midlayer\.", "layers.0.", LLAMA),
     Rename(r"^(?!lm_head|draft_id_to_target_id)", "model.", LLAMA),
@@ -237,7 +280,7 @@ LLAMA_LOADER = Loader(
     renames=RENAMES,
     drops=DROPS,
     lookups=("{name}",),
-    params=(EMBED, *FC, *decoder_layers(layer, LLAMA, UNCHECKED, biases=BIASES), NORM, LM_HEAD, D2T),
+    params=(EMBED, *FC, *decoder_layers(layer, LLAMA, UNCHECKED, biases=BIASES), *KV_SCALE_PARAMS, NORM, LM_HEAD, D2T),
     unknown=UNKNOWN,
     shape_error=SHAPE,
     fc_aux_keys=NESTED_IDS,
@@ -270,6 +313,7 @@ QWEN3_LOADER = Loader(
         *QWEN3_NORMS,
         NORM,
         LM_HEAD,
+        *KV_SCALE_PARAMS,
         D2T,
     ),
     unknown=UNKNOWN,
@@ -375,16 +419,13 @@ ENGINE = Engine(
     unregistered=Event(
         "error",
         "architecture_not_registered",
-        "architectures[0] is {arch}; vLLM's EAGLEConfig makes it {looked_up}{why}, which vLLM does not register "
-        "({registered}): ValueError: Model architectures ['{looked_up}'] are not supported for now.",
+        "eagle3.vllm.architecture_not_registered",
         REGISTRY,
     ),
     model_type_architectures=(
         (
             ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp"),
             "DeepSeekMTPModel",
-            " (SpeculativeConfig.hf_config_override first turns a model_type {model_type} draft into "
-            "{replacement}: use model_type deepseek_v2 for an EAGLE-3 MLA drafter)",
         ),
     ),
     aux_ids=AuxIds(
@@ -392,14 +433,11 @@ ENGINE = Engine(
         # eagle_config.layer_ids; the V1 runner (gpu_model_runner.py) reads eagle_config.eagle_aux_... instead.
         keys=("eagle_aux_hidden_state_layer_ids", "eagle_config.layer_ids"),
         offset=-1,
-        convention="vLLM's: id j = the output of target layer j-1 (it captures before layer j; id n = the last)",
         default_outputs=lambda n: (1, n // 2 - 1, n - 4),
         default_event=Event(
             "warning",
             "aux_ids_default",
-            "no aux layer ids where vLLM's model runner looks (eagle_aux_hidden_state_layer_ids, then "
-            "eagle_config.layer_ids){ignored}: it captures its default (2, n//2, n-3) = the outputs of target "
-            "layers {outputs}",
+            "eagle3.vllm.aux_ids_default",
             AUX,
         ),
         source=AUX,
@@ -412,37 +450,58 @@ ENGINE = Engine(
     target_refused=Event(
         "error",
         "target_not_supported",
-        "ValueError: Eagle3 is only supported for {supported} models. Got "
-        "self.target_model_config.hf_text_config.model_type='{model_type}'",
+        "eagle3.vllm.target_not_supported",
         SPECULATIVE,
     ),
     config_checks=(
+        # The draft's config.json goes through transformers' AutoConfig, which needs model_type (seen by the oracle:
+        # SpeculativeConfig raises a ValidationError at the config step without it).
+        Case(
+            lambda d: d.spec.model_type is None and d.spec.speculators is None,
+            Event("error", "config_unrecognized", "eagle3.vllm.config_unrecognized", SPECULATIVE),
+        ),
+        Case(_compressed_tensors_int_without_activations, CT_ASSERTION),
         Case(
             lambda d: d.spec.speculators is not None and d.spec.norm_before_residual is None,
             Event(
                 "info",
                 "config_default_differs",
-                "no norm_before_residual: vLLM's speculators adapter defaults it to true, the speculators library "
-                "(which trained this drafter) to false, so the hidden norm is applied at another point than in "
-                "training",
+                "eagle3.vllm.config_default_differs",
                 SPECULATORS_ALGOS,
             ),
         ),
     ),
-    target_checks=(target_hidden_check(LLAMA.inferring(), "the fc matmul fails on the first forward"),),
+    target_checks=(target_hidden_check(LLAMA.inferring(), "eagle3.vllm.target_hidden_mismatch"),),
     speculators=SpeculatorsAdapter(
         architectures=(("llama", "Eagle3LlamaForCausalLM"), ("qwen3", "Eagle3Qwen3ForCausalLM")),
         types=("eagle3", "peagle"),
         source=SPECULATORS,
-        invalid=Event("error", "speculators_config_invalid", "{defect}", SPECULATORS),
+        invalid=Event("error", "speculators_config_invalid", "eagle3.vllm.speculators_config_invalid", SPECULATORS),
         # validate_speculators_config runs only when the checkpoint is served as the model
         # (maybe_override_with_speculators); as --speculative-config's model it loads without it.
         validation=Event(
             "warning",
             "speculators_config_invalid",
-            "{defect}: vLLM loads it as --speculative-config's model, but `vllm serve` on this checkpoint (the "
-            "speculators auto-detection, transformers_utils/config.py maybe_override_with_speculators) raises it",
+            "eagle3.vllm.speculators_config_invalid.serve",
             SPECULATORS,
+        ),
+        # SpeculatorsConfig is a bare PretrainedConfig of transformer_layer_config (base.py): no LlamaConfig
+        # defaults, so the keys LlamaDecoderLayer and the drafter read as attributes must be there (seen by the
+        # oracle: hidden_act, intermediate_size, rms_norm_eps, vocab_size raise AttributeError at construction;
+        # num_key_value_heads is read with a default).
+        required=(
+            "vocab_size",
+            "hidden_size",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_act",
+            "rms_norm_eps",
+        ),
+        incomplete=Event(
+            "error",
+            "speculators_layer_config_incomplete",
+            "eagle3.vllm.speculators_layer_config_incomplete",
+            Source(REPO, VERSION, "vllm/transformers_utils/configs/speculators/base.py (SpeculatorsConfig)"),
         ),
     ),
 )

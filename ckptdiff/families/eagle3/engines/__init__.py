@@ -1,0 +1,33 @@
+"""EAGLE-3's load rules per engine, as data (one module each, holding ``ENGINE``), and their replay."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ... import family
+
+if TYPE_CHECKING:
+    from ....checkpoint import Checkpoint
+    from ....report import EngineResult
+    from ...rules import Engine
+
+#: The engines with a pinned EAGLE-3 loader: those its registry line names.
+ENGINE_NAMES: tuple[str, ...] = family("eagle3").engines
+
+
+def get_engine(name: str) -> Engine:
+    if name not in ENGINE_NAMES:
+        raise ValueError(f"unknown engine {name!r}; choose from {', '.join(ENGINE_NAMES)}")
+    engine: Engine = importlib.import_module(f"{__name__}.{name}").ENGINE  # a module attribute: Any to mypy
+    return engine
+
+
+def simulate(
+    name: str, checkpoint: Checkpoint, side: str, base_config: Mapping[str, Any] | None = None
+) -> EngineResult:
+    """What engine ``name`` does with ``checkpoint`` served as an EAGLE-3 drafter (``base_config``: the target's)."""
+    from .replay import simulate as replay
+
+    return replay(get_engine(name), checkpoint, side, base_config)
