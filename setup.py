@@ -1,7 +1,7 @@
 """The optional C kernel of --values (ckptdiff/values/_fused.c); everything else is in setup.cfg.
 
 Built when a C compiler and the Python headers are there; without them the install goes on and --values uses
-the numba kernel instead (``optional=True``).
+the numpy statistics instead (``optional=True``).
 """
 
 import sys

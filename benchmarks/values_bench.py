@@ -3,6 +3,7 @@
     python benchmarks/values_bench.py                  # two 2.22 GiB Kimi-K2-drafter-shaped files, 3 rounds
     python benchmarks/values_bench.py --quick          # two 256 MiB files, 1 round, no Dask
     python benchmarks/values_bench.py --against main   # also ckptdiff at that git revision, same files, same rounds
+    python benchmarks/values_bench.py --no-dask        # without the Dask rows
 
 The files (under /tmp/ckptdiff-values-bench/, or $CKPTDIFF_BENCH_TMP; kept between runs, never committed) have
 the published Kimi-K2 EAGLE-3 drafter's tensors (bf16, plus d2t/t2d), filled by repeating a 16 MiB block of
@@ -10,14 +11,15 @@ random bf16 values; B differs from A everywhere (the full statistics path) or, i
 copy (the equal-bytes path). Every measurement is a fresh subprocess (through run.py's launcher): wall time
 spawn → exit, CPU time and peak RSS from ``os.wait4``; the "pass alone" rows time only the value pass inside
 the child (imports, kernel loading and headers done before the clock starts), so start-up and throughput show
-apart. ckptdiff runs the kernel it chooses by itself (the C one where it was built; ``--against`` a revision
-before it shows numba's). The anchor is the previous implementation, the numpy statistics, still selectable with
-CKPTDIFF_VALUES_KERNEL=numpy. Each tree is timed as installed: its modules compiled to bytecode and, for
-``--against``, that revision's C kernel built in its tree (see ``as_installed``). Rounds interleave the cases.
-The page cache is warm (the files were just read), so `cat` is the cost of moving the bytes and the difference
-is ckptdiff's arithmetic. "of cat" is throughput as a share of cat's. The Dask rows time the pass alone (in
-this process, the driver) on a LocalCluster of 1, 2 and 4 single-threaded worker processes over an 8-shard
-pair of the same size, every value differing.
+apart. ckptdiff runs the kernel it chooses by itself (the C one where it was built). The anchor is the previous
+implementation, the numpy statistics, still selectable with CKPTDIFF_VALUES_KERNEL=numpy. Each tree is timed as
+installed: its modules compiled to bytecode and, for ``--against``, that revision's C kernel built in its tree
+(see ``as_installed``). Rounds interleave the cases. The page cache is warm (the files were just read), so `cat`
+is the cost of moving the bytes and the difference is ckptdiff's arithmetic. "of cat" is throughput as a share
+of cat's; "of cat, CPU" is cat's CPU seconds as a share of the case's (user + system, every thread), the
+steadier figure on a shared machine. The Dask rows time the pass alone (in this process, the driver) on a
+LocalCluster of 1, 2 and 4 single-threaded worker processes over an 8-shard pair of the same size, every value
+differing.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def as_installed(tree: Path, revision: str | None = None) -> None:
     """A tree of ckptdiff as ``pip install`` leaves it: its C kernel built in place (where that revision has one;
     a ``git archive`` tree has only the source) and every module compiled to bytecode. Without this each run
     would compile ~90 modules (0.08-0.1 s: this environment sets PYTHONDONTWRITEBYTECODE) and a tree from
-    ``--against`` would fall back to numba, neither of which an installed ckptdiff does."""
+    ``--against`` would fall back to numpy, neither of which an installed ckptdiff does."""
     kernel = tree / "ckptdiff" / "values" / "_fused.c"
     if revision is not None and kernel.is_file() and not list(kernel.parent.glob("_fused*.so")):
         script = subprocess.run(["git", "show", f"{revision}:setup.py"], cwd=ROOT, check=True, capture_output=True)
@@ -164,7 +166,7 @@ def load() -> str:
     return f"{one:.2f}/{five:.2f}"
 
 
-def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]:
+def run(quick: bool = False, against: str | None = None, dask: bool = True) -> list[dict[str, Any]]:
     """Rows: `cat` (the floor), --values on differing files and on byte copies (ckptdiff and the numpy anchor),
     headers only, a small pair, the pass alone; with ``against``, the --values rows again with ckptdiff at that
     git revision; unless ``quick``, Dask's pass on 1, 2 and 4 workers."""
@@ -226,6 +228,7 @@ def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]
             peaks[name].append(peak)
     rows = []
     cat = statistics.median(times[next(iter(cases))])
+    cat_cpu = statistics.median(cpu[next(iter(cases))])
     for name, (_, nbytes) in cases.items():
         seconds = statistics.median(times[name])
         rows.append(
@@ -237,12 +240,13 @@ def run(quick: bool = False, against: str | None = None) -> list[dict[str, Any]]
                 "cpu_seconds": round(statistics.median(cpu[name]), 3),
                 "mib_per_s": round(nbytes / 2**20 / seconds, 1) if nbytes else None,
                 "of_cat": round(cat / seconds, 3) if nbytes else None,  # throughput as a fraction of cat's
+                "of_cat_cpu": round(cat_cpu / statistics.median(cpu[name]), 3) if nbytes else None,
                 "peak_rss_mib": round(max(peaks[name]), 1),
                 "rounds": rounds,
                 "load": " ".join(loads[name]),
             }
         )
-    if not quick:
+    if dask and not quick:
         rows += dask_rows(size)
     return rows
 
@@ -306,6 +310,7 @@ def dask_rows(size: int) -> list[dict[str, Any]]:
                     "cpu_seconds": None,
                     "mib_per_s": round(nbytes / 2**20 / seconds, 1),
                     "of_cat": None,
+                    "of_cat_cpu": None,
                     "peak_rss_mib": None,
                     "rounds": 1,
                     "load": before,
@@ -360,13 +365,23 @@ def render(rows: list[dict[str, Any]]) -> str:
             number(row["cpu_seconds"], ".2f"),
             number(row["mib_per_s"], ".0f"),
             "" if row["of_cat"] is None else f"{100 * row['of_cat']:.0f} %",
+            "" if row.get("of_cat_cpu") is None else f"{100 * row['of_cat_cpu']:.0f} %",
             number(row["peak_rss_mib"], ".0f"),
             row["load"],
         ]
         for row in rows
     ]
     head = f"two files of {size / 2**30:.2f} GiB each; median of {rows[0]['rounds']} round(s), warm page cache"
-    headers = ["case", "seconds", "CPU s", "MiB/s", "of cat", "peak RSS MiB", "load (1/5 min) each round"]
+    headers = [
+        "case",
+        "seconds",
+        "CPU s",
+        "MiB/s",
+        "of cat",
+        "of cat, CPU",
+        "peak RSS MiB",
+        "load (1/5 min) each round",
+    ]
     return head + "\n" + tabulate(table, headers=headers, tablefmt="github")
 
 
@@ -374,8 +389,9 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two 256 MiB files, one round")
     parser.add_argument("--against", metavar="REV", help="also time --values with ckptdiff at git REV")
+    parser.add_argument("--no-dask", action="store_true", help="leave out the Dask rows")
     args = parser.parse_args()
-    rows = run(args.quick, args.against)
+    rows = run(args.quick, args.against, dask=not args.no_dask)
     print(render(rows))
     for text, ok in checks(rows):
         print(f"- {'met' if ok else 'NOT MET'}: {text}")

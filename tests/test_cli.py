@@ -81,7 +81,7 @@ def test_output_file_format_follows_the_extension_and_is_written_before_exit_1(r
     assert result.returncode == 1 and result.stdout == ""
     text = report.read_text()
     assert text.startswith("## ckptdiff: incompatible")
-    assert "| `fc.weight`" in text and "### config.json differences" in text and "### Parameters per dtype" in text
+    assert "| `fc.weight`" in text and "### config.json differences" in text and "<summary>Parameters per dtype" in text
 
     as_json = tmp_path / "report.json"
     assert run_cli(PUBLISHED, OURS, "-o", str(as_json)).returncode == 0
@@ -93,11 +93,12 @@ def test_markdown_is_self_contained(run_cli):
     sections = [line for line in text.splitlines() if line.startswith("#")]
     assert sections == [
         "## ckptdiff: compatible ✅",
-        "### Parameters per dtype",
-        "### Tensors",
+        "### Differences",
         "### config.json differences",
         "### Findings",
     ]
+    assert "<details><summary>15 matching tensors</summary>" in text
+    assert "<details><summary>Parameters per dtype</summary>" in text
     assert "**compatible**: 15 match, 1 injected." in text
     assert "| BF16 " in text and "| `max_position_embeddings` | `131072` | `262144` | differs" in text
 

@@ -385,7 +385,7 @@ def test_values_of_a_bin_file_without_torch_fail_with_the_install_line(tmp_path:
 
 
 def test_values_on_safetensors_do_not_import_torch(tmp_path: Path) -> None:
-    """Nor numpy, under the C kernel (which reads bf16 and f32 itself); the numba and numpy ones need numpy."""
+    """Nor numpy, under the C kernel (which reads bf16 and f32 itself); the numpy statistics need numpy."""
     from ckptdiff.values.fused import c_kernel
 
     published, tuned = fine_tuned_pair(tmp_path)
@@ -535,7 +535,7 @@ def write_big(path: Path, rows: int, cols: int, seed: int | None) -> None:
 
 
 #: Runs the CLI in a fresh interpreter and prints its own peak RSS (VmHWM, KiB) once the modules --values uses
-#: are imported and its kernels loaded (numba and LLVM: ~100 MiB of code), then again at the end: the growth is
+#: are imported and its kernel loaded, then again at the end: the growth is
 #: what the --values pass itself held at its peak.
 PEAK_RSS = """
 import sys

@@ -53,8 +53,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 
 def report_of(run_cli, *args: str) -> dict:
-    # The fused kernel, whatever the pair's size (small passes take numpy by themselves): the path to check.
-    done = run_cli(*args, "--values", "--format", "json", "-q", env={"CKPTDIFF_VALUES_KERNEL": "numba"})
+    done = run_cli(*args, "--values", "--format", "json", "-q")
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     report.pop("command", None)

@@ -1,9 +1,8 @@
-"""The fused --values kernels (C and numba) against numpy in float64 on the widened data: every dtype, every awkward
-kind of data; and against each other."""
+"""The fused --values kernel (C) against numpy in float64 on the widened data: every dtype, every awkward kind of
+data; its own reads (pread) against chunks read by the caller; the numpy pass against it end to end."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from pathlib import Path
@@ -13,8 +12,6 @@ import pytest
 np = pytest.importorskip("numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
-from importlib.util import find_spec  # noqa: E402
-
 from ckptdiff.sources import resolve  # noqa: E402
 from ckptdiff.values import scheduling  # noqa: E402
 from ckptdiff.values.compare import compare_values  # noqa: E402
@@ -23,18 +20,15 @@ from ckptdiff.values.fused import FusedChunks, c_kernel  # noqa: E402
 from ckptdiff.values.statistics import SameChunk  # noqa: E402
 from fixtures.generate import header_bytes  # noqa: E402
 
-#: The kernels of the fused pass, each tested where it is there (CI builds the C one and installs numba).
-KERNELS = [
-    pytest.param("c", marks=pytest.mark.skipif(c_kernel() is None, reason="the C extension is not built")),
-    pytest.param("numba", marks=pytest.mark.skipif(find_spec("numba") is None, reason="numba is not installed")),
-]
+#: The fused kernel, tested where it was built (CI builds it).
+KERNELS = [pytest.param("c", marks=pytest.mark.skipif(c_kernel() is None, reason="the C extension is not built"))]
 
 #: The issue's bar: every statistic within this of the float64 reference, relative to its scale.
 TOLERANCE = 1e-6
 
 FLOATS = ["BF16", "F16", "F32", "F64", "F8_E4M3", "F8_E5M2"]
 INTEGERS = ["I8", "U8", "I16", "U16", "I32", "U32", "I64", "U64", "BOOL"]
-#: Elements in a block of either kernel (kernels.BLOCK, _fused.c's BLOCK).
+#: Elements in a block of the kernel (_fused.c's BLOCK).
 BLOCK = 512
 #: More elements than a block, not a multiple of it: the last block is padded.
 COUNT = 5 * BLOCK + 77
@@ -73,6 +67,15 @@ def reference(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
         "bb": float(y @ y),
         "skipped": int((~finite).sum()),
     }
+
+
+def scaled_reference(x: np.ndarray, y: np.ndarray, scales: tuple[int, int, int]) -> dict[str, float]:
+    """:func:`reference` at the kernel's scales (F64 at its extremes, subnormal values here): the sums of b − a
+    of both sides times 2^-d, Σa², Σb², Σab of each side times its own (:class:`Sums`)."""
+    scale_d, scale_a, scale_b = scales
+    of_d = reference(np.ldexp(x, -scale_d), np.ldexp(y, -scale_d))
+    of_sides = reference(np.ldexp(x, -scale_a), np.ldexp(y, -scale_b))
+    return {**of_sides, **{key: of_d[key] for key in ("dd", "abs", "max")}}
 
 
 def data(case: str, dtype: str, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -123,8 +126,8 @@ def test_float_sums_match_float64_numpy(dtype: str, case: str, kernel: str) -> N
     a, b = data(case, dtype)
     raw_a, raw_b = stored(dtype, a), stored(dtype, b)
     kind = VALUE_TYPES[dtype]
-    result = FusedChunks(kernel).sums(kind, raw_a, kind, raw_b, same=False)
-    want = reference(widened(dtype, raw_a), widened(dtype, raw_b))
+    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
+    want = scaled_reference(widened(dtype, raw_a), widened(dtype, raw_b), result.scales)
     assert result.count == COUNT - want["skipped"]
     assert_close(result.sums, result.nonfinite, want)
 
@@ -137,7 +140,7 @@ def test_integer_sums_match_float64_numpy(dtype: str, case: str, kernel: str) ->
     a, b = np.round(a * 40), np.round(b * 40)
     raw_a, raw_b = stored(dtype, a), stored(dtype, b)
     kind = VALUE_TYPES[dtype]
-    result = FusedChunks(kernel).sums(kind, raw_a, kind, raw_b, same=False)
+    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
     assert_close(result.sums, result.nonfinite, reference(widened(dtype, raw_a), widened(dtype, raw_b)))
 
 
@@ -148,7 +151,7 @@ def test_a_whole_chunk_of_bf16_matches_float64(kernel: str) -> None:
     a = rng.standard_normal(scheduling.CHUNK_ELEMENTS)
     raw_a, raw_b = stored("BF16", a), stored("BF16", a * 1.01 + 1e-3)
     kind = VALUE_TYPES["BF16"]
-    result = FusedChunks(kernel).sums(kind, raw_a, kind, raw_b, same=False)
+    result = FusedChunks().sums(kind, raw_a, kind, raw_b, same=False)
     assert_close(result.sums, result.nonfinite, reference(widened("BF16", raw_a), widened("BF16", raw_b)))
 
 
@@ -157,24 +160,19 @@ def test_a_dtype_change_with_the_same_numbers_is_equal(kernel: str) -> None:
     values = np.random.default_rng(4).standard_normal(COUNT)
     raw_a = stored("BF16", values)
     raw_b = bytearray(widened("BF16", raw_a).astype(np.float32).tobytes())
-    result = FusedChunks(kernel).sums(VALUE_TYPES["BF16"], raw_a, VALUE_TYPES["F32"], raw_b, same=False)
+    result = FusedChunks().sums(VALUE_TYPES["BF16"], raw_a, VALUE_TYPES["F32"], raw_b, same=False)
     assert result.equal and result.sums[0] == 0.0
 
 
+@pytest.mark.skipif(c_kernel() is None, reason="the C extension is not built")
 def test_the_kernel_codes_are_the_dtypes_codes() -> None:
-    """dtypes.py (no numba) numbers the decodings as kernels.py (numba) does; _fused.c has the same enum."""
-    kernels = pytest.importorskip("ckptdiff.values.kernels")
-    by_name = {"F32": kernels.F32, "BF16": kernels.BF16, "F16": kernels.TABLE16, "F64": kernels.F64}
-    by_name |= {"I8": kernels.I8, "U8": kernels.U8, "BOOL": kernels.U8, "I64": kernels.I64, "U64": kernels.U64}
-    by_name |= {"F8_E4M3": kernels.TABLE8, "I16": kernels.I16, "U16": kernels.U16, "I32": kernels.I32}
-    by_name |= {"U32": kernels.U32}
-    for name, code in by_name.items():
-        assert VALUE_TYPES[name].code == code, name
+    """dtypes.py numbers the decodings as _fused.c's enum does."""
     compiled = c_kernel()
-    if compiled is not None:
-        for code_name in ("F32", "BF16", "TABLE16", "TABLE8", "F64", "I8", "U8", "I16", "U16", "I32", "U32", "I64"):
-            assert getattr(compiled, code_name) == getattr(kernels, code_name), code_name
-        assert compiled.U64 == kernels.U64 and compiled.BLOCK == kernels.BLOCK == BLOCK
+    by_name = {"F32": "F32", "BF16": "BF16", "F16": "TABLE16", "F64": "F64", "I8": "I8", "U8": "U8", "I64": "I64"}
+    by_name |= {"U64": "U64", "F8_E4M3": "TABLE8", "I16": "I16", "U16": "U16", "I32": "I32", "U32": "U32"}
+    for name, code in by_name.items():
+        assert VALUE_TYPES[name].code == getattr(compiled, code), name
+    assert compiled.BLOCK == BLOCK
 
 
 def write_pair(folder: Path, tensors: dict[str, tuple[str, bytearray]]) -> Path:
@@ -191,7 +189,7 @@ def write_pair(folder: Path, tensors: dict[str, tuple[str, bytearray]]) -> Path:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: Path, monkeypatch, kernel) -> None:
-    """End to end through compare_values: the fused (C or numba) and numpy kernels agree (to 1e-5: the numpy path
+    """End to end through compare_values: the fused (C) and numpy kernels agree (to 1e-5: the numpy path
     sums in float32, rounding F64 values first; the fused kernel is the accurate one, checked above)."""
     rng = np.random.default_rng(5)
     a_side, b_side = {}, {}
@@ -204,7 +202,7 @@ def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: 
         b_side[dtype.lower()] = (dtype, stored(dtype, b))
     a = resolve(str(write_pair(tmp_path / "a", a_side)))
     b = resolve(str(write_pair(tmp_path / "b", b_side)))
-    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, kernel)  # without the C kernel a small pass would take numpy
+    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, kernel)
     fused = compare_values(a, b, list(a_side)).stats
     monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
     numpy_stats = compare_values(a, b, list(a_side)).stats
@@ -217,76 +215,51 @@ def test_the_fused_pass_and_the_numpy_pass_report_the_same_statistics(tmp_path: 
 @pytest.mark.skipif(c_kernel() is None, reason="the C extension is not built")
 def test_the_c_kernel_is_chosen_wherever_it_was_built(monkeypatch) -> None:
     monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
-    assert scheduling.choose_kernel(10) == scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "c"
-    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
-    assert scheduling.choose_kernel(10) == "numba"
+    assert scheduling.choose_kernel() == "c"
     monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
-    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numpy"
+    assert scheduling.choose_kernel() == "numpy"
 
 
-def without_the_c_kernel(monkeypatch) -> None:
-    """As where the extension was not built (no C compiler at install)."""
+def test_without_the_c_kernel_the_pass_says_so_once_and_uses_numpy(monkeypatch) -> None:
     import sys
 
-    monkeypatch.setitem(sys.modules, "ckptdiff.values._fused", None)
+    monkeypatch.setitem(sys.modules, "ckptdiff.values._fused", None)  # as where the extension was not built
     assert c_kernel() is None
-
-
-def test_without_the_c_kernel_small_passes_take_numpy_and_large_ones_numba(monkeypatch) -> None:
-    without_the_c_kernel(monkeypatch)
-    monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
-    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES - 1) == "numpy"
-    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numba"
     monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "c")  # asked for, not there: as if unset
-    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numba"
-    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numba")
-    assert scheduling.choose_kernel(10) == "numba"
-    monkeypatch.setenv(scheduling.KERNEL_VARIABLE, "numpy")
-    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES) == "numpy"
-
-
-def test_without_the_c_kernel_nor_numba_the_pass_says_so_once_and_uses_numpy(monkeypatch) -> None:
-    import sys
-
-    without_the_c_kernel(monkeypatch)
-    monkeypatch.delenv(scheduling.KERNEL_VARIABLE, raising=False)
-    monkeypatch.setitem(sys.modules, "numba", None)  # as if numba were not installed
     notes: list[str] = []
-    assert scheduling.choose_kernel(scheduling.NUMBA_MIN_BYTES, notes.append) == "numpy"
-    assert notes == ["--values: numba is not installed; using the slower numpy statistics"]
+    assert scheduling.choose_kernel(notes.append) == "numpy"
+    assert notes == ["--values: the C kernel was not built at install; using the slower numpy statistics"]
 
 
-@pytest.mark.skipif(c_kernel() is None or find_spec("numba") is None, reason="needs both kernels")
-@pytest.mark.parametrize("dtype", ["BF16", "F16", "F32", "F64", "F8_E5M2", "I32"])
-@pytest.mark.parametrize("case", CASES)
-def test_the_c_and_numba_kernels_agree(dtype: str, case: str) -> None:
-    """Exactly on what is not a sum (counts, max |b−a|, equality), and within the bar on the sums, which they add
-    in a different order (lanes in C, pairwise halving in numba)."""
-    if case in ("nan-inf", "subnormal") and dtype == "I32":
-        pytest.skip("no infinities nor subnormal values in an integer type")
-    a, b = data(case, dtype, seed=11)
-    if dtype == "I32":
-        a, b = np.round(a * 40), np.round(b * 40)
-    raw_a, raw_b = stored(dtype, a), stored(dtype, b)
-    kind = VALUE_TYPES[dtype]
-    c, numba = (
-        FusedChunks("c").sums(kind, raw_a, kind, raw_b, False),
-        FusedChunks("numba").sums(kind, raw_a, kind, raw_b, False),
-    )
-    assert (c.equal, c.count, c.nonfinite, c.sums[2]) == (numba.equal, numba.count, numba.nonfinite, numba.sums[2])
-    dd, abs_sum, _, ab, aa, bb = numba.sums
-    for got, want in zip(c.sums[:2] + c.sums[4:], (dd, abs_sum, aa, bb), strict=True):
-        assert got == pytest.approx(want, rel=TOLERANCE, abs=0.0)
-    assert abs(c.sums[3] - ab) <= TOLERANCE * math.sqrt(aa * bb)  # Σab may cancel: measured against ‖a‖‖b‖
+def read_by_the_kernel(tmp_path: Path, kinds: tuple[str, str], raws: tuple[bytearray, bytearray], count: int):
+    """FusedChunks.read on the two chunks written at unaligned offsets into two files, into oversized buffers."""
+    offsets = (13, 4096 + 8)
+    for path, raw, offset in ((tmp_path / "a", raws[0], offsets[0]), (tmp_path / "b", raws[1], offsets[1])):
+        path.write_bytes(bytes(offset) + bytes(raw) + b"tail")
+    kind_a, kind_b = VALUE_TYPES[kinds[0]], VALUE_TYPES[kinds[1]]
+    buffers = bytearray(len(raws[0]) + 7), bytearray(len(raws[1]) + 7)
+    with open(tmp_path / "a", "rb") as file_a, open(tmp_path / "b", "rb") as file_b:
+        place_a = file_a.fileno(), offsets[0], buffers[0]
+        return FusedChunks().read(kind_a, place_a, kind_b, (file_b.fileno(), offsets[1], buffers[1]), count)
 
 
-@pytest.mark.skipif(not hasattr(c_kernel(), "mapped_chunk"), reason="the C kernel's memory-mapped reads (POSIX)")
-@pytest.mark.parametrize("case", ["random", "nan-inf", "subnormal", "equal", "equal-with-nan", "f32-vs-bf16"])
+@pytest.mark.skipif(not hasattr(c_kernel(), "read_chunk"), reason="the C kernel's own reads (POSIX)")
+@pytest.mark.parametrize(
+    "case", ["random", "nan-inf", "subnormal", "equal", "equal-with-nan", "late-change", "f32-vs-bf16", "long"]
+)
 def test_the_c_kernel_reading_the_files_itself_gives_the_same_bits(tmp_path: Path, case: str) -> None:
-    """mapped(): a chunk read from the files at an offset (not page-aligned) through a memory map, compared first.
-    The same sums, bit for bit, as from the bytes in memory; equal finite chunks stop at the comparison."""
+    """read(): a chunk read with pread at an offset, compared piece by piece as it arrives. The same sums, bit for
+    bit, as from the bytes in memory; equal finite chunks stop at the comparison."""
     dtype_a, dtype_b = ("BF16", "F32") if case == "f32-vs-bf16" else ("BF16", "BF16")
-    a, b = data("random" if case.startswith(("equal", "f32")) else case, "BF16", seed=12)
+    count = 3 * PIECE_ELEMENTS + 77 if case in ("late-change", "long") else COUNT
+    rng = np.random.default_rng(12)
+    generated = case if case in ("random", "nan-inf", "subnormal") else "random"
+    a, b = data(generated, "BF16", seed=12)
+    if case in ("late-change", "long"):
+        a = rng.standard_normal(count)
+        b = a.copy()
+        if case == "late-change":
+            b[2 * PIECE_ELEMENTS + 5] += 1.0  # the third piece
     if case.startswith("equal"):
         b = a.copy()
         if case == "equal-with-nan":
@@ -294,117 +267,68 @@ def test_the_c_kernel_reading_the_files_itself_gives_the_same_bits(tmp_path: Pat
     raw_a, raw_b = stored(dtype_a, a), stored(dtype_b, b)
     if case == "f32-vs-bf16":
         raw_b = bytearray(widened("BF16", raw_a).astype(np.float32).tobytes())
+    got = read_by_the_kernel(tmp_path, (dtype_a, dtype_b), (raw_a, raw_b), count)
+    fused = FusedChunks()
     kind_a, kind_b = VALUE_TYPES[dtype_a], VALUE_TYPES[dtype_b]
-    offsets = (13, 4096 + 8)
-    for path, raw, offset in ((tmp_path / "a", raw_a, offsets[0]), (tmp_path / "b", raw_b, offsets[1])):
-        path.write_bytes(bytes(offset) + bytes(raw))
-    fused = FusedChunks("c")
-    with open(tmp_path / "a", "rb") as file_a, open(tmp_path / "b", "rb") as file_b:
-        got = fused.mapped(kind_a, file_a.fileno(), offsets[0], kind_b, file_b.fileno(), offsets[1], COUNT)
-    assert fused.compared(kind_a, raw_a, kind_b, raw_b) == got  # small chunks are read, then compared alike
-    same = raw_a == raw_b
-    want = fused.sums(kind_a, raw_a, kind_b, raw_b, same)
-    if case == "equal":
-        assert got == SameChunk(COUNT, True)
+    assert fused.compared(kind_a, raw_a, kind_b, raw_b) == got
+    if case in ("equal", "long"):
+        assert got == SameChunk(count, True)
     else:
-        assert got == want
-        assert got.equal is (case != "random" and case != "nan-inf" and case != "subnormal")
+        assert got == fused.sums(kind_a, raw_a, kind_b, raw_b, raw_a == raw_b)
+        assert got.equal is (case in ("equal-with-nan", "f32-vs-bf16"))
 
 
-@pytest.mark.skipif(not hasattr(c_kernel(), "mapped_chunk"), reason="the C kernel's memory-mapped reads (POSIX)")
-def test_a_file_cut_shorter_than_the_range_is_refused_not_mapped(tmp_path: Path) -> None:
-    """A mapped page past a file's end would kill the process (SIGBUS): a range the file no longer holds (cut
-    after its header was read) raises OSError, after which the pass reads the file and names its defect."""
+#: Bytes the C kernel compares at a time while reading (_fused.c's PIECE_BYTES), as bf16 elements.
+PIECE_ELEMENTS = 64 * 1024 // 2
+
+
+@pytest.mark.skipif(not hasattr(c_kernel(), "read_chunk"), reason="the C kernel's own reads (POSIX)")
+def test_a_file_shorter_than_its_chunk_is_a_short_read_named_by_side(tmp_path: Path) -> None:
+    """A file cut after its header was read: the kernel's pread comes back short, and says which side and where
+    the file ended (no memory map: nothing can fault)."""
+    from ckptdiff.values.fused import FileEnded
+
     kind = VALUE_TYPES["BF16"]
     (tmp_path / "a").write_bytes(bytes(2 * COUNT))
     (tmp_path / "b").write_bytes(bytes(2 * COUNT - 1))
-    fused = FusedChunks("c")
     with open(tmp_path / "a", "rb") as file_a, open(tmp_path / "b", "rb") as file_b:
-        with pytest.raises(OSError):
-            fused.mapped(kind, file_a.fileno(), 0, kind, file_b.fileno(), 0, COUNT)
+        with pytest.raises(FileEnded) as ended:
+            place_a, place_b = (file_a.fileno(), 0, bytearray(2 * COUNT)), (file_b.fileno(), 0, bytearray(2 * COUNT))
+            FusedChunks().read(kind, place_a, kind, place_b, COUNT)
+    assert (ended.value.side, ended.value.reached) == (1, 2 * COUNT - 1)
 
 
-#: Cuts file B to nothing while a thread reads it through mapped chunks, ``rounds`` times at staggered moments;
-#: prints how each round ended. A page of a mapping past the file's end raises SIGBUS, which would end it.
-CUT_WHILE_MAPPED = """
-import collections, errno, os, sys, threading, time
-from ckptdiff.values.dtypes import VALUE_TYPES
-from ckptdiff.values.fused import FusedChunks
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
+def test_a_file_cut_during_the_pass_is_one_line_naming_it(tmp_path: Path, kernel: str) -> None:
+    """Cut after the pass looked at its size: the next chunk's read is short, and the error names the file."""
+    from ckptdiff.errors import SourceError
+    from ckptdiff.values.readers import Side
 
-folder, rounds = sys.argv[1], int(sys.argv[2])
-kind, count, chunks = VALUE_TYPES["BF16"], 1 << 20, 64
-fused, ends = FusedChunks("c"), collections.Counter()
-paths = [os.path.join(folder, side) for side in "ab"]
-for round in range(rounds):
-    for path in paths:
-        os.truncate(os.open(path, os.O_CREAT | os.O_WRONLY), 2 * count * chunks)  # sparse: zeros, no disk
-    with open(paths[0], "rb") as a, open(paths[1], "rb") as b:
-        reading = threading.Event()
-        def read_every_chunk():
-            try:
-                for offset in range(0, 2 * count * chunks, 2 * count):
-                    fused.mapped(kind, a.fileno(), offset, kind, b.fileno(), offset, count)
-                    reading.set()
-                ends["read"] += 1
-            except OSError as err:
-                ends[errno.errorcode[err.errno]] += 1
-            reading.set()
-        reader = threading.Thread(target=read_every_chunk)
-        reader.start()
-        reading.wait()  # a chunk was read: the reader is in its loop, almost all of it spent in mapped reads
-        time.sleep(round % 4 * 0.0002)
-        os.truncate(paths[1], 0)
-        reader.join()
-print(dict(ends))
-"""
-
-
-@pytest.mark.skipif(not hasattr(c_kernel(), "mapped_chunk"), reason="the C kernel's memory-mapped reads (POSIX)")
-def test_a_file_cut_while_its_chunk_is_mapped_fails_the_read_not_the_process(tmp_path: Path) -> None:
-    """A file cut after its range was checked but while the kernel reads the mapping: the read fails with EIO
-    (the pass then reads the file and names its defect), and no bus error ends the process."""
-    import subprocess
-    import sys
-
-    ran = subprocess.run(
-        [sys.executable, "-X", "faulthandler", "-c", CUT_WHILE_MAPPED, str(tmp_path), "40"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-
-    assert ran.returncode == 0, ran.stderr  # -7 (SIGBUS) without the kernel's guard
-    ends = json.loads(ran.stdout.replace("'", '"'))
-    assert sum(ends.values()) == 40 and set(ends) <= {"read", "EIO", "EINVAL"}
-    assert ends.get("EIO", 0) > 0  # the cut landed inside a mapped read at least once
-
-
-def test_byte_copies_never_load_numba(tmp_path: Path) -> None:
-    """A pass where every chunk is a byte copy stops at memcmp and numpy: numba's ~0.5 s import is not paid."""
-    import subprocess
-    import sys
-
-    raw = stored("BF16", np.random.default_rng(6).standard_normal(COUNT))
-    a = write_pair(tmp_path / "a", {"w": ("BF16", raw)})
-    b = write_pair(tmp_path / "b", {"w": ("BF16", raw)})
-    script = (
-        "import sys; from ckptdiff.cli import main\n"
-        "try: main(sys.argv[1:])\n"
-        "finally: print('numba' in sys.modules, file=sys.stderr)"
-    )
-    env = {**os.environ, scheduling.KERNEL_VARIABLE: "numba"}
-    command = [sys.executable, "-c", script, str(a), str(b), "--values", "-q", "--format", "json"]
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).parent.parent)
-    assert done.stderr.split()[-1] == "False", done.stderr
-    assert json.loads(done.stdout)["tensors"][0]["values"]["equal"] is True
+    if kernel == "c" and c_kernel() is None:
+        pytest.skip("the C extension is not built")
+    raw = stored("BF16", np.random.default_rng(9).standard_normal(2 * scheduling.CHUNK_ELEMENTS))
+    first = resolve(str(write_pair(tmp_path / "a", {"w": ("BF16", raw)})))
+    second = resolve(str(write_pair(tmp_path / "b", {"w": ("BF16", raw)})))
+    sides = [Side("A", first, {"model.safetensors": tmp_path / "a" / "model.safetensors"})]
+    sides.append(Side("B", second, {"model.safetensors": tmp_path / "b" / "model.safetensors"}))
+    pair = scheduling.Pair(0, first.tensors["w"], 1, second.tensors["w"])
+    worker = scheduling.Worker(sides, kernel)
+    worker.chunk(pair, 0, scheduling.CHUNK_ELEMENTS)  # the files' sizes are known now
+    os.truncate(tmp_path / "b" / "model.safetensors", len(raw) // 2)
+    with pytest.raises(SourceError) as cut:
+        worker.chunk(pair, scheduling.CHUNK_ELEMENTS, scheduling.CHUNK_ELEMENTS)
+    assert str(tmp_path / "b" / "model.safetensors") in cut.value.where
+    assert "file ends at byte" in cut.value.defect
+    for side in sides:
+        side.close()
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_chunks_equal_in_some_pieces_only_report_what_the_numpy_pass_does(tmp_path: Path, monkeypatch, kernel) -> None:
-    """The fused path compares a chunk in pieces: a change in a later piece, equal pieces holding NaN, an equal
-    tensor and an all-zero one give the same statistics as the numpy pass (which compares whole chunks)."""
+    """The C kernel compares a chunk in pieces as it reads them: a change in a later piece, equal pieces holding
+    NaN, an equal tensor and an all-zero one give the same statistics as the numpy pass (whole chunks)."""
     rng = np.random.default_rng(8)
-    per_piece = scheduling.EQUAL_PIECE_BYTES // 2  # bf16 elements
+    per_piece = PIECE_ELEMENTS
     a = rng.standard_normal(3 * scheduling.CHUNK_ELEMENTS // 2).astype(np.float32)
     b = a.copy()
     b[2 * per_piece + 5] += 1.0  # the third piece of the first chunk
@@ -434,24 +358,3 @@ def test_chunks_equal_in_some_pieces_only_report_what_the_numpy_pass_does(tmp_pa
         for field in ("max_abs", "mean_abs", "rel_l2", "cosine"):
             got, want = getattr(fused[name], field), getattr(numpy_stats[name], field)
             assert got == (None if want is None else pytest.approx(want, rel=1e-5)), (name, field)
-
-
-def test_the_cores_free_count_the_tasks_running_now_besides_this_one() -> None:
-    """/proc/loadavg's fourth field, "running/total", counts the process reading it."""
-    assert scheduling.tasks_running_now("0.50 0.40 0.30 3/250 12345\n") == 2
-    assert scheduling.tasks_running_now("0.50 0.40 0.30 1/250 12345\n") == 0
-    assert scheduling.tasks_running_now("garbage") is None
-    assert 1 <= scheduling.free_cores() <= scheduling.cores()
-
-
-def test_a_pass_takes_the_cores_no_other_task_holds() -> None:
-    """The busy cores are the smaller of the minute's load average and the tasks running now, averaged over a
-    few readings: a machine whose last minute was busy but that runs nothing else now gives every core."""
-    cores = scheduling.cores()
-    assert scheduling.cores_free_of(load=3.0, running=0.0) == cores
-    assert scheduling.cores_free_of(load=3.0, running=0.25) == cores  # another task in one reading of four
-    assert scheduling.cores_free_of(load=3.0, running=float(cores)) == 1  # every core held: one thread, not more
-    assert scheduling.cores_free_of(load=0.0, running=5.0) == cores  # a quiet minute: a burst now is not counted
-    assert scheduling.cores_free_of(load=1.0, running=None) == max(1, cores - 1)  # no /proc/loadavg: the load alone
-    average = scheduling.tasks_running_on_average(samples=3, pause=0.0)
-    assert average is None or average >= 0

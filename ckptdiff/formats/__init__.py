@@ -40,6 +40,11 @@ class RenderOptions:
     color: bool = False  # ANSI colours for statuses (terminal table only)
     expand: bool = False  # one row per tensor instead of collapsed layer patterns (table, markdown)
     only_diffs: bool = False  # hide rows whose status is match
+    #: markdown: the most characters the report may take (a PR comment; GitHub refuses one over 65,536). Past it
+    #: the report leaves detail out, naming every failing tensor still and counting what it left out. None: no limit.
+    budget: int | None = 60_000
+    #: markdown: where the full report is (a URL or a file), named when the budget cut the report.
+    full_report: str | None = None
 
 
 class FormatError(CkptdiffError, ValueError):

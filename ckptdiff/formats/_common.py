@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from ..errors import printable as printable  # the terminal's escaping, for the table
-from ..report import STATUSES, ConfigDiff, EngineEvent, NotePart, Report, SideSummary, TensorRow, TensorSide
+from ..report import (
+    STATUSES,
+    ConfigDiff,
+    EngineEvent,
+    EngineResult,
+    NotePart,
+    Report,
+    SideSummary,
+    TensorRow,
+    TensorSide,
+)
 from .messages import allowed_by_text, event_message
 
 if TYPE_CHECKING:
@@ -198,3 +210,60 @@ def event_text(report: Report, event: EngineEvent) -> str:
 def event_line(report: Report, event: EngineEvent) -> str:
     """``[lm_head_random] lm_head.weight is missing ...`` (unescaped: each format escapes it its own way)."""
     return f"[{event.code}] {event_text(report, event)}"
+
+
+#: A rule's citation as the engine tables write it at the end of an event's words: `` [repo@commit path (detail)]``.
+_CITATION = re.compile(
+    r" \[(?P<repo>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<commit>[A-Za-z0-9_.-]+) (?P<path>[A-Za-z0-9_./-]+)"
+    r"(?P<detail>(?: \([^()\[\]]*\))*)\]$"
+)
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where an engine rule was read: a file of the engine's repository at the pinned tag or commit."""
+
+    repo: str
+    commit: str
+    path: str
+    detail: str  # what follows the path: " (set_embed)", " (inferred)", or ""
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/{self.repo}/blob/{self.commit}/{self.path}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.repo}@{self.commit} {self.path}"
+
+
+def split_citation(text: str) -> tuple[str, Citation | None]:
+    """An event's words and the citation they end with (None when they cite nothing a link can point to)."""
+    found = _CITATION.search(text)
+    if found is None:
+        return text, None
+    citation = Citation(found["repo"], found["commit"], found["path"], found["detail"])
+    return text[: found.start()], citation
+
+
+def event_parts(report: Report, event: EngineEvent) -> tuple[str, Citation | None, str]:
+    """An engine event as words, the citation they end with, and the policy rule that accepts it ("" if none)."""
+    words, citation = split_citation(event.message)
+    allowed = f"allowed by {allowed_by_text(report, event.allowed_by)}" if event.allowed_by else ""
+    return words, citation, allowed
+
+
+def failing_events(result: EngineResult) -> list[EngineEvent]:
+    """The events of an engine result that fail the gate (not info, no rule accepts them)."""
+    return [event for event in result.events if event.severity != "info" and event.allowed_by is None]
+
+
+def difference_order(line: DisplayRow) -> int:
+    """Where a table row goes: what fails the gate, then what passes for a reason (injected, allowed), then
+    matches whose values changed (``--values``), then matches."""
+    row = line.row
+    if not row.passes:
+        return 0
+    if row.status != "match":
+        return 1
+    return 2 if row.values is not None and not row.values.equal else 3

@@ -119,3 +119,20 @@ def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
                 count *= len(values)
             out.append(DisplayRow(_spell(template, grid), count, first))
     return out
+
+
+_BRACES = re.compile(r"\{([0-9.,]+)\}")
+
+
+def expand_pattern(pattern: str) -> list[str]:
+    """The names a pattern row spells, in index order: ``a.{0..2,5}.b`` → ``a.0.b``, ``a.1.b``, ``a.2.b``,
+    ``a.5.b`` (a plain name is itself)."""
+    parts = _BRACES.split(pattern)
+    names = [parts[0]]
+    for position in range(1, len(parts), 2):
+        values: list[str] = []
+        for piece in parts[position].split(","):
+            first, _, last = piece.partition("..")
+            values += map(str, range(int(first), int(last or first) + 1))
+        names = [name + value + parts[position + 1] for name in names for value in values]
+    return names

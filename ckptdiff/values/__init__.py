@@ -1,8 +1,8 @@
-"""Value statistics (``--values``): did training change a tensor, and by how much? numba; torch for .bin/.pt.
+"""Value statistics (``--values``): did training change a tensor, and by how much? numpy; torch for .bin/.pt.
 
 For every tensor both sides store with the same shape: exactly equal?, max |b−a|, mean |b−a|, cosine
-similarity and relative L2 ‖b−a‖/‖a‖, computed in one fused pass over the stored bits (numba; numpy where numba
-is missing) and summed in float64; in threads, local processes (``--jobs``) or on Dask (``--scheduler``).
+similarity and relative L2 ‖b−a‖/‖a‖, computed in one fused pass over the stored bits (a C kernel; numpy where
+it was not built) and summed in float64; in threads, local processes (``--jobs``) or on Dask (``--scheduler``).
 Files whose sha256 is known on both sides and equal are reported equal unread.
 A Hub side's other files are downloaded into the HF cache, only under ``--values``, after announcing the total.
 """

@@ -1,19 +1,19 @@
 /* The fused --values kernel in C: one pass over two chunks' stored bits gives every sum, with no widened copy.
  *
- * The same rules as the numba kernel (kernels.py): blocks of BLOCK elements, each element decoded where it is
- * loaded (bf16 by a shift, f16 and fp8 by a table, integers by a cast; other dtype pairs through two small
- * buffers that stay in L1), summed in LANES independent lane accumulators (each lane adds its elements in index
- * order: the compiler vectorises across lanes without reassociating anything, so no -ffast-math), the lanes
- * added into float64 totals after every block and folded in lane order at the end: the same bits on any number
- * of threads. A chunk is summed unchecked first; when a total is not finite or is tiny it is summed again with
- * every block checked, and a block whose sums are not all finite, or so small that squares of subnormal values
- * may have been rounded away, is summed element by element in float64 over the elements finite on both sides,
- * the others counted. F64 and integer tensors take float64 blocks.
+ * Blocks of BLOCK elements, each element decoded where it is loaded (bf16 by a shift, f16 and fp8 by a table,
+ * integers by a cast; other dtype pairs through two small buffers that stay in L1), summed in LANES independent
+ * lane accumulators (each lane adds its elements in index order: the compiler vectorises across lanes without
+ * reassociating anything, so no -ffast-math), the lanes added into float64 totals after every block and folded in
+ * lane order at the end: the same bits on any number of threads. A chunk is summed unchecked first; when a total
+ * is not finite or is tiny it is summed again with every block checked, and a block whose sums are not all
+ * finite, or so small that squares of subnormal values may have been rounded away, is summed element by element
+ * in float64 over the elements finite on both sides, the others counted. F64 and integer tensors take float64
+ * blocks. numpy (ckptdiff/values/statistics.py) computes the same statistics where this was not built.
  *
  * compared_chunk() compares the two chunks' bytes first and only sums when they differ (or hold non-finite
- * values); mapped_chunk() does the same reading the chunks itself, through a memory map of just that range (no
- * copy out of the page cache; unmapped before it returns, so the resident set stays small). Every entry point
- * releases the GIL.
+ * values); read_chunk() does the same reading the chunks itself with pread into the caller's reused buffers,
+ * comparing piece by piece while a piece is in the CPU's cache. No memory map and no signal handler: a file cut
+ * while it is read is a short read, reported as such. Every entry point releases the GIL.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,14 +22,9 @@
 #include <stdint.h>
 #include <string.h>
 #if !defined(_WIN32)
-#include <pthread.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
-#define CKPTDIFF_MMAP 1
+#define CKPTDIFF_PREAD 1
 #endif
 
 /* AVX2 where the CPU has it, chosen at load time (an ifunc: GCC on glibc); the portable build elsewhere. */
@@ -46,15 +41,18 @@
 #define TINY32 0x1p-100f
 #define TINY64 0x1p-960
 /* How a side's stored bits become a number: ckptdiff.values.dtypes' codes. */
-enum { F32, BF16, TABLE16, TABLE8, F64, I8, U8, I16, U16, I32, U32, I64, U64, CODES };
+enum { F32, BF16, TABLE16, TABLE8, F64, I8, U8, I16, U16, I32, U32, I64, U64, BOOL, CODES };
 /* The rows of the totals: Σ(b−a)², Σab, Σa², Σb², Σ|b−a| and max |b−a|. */
 enum { DD, AB, AA, BB, ABS, MAX, ROWS };
 
-static const int ITEMSIZE[CODES] = {4, 2, 2, 1, 8, 1, 1, 2, 2, 4, 4, 8, 8};
+static const int ITEMSIZE[CODES] = {4, 2, 2, 1, 8, 1, 1, 2, 2, 4, 4, 8, 8, 1};
 
 typedef struct {
     double lanes[ROWS][LANES];
     long long skipped;
+    /* 0 but at float64's extremes (exact_totals): Σ(b−a)², Σ|b−a| and max|b−a| are of the values times
+     * 2^-scale_d, Σa² of a's times 2^-scale_a, Σb² of b's times 2^-scale_b, Σab of both so scaled */
+    int scale_d, scale_a, scale_b;
 } Totals;
 
 typedef struct {
@@ -129,7 +127,39 @@ static inline void decode64(const Input *in, size_t start, size_t count, double 
     case I32: DECODE_CAST(int32_t, 4)
     case U32: DECODE_CAST(uint32_t, 4)
     case I64: DECODE_CAST(int64_t, 8)
-    default: DECODE_CAST(uint64_t, 8) /* U64 */
+    case U64: DECODE_CAST(uint64_t, 8)
+    default: /* BOOL: any nonzero byte is true, 1 */
+        for (size_t i = 0; i < count; i++) out[i] = raw[start + i] != 0;
+    }
+}
+
+/* 64-bit integers do not all fit a double: such a side is decoded as hi + lo, hi the nearest double and lo the
+ * exact rest (|lo| <= 2^10), so that b − a is computed as (b_hi − a_hi) + (b_lo − a_lo): never 0 for different
+ * values, exact while the difference fits in 53 bits. Other codes: hi as decode64 gives it, lo 0. */
+static void decode_split(const Input *in, size_t start, size_t count, double *hi, double *lo) {
+    const uint8_t *raw = in->raw;
+    if (in->code == I64) {
+        for (size_t i = 0; i < count; i++) {
+            int64_t value;
+            memcpy(&value, raw + 8 * (start + i), 8);
+            double near = (double)value;
+            hi[i] = near;
+            /* near = 2^63 (value rounded up past INT64_MAX): value − 2^63 in two's complement */
+            lo[i] = near >= 0x1p63 ? (double)(int64_t)((uint64_t)value - (UINT64_C(1) << 63))
+                                   : (double)(value - (int64_t)near);
+        }
+    } else if (in->code == U64) {
+        for (size_t i = 0; i < count; i++) {
+            uint64_t value;
+            memcpy(&value, raw + 8 * (start + i), 8);
+            double near = (double)value;
+            hi[i] = near;
+            /* near = 2^64: value − 2^64 is value read as signed; else the rest, small, read as signed */
+            lo[i] = near >= 0x1p64 ? (double)(int64_t)value : (double)(int64_t)(value - (uint64_t)near);
+        }
+    } else {
+        decode64(in, start, count, hi);
+        for (size_t i = 0; i < count; i++) lo[i] = 0;
     }
 }
 
@@ -269,6 +299,97 @@ CLONES static void chunk_totals64(const Input *in_a, const Input *in_b, size_t c
     }
 }
 
+/* b − a in float64: exact but where it overflows (then, as the only case that can, it is taken halved and the
+ * caller's scale, at least 1, makes up for it) or rounds (64-bit integers beyond 2^53 apart). *halved tells. */
+static inline double difference(double x, double x_lo, double y, double y_lo, int *halved) {
+    double d = (y - x) + (y_lo - x_lo);
+    *halved = !(d - d == 0);
+    return *halved ? y * 0.5 - x * 0.5 : d;
+}
+
+/* A chunk where float64 itself is not enough: 64-bit integers (decode_split), or values so large that their
+ * squares overflow or so small that they underflow. Element by element in float64, over the elements finite on
+ * both sides (the others counted), each side's values times a power of two (exact) that brings its largest near
+ * 1 for Σa², Σb² and Σab, and b − a times the one that brings the largest |b − a| near 1 (chunk_scales); Python
+ * folds the sums at common scales. */
+static void exact_totals(const Input *in_a, const Input *in_b, size_t count, const int scales[3], Totals *totals) {
+    double a[BLOCK], b[BLOCK], a_lo[BLOCK], b_lo[BLOCK];
+    double *lanes[ROWS];
+    for (int row = 0; row < ROWS; row++) lanes[row] = &totals->lanes[row][0];
+    int scale_d = scales[0], scale_a = scales[1], scale_b = scales[2];
+    totals->scale_d = scale_d, totals->scale_a = scale_a, totals->scale_b = scale_b;
+    for (size_t start = 0; start < count; start += BLOCK) {
+        size_t size = count - start < BLOCK ? count - start : BLOCK;
+        decode_split(in_a, start, size, a, a_lo);
+        decode_split(in_b, start, size, b, b_lo);
+        for (size_t i = 0; i < size; i++) {
+            double x = a[i], y = b[i];
+            if (!(x - x == 0 && y - y == 0)) {
+                totals->skipped++;
+                continue;
+            }
+            int halved;
+            double d = difference(x, a_lo[i], y, b_lo[i], &halved);
+            d = scalbn(d, halved - scale_d);
+            double e = fabs(d);
+            x = scalbn(x, -scale_a);
+            y = scalbn(y, -scale_b);
+            *lanes[DD] += d * d;
+            *lanes[AB] += x * y;
+            *lanes[AA] += x * x;
+            *lanes[BB] += y * y;
+            *lanes[ABS] += e;
+            if (e > *lanes[MAX]) *lanes[MAX] = e;
+        }
+    }
+}
+
+/* Beyond these magnitudes a float64 chunk is summed scaled (exact_totals): a square of a value over 2^480 summed
+ * over 2^40 elements could overflow, one under 2^-480 loses bits to underflow. */
+#define HUGE64 0x1p480
+#define SMALL64 0x1p-480
+
+static int exponent_of(double magnitude) {
+    int exponent = 0;
+    if (magnitude > 0) frexp(magnitude, &exponent);
+    return exponent;
+}
+
+static int extreme(double magnitude) { return magnitude > HUGE64 || (magnitude > 0 && magnitude < SMALL64); }
+
+/* The largest finite magnitude of each chunk and of b − a, and from them the scales exact_totals takes (b − a,
+ * a, b); 1 when one of them is at float64's extremes (beyond HUGE64 or under SMALL64), else 0. */
+static int chunk_scales(const Input *in_a, const Input *in_b, size_t count, int scales[3]) {
+    double a[BLOCK], b[BLOCK], a_lo[BLOCK], b_lo[BLOCK];
+    double top_a = 0, top_b = 0, top_d = 0;
+    int halved_any = 0;
+    for (size_t start = 0; start < count; start += BLOCK) {
+        size_t size = count - start < BLOCK ? count - start : BLOCK;
+        decode_split(in_a, start, size, a, a_lo);
+        decode_split(in_b, start, size, b, b_lo);
+        for (size_t i = 0; i < size; i++) {
+            double x = fabs(a[i]), y = fabs(b[i]);
+            if (!(x - x == 0 && y - y == 0)) continue;
+            top_a = x > top_a ? x : top_a;
+            top_b = y > top_b ? y : top_b;
+            int halved;
+            double d = fabs(difference(a[i], a_lo[i], b[i], b_lo[i], &halved));
+            if (halved && !halved_any) { /* from now on every difference is compared halved */
+                halved_any = 1;
+                top_d *= 0.5;
+            }
+            if (halved_any && !halved) d *= 0.5;
+            top_d = d > top_d ? d : top_d;
+        }
+    }
+    scales[0] = exponent_of(top_d) + halved_any;
+    scales[1] = exponent_of(top_a);
+    scales[2] = exponent_of(top_b);
+    return extreme(top_a) || extreme(top_b) || extreme(top_d) || halved_any;
+}
+
+static int is_split(int code) { return code == I64 || code == U64; }
+
 /* Whether a chunk summed fast needs the careful pass: a sum not finite (NaN or infinity in the data, or a square
  * overflowing), or Σ(b−a)² (values differing), Σa² or Σb² below tiny, where squares of subnormal values may have
  * been rounded away (the careful pass keeps a block of zeros as it is and sums any other such block in float64). */
@@ -284,25 +405,37 @@ static int needs_care(const Totals *totals, double tiny) {
 
 static void chunk_totals(const Input *a, const Input *b, size_t count, int wide, Totals *totals) {
     memset(totals, 0, sizeof *totals);
+    int scales[3];
+    if (wide && (is_split(a->code) || is_split(b->code))) {
+        if (!chunk_scales(a, b, count, scales)) scales[0] = scales[1] = scales[2] = 0; /* not at the extremes */
+        exact_totals(a, b, count, scales, totals);
+        return;
+    }
     if (wide)
         chunk_totals64(a, b, count, totals, 0);
     else
         chunk_totals32(a, b, count, totals, 0);
     if (!needs_care(totals, wide ? TINY64 : TINY32)) return;
     memset(totals, 0, sizeof *totals);
+    if (wide && chunk_scales(a, b, count, scales)) { /* float64's extremes: squares overflow or underflow */
+        exact_totals(a, b, count, scales, totals);
+        return;
+    }
     if (wide)
         chunk_totals64(a, b, count, totals, 1);
     else
         chunk_totals32(a, b, count, totals, 1);
 }
 
-/* (skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²): the lanes folded in lane order. */
+/* (skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb², scale_d, scale_a, scale_b): the lanes folded in lane
+ * order; the scales as in Totals. */
 static PyObject *totals_tuple(const Totals *totals) {
     double sums[ROWS] = {0};
     for (int row = 0; row < MAX; row++)
         for (int j = 0; j < LANES; j++) sums[row] += totals->lanes[row][j];
     for (int j = 0; j < LANES; j++) sums[MAX] = totals->lanes[MAX][j] > sums[MAX] ? totals->lanes[MAX][j] : sums[MAX];
-    return Py_BuildValue("(Ldddddd)", totals->skipped, sums[DD], sums[ABS], sums[MAX], sums[AB], sums[AA], sums[BB]);
+    return Py_BuildValue("(Lddddddiii)", totals->skipped, sums[DD], sums[ABS], sums[MAX], sums[AB], sums[AA],
+                         sums[BB], totals->scale_d, totals->scale_a, totals->scale_b);
 }
 
 static int valid_code(int code) {
@@ -339,7 +472,8 @@ typedef struct {
 static int take_pair(Pair *pair, int code_a, PyObject *table_a, int code_b, PyObject *table_b, Py_ssize_t count) {
     pair->table_a.obj = pair->table_b.obj = NULL;
     if (!valid_code(code_a) || !valid_code(code_b)) return 0;
-    if (count < 0 || pair->raw_a.len < count * ITEMSIZE[code_a] || pair->raw_b.len < count * ITEMSIZE[code_b]) {
+    /* divided, not multiplied: count × itemsize could wrap around for a huge count */
+    if (count < 0 || pair->raw_a.len / ITEMSIZE[code_a] < count || pair->raw_b.len / ITEMSIZE[code_b] < count) {
         PyErr_SetString(PyExc_ValueError, "a chunk is shorter than count elements");
         return 0;
     }
@@ -435,7 +569,7 @@ static int compared_chunk(const Input *a, const Input *b, size_t count, int wide
     return state;
 }
 
-/* (state, nonzero, skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²) */
+/* (state, nonzero, skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb², scale_d, scale_a, scale_b) */
 static PyObject *compared_result(int state, int nonzero, const Totals *totals) {
     PyObject *sums = totals_tuple(totals);
     if (sums == NULL) return NULL;
@@ -451,7 +585,7 @@ static PyObject *compared_result(int state, int nonzero, const Totals *totals) {
 }
 
 /* compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit): as
- * mapped_chunk, on two chunks' bytes in memory. */
+ * read_chunk, on two chunks' bytes in memory. */
 static PyObject *py_compared_chunk(PyObject *self, PyObject *args) {
     Pair pair;
     int code_a, code_b, wide, compare;
@@ -474,150 +608,132 @@ static PyObject *py_compared_chunk(PyObject *self, PyObject *args) {
     return result;
 }
 
-#ifdef CKPTDIFF_MMAP
-typedef struct {
-    void *base;
-    size_t length;
-    const uint8_t *data;
-} Mapping;
-
-/* A page of a mapping past the file's end raises SIGBUS, which would end the process with no report. A file cut
- * before a chunk is mapped is caught by map_range's length check; one cut while the chunk is read faults, and
- * the fault is caught here: while a thread reads a mapping, SIGBUS on that thread jumps back out of the read
- * (sigsetjmp in py_mapped_chunk), which then fails with EIO. The handler is installed only while some thread
- * reads a mapping, and the disposition it replaced comes back after; a SIGBUS on a thread that is not reading a
- * mapping puts that disposition back at once, and the faulting access, run again, meets it. */
-static __thread sigjmp_buf *volatile fault_exit;
-static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
-static int guard_readers;
-static struct sigaction replaced_bus;
-
-static void on_bus_error(int signal_number, siginfo_t *info, void *context) {
-    (void)signal_number, (void)info, (void)context;
-    sigjmp_buf *jump_back = fault_exit;
-    if (jump_back != NULL) {
-        fault_exit = NULL;
-        siglongjmp(*jump_back, 1);
+#ifdef CKPTDIFF_PREAD
+/* n bytes of fd from offset into out, with pread (any number of calls): 1, or 0 with errno set (0 at the file's
+ * end, which the caller words). Positioned reads, not a memory map: a file cut while it is read gives a short read
+ * here, where a page of a memory map past the end would fault and end the process. */
+static int read_fully(int fd, uint8_t *out, size_t n, long long offset, long long *reached) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t step = pread(fd, out + got, n - got, (off_t)(offset + (long long)got));
+        if (step < 0 && errno == EINTR) continue;
+        if (step <= 0) {
+            if (step == 0) errno = 0;
+            *reached = offset + (long long)got;
+            return 0;
+        }
+        got += (size_t)step;
     }
-    sigaction(SIGBUS, &replaced_bus, NULL);
-}
-
-static void guard_enter(void) {
-    pthread_mutex_lock(&guard_lock);
-    if (guard_readers++ == 0) {
-        struct sigaction action;
-        memset(&action, 0, sizeof action);
-        action.sa_sigaction = on_bus_error;
-        action.sa_flags = SA_SIGINFO | SA_NODEFER;
-        sigemptyset(&action.sa_mask);
-        sigaction(SIGBUS, &action, &replaced_bus);
-    }
-    pthread_mutex_unlock(&guard_lock);
-}
-
-static void guard_leave(void) {
-    pthread_mutex_lock(&guard_lock);
-    if (--guard_readers == 0) sigaction(SIGBUS, &replaced_bus, NULL);
-    pthread_mutex_unlock(&guard_lock);
-}
-
-/* A file shorter now than the range (cut since its header was read) is refused with EINVAL, and the caller reads
- * it instead, which names the file and its defect. */
-static int map_range(int fd, long long offset, size_t nbytes, Mapping *mapping) {
-    struct stat status;
-    if (fstat(fd, &status) != 0) return 0;
-    if ((long long)status.st_size < offset + (long long)nbytes) {
-        errno = EINVAL;
-        return 0;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    long long aligned = offset - offset % page;
-    mapping->length = nbytes + (size_t)(offset - aligned);
-    if (mapping->length == 0) mapping->length = 1;
-    mapping->base = mmap(NULL, mapping->length, PROT_READ, MAP_SHARED, fd, (off_t)aligned);
-    if (mapping->base == MAP_FAILED) return 0;
-#ifdef MADV_SEQUENTIAL
-    madvise(mapping->base, mapping->length, MADV_SEQUENTIAL);
-#endif
-    mapping->data = (const uint8_t *)mapping->base + (offset - aligned);
     return 1;
 }
 
-/* mapped_chunk(fd_a, offset_a, code_a, table_a, fd_b, offset_b, code_b, table_b, count, wide, compare, mask, limit)
- * → (state, nonzero, skipped, Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb²): state 0 when the bytes are equal and every
- * element finite (no sums: nonzero says whether one is not 0), 1 when they are equal but the sums were needed, 2
- * when they differ. compare 0: the dtypes differ, only sum. The caller checked that both files are long enough. */
-static PyObject *py_mapped_chunk(PyObject *self, PyObject *args) {
+/* How a read_chunk call failed: which side (0 a, 1 b), errno (0: the file ended), where the file ended. */
+typedef struct {
+    int side, error;
+    long long reached;
+} ReadFailure;
+
+/* Both chunks read and compared: the equal-bytes rule is checked piece by piece as the pieces are read into the
+ * first PIECE_BYTES of each buffer (so they stay in the CPU's cache, as cat's buffer does); at the first piece
+ * that differs (or holds a non-finite value) the whole chunks are read into the buffers and go to
+ * compared_chunk, which gives the same bits as on chunks read by the caller. */
+static int read_compared(int fd_a, long long offset_a, uint8_t *buf_a, const Input *in_a, int fd_b, long long offset_b,
+                         uint8_t *buf_b, const Input *in_b, size_t count, int wide, int compare, uint64_t mask,
+                         uint64_t limit, Totals *totals, int *nonzero, ReadFailure *failure) {
+    int itemsize_a = ITEMSIZE[in_a->code];
+    size_t nbytes_a = count * (size_t)itemsize_a, nbytes_b = count * (size_t)ITEMSIZE[in_b->code];
+    size_t in_place = 0; /* bytes at the start of both buffers that already hold their chunk's bytes */
+    if (compare && in_a->code == in_b->code && mask != 0) {
+        size_t low = 0;
+        for (; low < nbytes_a; low += PIECE_BYTES) {
+            size_t size = nbytes_a - low < PIECE_BYTES ? nbytes_a - low : PIECE_BYTES;
+            if (!read_fully(fd_a, buf_a, size, offset_a + (long long)low, &failure->reached)) {
+                failure->side = 0;
+                failure->error = errno;
+                return -1;
+            }
+            if (!read_fully(fd_b, buf_b, size, offset_b + (long long)low, &failure->reached)) {
+                failure->side = 1;
+                failure->error = errno;
+                return -1;
+            }
+            if (!equal_and_finite(buf_a, buf_b, size, itemsize_a, mask, limit, nonzero)) break;
+        }
+        if (low >= nbytes_a) {
+            memset(totals, 0, sizeof *totals);
+            return 0;
+        }
+        in_place = low == 0 ? (nbytes_a < PIECE_BYTES ? nbytes_a : PIECE_BYTES) : 0;
+    }
+    if (!read_fully(fd_a, buf_a + in_place, nbytes_a - in_place, offset_a + (long long)in_place, &failure->reached)) {
+        failure->side = 0;
+        failure->error = errno;
+        return -1;
+    }
+    if (!read_fully(fd_b, buf_b + in_place, nbytes_b - in_place, offset_b + (long long)in_place, &failure->reached)) {
+        failure->side = 1;
+        failure->error = errno;
+        return -1;
+    }
+    Input a = {buf_a, in_a->code, in_a->table}, b = {buf_b, in_b->code, in_b->table};
+    *nonzero = 0;
+    return compared_chunk(&a, &b, count, wide, compare, mask, limit, totals, nonzero);
+}
+
+/* read_chunk(fd_a, offset_a, buffer_a, code_a, table_a, fd_b, offset_b, buffer_b, code_b, table_b, count, wide,
+ * compare, mask, limit) → compared_chunk's tuple, on the chunks read from the two files into the two (reused,
+ * writable) buffers; the buffers then hold the chunks' bytes unless the state is 0. A file that ends before the
+ * chunk raises EOFError(side, byte it ended at) (side 0: a, 1: b); a failed read OSError with the side as filename. */
+static PyObject *py_read_chunk(PyObject *self, PyObject *args) {
     int fd_a, fd_b, code_a, code_b, wide, compare;
     long long offset_a, offset_b;
     unsigned long long mask, limit;
     Py_ssize_t count;
     PyObject *table_a, *table_b;
-    if (!PyArg_ParseTuple(args, "iLiOiLiOnppKK", &fd_a, &offset_a, &code_a, &table_a, &fd_b, &offset_b, &code_b,
-                          &table_b, &count, &wide, &compare, &mask, &limit))
+    Py_buffer out_a, out_b;
+    if (!PyArg_ParseTuple(args, "iLw*iOiLw*iOnppKK", &fd_a, &offset_a, &out_a, &code_a, &table_a, &fd_b, &offset_b,
+                          &out_b, &code_b, &table_b, &count, &wide, &compare, &mask, &limit))
         return NULL;
-    if (!valid_code(code_a) || !valid_code(code_b)) return NULL;
-    if (count < 0 || offset_a < 0 || offset_b < 0) {
-        PyErr_SetString(PyExc_ValueError, "negative count or offset");
-        return NULL;
-    }
-    Py_buffer table_view_a, table_view_b;
-    const float *ta, *tb;
-    if (!get_table(table_a, code_a, &table_view_a, &ta)) return NULL;
-    if (!get_table(table_b, code_b, &table_view_b, &tb)) {
-        if (table_view_a.obj) PyBuffer_Release(&table_view_a);
-        return NULL;
-    }
-    size_t nbytes_a = (size_t)count * ITEMSIZE[code_a], nbytes_b = (size_t)count * ITEMSIZE[code_b];
-    Mapping map_a = {0}, map_b = {0};
-    int state = 2, nonzero = 0, failed = 0;
-    Totals totals;
-    memset(&totals, 0, sizeof totals);
-    int error = 0;
-    PyThreadState *thread = PyEval_SaveThread();
-    if (!map_range(fd_a, offset_a, nbytes_a, &map_a) || !map_range(fd_b, offset_b, nbytes_b, &map_b)) {
-        failed = 1;
-        error = errno;
-    } else {
-        Input a = {map_a.data, code_a, ta}, b = {map_b.data, code_b, tb};
-        sigjmp_buf jump;
-        guard_enter();
-        if (sigsetjmp(jump, 1) == 0) {
-            fault_exit = &jump;
-            atomic_signal_fence(memory_order_seq_cst);  /* no read of the mapping moves outside the guard */
-            state = compared_chunk(&a, &b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero);
-            atomic_signal_fence(memory_order_seq_cst);
-            fault_exit = NULL;
-        } else {  /* a file was cut while this chunk was read */
-            failed = 1;
-            error = EIO;
+    PyObject *result = NULL;
+    Pair pair;
+    pair.raw_a = out_a;
+    pair.raw_b = out_b;
+    if (offset_a < 0 || offset_b < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative offset");
+        pair.table_a.obj = pair.table_b.obj = NULL;
+    } else if (take_pair(&pair, code_a, table_a, code_b, table_b, count)) {
+        Totals totals;
+        ReadFailure failure = {0, 0, 0};
+        int state, nonzero = 0;
+        Py_BEGIN_ALLOW_THREADS
+        state = read_compared(fd_a, offset_a, (uint8_t *)out_a.buf, &pair.a, fd_b, offset_b, (uint8_t *)out_b.buf,
+                              &pair.b, (size_t)count, wide, compare, mask, limit, &totals, &nonzero, &failure);
+        Py_END_ALLOW_THREADS
+        if (state >= 0) {
+            result = compared_result(state, nonzero, &totals);
+        } else if (failure.error == 0) {
+            PyErr_Format(PyExc_EOFError, "%d %lld", failure.side, failure.reached);
+        } else {
+            errno = failure.error;
+            PyErr_SetFromErrnoWithFilename(PyExc_OSError, failure.side ? "b" : "a");
         }
-        guard_leave();
     }
-    if (map_a.base && map_a.base != MAP_FAILED) munmap(map_a.base, map_a.length);
-    if (map_b.base && map_b.base != MAP_FAILED) munmap(map_b.base, map_b.length);
-    PyEval_RestoreThread(thread);
-    if (table_view_a.obj) PyBuffer_Release(&table_view_a);
-    if (table_view_b.obj) PyBuffer_Release(&table_view_b);
-    if (failed) {
-        errno = error;
-        return PyErr_SetFromErrno(PyExc_OSError);
-    }
-    return compared_result(state, nonzero, &totals);
+    release_pair(&pair);
+    return result;
 }
 #endif
 
 static PyMethodDef methods[] = {
     {"chunk_totals", py_chunk_totals, METH_VARARGS,
      "chunk_totals(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide) -> (skipped, dd, abs, max, ab, aa, "
-     "bb)"},
+     "bb, scale_d, scale_a, scale_b)"},
     {"compared_chunk", py_compared_chunk, METH_VARARGS,
      "compared_chunk(raw_a, code_a, table_a, raw_b, code_b, table_b, count, wide, compare, mask, limit) -> (state, "
-     "nonzero, skipped, dd, abs, max, ab, aa, bb)"},
-#ifdef CKPTDIFF_MMAP
-    {"mapped_chunk", py_mapped_chunk, METH_VARARGS,
-     "mapped_chunk(fd_a, offset_a, code_a, table_a, fd_b, offset_b, code_b, table_b, count, wide, compare, mask, "
-     "limit) -> (state, nonzero, skipped, dd, abs, max, ab, aa, bb)"},
+     "nonzero, skipped, dd, abs, max, ab, aa, bb, scale_d, scale_a, scale_b)"},
+#ifdef CKPTDIFF_PREAD
+    {"read_chunk", py_read_chunk, METH_VARARGS,
+     "read_chunk(fd_a, offset_a, buffer_a, code_a, table_a, fd_b, offset_b, buffer_b, code_b, table_b, count, wide, "
+     "compare, mask, limit) -> (state, nonzero, skipped, dd, abs, max, ab, aa, bb, scale_d, scale_a, scale_b)"},
 #endif
     {NULL, NULL, 0, NULL},
 };
@@ -627,8 +743,8 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fused", "The fused 
 PyMODINIT_FUNC PyInit__fused(void) {
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
-    static const char *names[CODES] = {"F32", "BF16", "TABLE16", "TABLE8", "F64", "I8", "U8",
-                                       "I16", "U16",  "I32",     "U32",    "I64", "U64"};
+    static const char *names[CODES] = {"F32", "BF16", "TABLE16", "TABLE8", "F64", "I8",  "U8",
+                                       "I16", "U16",  "I32",     "U32",    "I64", "U64", "BOOL"};
     int failed = PyModule_AddIntConstant(m, "BLOCK", BLOCK) < 0 || PyModule_AddIntConstant(m, "LANES", LANES) < 0;
     for (int code = 0; code < CODES && !failed; code++) failed = PyModule_AddIntConstant(m, names[code], code) < 0;
     if (failed) {

@@ -86,7 +86,7 @@ def compare_values(
     for label, own, base_name in jobs:
         index = 0 if label == "A" else 1
         pairs.append(Pair(2, base.tensors[base_name], index, (a, b)[index].tensors[own]))  # type: ignore[union-attr]
-    kernel = choose_kernel(sum(pair.nbytes for pair in pairs), notify)
+    kernel = choose_kernel(notify)
     bar = BytesBar(progress, "--values") if progress is not None else None
     options = replace(options, on_progress=_both(options.on_progress, bar))
     sides: list[Side] = []

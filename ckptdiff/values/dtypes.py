@@ -31,7 +31,7 @@ class ValueType:
     magnitude_mask: int | None
     finite_below: int | None = None
     itemsize: int = field(init=False)
-    #: How the fused kernel decodes it (:mod:`ckptdiff.values.kernels`' codes), and in which precision it sums.
+    #: How the C kernel decodes it (``_fused.c``'s codes), and in which precision it sums.
     code: int = field(init=False)
     wide: bool = field(init=False)
 
@@ -61,14 +61,14 @@ class ValueType:
         return np.dtype(f"<u{self.itemsize}")
 
 
-# The same numbers as ckptdiff.values.kernels' constants (that module imports numba, this one must not).
+# How the C kernel (_fused.c's enum) decodes each dtype.
 _KERNEL_CODES = {
     "F32": 0,
     "BF16": 1,
     "F16": 2,
     **dict.fromkeys(("F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ", "F8_E8M0"), 3),
     "F64": 4,
-    **{"I8": 5, "U8": 6, "BOOL": 6, "I16": 7, "U16": 8, "I32": 9, "U32": 10, "I64": 11, "U64": 12},
+    **{"I8": 5, "U8": 6, "I16": 7, "U16": 8, "I32": 9, "U32": 10, "I64": 11, "U64": 12, "BOOL": 13},
 }
 
 

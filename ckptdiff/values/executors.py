@@ -47,7 +47,7 @@ class ShardTask:
     sides: tuple[SideSpec, ...]
     pairs: tuple[Pair, ...]
     positions: tuple[int, ...]
-    kernel: str = "numba"  # chosen once for the whole pass, so every task sums the same way
+    kernel: str = "c"  # chosen once for the whole pass, so every task sums the same way
     #: Where the task copies a store's files: a folder of the driver's on this machine (--jobs: removed by the
     #: driver, even when it stops a worker mid-copy), or None: the worker's temporary folder (Dask).
     scratch: str | None = None
@@ -58,7 +58,7 @@ class ShardTask:
 
 
 def shard_tasks(
-    sides: Sequence[SideSpec], pairs: Sequence[Pair], kernel: str = "numba", scratch: str | None = None
+    sides: Sequence[SideSpec], pairs: Sequence[Pair], kernel: str = "c", scratch: str | None = None
 ) -> list[ShardTask]:
     """The pass's pairs grouped by (side and file of A, side and file of B), in first-seen order."""
     groups: dict[tuple[int, str, int, str], list[int]] = {}

@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import TORCH_SUFFIXES, Checkpoint, RelativePath, TensorInfo
 from ..errors import CkptdiffError, SourceError
-from .dtypes import ValueType, widen
+from .dtypes import ValueType
 
 if TYPE_CHECKING:  # pragma: no cover
     from types import ModuleType
-
-    import numpy as np
 
     from ..sources.torch_pickle import TorchArchive
 
@@ -72,14 +70,14 @@ class FileReader:
         self.tail = bytearray(nbytes)
         return self.tail
 
-    def place(self, offset: int, nbytes: int) -> tuple[int, int]:
-        """(file descriptor, ``offset``) for a kernel that reads the bytes itself, once the file is known to hold
-        them (a memory map past its end would fault)."""
+    def place(self, offset: int, nbytes: int) -> tuple[int, int, bytearray]:
+        """(file descriptor, ``offset``, the reused buffer for ``nbytes``) for a kernel that reads the bytes
+        itself, once the file is known to hold them (a file cut later gives the kernel a short read)."""
         if self.size is None:
             self.size = os.fstat(self.handle.fileno()).st_size
         if offset + nbytes > self.size:
             raise SourceError(self.where, f"file ends at byte {self.size}, a tensor needs {offset + nbytes}")
-        return self.handle.fileno(), offset
+        return self.handle.fileno(), offset, self.buffer(nbytes)
 
     def read_into(self, offset: int, view: memoryview) -> None:
         """Fill ``view`` with the bytes from ``offset`` on."""
@@ -111,7 +109,6 @@ class Side:
         self.archives: dict[RelativePath, TorchArchive] = {}
         self.loaded: dict[RelativePath, Any] = {}  # torch.load(mmap=True) state dicts, strided tensors only
         self.strided: tuple[TensorInfo, Any] | None = None  # the last strided tensor, flattened
-        self.wide: np.ndarray | None = None  # the numpy path's float32 buffer
 
     def where(self, file: RelativePath) -> str:
         return str(self.paths.get(file, file))
@@ -147,21 +144,13 @@ class Side:
         """``view`` filled with a plain tensor's bytes from ``byte_start`` on."""
         self._reader(info.file).read_into(info.data_offsets[0] + byte_start, view)
 
-    def place(self, info: TensorInfo, byte_start: int, nbytes: int) -> tuple[int, int]:
-        """Where a plain tensor's bytes from ``byte_start`` on lie: (file descriptor, offset in the file)."""
+    def place(self, info: TensorInfo, byte_start: int, nbytes: int) -> tuple[int, int, bytearray]:
+        """Where a plain tensor's ``nbytes`` from ``byte_start`` on lie, (file descriptor, offset in the file), and
+        the reused buffer a kernel reads them into."""
         return self._reader(info.file).place(info.data_offsets[0] + byte_start, nbytes)
 
     def read_bytes(self, info: TensorInfo, start: int, nbytes: int) -> bytearray:
         return self._reader(info.file).read(info.data_offsets[0] + start, nbytes)
-
-    def widen(self, kind: ValueType, raw: bytearray) -> np.ndarray:
-        """A float32 chunk: ``raw`` itself if it holds F32, else widened into this side's reused buffer."""
-        import numpy as np
-
-        count = len(raw) // kind.itemsize
-        if self.wide is None or self.wide.size < count:
-            self.wide = np.empty(count, np.float32)
-        return widen(kind, raw, self.wide)
 
     def close(self) -> None:
         for reader in self.readers.values():

@@ -4,60 +4,39 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib.util import find_spec
 from typing import TYPE_CHECKING, TypeVar
 
 from ..checkpoint import TensorInfo
+from ..errors import SourceError
 from ..report import ValueNote
-from .dtypes import VALUE_TYPES, ValueType, equal_chunk_facts
-from .fused import FusedChunks, c_kernel
+from .dtypes import VALUE_TYPES
+from .fused import FileEnded, FusedChunks, c_kernel
+from .numpy_chunks import NumpyChunks
 from .readers import Side
-from .statistics import (
-    Accumulator,
-    ChunkResult,
-    SameChunk,
-    ValueStats,
-    chunk_sums,
-    float64_sums,
-    square_sum,
-)
+from .statistics import Accumulator, ChunkResult, Sums, ValueStats
 
 #: Elements per chunk: 1 Mi (2 MiB a side in bf16). The fused kernel works on blocks inside a chunk, so a chunk
-#: only has to amortise a read's system call and a thread hand-off; the numpy path keeps 256 Ki, below which
+#: only has to amortise a read's system calls and a thread hand-off; the numpy path keeps 256 Ki, below which
 #: it paid numpy's per-call overhead and above which its float32 copies spilled the CPU's cache.
 CHUNK_ELEMENTS = 1024 * 1024
 NUMPY_CHUNK_ELEMENTS = 256 * 1024
-#: The fused path compares a chunk's bytes in pieces of this size, which stay in the CPU's cache between the
-#: read, the memcmp and the finite/nonzero check.
-EQUAL_PIECE_BYTES = 512 * 1024
-#: The C kernel maps chunks of at least this many bytes (side A) itself; smaller ones (small tensors) are read
-#: into reused buffers: two positioned reads cost less than mapping and unmapping two ranges there (measured per
-#: bf16 chunk pair: 4 KiB 7 µs read against 21 mapped, 64 KiB 40 against 46; 256 KiB 139 against 117).
-MAP_MIN_BYTES = 256 * 1024
-#: At most this many threads compute a pass (each with its own file handles and buffers).
+#: At most this many threads compute a pass (each with its own file handles and buffers), and no more than
+#: the cores this process may run on.
 MAX_THREADS = 4
 #: A pass reading less than this runs in the calling thread.
 THREADS_MIN_BYTES = 32 * 2**20
-#: The tasks running now are read this many times, this far apart (seconds), and averaged before a pass chooses
-#: its threads: on two shared CPUs that /proc/stat showed 92 % busy, single readings gave 0 other tasks in 29 %
-#: of samples (two threads: over-subscribed), 1 in 44 %, 2 or more in 27 %.
-RUNNING_SAMPLES = 4
-RUNNING_SAMPLE_SECONDS = 0.002
-#: Which code computes the sums: "c" (the fused kernel compiled at install, ``_fused.c``), "numba" (the same
-#: pass where the extension was not built) or "numpy" (array operations: the anchor, the fallback where neither
-#: is there, and small passes without the C kernel). The environment variable chooses one explicitly.
+#: Which code computes the sums: "c" (the fused kernel compiled at install, ``_fused.c``) or "numpy" (array
+#: operations: the anchor of the benchmarks, and the fallback where the extension was not built). The
+#: environment variable chooses numpy explicitly (the benchmarks' anchor); "c" where it was not built is as if
+#: unset.
 KERNEL_VARIABLE = "CKPTDIFF_VALUES_KERNEL"
-#: Without the C kernel, a pass comparing fewer bytes (both sides) uses numpy: importing numba and loading its
-#: compiled kernels costs ~0.5 s of CPU (1–2 s on a loaded machine), more than the fused pass saves on less data.
-NUMBA_MIN_BYTES = 2**30
 
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
+    pass
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -79,158 +58,67 @@ class Pair:
         return self.a.nbytes + self.b.nbytes
 
 
-def choose_kernel(nbytes: int | None = None, notify: Callable[[str], None] | None = None) -> str:
-    """The C kernel ("c") where it was built; else numba's ("numba") for a pass of ``nbytes`` ≥ NUMBA_MIN_BYTES
-    (any, if None) when numba is installed, else "numpy" (with a one-line note when numba is missing). The
-    environment variable overrides ("c" where it was not built: as if unset)."""
+def choose_kernel(notify: Callable[[str], None] | None = None) -> str:
+    """The C kernel ("c") where it was built, else "numpy" (with a one-line note); the environment variable
+    :data:`KERNEL_VARIABLE` set to "numpy" chooses numpy."""
     wanted = os.environ.get(KERNEL_VARIABLE, "").strip().lower()
-    if wanted in ("", "c") and c_kernel() is not None:
+    if wanted == "numpy":
+        return "numpy"
+    if c_kernel() is not None:
         return "c"
-    if wanted == "numpy" or (wanted != "numba" and nbytes is not None and nbytes < NUMBA_MIN_BYTES):
-        return "numpy"
-    if find_spec("numba") is None:  # imported later, only by a chunk that differs: byte copies never load it
-        if notify is not None:
-            notify("--values: numba is not installed; using the slower numpy statistics")
-        return "numpy"
-    return "numba"
+    if notify is not None:
+        notify("--values: the C kernel was not built at install; using the slower numpy statistics")
+    return "numpy"
 
 
 class Worker:
-    """What one thread computes chunks with: the sides (its own copies when threads share the pass) and buffers."""
+    """What one thread computes chunks with: the sides (its own copies when threads share the pass) and the
+    kernel's buffers (the C kernel's, or numpy's)."""
 
     def __init__(self, sides: list[Side], kernel: str) -> None:
         self.sides = sides
-        self.delta: np.ndarray | None = None  # b − a of a chunk (numpy path)
         self.kernel = kernel
-        self.fused: FusedChunks | None = None  # made on the first chunk that differs (numba loads ~0.5 s)
-        self.maps = kernel == "c" and hasattr(c_kernel(), "mapped_chunk")  # POSIX: the C kernel reads the files
-        self.pieces: dict[int, tuple[bytearray, bytearray]] = {}  # size → reused buffers of both sides
+        self.fused: FusedChunks | None = FusedChunks() if kernel == "c" else None
+        self.numpy: NumpyChunks | None = None if kernel == "c" else NumpyChunks()
 
     def chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        if self.kernel == "c":
-            return self._c_chunk(pair, start, count)
-        if self.kernel == "numba":
-            return self._fused_chunk(pair, start, count)
-        import numpy as np
-
-        with np.errstate(all="ignore"):  # overflow and NaN are expected in data: float64_sums handles them
-            return self._numpy_chunk(pair, start, count)
-
-    def square_sum(self, pair: Pair, start: int, count: int) -> float:
-        """Σa² of side A's chunk (an equal chunk taken as a SameChunk, once its tensor differed elsewhere)."""
-        side, kind = self.sides[pair.side_a], VALUE_TYPES[pair.a.dtype]
-        raw = side.read(pair.a, kind, start, count)
-        if self.kernel != "numpy":
-            return self._fused().square_sum(kind, raw)
-        return square_sum(side.widen(kind, raw))
-
-    def _fused(self) -> FusedChunks:
-        if self.fused is None:
-            self.fused = FusedChunks(self.kernel)
-        return self.fused
-
-    def _c_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        """A chunk pair through the C kernel: mapped by it where both tensors are plain and the chunk is large,
-        else read into the sides' buffers; compared byte for byte first either way."""
-        side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
-        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        if self.maps and count * kind_a.itemsize >= MAP_MIN_BYTES:
-            if side_a.is_plain(pair.a) and side_b.is_plain(pair.b):
-                try:
-                    return self._mapped_chunk(pair, start, count)
-                except OSError:  # a file that cannot be memory-mapped: positioned reads from now on
-                    self.maps = False
-        raw_a = side_a.read(pair.a, kind_a, start, count)
-        raw_b = side_b.read(pair.b, kind_b, start, count)
-        return self._fused().compared(kind_a, raw_a, kind_b, raw_b)
-
-    def _mapped_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        """A chunk pair of two plain tensors, read by the C kernel itself (a memory map of just that range)."""
-        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        fd_a, offset_a = self._place(pair.side_a, pair.a, kind_a, start, count)
-        fd_b, offset_b = self._place(pair.side_b, pair.b, kind_b, start, count)
-        return self._fused().mapped(kind_a, fd_a, offset_a, kind_b, fd_b, offset_b, count)
-
-    def _place(self, index: int, info: TensorInfo, kind: ValueType, start: int, count: int) -> tuple[int, int]:
-        return self.sides[index].place(info, start * kind.itemsize, count * kind.itemsize)
-
-    def _fused_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
-        kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        if kind_a is kind_b and side_a.is_plain(pair.a) and side_b.is_plain(pair.b):
-            outcome = self._equal_in_pieces(pair, start, count)
-            if isinstance(outcome, SameChunk):
-                return outcome
-            raw_a, raw_b, same = outcome
-        else:
-            outcome = self._read_both(pair, start, count)
-            if isinstance(outcome, SameChunk):
-                return outcome
-            raw_a, raw_b, same = outcome
-        return self._fused().sums(kind_a, raw_a, kind_b, raw_b, same)
-
-    def _read_both(self, pair: Pair, start: int, count: int) -> SameChunk | tuple[bytearray, bytearray, bool]:
-        """Both sides' chunks, read whole: a SameChunk when their bytes are equal and every element finite, else
-        the two chunks (in the readers' buffers) and whether their bytes are equal."""
+        if self.fused is not None:
+            return self._c_chunk(self.fused, pair, start, count)
+        assert self.numpy is not None
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
         raw_a = self.sides[pair.side_a].read(pair.a, kind_a, start, count)
         raw_b = self.sides[pair.side_b].read(pair.b, kind_b, start, count)
-        same = kind_a is kind_b and raw_a == raw_b  # bytearrays of one size: a memcmp
-        if same:
-            facts = equal_chunk_facts(kind_a, raw_a)
-            if facts is not None and facts[0]:
-                return SameChunk(count, facts[1])
-        return raw_a, raw_b, same
+        return self.numpy.compared(kind_a, raw_a, kind_b, raw_b)
 
-    def _equal_in_pieces(self, pair: Pair, start: int, count: int) -> SameChunk | tuple[bytearray, bytearray, bool]:
-        """A chunk of two plain tensors of one dtype, read and compared in pieces that stay in the CPU's cache
-        (a whole chunk pair spills it: measured ~1.6× the CPU time on byte copies): a SameChunk when every piece
-        is equal and finite, else both sides' whole chunks (in the readers' buffers) for the kernel."""
-        side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
-        kind = VALUE_TYPES[pair.a.dtype]
-        begin, nbytes = start * kind.itemsize, count * kind.itemsize
-        nonzero = False
-        for low in range(0, nbytes, EQUAL_PIECE_BYTES):
-            size = min(EQUAL_PIECE_BYTES, nbytes - low)
-            piece_a, piece_b = self._pieces(size)
-            side_a.fill(pair.a, begin + low, memoryview(piece_a))
-            side_b.fill(pair.b, begin + low, memoryview(piece_b))
-            same = piece_a == piece_b  # a memcmp
-            facts = equal_chunk_facts(kind, piece_a) if same else None
-            if facts is None or not facts[0]:  # differs, or the kernel must count non-finite elements
-                raw_a, raw_b = side_a.buffer(pair.a, nbytes), side_b.buffer(pair.b, nbytes)
-                for side, info, raw, piece in ((side_a, pair.a, raw_a, piece_a), (side_b, pair.b, raw_b, piece_b)):
-                    view = memoryview(raw)
-                    view[low : low + size] = piece
-                    side.fill(info, begin, view[:low])
-                    side.fill(info, begin + low + size, view[low + size :])
-                return raw_a, raw_b, same and raw_a == raw_b
-            nonzero = nonzero or facts[1]
-        return SameChunk(count, nonzero)
+    def square_sum(self, pair: Pair, start: int, count: int) -> Sums:
+        """Σa² of side A's chunk (an equal chunk taken as a SameChunk, once its tensor differed elsewhere)."""
+        side, kind = self.sides[pair.side_a], VALUE_TYPES[pair.a.dtype]
+        raw = side.read(pair.a, kind, start, count)
+        chunks = self.fused if self.fused is not None else self.numpy
+        assert chunks is not None
+        return chunks.square_sum(kind, raw)
 
-    def _pieces(self, size: int) -> tuple[bytearray, bytearray]:
-        if size not in self.pieces:
-            if len(self.pieces) > 4:  # a tensor's last piece is shorter: keep the full size and a few others
-                self.pieces = {n: pair for n, pair in self.pieces.items() if n == EQUAL_PIECE_BYTES}
-            self.pieces[size] = (bytearray(size), bytearray(size))
-        return self.pieces[size]
-
-    def _numpy_chunk(self, pair: Pair, start: int, count: int) -> ChunkResult:
-        import numpy as np
-
+    def _c_chunk(self, fused: FusedChunks, pair: Pair, start: int, count: int) -> ChunkResult:
+        """A chunk pair through the C kernel, compared byte for byte first: read by the kernel itself (pread into
+        the sides' reused buffers) where both tensors are plain runs of their files, else read here."""
         side_a, side_b = self.sides[pair.side_a], self.sides[pair.side_b]
         kind_a, kind_b = VALUE_TYPES[pair.a.dtype], VALUE_TYPES[pair.b.dtype]
-        outcome = self._read_both(pair, start, count)
-        if isinstance(outcome, SameChunk):
-            return outcome
-        raw_a, raw_b, same = outcome
-        a, b = side_a.widen(kind_a, raw_a), side_b.widen(kind_b, raw_b)
-        if kind_a is not kind_b:
-            same = bool(np.array_equal(a, b))
-        if self.delta is None or self.delta.size < count:
-            self.delta = np.empty(count, np.float32)
-        sums = chunk_sums(a, b, same, self.delta)
-        return sums if sums is not None else float64_sums(a, b, same)
+        if fused.reads and side_a.is_plain(pair.a) and side_b.is_plain(pair.b):
+            place_a = side_a.place(pair.a, start * kind_a.itemsize, count * kind_a.itemsize)
+            place_b = side_b.place(pair.b, start * kind_b.itemsize, count * kind_b.itemsize)
+            try:
+                return fused.read(kind_a, place_a, kind_b, place_b, count)
+            except FileEnded as ended:
+                side, info, place = (side_a, pair.a, place_a) if ended.side == 0 else (side_b, pair.b, place_b)
+                needs = place[1] + len(place[2])
+                where = side.where(info.file)
+                raise SourceError(where, f"file ends at byte {ended.reached}, a tensor needs {needs}") from None
+            except OSError as err:
+                side, info = (side_a, pair.a) if err.filename == "a" else (side_b, pair.b)
+                raise SourceError(side.where(info.file), f"cannot read: {err.strerror or err}") from None
+        raw_a = side_a.read(pair.a, kind_a, start, count)
+        raw_b = side_b.read(pair.b, kind_b, start, count)
+        return fused.compared(kind_a, raw_a, kind_b, raw_b)
 
 
 def pair_stats(
@@ -243,12 +131,12 @@ def pair_stats(
 ) -> list[ValueStats]:
     """Statistics for every pair, streamed chunk by chunk (large passes on several threads).
 
-    The reads and the kernels (numba's ``nogil``, or numpy's large operations) release the GIL, so threads
-    working on different chunks overlap; each thread has its own sides (file handles and buffers). ``threads``
-    None: as many as the cores free now (:func:`free_cores`). ``progress`` is called after every chunk.
+    The reads and the kernels (the C kernel, or numpy's large operations) release the GIL, so threads working
+    on different chunks overlap; each thread has its own sides (file handles and buffers). ``threads`` None: one
+    per core this process may run on (:func:`cores`, at most :data:`MAX_THREADS`) for a large pass, else one.
+    ``progress`` is called after every chunk.
     """
-    kernel = kernel or choose_kernel(sum(pair.nbytes for pair in pairs))
-    if kernel == "c" and c_kernel() is None:  # a worker where the extension was not built
+    if kernel is None or (kernel == "c" and c_kernel() is None):  # a worker where the extension was not built
         kernel = choose_kernel()
     results: dict[int, ValueStats] = {}
     comparable = []
@@ -267,7 +155,7 @@ def pair_stats(
     )
     nbytes = sum(pairs[index].nbytes for index in comparable)
     if threads is None:
-        threads = min(MAX_THREADS, free_cores()) if nbytes >= THREADS_MIN_BYTES else 1
+        threads = min(MAX_THREADS, cores()) if nbytes >= THREADS_MIN_BYTES else 1
     own = threading.local()
     workers: list[Worker] = []
     main = Worker(sides, kernel)
@@ -351,55 +239,6 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         return os.cpu_count() or 1
-
-
-def free_cores() -> int:
-    """The CPUs this process may run on, less the busy ones (:func:`cores_free_of` this machine's readings now)."""
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # no load average on this system
-        load = 0.0
-    return cores_free_of(load, tasks_running_on_average())
-
-
-def cores_free_of(load: float, running: float | None) -> int:
-    """The CPUs this process may run on, less the busy ones: the smaller of the last minute's load average
-    (``load``) and the tasks running besides this one, averaged over a few samples (``running``; None where it
-    cannot be read). On a shared machine a second thread only contends (measured: one thread beat two at a load
-    average of 2); the minute's average alone would also count this process's own work of a moment ago (runs
-    that follow each other), and one sample of the tasks running is a coin toss (:data:`RUNNING_SAMPLES`)."""
-    busy = load if running is None else min(load, running)
-    return max(1, min(cores(), round(cores() - busy)))
-
-
-def tasks_running_on_average(samples: int = RUNNING_SAMPLES, pause: float = RUNNING_SAMPLE_SECONDS) -> float | None:
-    """The tasks running besides this one (:func:`tasks_running_now`), averaged over ``samples`` readings
-    ``pause`` seconds apart; None where that cannot be read."""
-    counts = []
-    for sample in range(samples):
-        if sample:
-            time.sleep(pause)
-        count = tasks_running_now()
-        if count is None:
-            return None
-        counts.append(count)
-    return sum(counts) / len(counts)
-
-
-def tasks_running_now(loadavg: str | None = None) -> int | None:
-    """Tasks runnable on the machine now, less this one: the fourth field of /proc/loadavg ("running/total",
-    which counts the reader), or of ``loadavg``; None where there is no such file (not Linux)."""
-    if loadavg is None:
-        try:
-            with open("/proc/loadavg") as handle:
-                loadavg = handle.read()
-        except OSError:
-            return None
-    try:
-        running = int(loadavg.split()[3].split("/")[0])
-    except (IndexError, ValueError):
-        return None
-    return max(0, running - 1)
 
 
 def _bytes_only(side_a: Side, a: TensorInfo, side_b: Side, b: TensorInfo, dtype: str) -> ValueStats:

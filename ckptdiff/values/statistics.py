@@ -68,12 +68,24 @@ class SameChunk:
 
 @dataclass(frozen=True)
 class Sums:
-    """A chunk's sums: Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb² over ``count`` finite elements."""
+    """A chunk's sums: Σ(b−a)², Σ|b−a|, max|b−a|, Σab, Σa², Σb² over ``count`` finite elements.
+
+    ``scales`` (d, a, b), all 0 but at float64's extremes (squares that would overflow or underflow): the first
+    three sums are of b − a times 2^-d, Σa² of a times 2^-a, Σb² of b times 2^-b, Σab of both so scaled."""
 
     equal: bool
     count: int
     nonfinite: int
     sums: tuple[float, float, float, float, float, float]
+    scales: tuple[int, int, int] = (0, 0, 0)
+
+
+def _scaled(value: float, exponent: int) -> float:
+    """``value`` × 2^``exponent``; ±infinity where that is beyond float64."""
+    try:
+        return math.ldexp(value, exponent)
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
 ChunkResult = SameChunk | Sums
@@ -83,19 +95,24 @@ class Accumulator:
     """One tensor's running sums, folded from per-chunk results in chunk order (so in the same order, and
     to the same bits, however many threads computed the chunks): Python floats across chunks.
 
-    A chunk comes from the fused kernel (:mod:`.fused`), from :func:`chunk_sums` (numpy, float32) or, when its
-    bytes are the same on both sides, as a :class:`SameChunk` (no arithmetic). Such a chunk's Σa² is needed
-    only when another chunk of the tensor differs; it is then summed afterwards (:meth:`add_square_sum`) from the
-    chunks in ``unsquared``.
+    A chunk comes from the C kernel (:mod:`.fused`) or numpy (:mod:`.numpy_chunks`) or, when its bytes are the
+    same on both sides, as a :class:`SameChunk` (no arithmetic). Such a chunk's Σa² is needed only when another
+    chunk of the tensor differs; it is then summed afterwards (:meth:`add_square_sum`) from the chunks in
+    ``unsquared``. Each group of sums (those of b − a, Σa², Σb², Σab) is kept at one scale, a chunk's at another
+    rescaled to the larger of the two (see :class:`Sums`).
     """
 
     def __init__(self) -> None:
         self.equal = True
         self.nonzero = False  # an equal chunk taken as a SameChunk held a nonzero value
-        self.max_abs = self.sum_abs = 0.0
-        self.dot_ab = self.dot_aa = self.dot_bb = self.dot_dd = 0.0
         self.count = self.nonfinite = 0
         self.unsquared: list[tuple[int, int]] = []  # (start, count) of equal chunks not in the dot products
+        # (Σ(b−a)², Σ|b−a|, max|b−a|) times 2^-scale_d; Σa², Σb², Σab likewise at their own scales
+        self.dd: tuple[float, ...] = (0.0, 0.0, 0.0)
+        self.scale_d = 0
+        self.aa, self.scale_a = 0.0, 0
+        self.bb, self.scale_b = 0.0, 0
+        self.ab, self.scale_ab = 0.0, 0
 
     def fold(self, start: int, result: ChunkResult) -> None:
         if isinstance(result, SameChunk):
@@ -107,32 +124,67 @@ class Accumulator:
         self.count += result.count
         self.nonfinite += result.nonfinite
         dd, abs_sum, max_abs, ab, aa, bb = result.sums
-        self.dot_dd += dd
-        self.sum_abs += abs_sum
-        self.max_abs = max(self.max_abs, max_abs)
-        self.dot_ab += ab
-        self.dot_aa += aa
-        self.dot_bb += bb
+        scale_d, scale_a, scale_b = result.scales
+        (self.dd, self.scale_d), (mine, theirs) = _common((self.dd, self.scale_d), ((dd, abs_sum, max_abs), scale_d))
+        self.dd = (mine[0] + theirs[0], mine[1] + theirs[1], max(mine[2], theirs[2]))
+        self._add_squares(aa, scale_a, bb, scale_b, ab)
 
-    def add_square_sum(self, square: float) -> None:
-        """Σa² of an equal chunk taken as a SameChunk, once the tensor turned out to differ elsewhere."""
-        self.dot_aa += square
-        self.dot_bb += square
-        self.dot_ab += square
+    def add_square_sum(self, square: Sums) -> None:
+        """Σa² of an equal chunk taken as a SameChunk (its :class:`Sums` as both sides), once the tensor turned
+        out to differ elsewhere."""
+        aa, scale = square.sums[4], square.scales[1]
+        self._add_squares(aa, scale, aa, scale, aa)
+
+    def _add_squares(self, aa: float, scale_a: int, bb: float, scale_b: int, ab: float) -> None:
+        (_, self.scale_a), (mine, theirs) = _common(((self.aa,), self.scale_a), ((aa,), scale_a), squares=True)
+        self.aa = mine[0] + theirs[0]
+        (_, self.scale_b), (mine, theirs) = _common(((self.bb,), self.scale_b), ((bb,), scale_b), squares=True)
+        self.bb = mine[0] + theirs[0]
+        (_, self.scale_ab), (mine, theirs) = _common(((self.ab,), self.scale_ab), ((ab,), scale_a + scale_b))
+        self.ab = mine[0] + theirs[0]
 
     def stats(self, note: ValueNote | None = None) -> ValueStats:
         if self.nonfinite:
             note = msgspec.structs.replace(note or ValueNote(), nonfinite=self.nonfinite)
         if self.equal:
-            cosine = 1.0 if self.dot_aa > 0 or self.nonzero else None
+            cosine = 1.0 if self.aa > 0 or self.nonzero else None
             return ValueStats(True, 0.0, 0.0, cosine, 0.0, note=note)
-        norm_a, norm_b = math.sqrt(self.dot_aa), math.sqrt(self.dot_bb)
-        cosine = self.dot_ab / (norm_a * norm_b) if norm_a > 0 and norm_b > 0 else None
-        if cosine is not None:
-            cosine = max(-1.0, min(1.0, cosine))
-        rel_l2 = math.sqrt(self.dot_dd) / norm_a if norm_a > 0 else None
-        mean_abs = self.sum_abs / self.count if self.count else None
-        return ValueStats(False, self.max_abs, mean_abs, cosine, rel_l2, note=note)
+        dd, sum_abs, max_abs = self.dd
+        norm_a, norm_b = math.sqrt(self.aa), math.sqrt(self.bb)
+        cosine = None
+        if norm_a > 0 and norm_b > 0:
+            ratio = self.ab / (norm_a * norm_b)
+            cosine = max(-1.0, min(1.0, _scaled(ratio, self.scale_ab - self.scale_a - self.scale_b)))
+        rel_l2 = _scaled(math.sqrt(dd) / norm_a, self.scale_d - self.scale_a) if norm_a > 0 else None
+        mean_abs = _scaled(sum_abs / self.count, self.scale_d) if self.count else None
+        return ValueStats(False, _scaled(max_abs, self.scale_d), mean_abs, cosine, rel_l2, note=note)
+
+
+def _common(
+    held: tuple[tuple[float, ...], int], new: tuple[tuple[float, ...], int], squares: bool = False
+) -> tuple[tuple[tuple[float, ...], int], tuple[tuple[float, ...], tuple[float, ...]]]:
+    """Two groups of sums at their scales brought to a common one, the larger (the smaller's terms then lose only
+    what is below float64's resolution of the larger); a group all 0 has no scale to keep. Returns (the held
+    group rescaled, the common scale) and (held, new) at that scale. ``squares``: a single sum of squares (its
+    value moves by twice the scale); else the group is (Σ(b−a)², Σ|b−a|, max|b−a|) or a single Σab."""
+    (held_values, held_scale), (new_values, new_scale) = held, new
+    if not any(new_values):
+        return (held_values, held_scale), (held_values, tuple(0.0 for _ in new_values))
+    if not any(held_values) or new_scale > held_scale:
+        common = new_scale
+    else:
+        common = held_scale
+    moved_held = _shifted(held_values, held_scale - common, squares)
+    return (moved_held, common), (moved_held, _shifted(new_values, new_scale - common, squares))
+
+
+def _shifted(values: tuple[float, ...], shift: int, squares: bool) -> tuple[float, ...]:
+    """Sums of values taken times 2^``shift``: (Σ(b−a)², Σ|b−a|, max|b−a|), a single Σx² (``squares``) or Σab."""
+    if shift == 0:
+        return values
+    if len(values) == 3:  # Σ(b−a)², Σ|b−a|, max|b−a|
+        return (math.ldexp(values[0], 2 * shift), math.ldexp(values[1], shift), math.ldexp(values[2], shift))
+    return (math.ldexp(values[0], 2 * shift if squares else shift),)
 
 
 def square_sum(a: np.ndarray) -> float:
