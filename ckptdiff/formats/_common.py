@@ -248,7 +248,7 @@ def split_citation(text: str) -> tuple[str, Citation | None]:
 
 def event_parts(report: Report, event: EngineEvent) -> tuple[str, Citation | None, str]:
     """An engine event as words, the citation they end with, and the policy rule that accepts it ("" if none)."""
-    words, citation = split_citation(event.message)
+    words, citation = split_citation(event_message(event))
     allowed = f"allowed by {allowed_by_text(report, event.allowed_by)}" if event.allowed_by else ""
     return words, citation, allowed
 
