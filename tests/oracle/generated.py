@@ -73,6 +73,43 @@ def _capture_cases() -> list[Case]:
     return out
 
 
+def _at_depth_cases() -> list[Case]:
+    """Ids whose largest is the target's depth (the state after the last layer): GPT-OSS keeps them, the other
+    classes add 1 and never reach the last."""
+    out = []
+    for model_class in CLASSES:
+        n = 36
+        ids = [2, n // 2, n]
+        out.append(
+            Case(
+                f"gen_capture_last_is_depth_{model_class}_{n}",
+                f"eagle_config ids {ids} (the last is the depth) on a {n}-layer {model_class} target",
+                config={NESTED: ids},
+                trained_outputs=sglang_outputs(model_class, ids, n),
+                target=Target(model_class, n),
+            )
+        )
+    return out
+
+
+def _vocab_cases() -> list[Case]:
+    return [
+        Case(
+            "gen_one_vocab_no_lm_head",
+            "draft_vocab_size equal to vocab_size, no lm_head, no maps",
+            config={"draft_vocab_size": 256},
+            drop=("lm_head.weight", "d2t", "t2d"),
+        ),
+        Case(
+            "gen_one_vocab_no_lm_head_with_maps",
+            "draft_vocab_size equal to vocab_size, no lm_head, d2t and t2d stored",
+            config={"draft_vocab_size": 256},
+            drop=("lm_head.weight",),
+            add={"d2t": ("I64", [256])},
+        ),
+    ]
+
+
 def _config_cases() -> list[Case]:
     """One config key left out or set, per case: what the engines default it to."""
     keys_left_out = (
@@ -297,4 +334,11 @@ def _mla_cases() -> list[Case]:
     ]
 
 
-GENERATED: list[Case] = [*_capture_cases(), *_config_cases(), *_quantized_cases(), *_mla_cases()]
+GENERATED: list[Case] = [
+    *_capture_cases(),
+    *_at_depth_cases(),
+    *_vocab_cases(),
+    *_config_cases(),
+    *_quantized_cases(),
+    *_mla_cases(),
+]

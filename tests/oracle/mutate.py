@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -292,13 +293,15 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
 }
 
 
-def judge_one(name: str | None) -> dict[str, Any]:
-    """In this process: apply mutation ``name`` (None: none), judge every case against the cached engine results."""
+def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
+    """In this process: apply mutation ``name`` (None: none), judge every case of the job (the main split) against
+    the cached engine results."""
     if name is not None:
         MUTATIONS[name][1]()
     from run import in_process_report, run
 
-    result = run(REPO, None, None, log=open("/dev/null", "w"), reporter=in_process_report, cached_only=True)
+    with open(os.devnull, "w") as quiet:
+        result = run(REPO, engines, None, log=quiet, reporter=in_process_report, cached_only=True, split="main")
     return {"found": sorted({f"{d.case}/{d.engine}/{d.subject}" for d in result.found})}
 
 
@@ -306,6 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mutation", action="append", help="only this mutation (repeatable)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--engine", action="append", help="only this engine's results (repeatable; default: every pin)")
     parser.add_argument("--list", action="store_true", help="list the mutations and exit")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: judge with this mutation ("-": none)
     args = parser.parse_args(argv)
@@ -314,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {about}")
         return 0
     if args.one is not None:
-        print(json.dumps(judge_one(None if args.one == "-" else args.one)))
+        print(json.dumps(judge_one(None if args.one == "-" else args.one, args.engine)))
         return 0
     wanted = args.mutation or list(MUTATIONS)
     unknown = [m for m in wanted if m not in MUTATIONS]
@@ -323,8 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
 
     def child(name: str) -> dict[str, Any]:
+        engines = [part for engine in args.engine or () for part in ("--engine", engine)]
         done = subprocess.run(
-            [sys.executable, __file__, "--one", name], capture_output=True, text=True, cwd=REPO, timeout=3600
+            [sys.executable, __file__, "--one", name, *engines], capture_output=True, text=True, cwd=REPO, timeout=3600
         )
         if done.returncode != 0:
             return {"error": (done.stderr.strip().splitlines() or ["(no output)"])[-1]}

@@ -122,11 +122,10 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
         result["embed_width"] = embed_width(getattr(model, "model", None))
         result["from_target"] = sglang_share_from_target(model, target_dir)
         inner = getattr(model, "model", None)
-        result["aux"] = {
-            "fc_in": fc_in_width(inner),
-            "uses_aux": True,
-            **safely(observe_capture, args, hf_config, target_dir),
-        }
+        captured = safely(observe_capture, args, hf_config, target_dir)
+        # eagle_config.use_aux_hidden_state false: nothing is captured, and the drafter reads the last hidden state
+        # (its fc applies only to a wider input, llama_eagle3.py forward)
+        result["aux"] = {"fc_in": fc_in_width(inner), "uses_aux": captured.pop("use_aux", True), **captured}
         result["head_rows"] = rows
     result["stage"] = "done"
 
