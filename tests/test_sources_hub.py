@@ -207,7 +207,8 @@ def test_offline_works_from_a_snapshot_huggingface_hub_downloaded(hub_client, mo
     checkpoint = resolve("org/drafter")
 
     assert checkpoint.revision == commit and "fc.weight" in checkpoint.tensors
-    assert checkpoint.files[0].sha256 == hashlib.sha256((PUBLISHED / "model.safetensors").read_bytes()).hexdigest()
+    # A blob's name is not a hash (#30 finding 4): the listing rebuilt from the snapshot carries none.
+    assert checkpoint.files[0].sha256 is None
     assert hub_client.total_requests == 0
 
 

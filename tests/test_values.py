@@ -8,7 +8,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from unittest.mock import ANY
 
 import pytest
 from torch_files import write_torch_file
@@ -449,21 +448,105 @@ def hf_cache_copy(root: Path, repo_id: str, folder: Path) -> Path:
     return snapshot
 
 
-def test_files_with_the_same_sha256_are_identical_without_reading(tmp_path: Path, hub_client) -> None:
-    published, tuned = fine_tuned_pair(tmp_path)
+def lying_cache_copy(root: Path, repo_id: str, folder: Path, named_as: Path) -> Path:
+    """:func:`hf_cache_copy` of ``folder`` whose blobs carry the sha256 names of ``named_as``'s files (same file
+    names): a snapshot edited in place, or a folder made to look like another's."""
+    snapshot = hf_cache_copy(root, repo_id, folder)
+    for link in snapshot.iterdir():
+        claimed = hashlib.sha256((named_as / link.name).read_bytes()).hexdigest()
+        blob = link.resolve()
+        blob.rename(blob.parent / claimed)
+        link.unlink()
+        link.symlink_to(Path("../../blobs") / claimed)
+    return snapshot
+
+
+def test_files_with_the_same_hub_lfs_sha256_are_identical_without_reading(tmp_path: Path, hub_client) -> None:
+    """Two Hub repos: the Hub's LFS metadata of each revision gives the same sha256, so nothing is read, and the
+    finding says where the hash came from (data in its params, words from the formats)."""
+    published, _ = fine_tuned_pair(tmp_path)
     hub_client.add_repo("org/drafter", published)
-    local = hf_cache_copy(tmp_path / "elsewhere", "org/drafter", published)
-    hub_side, local_side = resolve("org/drafter"), resolve(str(local))
+    hub_client.add_repo("org/drafter-copy", published)
+    first, second = resolve("org/drafter"), resolve("org/drafter-copy")
     hub_client.reset_counters()
 
-    result = values.compare_values(hub_side, local_side, sorted(hub_side.tensors))
+    result = values.compare_values(first, second, sorted(first.tensors))
 
     assert hub_client.total_requests == 0  # nothing downloaded, nothing read
     assert all(s.equal and s.method == "sha256" for s in result.stats.values())
     assert list(result.identical) == [("model.safetensors", "model.safetensors")]
     (identical,) = [f for f in values.value_findings(result) if f.code == "identical_file"]
-    assert identical.params == {"file_a": "model.safetensors", "file_b": "model.safetensors", "sha256": ANY}
-    assert VALUES["identical_file"](identical.params).startswith("model.safetensors: same sha256 ")
+    assert identical.params == {
+        "file_a": "model.safetensors",
+        "file_b": "model.safetensors",
+        "sha256": hashlib.sha256((published / "model.safetensors").read_bytes()).hexdigest(),
+        "hash_source": "hub_lfs",
+        "revision_a": first.revision,
+        "revision_b": second.revision,
+    }
+    text = VALUES["identical_file"](identical.params)
+    assert text.startswith("model.safetensors: same sha256 ") and "the Hub's LFS metadata at " in text
+
+    report = json.loads(render(compare_specs("org/drafter", "org/drafter-copy", values=True), "json"))
+    (finding,) = [f for f in report["findings"] if f["code"] == "identical_file"]
+    assert finding["params"]["hash_source"] == "hub_lfs" and finding["params"]["revision_a"] == first.revision
+    assert "the Hub's LFS metadata at " in finding["message"]
+
+
+@pytest.mark.parametrize("against", ["hub", "local"])
+def test_a_file_named_like_a_blob_is_never_taken_as_that_hash(tmp_path: Path, hub_client, against: str) -> None:
+    """#30 finding 4: a shard reached through a symlink named blobs/<sha256 of the published file> but holding
+    the tuned bytes (a snapshot edited in place) was reported identical unread; now it is read, and it differs.
+    Against the Hub repo itself and against a local folder laid out like the HF cache."""
+    published, tuned = fine_tuned_pair(tmp_path)
+    hub_client.add_repo("org/drafter", published)
+    edited = lying_cache_copy(tmp_path / "edited", "org/drafter", tuned, named_as=published)
+    if against == "hub":
+        side = resolve("org/drafter")
+    else:
+        side = resolve(str(hf_cache_copy(tmp_path / "honest", "org/drafter", published)))
+
+    result = values.compare_values(side, resolve(str(edited)), sorted(side.tensors))
+
+    assert result.identical == {}
+    assert all(s.method == "read" for s in result.stats.values())
+    changed = sorted(name for name, s in result.stats.items() if not s.equal)
+    assert changed == ["fc.weight", UP_PROJ]
+
+
+def test_two_local_folders_with_the_same_bytes_are_read_and_equal(tmp_path: Path, hub_client) -> None:
+    """No hash from a file name even when it is right: two cache-like folders of the same files are read."""
+    published, _ = fine_tuned_pair(tmp_path)
+    first = resolve(str(hf_cache_copy(tmp_path / "one", "org/drafter", published)))
+    second = resolve(str(hf_cache_copy(tmp_path / "two", "org/drafter", published)))
+
+    result = values.compare_values(first, second, sorted(first.tensors))
+
+    assert result.identical == {}
+    assert all(s.equal and s.method == "read" for s in result.stats.values())
+
+
+def test_a_hub_file_edited_in_the_hf_cache_is_refused_not_taken_as_the_hubs(tmp_path: Path, hub_client) -> None:
+    """The HF cache's copy of a Hub file is checked against the Hub's LFS sha256 before it stands for the Hub's
+    bytes: edited in place after the download, it is refused in one line naming it, and left as it is."""
+    published, tuned = fine_tuned_pair(tmp_path)
+    hub_client.add_repo("org/drafter", published)
+    hub_side = resolve("org/drafter")
+    values.compare_values(hub_side, resolve(str(tuned)), sorted(hub_side.tensors))  # downloads into the HF cache
+    from ckptdiff.sources import source_of
+
+    cached = source_of(hub_side).local_path("model.safetensors")
+    assert cached is not None
+    data = bytearray(cached.read_bytes())
+    data[-1] ^= 0xFF  # the last byte of the last tensor's data
+    cached.write_bytes(bytes(data))
+
+    with pytest.raises(CkptdiffError) as refused:
+        values.compare_values(hub_side, resolve(str(tuned)), sorted(hub_side.tensors))
+
+    assert refused.value.where == str(cached)
+    assert "does not hold what the Hub lists for it" in refused.value.defect
+    assert cached.read_bytes() == bytes(data)  # not replaced
 
 
 def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path, hub_client) -> None:

@@ -46,7 +46,12 @@ def describe(numbers: Params) -> str:
 def _identical_file(params: Params) -> str:
     file_a, file_b = params["file_a"], params["file_b"]
     same = file_a if file_a == file_b else f"{file_a} (A) and {file_b} (B)"
-    return f"{same}: same sha256 {params['sha256'][:12]}… on both sides; not read"
+    source = ""
+    if params.get("hash_source") == "hub_lfs":
+        commits = {params.get("revision_a"), params.get("revision_b")} - {None}
+        at = " and ".join(sorted(str(commit)[:12] for commit in commits))
+        source = f" (the Hub's LFS metadata at {at})" if at else " (the Hub's LFS metadata)"
+    return f"{same}: same sha256 {params['sha256'][:12]}… on both sides{source}; not read"
 
 
 def _values_summary(params: Params) -> str:

@@ -20,7 +20,6 @@ download module is loaded only to look in its cache, when the repo has a folder 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -292,16 +291,15 @@ class HubSource(Source):
         return commit if COMMIT.match(commit) else None
 
     def _hf_snapshot_listing(self, commit: str) -> list[ListedFile] | None:
-        """A listing rebuilt from a snapshot huggingface_hub downloaded (its blob names are the LFS sha256)."""
+        """A listing rebuilt from a snapshot huggingface_hub downloaded: paths and sizes, no sha256 (a blob's name
+        is only a name: --values takes a hash only from the Hub's own listing)."""
         snapshot = self._hf_cache_folder() / "snapshots" / commit
         if not snapshot.is_dir():
             return None
         listing = []
         for path in sorted(snapshot.rglob("*")):
             if path.is_file():
-                blob = os.path.basename(os.path.realpath(path))
-                sha256 = blob if re.fullmatch(r"[0-9a-f]{64}", blob) else None
-                listing.append(ListedFile(path.relative_to(snapshot).as_posix(), path.stat().st_size, sha256))
+                listing.append(ListedFile(path.relative_to(snapshot).as_posix(), path.stat().st_size, None))
         # A snapshot holding only some files (say config.json) says nothing about the repo's weights.
         if not any(f.path.endswith((".safetensors", INDEX_SUFFIX)) for f in listing):
             return None

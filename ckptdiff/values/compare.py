@@ -39,6 +39,8 @@ class ValuesResult:
     stats: dict[str, ValueStats]  # row name → stats
     identical: dict[tuple[RelativePath, RelativePath], str]  # (file in A, file in B) → shared sha256
     embeds: tuple[tuple[str, str, str, ValueStats], ...]  # (side label, its tensor, base tensor, stats)
+    #: The revisions (commits) of A and B whose Hub LFS metadata gave the shared sha256s (files.HUB_LFS)
+    revisions: tuple[str | None, str | None] = (None, None)
 
 
 def compare_values(
@@ -109,7 +111,7 @@ def compare_values(
     for (key, _, _), result in zip(to_read, results, strict=False):
         stats[key] = result
     embeds = tuple((*job, result) for job, result in zip(jobs, results[len(to_read) :], strict=True))
-    return ValuesResult(stats, identical, embeds)
+    return ValuesResult(stats, identical, embeds, (a.revision, b.revision))
 
 
 def _both(hook: ProgressHook | None, bar: BytesBar | None) -> ProgressHook | None:

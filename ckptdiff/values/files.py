@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import hashlib
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -15,26 +16,24 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 Notify = Callable[[str], None]
 
+#: Where a file's sha256 came from: the Hub's LFS metadata of the revision read (the listing call, or the copy of
+#: it ckptdiff keeps per commit). The only source trusted: a file name (an HF cache blob's) is never taken as one.
+HUB_LFS = "hub_lfs"
+
 
 def file_sha256(checkpoint: Checkpoint, file: RelativePath) -> str | None:
-    """A file's sha256 if known without reading it: the Hub listing, or its blob name in the HF cache."""
+    """A file's sha256 if a source computed it (:data:`HUB_LFS`: the Hub's LFS metadata for the checkpoint's
+    revision), else None: local files, object stores and the names of files in the HF cache say nothing."""
+    if checkpoint.kind != "hub":
+        return None
     for info in checkpoint.files:
-        if info.path == file and info.sha256:
+        if info.path == file and info.sha256 and _SHA256.match(info.sha256.lower()):
             return info.sha256.lower()
-    path = local_path(checkpoint, file)
-    if path is None:
-        return None
-    try:
-        blob = path.resolve()
-    except OSError:
-        return None
-    if blob.parent.name == "blobs" and _SHA256.match(blob.name):
-        return blob.name
     return None
 
 
 def identical_files(a: Checkpoint, b: Checkpoint) -> dict[tuple[RelativePath, RelativePath], str]:
-    """Pairs of files (one per side) with the same known sha256, mapped to that hash."""
+    """Pairs of files (one per side) with the same sha256 from :func:`file_sha256`, mapped to that hash."""
     hashes_b: dict[str, RelativePath] = {}
     for info in b.files:
         digest = file_sha256(b, info.path)
@@ -78,6 +77,7 @@ def fetch_files(
     for file in wanted:
         local = source.local_path(file)
         if local is not None:
+            _check_cached(checkpoint, file, local)
             paths[file] = local
         elif not source.remote:
             raise SourceError(checkpoint.location, f"file {file} is missing")
@@ -99,6 +99,31 @@ def fetch_files(
     folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-", dir=scratch_folder()))  # one per side
     paths.update(fetch(source, folder, remote, progress))
     return paths
+
+
+def _check_cached(checkpoint: Checkpoint, file: RelativePath, path: Path) -> None:
+    """A Hub file taken from the HF cache holds what the Hub lists for it: its sha256 is computed and compared with
+    the LFS metadata (the cache's blob name is only a name: a snapshot edited in place keeps it). Refused in one
+    line when it differs; never replaced (the edit may be the user's work)."""
+    expected = file_sha256(checkpoint, file)
+    if expected is None:
+        return
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb", buffering=0) as handle:
+            block = bytearray(2**20)
+            view = memoryview(block)
+            while size := handle.readinto(block):
+                digest.update(view[:size])
+    except OSError as err:
+        raise SourceError(str(path), f"cannot read: {err.strerror or err}") from None
+    if digest.hexdigest() != expected:
+        raise SourceError(
+            str(path),
+            f"the Hugging Face cache's copy of {file} does not hold what the Hub lists for it at "
+            f"{checkpoint.revision} (sha256 {digest.hexdigest()[:12]}…, not {expected[:12]}…: changed after download?)",
+            "move it away to download it again",
+        )
 
 
 def scratch_folder() -> Path:

@@ -10,7 +10,7 @@ import msgspec
 from ..checkpoint import Checkpoint
 from .base import embed_pairs_for
 from .compare import ValuesOptions, ValuesResult, compare_values
-from .files import Notify
+from .files import HUB_LFS, Notify
 from .statistics import ValueStats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -71,7 +71,9 @@ def value_findings(result: ValuesResult) -> list[Finding]:
 
     out: list[Finding] = []
     for (file_a, file_b), digest in sorted(result.identical.items()):
-        out.append(Finding("info", "identical_file", params={"file_a": file_a, "file_b": file_b, "sha256": digest}))
+        hashed: dict[str, str | None] = {"file_a": file_a, "file_b": file_b, "sha256": digest, "hash_source": HUB_LFS}
+        hashed |= {"revision_a": result.revisions[0], "revision_b": result.revisions[1]}
+        out.append(Finding("info", "identical_file", params=hashed))
     stats = result.stats
     changed = sorted((s.change, name) for name, s in stats.items() if not s.equal)
     changed.reverse()
