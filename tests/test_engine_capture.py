@@ -148,5 +148,6 @@ def test_a_multimodal_wrapper_is_matched_by_its_text_model_type() -> None:
 def test_docs_engines_md_holds_the_generated_convention_table() -> None:
     page = (REPO / "docs" / "engines.md").read_text(encoding="utf-8")
     assert documented_table() in page, (
-        "regenerate: python -c 'from ckptdiff.families.eagle3.engines.capture import documented_table; print(documented_table())'"
+        "regenerate the table in docs/engines.md: python -c 'from ckptdiff.families.eagle3.engines.capture "
+        "import documented_table; print(documented_table())'"
     )

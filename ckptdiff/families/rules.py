@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from .eagle3.engines.capture import ClassCapture
     from .eagle3.engines.settings import Draft
     from .eagle3.spec import Quantization
 
@@ -132,8 +131,9 @@ class AuxIds:
     from_serving_config: bool = False
     #: The config ids it can capture for a target of n layers (others are never captured).
     valid: Callable[[int], range] = lambda n: range(0, n)
-    #: The capture per target model class (capture.py); empty: ``offset`` and ``default_outputs`` for every class.
-    classes: tuple[ClassCapture, ...] = ()
+    #: The capture per target model class (eagle3/engines/capture.py ``ClassCapture``s); empty: ``offset`` and
+    #: ``default_outputs`` for every class.
+    classes: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,22 @@ Events are data: a code, a wording key of engine_messages.py (``eagle3.capture.*
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ....report import Condition, TargetSpan
 from ...rules import Engine, Event, Severity, Source
 from .capture import WRITERS, Claim, ClassCapture, Solution, capture_for, solve
 
 if TYPE_CHECKING:
-    from .replay import _Events
     from .settings import Draft
+
+
+class _Events(Protocol):
+    """The replay's event list (replay.py), as this module uses it."""
+
+    conditions: list[Condition]
+
+    def add(self, event: Event, tensor: str | None = None, **fields: Any) -> None: ...
 
 
 def claim_of(draft: Draft) -> Claim | None:
