@@ -42,9 +42,9 @@ def compare(
     revision is part of the spec). ``profile`` is ``auto``, ``none`` or a profile name (``--profile``); ``policy``
     holds the rules (``--ignore``, ``--allow-*``, ``--fail-on``, ``--allow-empty``); ``base`` is ``--base``;
     ``engines`` is ``--engine`` (with ``b`` None the one checkpoint is checked against them); ``renames`` is
-    ``--rename``; ``values`` is ``--values`` (needs numpy, torch for .bin/.pt); ``offline`` and ``jobs`` are
-    ``--offline`` and ``--jobs``; ``progress`` draws progress bars on stderr (True) or reports to your own
-    :data:`ckptdiff.progress.Progress` callback; ``notify`` receives announcements; ``follow_symlinks`` is
+    ``--rename``; ``values`` is ``--values`` (needs ``ckptdiff[values]``; torch too for .bin/.pt); ``offline``
+    and ``jobs`` are ``--offline`` and ``--jobs``; ``progress`` draws progress bars on stderr (True) or reports to
+    your own :data:`ckptdiff.progress.Progress` callback; ``notify`` receives announcements; ``follow_symlinks`` is
     ``--follow-symlinks``.
 
     Raises :class:`CkptdiffError` for every mistake in the input: an unreadable or invalid checkpoint, an

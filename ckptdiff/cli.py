@@ -31,7 +31,7 @@ from .cli_output import (
     silence_stdout,
     wants_color,
 )
-from .errors import CkptdiffError, scrub_secrets
+from .errors import CkptdiffError, remember_url_credentials, scrub_secrets
 from .families import profile_choices
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
@@ -115,8 +115,8 @@ SPEC = click.Path()
     "--values",
     "values",
     is_flag=True,
-    help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2); downloads Hub weights "
-    "into the HF cache; .bin/.pt files need ckptdiff[torch].",
+    help="Also compare tensor contents (max/mean |Δ|, cosine, relative L2; needs ckptdiff[values]); downloads "
+    "Hub weights into the HF cache; .bin/.pt files need ckptdiff[torch].",
 )
 @click.option(
     "--scheduler",
@@ -344,6 +344,9 @@ def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOpt
         return None
     from click.core import ParameterSource
 
+    from .pipeline import require_values
+
+    require_values()  # before ckptdiff.values, which imports numpy
     from .values import ValuesOptions
 
     given = click.get_current_context().get_parameter_source("jobs") == ParameterSource.COMMANDLINE
@@ -353,23 +356,29 @@ def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOpt
 #: Loggers of the object-store clients, which log failed attempts with their tracebacks on stderr (Python's
 #: last-resort handler) before ckptdiff's own one line says what failed.
 STORE_LOGGERS = ("gcsfs", "adlfs", "s3fs", "aiobotocore", "botocore", "fsspec", "aiohttp", "google", "azure")
+#: The event loops under --scheduler's Dask client, which log a lost connection's traceback the same way.
+LOOP_LOGGERS = ("tornado", "asyncio")
 
 
 def set_environment(*, debug: bool, offline: bool) -> None:
     """What the libraries read from the environment when they load, set once the command line is accepted and
     before any of them is imported: huggingface_hub's verbosity (``--debug`` keeps its warnings) and offline mode
     (``--offline``: its own calls, downloads included, make no request either); one OpenBLAS thread (numpy's, under
-    --values: the pass runs on its own threads, which OpenBLAS's would only compete with). The stores' loggers
-    print retries ckptdiff reports in one line; ``--debug`` keeps them too."""
+    --values: the pass runs on its own threads, which OpenBLAS's would only compete with). The stores' and Dask's
+    loggers print retries and lost connections ckptdiff reports in one line; ``--debug`` keeps them too."""
     if offline:
         os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if debug:
         return
     os.environ.setdefault("HF_HUB_VERBOSITY", "error")
+    # dask.distributed sets up its own stderr logging when imported (--scheduler): a scheduler lost mid-pass is
+    # ckptdiff's one line, not the client's tracebacks
+    quiet = {name: "critical" for name in ("distributed", "distributed.client", "distributed.gc", "tornado")}
+    os.environ.setdefault("DASK_LOGGING", repr(quiet))  # dask reads a literal from its DASK_* variables
     import logging
 
-    for name in STORE_LOGGERS:
+    for name in (*STORE_LOGGERS, *LOOP_LOGGERS):
         logger = logging.getLogger(name)
         if not logger.handlers:
             logger.addHandler(logging.NullHandler())
@@ -411,8 +420,16 @@ def main(argv: list[str] | None = None) -> None:
 
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
+    remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
+    chosen: click.Command = command
+    if args[:1] == ["convert"]:  # a subcommand beside the comparison (ckptdiff/cli_convert.py)
+        from .cli_convert import convert_command, is_convert
+
+        if is_convert(args):
+            chosen, args = convert_command, args[1:]
     try:
-        command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": list(args)})
+        name = "ckptdiff convert" if chosen is not command else "ckptdiff"
+        chosen.main(args=args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:

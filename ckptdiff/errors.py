@@ -167,12 +167,44 @@ def hf_token_beyond_environment() -> bool:
     )
 
 
+#: Endpoints read from the environment, whose ``user:password@`` or ``token@`` would be a secret.
+_ENDPOINT_VARIABLES = ("HF_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "DASK_SCHEDULER_ADDRESS")
+#: The credentials this process was given inside URLs (a spec's, an ``--scheduler`` address's): a library may
+#: quote them anywhere in a message, without the URL around them (botocore: ``Invalid bucket name
+#: "KEY:SECRET@bucket"``), so they are scrubbed as strings. Only ever added to.
+_URL_CREDENTIALS: set[str] = set()
+_URL_AUTHORITY = re.compile(r"(?i)[a-z][a-z0-9+.-]*://([^/?#\s]*)")
+
+
+def url_credentials(text: str) -> list[str]:
+    """The secrets in the ``user:password@``/``token@`` of every URL in ``text``: the password (or the token) and
+    a user name long enough to be an access key, as typed and percent-decoded."""
+    from urllib.parse import unquote
+
+    found = []
+    for authority in _URL_AUTHORITY.findall(text):
+        userinfo = authority.rpartition("@")[0]
+        if not userinfo:
+            continue
+        user, colon, password = userinfo.partition(":")
+        parts = [userinfo, password] if colon else [user]  # the longest first: each is replaced in turn
+        parts += [user] if colon and len(user) >= 8 else []  # an access key id; "user" or "admin" is no secret
+        found += [form for part in parts for form in {part, unquote(part)} if len(form) >= 4]
+    return found
+
+
+def remember_url_credentials(text: str) -> None:
+    """Scrub the credentials of every URL in ``text`` from all later output (:func:`scrub_secrets`)."""
+    _URL_CREDENTIALS.update(url_credentials(text))
+
+
 def scrub_secrets(text: str) -> str:
     """Remove tokens and keys from anything we print, even one a server reflected into a message."""
-    tokens = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
-    endpoint = os.environ.get("HF_ENDPOINT", "")  # http://token@host or http://user:password@host
-    userinfo = endpoint.partition("://")[2].partition("/")[0].rpartition("@")[0]
-    tokens += userinfo.split(":") if userinfo else []
+    tokens: list[str | None] = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
+    for variable in _ENDPOINT_VARIABLES:  # http://token@host or http://user:password@host
+        tokens += url_credentials(os.environ.get(variable, ""))
+    remembered: list[str] = sorted(_URL_CREDENTIALS, key=len, reverse=True)  # user:password before its parts
+    tokens += remembered
     if "huggingface_hub" in sys.modules and hf_token_beyond_environment():  # a stored login, in no hf_ shape
         from huggingface_hub import get_token
 

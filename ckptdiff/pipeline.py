@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .comparison import check_checkpoint, choose_profile, compare_checkpoints
+from .errors import CkptdiffError
 from .families import AUTO
 from .naming import RenameRule
 from .policy import Policy
@@ -15,6 +16,19 @@ from .version import __version__
 if TYPE_CHECKING:
     from .sources import SourceOptions
     from .values import ValuesOptions
+
+#: What ``--values`` imports beyond the base install (the ``values`` extra).
+VALUES_NEEDS = ("numpy", "ml_dtypes")
+VALUES_INSTALL_HINT = "pip install 'ckptdiff[values]'"
+
+
+def require_values() -> None:
+    """Before anything is read: the one line saying how to get what --values needs, when it is not installed."""
+    from importlib.util import find_spec
+
+    missing = [name for name in VALUES_NEEDS if find_spec(name) is None]
+    if missing:
+        raise CkptdiffError("--values", f"needs {' and '.join(missing)}, not installed", VALUES_INSTALL_HINT)
 
 
 def compare_specs(
@@ -34,7 +48,8 @@ def compare_specs(
 ) -> Report:
     """Resolve two specs (and an optional base) through the sources, then compare them.
 
-    With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`, needs torch); ``notify``
+    With ``values``, tensor contents are compared too (:mod:`ckptdiff.values`: the ``values`` extra; torch
+    too for .bin/.pt files); ``notify``
     receives its announcements (downloads). ``engines`` (``--engine``) replays those engines' drafter loaders on
     each side; with ``b`` None the one checkpoint is checked on its own against them. ``command`` is the command
     line the report names (the CLI's). ``values_options`` says where the value pass runs (threads, ``--jobs``
@@ -42,6 +57,9 @@ def compare_specs(
     """
     from .sources import resolve, resolve_both
     from .sources.wanted import Wanted
+
+    if values:
+        require_values()
 
     if b is None:
         side = resolve(a, source_options)

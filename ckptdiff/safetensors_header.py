@@ -29,13 +29,15 @@ SourceName = str
 LENGTH_PREFIX_BYTES = 8
 #: The reference implementation's limit on the JSON header.
 MAX_HEADER_BYTES = 100_000_000
-#: Shapes whose element count does not fit an unsigned 64-bit size overflow in the reference.
+#: The reference's size type (``usize``, 64 bits): a dim or an offset above it is not a number it reads, and a
+#: shape whose running element count or bit count passes it overflows there.
 _MAX_NUMEL = 2**64 - 1
 #: json nesting deeper than this is not a header, whatever the parser could survive.
 _MAX_JSON_DEPTH = 64
 
-#: A non-negative JSON integer: a dim or a byte offset.
-_Count = Annotated[int, msgspec.Meta(ge=0)]
+#: A non-negative JSON integer: a dim or a byte offset. Past 2**63 - 1 (msgspec bounds no further) the fast path
+#: leaves the header to the precise checks, which hold it to the reference's 2**64 - 1.
+_Count = Annotated[int, msgspec.Meta(ge=0, le=2**63 - 1)]
 
 
 class TensorSpan(msgspec.Struct, frozen=True, gc=False):
@@ -334,7 +336,7 @@ def _plain_entries(document: dict[str, TensorEntry | None], totals: dict[DType, 
         nbytes = end - begin
         # an empty tensor may hide an overflowing prefix: the precise checks see it; the bits must be whole bytes
         # and exactly the span (so each end is past its begin)
-        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[dtype] != nbytes * 8:
+        if not 0 < numel <= _MAX_NUMEL or numel * DTYPE_BITS[dtype] != nbytes * 8 or nbytes * 8 > _MAX_NUMEL:
             return None
         totals[dtype] = totals.get(dtype, 0) + nbytes
         expected = end if begin == expected else -1
@@ -447,7 +449,7 @@ def _parse_metadata(raw: Any, source: SourceName) -> dict[str, str]:
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_NUMEL
 
 
 def _parse_entry(name: str, entry: Any, source: SourceName) -> TensorEntry:
@@ -461,9 +463,13 @@ def _parse_entry(name: str, entry: Any, source: SourceName) -> TensorEntry:
     if not isinstance(dtype, str) or dtype not in DTYPE_BITS:
         raise HeaderError(source, f"{where}: unknown dtype {dtype!r}")
     if not isinstance(shape, list) or not all(_is_count(dim) for dim in shape):
-        raise HeaderError(source, f"{where}: shape {_short(shape)} is not a list of non-negative integers")
+        beyond = isinstance(shape, list) and any(isinstance(dim, int) and dim > _MAX_NUMEL for dim in shape)
+        defect = "has a dim over 2**64 - 1" if beyond else "is not a list of non-negative integers"
+        raise HeaderError(source, f"{where}: shape {_short(shape)} {defect}")
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_count(o) for o in offsets)):
-        raise HeaderError(source, f"{where}: data_offsets {_short(offsets)} is not a pair of non-negative integers")
+        beyond = isinstance(offsets, list) and any(isinstance(o, int) and o > _MAX_NUMEL for o in offsets)
+        defect = "has an offset over 2**64 - 1" if beyond else "is not a pair of non-negative integers"
+        raise HeaderError(source, f"{where}: data_offsets {_short(offsets)} {defect}")
     begin, end = offsets
     if end < begin:
         raise HeaderError(source, f"{where}: data_offsets [{begin}, {end}] end before they begin")
@@ -473,6 +479,8 @@ def _parse_entry(name: str, entry: Any, source: SourceName) -> TensorEntry:
         if numel > _MAX_NUMEL:
             raise HeaderError(source, f"{where}: shape {shape} overflows the element count")
     bits = numel * DTYPE_BITS[dtype]
+    if bits > _MAX_NUMEL:  # the reference counts a tensor's size in bits
+        raise HeaderError(source, f"{where}: shape {shape} × {dtype} overflows the bit count")
     if bits % 8:
         raise HeaderError(source, f"{where}: {numel} × {dtype} is not a whole number of bytes")
     if bits // 8 != end - begin:

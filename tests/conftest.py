@@ -150,7 +150,10 @@ def wheelhouse(tmp_path_factory) -> dict[str, str]:
     command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "-w", str(folder)]
     with checkout_build_lock():
         done = subprocess.run(
-            [*command, str(REPO), "setuptools>=61", "wheel"], capture_output=True, text=True, timeout=900
+            [*command, "-c", str(REPO / "action-constraints.txt"), str(REPO), "setuptools>=61", "wheel"],
+            capture_output=True,
+            text=True,
+            timeout=900,
         )
     assert done.returncode == 0, done.stderr
     return {"PIP_FIND_LINKS": str(folder), "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}

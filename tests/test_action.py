@@ -11,6 +11,7 @@ runner's own and is not run here: the tests check what it is given.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -146,6 +147,27 @@ def test_no_expression_reaches_a_script() -> None:
             continue
         assert step["shell"] == "bash"
         assert "${{" not in step["run"], step.get("name")
+
+
+def test_every_action_it_uses_is_pinned_by_commit() -> None:
+    """A tag can be moved to other code; a commit cannot."""
+    uses = [step["uses"] for step in ACTION["runs"]["steps"] if "uses" in step]
+    assert uses and all(re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", use) for use in uses), uses
+
+
+def test_the_install_takes_the_pinned_versions(installed: Path) -> None:
+    """The install step passes action-constraints.txt to pip, so every dependency is at its pinned version."""
+    pins = {}
+    for line in (REPO / "action-constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[name.lower().replace("_", "-")] = version
+    python = installed / "runner-temp" / "ckptdiff-venv" / "bin" / "python"
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format", "json"], capture_output=True, text=True)
+    found = {row["name"].lower().replace("_", "-"): row["version"] for row in json.loads(listed.stdout)}
+    found = {name: version for name, version in found.items() if name not in ("ckptdiff", "pip", "setuptools")}
+    assert found == {name: pins[name] for name in found}
+    assert set(found) == set(pins)
 
 
 def test_the_install_is_cached_under_a_key_naming_what_it_holds(tmp_path: Path) -> None:

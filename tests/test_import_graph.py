@@ -33,10 +33,12 @@ LAYERS: dict[str, int] = {
     "ckptdiff.comparison": 6,
     "ckptdiff.pipeline": 7,
     "ckptdiff.formats": 8,
+    "ckptdiff.convert": 8,  # plan, write, prove: reads sources, replays engines, renders its own plan
     "ckptdiff.config_file": 9,
     "ckptdiff.cli": 10,
     "ckptdiff.cli_help": 10,
     "ckptdiff.cli_output": 10,
+    "ckptdiff.cli_convert": 10,
     "ckptdiff.__main__": 11,
     "ckptdiff": 11,  # the package's API (__init__): compare(), render()
 }

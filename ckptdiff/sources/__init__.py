@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from ..errors import CkptdiffError, SourceError, display_url, scrub_secrets
+from ..errors import CkptdiffError, SourceError, display_url, remember_url_credentials, scrub_secrets
 
 if TYPE_CHECKING:  # light to import: the command parses A and B before loading the checkpoint model
     from concurrent.futures import Executor
@@ -79,14 +79,16 @@ def display_spec(spec: str) -> str:
 
 
 def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
+    remember_url_credentials(spec)  # whatever a library quotes of it later, its credentials are never printed
     scheme, separator, rest = spec.partition("://")
-    if separator and scheme.lower() == "hf":
+    scheme = scheme.lower()  # HTTP://, S3:// (a scheme is case-insensitive; fsspec knows only lower case)
+    if separator and scheme == "hf":
         return _parse_hf_url(spec, rest)
-    if separator and scheme.lower() in ("http", "https"):
+    if separator and scheme in ("http", "https"):
         hub_page = _parse_hub_page(spec, rest)
         if hub_page is not None:
             return hub_page
-    if separator and scheme.lower() in STORE_SCHEMES:
+    if separator and scheme in STORE_SCHEMES:
         if not rest.strip("/"):
             raise SourceError(display_spec(spec), "names no bucket, container or host")
         if "?" in rest or "#" in rest:
@@ -95,7 +97,8 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
                 "a URL with a query string (a signed link) is not supported",
                 "name the object through its store (s3://, gs://, az://) and let its credentials sign the requests",
             )
-        return StoreSpec(spec, scheme.lower())
+        _refuse_store_credentials(spec, scheme, rest.partition("/")[0])
+        return StoreSpec(f"{scheme}://{rest}", scheme)
     try:
         expanded = Path(spec).expanduser()
     except RuntimeError:  # ~user for a user that does not exist
@@ -106,6 +109,25 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
     if _REPO_ID.match(repo) and (not _ or revision):
         return HubSpec(repo, _checked_revision(spec, revision or None))
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
+
+
+#: Where each object store takes its credentials from instead of the URL.
+_CREDENTIAL_CHAINS = {
+    "s3": "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE",
+    "gs": "GOOGLE_APPLICATION_CREDENTIALS or `gcloud auth application-default login`",
+    "az": "AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_KEY or a SAS token, or `az login`",
+}
+
+
+def _refuse_store_credentials(spec: str, scheme: str, authority: str) -> None:
+    """An object store takes no credentials in its URL (s3fs would read ``KEY:SECRET@bucket`` as a bucket's name and
+    quote it in its error): refused, without them. Azure's ``container@account`` is a place, not a credential."""
+    userinfo = authority.rpartition("@")[0]
+    azure = scheme in ("az", "abfs", "abfss")
+    if scheme in ("http", "https") or not userinfo or (azure and ":" not in userinfo):
+        return
+    chain = _CREDENTIAL_CHAINS["az" if azure else "gs" if scheme == "gcs" else scheme]
+    raise SourceError(display_spec(spec), "credentials in the URL (user:secret@) are not read", f"give them as {chain}")
 
 
 def _checked_revision(spec: str, revision: str | None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import stat
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
@@ -55,6 +56,31 @@ class Described:
     kind: SourceKind
     location: str
     revision: str | None
+
+
+def open_regular(
+    path: str | os.PathLike[str], where: str, *, buffering: int = -1, expected: str = "a file"
+) -> BinaryIO:
+    """A file on this machine opened for reading; refused in one line unless it is a regular file. A pipe put in
+    a shard's place would block the open itself (a FIFO waits for a writer) and a device would never end, so the
+    file is opened without blocking and its type checked on the open descriptor: nothing can be swapped in
+    between the check and the reads."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise SourceError(where, f"cannot read: {err.strerror or err}") from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if stat.S_ISDIR(mode):
+            raise SourceError(where, f"is a folder, expected {expected}")
+        if not stat.S_ISREG(mode):
+            raise SourceError(where, "is not a regular file (a pipe, device or socket); not read")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(descriptor, True)  # a regular file's reads never wait; this keeps them plain
+        return os.fdopen(descriptor, "rb", buffering=buffering)
+    except BaseException:
+        os.close(descriptor)
+        raise
 
 
 class Source(ABC):
@@ -158,7 +184,7 @@ class Source(ABC):
         """A seekable read-only handle (for zip archives): the local file, or ranged reads behind a small buffer."""
         local = self.local_path(file.path)
         if local is not None:
-            return open(local, "rb")
+            return open_regular(local, self.name_of(file.path))
         if file.size is None:
             raise SourceError(self.name_of(file.path), "the store did not say how big this file is")
         return RangeFile(self, file.path, file.size)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..checkpoint import INDEX_SUFFIX, RelativePath, check_json_size
-from ..errors import CkptdiffError, HeaderError, SourceError
+from ..errors import CkptdiffError, HeaderError, SourceError, printable
 from ..limits import MAX_JSON_BYTES
 from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
@@ -269,8 +269,16 @@ class HubSource(Source):
 
     def checked_commit(self, commit: Any, listing: list[ListedFile]) -> str:
         """The commit of a listing call's answer; refused when the Hub named none or listed a malformed file."""
-        if not isinstance(commit, str) or not COMMIT.match(commit):
-            raise SourceError(self.where, f"the Hub at {self.endpoint} did not say which commit {self.revision!r} is")
+        revision = f"revision {printable(repr(self.revision))}" if self.revision else "the default branch"
+        if not isinstance(commit, str) or not commit:
+            raise SourceError(self.where, f"the Hub at {self.endpoint} named no commit for {revision}")
+        if not COMMIT.match(commit):
+            shown = printable(repr(commit if len(commit) <= 64 else commit[:64] + "…"))
+            raise SourceError(
+                self.where,
+                f"the Hub at {self.endpoint} named {shown} as the commit of {revision}, "
+                "which is not a commit hash (40 hexadecimal digits)",
+            )
         malformed = next((f for f in listing if not _well_formed(f)), None)
         if malformed is not None:
             raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry {malformed}")

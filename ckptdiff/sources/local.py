@@ -17,7 +17,7 @@ from ..safetensors_header import (
     parse_header,
     read_header_length,
 )
-from .base import Described, ListedFile, Listing, ReadHandle, Source
+from .base import Described, ListedFile, Listing, ReadHandle, Source, open_regular
 
 
 def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
@@ -30,12 +30,11 @@ def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHea
 def _read_header_bytes(path: Path, name: str) -> tuple[bytes, int]:
     """A safetensors file's header JSON (checked for length, not yet decoded) and the file's size."""
     try:
-        with open(path, "rb", buffering=0) as handle:  # unbuffered: not even a read-ahead of tensor data
+        # unbuffered: not even a read-ahead of tensor data
+        with open_regular(path, name, buffering=0, expected="a .safetensors file") as handle:
             size = os.fstat(handle.fileno()).st_size
             length = read_header_length(_read_exactly(handle, LENGTH_PREFIX_BYTES), source=name, file_size=size)
             raw = _read_exactly(handle, length)
-    except IsADirectoryError:
-        raise SourceError(name, "is a folder, expected a .safetensors file") from None
     except OSError as err:
         raise SourceError(name, f"cannot read: {err.strerror or err}") from None
     if len(raw) != length:
@@ -118,7 +117,7 @@ class LocalSource(Source):
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
         path = self._inside(file)
         try:
-            with open(path, "rb") as handle:
+            with open_regular(path, self.name_of(file)) as handle:
                 stop = min(stop, os.fstat(handle.fileno()).st_size)  # no buffer sized for a 100 MB cap
                 handle.seek(start)
                 return handle.read(max(0, stop - start))

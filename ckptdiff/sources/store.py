@@ -68,6 +68,36 @@ _OPENED_LOCK = threading.Lock()
 _KEEP_OPENED = 4
 
 
+#: Where botocore takes an S3 endpoint from, the first set one winning.
+AWS_ENDPOINT_VARIABLES = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+def check_aws_endpoint() -> None:
+    """The S3 endpoint from the environment, refused in one line (never quoting it) unless botocore can use it:
+    ``http(s)://host[:port][/path]``. Credentials in it (``user:password@``, a security token in the query) are
+    sent by no client: they belong in AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN."""
+    from urllib.parse import urlsplit
+
+    variable = next((name for name in AWS_ENDPOINT_VARIABLES if os.environ.get(name)), None)
+    if variable is None:
+        return
+    value = os.environ[variable]
+    hint = "an endpoint is http(s)://host[:port], e.g. http://127.0.0.1:9000"
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        parts, port_ok = None, False
+    if parts is None or parts.scheme.lower() not in ("http", "https") or not parts.hostname or not port_ok:
+        raise SourceError(variable, "is not an http(s):// URL with a host and a valid port", hint)
+    if "@" in parts.netloc or parts.query or parts.fragment:
+        raise SourceError(
+            variable,
+            "holds credentials (user:password@, a query string or a fragment), which no S3 client sends",
+            "give them as AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN",
+        )
+
+
 class StoreSource(Source):
     """One checkpoint in an fsspec filesystem: its folder (or prefix), the file the spec names, the versions seen."""
 
@@ -75,6 +105,7 @@ class StoreSource(Source):
 
     def __init__(self, spec: str, parsed: StoreSpec, options: SourceOptions) -> None:
         self.spec = spec
+        self.url = parsed.url  # its scheme in lower case, as fsspec knows it
         self.scheme = parsed.scheme
         self.jobs = max(1, options.jobs)
         self.offline = options.offline
@@ -112,9 +143,11 @@ class StoreSource(Source):
         if self._fs is None:
             if self.offline:
                 raise SourceError(self.name_of(), "an object store cannot be read with --offline")
+            if self.scheme == "s3":
+                check_aws_endpoint()
             extra = EXTRA_FOR_SCHEME.get(self.scheme, "http")
             try:
-                fs, root = reused_filesystem(self.spec, self.scheme)
+                fs, root = reused_filesystem(self.url, self.scheme)
             except ImportError as err:
                 missing = "fsspec" if getattr(err, "name", None) == "fsspec" else PACKAGE_FOR_EXTRA[extra]
                 hint = f"pip install 'ckptdiff[{extra}]'"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import SourceError, scrub_secrets
+from ..errors import SourceError, display_url, scrub_secrets
 
 #: Where each store looks for credentials, for the "access denied" hint.
 CREDENTIAL_HINTS = {
@@ -53,14 +53,15 @@ def explain_store_error(err: BaseException, *, where: str, scheme: str) -> Sourc
     if name in _NO_CREDENTIALS:
         return SourceError(where, "no credentials found for the store", CREDENTIAL_HINTS[family])
     if names & set(_UNREACHABLE) or isinstance(err, ConnectionError):
-        endpoint = os.environ.get("AWS_ENDPOINT_URL") if family == "s3" else None
-        target = f"the store's endpoint {endpoint}" if endpoint else "the store"
+        endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+        endpoint = endpoint if family == "s3" else None
+        target = f"the store's endpoint {display_url(endpoint)}" if endpoint else "the store"
         return SourceError(where, f"cannot reach {target}", "check the network and the endpoint URL")
     if names & set(_BROKEN_OFF):
         return SourceError(where, "the connection broke while the store was sending", "check the network, then retry")
     if isinstance(err, TimeoutError) or name in _TIMEOUT:
         return SourceError(where, "the store did not answer in time", "check the network, then retry")
-    if isinstance(err, OSError) or name in _REFUSED:
+    if isinstance(err, OSError) or names & set(_REFUSED):  # botocore's ParamValidationError: a BotoCoreError
         detail = scrub_secrets(" ".join(str(err).split()))[:200]
         return SourceError(where, f"the store refused the request ({detail})")
     return None

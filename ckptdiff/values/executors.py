@@ -10,13 +10,15 @@ the same order, so they are the same bits whichever executor ran them.
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from ..checkpoint import Checkpoint, RelativePath
-from ..errors import CkptdiffError, SourceError
+from ..errors import CkptdiffError, SourceError, display_url, printable, remember_url_credentials, scrub_secrets
 from .readers import Side
 from .scheduling import Pair, ProgressHook, pair_stats
 from .statistics import ValueStats
@@ -165,35 +167,162 @@ class ProcessExecutor:
             worker.join()
 
 
+#: How long --scheduler waits for the scheduler to answer a connection (documented in docs/values.md).
+CONNECT_TIMEOUT = 10.0
+#: How long a pass waits with no worker in the cluster before it gives up (the last one died, or none came).
+NO_WORKER_GRACE = 15.0
+#: The biggest first message (a handshake: a few hundred bytes) a Dask scheduler sends on a new connection.
+_MOST_HANDSHAKE_BYTES = 1 << 20
+
+
 class DaskExecutor:
     """``--scheduler tcp://HOST:PORT``: tasks go to a running dask.distributed cluster, whose workers read the
-    files themselves (one thread of the kernel per task: a worker runs ``--nthreads`` tasks at once)."""
+    files themselves (one thread of the kernel per task: a worker runs ``--nthreads`` tasks at once).
+
+    Whatever is at the address, and whatever happens to the cluster during the pass, the run ends in one line:
+    a server that is not a Dask scheduler or never answers (:func:`probe_scheduler`), a cluster left with no
+    worker for :data:`NO_WORKER_GRACE` seconds, a scheduler lost mid-pass."""
 
     def __init__(self, address: str) -> None:
+        address = scheduler_address(address)
+        self.where = f"--scheduler {printable(display_url(address))}"
         try:
             from distributed import Client
         except ImportError:
             raise CkptdiffError(
                 "--scheduler", "needs dask.distributed, which is not installed", DASK_INSTALL_HINT
             ) from None
+        if address.startswith("tcp://"):
+            probe_scheduler(address, self.where)
         try:
-            self.client = Client(address, timeout="10s", set_as_default=False)
+            self.client = Client(address, timeout=f"{CONNECT_TIMEOUT:g}s", set_as_default=False)
         except (OSError, TimeoutError) as err:
-            raise CkptdiffError(f"--scheduler {address}", f"cannot reach the Dask scheduler: {err}") from None
+            raise CkptdiffError(self.where, f"cannot reach the Dask scheduler: {_one_line(err)}") from None
+        except Exception as err:  # the library's own error for whatever answered: still one line
+            raise CkptdiffError(self.where, f"not a Dask scheduler ({_one_line(err)})") from None
 
     def run(self, tasks: list[ShardTask], progress: ProgressHook | None) -> Iterator[tuple[ShardTask, TaskResult]]:
-        from distributed import as_completed
-
         futures = self.client.map(run_task, tasks, pure=False)
         order = {future.key: task for future, task in zip(futures, tasks, strict=True)}
         try:
-            done = ((order[f.key], f.result()) for f in as_completed(futures, loop=self.client.loop))
-            yield from _completed(done, tasks, progress)
+            yield from _completed(self._finished(futures, order), tasks, progress)
         finally:
             self.client.cancel(futures)
 
+    def _finished(self, futures: list[Any], order: dict[Any, ShardTask]) -> Iterator[tuple[ShardTask, TaskResult]]:
+        """Each task as it finishes; between finishes, a watch on the cluster: the scheduler still connected,
+        some worker in it. Any failure of the cluster's is one line naming the scheduler."""
+        from distributed import as_completed
+
+        finishing, alone_since = as_completed(futures, loop=self.client.loop), None
+        while not finishing.is_empty():
+            try:
+                done = finishing.next_batch(block=False)
+            except Exception as err:  # futures cancelled under us: the scheduler went away
+                raise self._lost(err) from None
+            for future in done:
+                try:
+                    result = future.result()
+                except Exception as err:
+                    raise self._lost(err) from None
+                yield order[future.key], result
+            if done:
+                continue
+            time.sleep(0.2)
+            if self.client.status != "running":
+                raise CkptdiffError(self.where, "lost the Dask scheduler mid-pass", "check the scheduler, then retry")
+            if self.client.scheduler_info().get("workers"):
+                alone_since = None
+            elif alone_since is None:
+                alone_since = time.monotonic()
+            elif time.monotonic() - alone_since > NO_WORKER_GRACE:
+                raise CkptdiffError(
+                    self.where,
+                    f"the Dask cluster has had no worker for {NO_WORKER_GRACE:g} s (the last one left mid-pass, "
+                    "or none joined)",
+                    "start workers (dask worker ADDRESS), then retry",
+                )
+
+    def _lost(self, err: BaseException) -> CkptdiffError:
+        if type(err).__name__ == "KilledWorker":
+            return CkptdiffError(self.where, f"Dask workers died running a task ({_one_line(err)})")
+        return CkptdiffError(self.where, f"the Dask pass failed: {_one_line(err)}", "check the scheduler, then retry")
+
     def close(self) -> None:
-        self.client.close()
+        try:
+            self.client.close(timeout=CONNECT_TIMEOUT)
+        except Exception:  # noqa: BLE001 - a scheduler already gone: nothing left to close
+            pass
+
+
+def _one_line(err: BaseException) -> str:
+    return scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]
+
+
+def probe_scheduler(address: str, where: str) -> None:
+    """Refuse, in one line, what is not a Dask scheduler at a tcp:// address before the Dask client meets it: a
+    scheduler sends its handshake as soon as it accepts, a small message of a few frames. A server that accepts
+    and sends nothing within :data:`CONNECT_TIMEOUT` (the Dask client would wait for ever), or sends anything else
+    (a length the client would allocate: MemoryError), is not one."""
+    import socket
+    import struct
+
+    host, port = urlsplit(address).hostname, urlsplit(address).port
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    try:
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT) as connection:
+            length = struct.unpack("<Q", _receive(connection, 8, deadline))[0]
+            if not 16 <= length <= _MOST_HANDSHAKE_BYTES:
+                raise CkptdiffError(where, "not a Dask scheduler (its first message is not a Dask handshake)")
+            frames = struct.unpack("<Q", _receive(connection, 8, deadline))[0]
+            if not 1 <= frames <= 64:
+                raise CkptdiffError(where, "not a Dask scheduler (its first message is not a Dask handshake)")
+    except TimeoutError:
+        raise CkptdiffError(
+            where,
+            f"accepted the connection but sent no Dask handshake within {CONNECT_TIMEOUT:g} s: not a Dask scheduler, "
+            "or one that hangs",
+        ) from None
+    except EOFError:
+        raise CkptdiffError(where, "not a Dask scheduler (it closed the connection without a handshake)") from None
+    except OSError as err:
+        raise CkptdiffError(where, f"cannot reach the Dask scheduler: {err.strerror or err}") from None
+
+
+def _receive(connection: Any, count: int, deadline: float) -> bytes:
+    data = b""
+    while len(data) < count:
+        connection.settimeout(max(0.01, deadline - time.monotonic()))
+        chunk = connection.recv(count - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
+#: The transports a scheduler listens on that a client elsewhere can reach, as Dask spells them.
+DASK_SCHEMES = ("tcp", "tls", "ws", "wss", "ucx")
+_SCHEDULER_HINT = "tcp://HOST:PORT, or tls://HOST:PORT for a cluster secured with TLS"
+
+
+def scheduler_address(address: str) -> str:
+    """--scheduler's address as Dask takes it (``[scheme://]host:port``), else one line that never quotes the
+    credentials a mistaken ``user:password@`` holds (Dask has no place for them: TLS secures a cluster)."""
+    remember_url_credentials(address)
+    scheme, separator, rest = address.partition("://")
+    scheme, rest = (scheme.lower(), rest) if separator else ("tcp", address)
+    where = f"--scheduler {printable(display_url(address))}"
+    authority = rest.partition("/")[0]
+    if "@" in authority:
+        raise CkptdiffError(where, "a Dask address cannot carry credentials (user:password@)", _SCHEDULER_HINT)
+    try:
+        parsed = urlsplit(f"//{authority}")
+        port = parsed.port
+    except ValueError:
+        parsed, port = None, None
+    if scheme not in DASK_SCHEMES or parsed is None or not parsed.hostname or not port or rest.strip("/") != authority:
+        raise CkptdiffError(where, "not a Dask scheduler address", _SCHEDULER_HINT)
+    return f"{scheme}://{authority}"
 
 
 def _completed(

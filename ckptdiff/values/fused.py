@@ -24,7 +24,7 @@ def finish(kind_a: ValueType, kind_b: ValueType, count: int, totals: Totals, sam
     """A chunk's :class:`Sums` from a kernel's totals; ``same``: its bytes are equal on both sides."""
     skipped, (dd, abs_sum, largest, ab, aa, bb), scales = totals
     same = same or (kind_a is not kind_b and not skipped and largest == 0.0)  # a dtype change, same numbers
-    same = same or (kind_a.name == "BOOL" and largest == 0.0)  # other bytes, the same truths
+    same = same or (kind_a.name == "BOOL" and not skipped and largest == 0.0)  # other bytes, the same truths
     if same:
         dd = abs_sum = largest = 0.0
         ab = bb = aa

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import TORCH_SUFFIXES, Checkpoint, RelativePath, TensorInfo
 from ..errors import CkptdiffError, SourceError
+from ..sources.base import open_regular
 from .dtypes import ValueType
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -45,10 +46,7 @@ class FileReader:
 
     def __init__(self, path: Path, where: str) -> None:
         self.where = where
-        try:
-            self.handle = open(path, "rb", buffering=0)  # noqa: SIM115 - closed by Side.close
-        except OSError as err:
-            raise SourceError(where, f"cannot read: {err.strerror or err}") from None
+        self.handle = open_regular(path, where, buffering=0)  # closed by Side.close; never a pipe that blocks
         self.full = bytearray()
         self.tail = bytearray()
         self.size: int | None = None  # the file's length, looked up on the first place()

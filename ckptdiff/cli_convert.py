@@ -1,0 +1,179 @@
+"""``ckptdiff convert SRC OUT --to ENGINE``: the click command (thin: parse, call :mod:`ckptdiff.convert`, print)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .errors import CkptdiffError
+
+ENGINES = ("sglang", "vllm", "trtllm")
+FORMATS = ("table", "markdown", "json")
+
+
+@click.command(
+    name="convert",
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    epilog="\b\nExamples:\n"
+    "  ckptdiff convert AQ-MedAI/Kimi-K2-Instruct-eagle3 ./k25-sglang --to sglang \\\n"
+    "      --base moonshotai/Kimi-K2.5 --from-base moonshotai/Kimi-K2-Instruct --embed base\n"
+    "  ckptdiff convert ./drafter ./drafter-vllm --to vllm --plan\n\n"
+    "Manual: docs/convert.md of the ckptdiff repository.",
+)
+@click.argument("src", metavar="SRC", type=click.Path())
+@click.argument("out", metavar="OUT", type=click.Path())
+@click.option("--to", "engine", required=True, type=click.Choice(ENGINES), help="The engine that will load OUT.")
+@click.option("--base", metavar="BASE", help="The model OUT will serve: its context length, hidden size, embedding.")
+@click.option(
+    "--from-base",
+    metavar="BASE",
+    help="The model SRC was trained for: its vocabulary is compared with BASE's before d2t is carried over.",
+)
+@click.option(
+    "--embed",
+    type=click.Choice(("base", "drop", "keep")),
+    help="embed_tokens: taken from BASE, dropped (the engine injects the base's), or SRC's kept "
+    "(default: keep if SRC has one, else drop).",
+)
+@click.option("--plan", "plan_only", is_flag=True, help="Print the plan and write nothing.")
+@click.option("--force", is_flag=True, help="Replace OUT (and a left OUT.partial) once the new output is proven.")
+@click.option("--max-shard-size", metavar="SIZE", help="Shard by size (5GB, 500MiB) instead of as SRC did.")
+@click.option(
+    "--allow-tokenizer-change", is_flag=True, help="Carry d2t to a BASE whose vocabulary differs or is unchecked."
+)
+@click.option(
+    "--allow-event",
+    "allowed_events",
+    multiple=True,
+    metavar="CODE",
+    help="Accept this engine warning (e.g. aux_ids_default): the output loads, but not as trained (repeatable).",
+)
+@click.option(
+    "--rename", "renames", multiple=True, metavar="REGEX=REPL", help="Rename SRC's tensors first (repeatable)."
+)
+@click.option(
+    "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How the plan prints."
+)
+@click.option("--offline", is_flag=True, help="Use only cached Hub data.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar, only the outcome.")
+@click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
+def convert_command(
+    src: str,
+    out: str,
+    engine: str,
+    base: str | None,
+    from_base: str | None,
+    embed: str | None,
+    plan_only: bool,
+    force: bool,
+    max_shard_size: str | None,
+    allow_tokenizer_change: bool,
+    allowed_events: tuple[str, ...],
+    renames: tuple[str, ...],
+    fmt: str,
+    offline: bool,
+    quiet: bool,
+    debug: bool,
+) -> None:
+    """Convert drafter SRC into OUT, the checkpoint ENGINE loads as trained, and prove it before naming it OUT.
+
+    Every output tensor comes from a named input tensor (SRC's, or BASE's embedding with --embed base); the
+    provenance map is written beside it as OUT/convert.json. Nothing is written under OUT until the output,
+    built in OUT.partial, reads back as planned, passes ckptdiff's engine check and holds its inputs' bytes.
+
+    Exit status: 0 converted (or, with --plan, a plan that holds), 1 not converted (the plan fails, or the
+    output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan).
+    """
+    from .convert.layout import parse_size
+    from .convert.render import RENDERERS
+    from .convert.run import ConvertRequest, convert, partial_of
+    from .naming import parse_rename
+    from .progress import terminal_progress
+    from .sources import SourceOptions
+
+    request = ConvertRequest(
+        src=src,
+        out=out,
+        engine=engine,
+        base=base,
+        from_base=from_base,
+        embed=embed,  # type: ignore[arg-type]  # click's Choice
+        plan_only=plan_only,
+        force=force,
+        max_shard_size=parse_size(max_shard_size) if max_shard_size else None,
+        allow_tokenizer_change=allow_tokenizer_change,
+        renames=[parse_rename(rule) for rule in renames],
+        allowed_events=allowed_events,
+        command=_command_line(),
+    )
+    progress = None if quiet else terminal_progress()
+    options = SourceOptions(offline=offline, progress=progress)
+
+    def bar_for(label: str, total: int) -> object:
+        if progress is None:
+            return None
+        return progress(label, total, "B").advance
+
+    try:
+        outcome = convert(request, options, bar_for)  # type: ignore[arg-type]
+    except BaseException as stop:  # Ctrl-C, SIGTERM (ckptdiff.cli.Interrupted): say what is left unfinished
+        partial = partial_of(Path(out).expanduser())
+        if isinstance(stop, Exception) or not partial.exists():
+            raise
+        click.echo(f"ckptdiff: interrupted: {partial} is incomplete", err=True)
+        sys.exit(128 + getattr(stop, "signum", 2))
+    plan = outcome.plan
+    render = RENDERERS[fmt]
+    if plan_only or not plan.ok:
+        click.echo(render(plan), nl=False)
+        if not plan.ok:
+            click.echo(f"ckptdiff: not converted: the plan fails ({'; '.join(plan.problems)})", err=True)
+        sys.exit(outcome.exit_code)
+    if fmt == "json":
+        click.echo(json.dumps(outcome.document, indent=2))
+    elif not quiet:
+        click.echo(render(plan), nl=False)
+        click.echo()
+    proof = outcome.proof
+    if outcome.failure is not None:
+        for problem in proof.problems if proof is not None else ():
+            click.echo(f"  {problem}", err=True)
+        click.echo(f"ckptdiff: not converted: {outcome.failure}", err=True)
+        sys.exit(outcome.exit_code)
+    assert proof is not None
+    engine = "" if plan.engine_proven else "; not proven by an engine"
+    message = (
+        f"converted: {outcome.written_to} ({len(plan.tensors)} tensors; {plan.label} check: {proof.engine_outcome}; "
+        f"{proof.tensors_by_bytes + proof.tensors_by_digest} tensors compared byte for byte, "
+        f"{proof.tensors_by_value} by value{engine})"
+    )
+    click.echo(message, err=fmt == "json")
+    for warning in proof.warnings:
+        click.echo(f"  warning: {warning}", err=fmt == "json")
+    sys.exit(outcome.exit_code)
+
+
+def _command_line() -> str:
+    import shlex
+
+    from .errors import scrub_secrets
+
+    return scrub_secrets(shlex.join(["ckptdiff", *sys.argv[1:]]))
+
+
+def is_convert(args: list[str]) -> bool:
+    """``ckptdiff convert ...``: the first word is ``convert`` (a folder named so is ``./convert``), unless a
+    folder of that name exists and no ``--to`` follows (then it is the comparison's A)."""
+    import os
+
+    if not args or args[0] != "convert":
+        return False
+    if not os.path.exists("convert"):
+        return True
+    return any(a == "--to" or a.startswith("--to=") for a in args[1:])
+
+
+__all__ = ["CkptdiffError", "convert_command", "is_convert"]

@@ -1,0 +1,253 @@
+"""One conversion end to end: refuse what is hostile, plan, write into ``OUT.partial``, prove, rename.
+
+OUT is named only once its contents are proven: until then everything is in ``OUT.partial/``, which a failure
+leaves for inspection (the message names it) and a Ctrl-C leaves unfinished, with no ``convert.json`` (written
+last, once proven). SRC is only ever read; each of its local files' inode, size and modification time is taken
+before reading and compared after the write and the proof, so a SRC rewritten meanwhile fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import Checkpoint
+from ..errors import CkptdiffError
+from ..naming import RenameRule
+from ..sources import LocalSpec, SourceOptions, open_source, parse_spec, read_source
+from ..sources.base import Source
+from ..version import __version__
+from .plan import ConvertRefused, Embed, Plan, build_plan
+from .prove import Proof, prove
+from .targets import TARGETS
+from .write import write_plan
+
+PARTIAL_SUFFIX = ".partial"
+PROVENANCE_FILE = "convert.json"
+#: Exit statuses: done (or a plan printed), not done (a plan that fails, a write or proof that fails).
+EXIT_DONE, EXIT_FAILED = 0, 1
+
+
+@dataclass(frozen=True)
+class ConvertRequest:
+    src: str
+    out: str
+    engine: str
+    base: str | None = None
+    from_base: str | None = None
+    embed: Embed | None = None
+    plan_only: bool = False
+    force: bool = False
+    max_shard_size: int | None = None
+    allow_tokenizer_change: bool = False
+    renames: Sequence[RenameRule] = ()
+    allowed_events: Sequence[str] = ()
+    command: str = ""
+
+
+@dataclass
+class Outcome:
+    plan: Plan
+    proof: Proof | None = None
+    written_to: Path | None = None  # OUT once renamed, or OUT.partial when left
+    failure: str | None = None  # one line: why OUT was not made
+    document: dict[str, Any] | None = None  # convert.json's contents, once written
+
+    @property
+    def exit_code(self) -> int:
+        if self.failure is not None or not self.plan.ok or (self.proof is not None and not self.proof.ok):
+            return EXIT_FAILED
+        return EXIT_DONE
+
+
+class ConvertFailed(CkptdiffError):
+    """The write or the proof failed: OUT.partial stays, exit 1."""
+
+
+def partial_of(out: Path) -> Path:
+    return out.with_name(out.name + PARTIAL_SUFFIX)
+
+
+def convert(
+    request: ConvertRequest,
+    options: SourceOptions | None = None,
+    advance: Callable[[str, int], Callable[[int], None] | None] | None = None,
+) -> Outcome:
+    """Plan (and, unless ``plan_only``, write, prove and rename) one conversion. ``advance(label, total)`` gives
+    a callback for the bytes written, for a progress bar."""
+    options = options or SourceOptions()
+    layout = TARGETS[request.engine]
+    out = Path(request.out).expanduser()
+    partial = partial_of(out)
+    _refuse_hostile_paths(request, out, partial)
+    src_source = open_source(request.src, options)
+    before = snapshot(src_source)
+    source = read_source(src_source)
+    base_source, base = _read_base(request, options, source)
+    tokenizer = _tokenizers(request, source, options)
+    plan = build_plan(
+        source,
+        layout,
+        base=base,
+        embed=request.embed,
+        renames=request.renames,
+        max_shard_size=request.max_shard_size,
+        allow_tokenizer_change=request.allow_tokenizer_change,
+        allowed_events=request.allowed_events,
+    )
+    plan.tokenizer = tokenizer
+    outcome = Outcome(plan)
+    if request.plan_only or not plan.ok:
+        return outcome
+    if partial.exists():
+        shutil.rmtree(partial)  # --force (checked above): a previous run's leftovers
+    partial.mkdir()
+    sources: dict[str, Source] = {"source": src_source}
+    if base_source is not None:
+        sources["base"] = base_source
+    bar = advance(str(partial), plan.nbytes) if advance else None
+    try:
+        written = write_plan(plan, partial, sources, bar)
+        _unchanged(src_source, before, partial)
+        proof = prove(plan, partial, sources, written)
+        _unchanged(src_source, before, partial)
+    except CkptdiffError as err:  # a read that failed mid-write, SRC rewritten: OUT.partial stays
+        outcome.written_to = partial
+        outcome.failure = f"{err.line()}; {partial} is left for inspection"
+        return outcome
+    outcome.proof = proof
+    outcome.document = provenance_map(plan, request, proof)
+    (partial / PROVENANCE_FILE).write_text(json.dumps(outcome.document, indent=2) + "\n")
+    if not proof.ok:
+        outcome.written_to = partial
+        outcome.failure = f"{partial} is not proven ({len(proof.problems)} problems above); left for inspection"
+        return outcome
+    _put_in_place(partial, out)
+    outcome.written_to = out
+    return outcome
+
+
+def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> None:
+    """OUT inside SRC (or BASE), SRC inside an OUT --force would replace, OUT existing without --force."""
+    resolved_out = out.resolve()
+    for what, spec in (("SRC", request.src), ("--base", request.base), ("--from-base", request.from_base)):
+        if spec is None:
+            continue
+        try:
+            parsed = parse_spec(spec)
+        except CkptdiffError:
+            continue  # reading it says why
+        if not isinstance(parsed, LocalSpec):
+            continue
+        folder = parsed.path.resolve()
+        folder = folder.parent if folder.is_file() else folder
+        if resolved_out == folder or folder in resolved_out.parents:
+            raise ConvertRefused(str(out), f"is inside {what} {spec}: convert never writes into its input")
+        if request.force and (resolved_out in folder.parents):
+            raise ConvertRefused(str(out), f"holds {what} {spec}: --force would replace it")
+    if request.plan_only:
+        return
+    if not out.parent.is_dir():
+        raise ConvertRefused(str(out), "its parent folder does not exist")
+    if (out.exists() or out.is_symlink()) and not request.force:
+        raise ConvertRefused(str(out), "already exists (--force replaces it once the new one is proven)")
+    if partial.exists() and not request.force:
+        raise ConvertRefused(str(partial), "exists, left by an earlier run: remove it, or --force")
+
+
+def _read_base(
+    request: ConvertRequest, options: SourceOptions, source: Checkpoint
+) -> tuple[Source | None, Checkpoint | None]:
+    if request.base is None:
+        return None, None
+    from ..base_layouts import wanted_groups
+    from ..sources.wanted import Wanted
+
+    base_source = open_source(request.base, options)
+    wanted: Any = Wanted(wanted_groups(("embedding",))) if request.embed == "base" else set()
+    return base_source, read_source(base_source, wanted=wanted)
+
+
+def _tokenizers(request: ConvertRequest, source: Checkpoint, options: SourceOptions) -> Any:
+    """The vocabulary check when SRC's d2t/t2d are carried to BASE: required unless --allow-tokenizer-change."""
+    if request.base is None or not any(n.rpartition(".")[2] in ("d2t", "t2d") for n in source.tensors):
+        return None
+    if request.from_base is None:
+        if request.allow_tokenizer_change:
+            return None
+        raise ConvertRefused(
+            "--base",
+            f"carries {source.spec}'s d2t to {request.base}, whose vocabulary is not checked",
+            "give --from-base ORG/MODEL (the model the drafter was trained for), or --allow-tokenizer-change",
+        )
+    from .tokenizers import compare_tokenizers
+
+    check = compare_tokenizers(request.from_base, request.base, options)
+    if not check.same and not request.allow_tokenizer_change:
+        raise ConvertRefused(
+            f"{check.from_base} → {check.base}",
+            f"the vocabularies differ ({'; '.join(check.differences)}): d2t would map to the wrong tokens",
+            "--allow-tokenizer-change converts anyway",
+        )
+    return check
+
+
+Snapshot = dict[str, tuple[Any, ...]]
+
+
+def snapshot(source: Source) -> Snapshot:
+    """Each file of a local SRC by (inode, size, mtime): what a rewrite during the run changes. (A Hub SRC is
+    read at one commit, which does not change.)"""
+    if source.remote:
+        return {}
+    listing = source.list_files()
+    state: Snapshot = {}
+    for name in listing.files:
+        path = source.disk_path(name)
+        if path is not None:
+            status = os.stat(path)
+            state[name] = (status.st_ino, status.st_size, status.st_mtime_ns)
+    return state
+
+
+def _unchanged(source: Source, before: Snapshot, partial: Path) -> None:
+    for name, state in before.items():
+        path = source.disk_path(name)
+        try:
+            status = os.stat(path) if path is not None else None
+        except OSError:
+            status = None
+        now = (status.st_ino, status.st_size, status.st_mtime_ns) if status is not None else None
+        if now != state:
+            raise ConvertFailed(source.name_of(name), "changed while it was converted (inode, size or mtime)")
+
+
+def _put_in_place(partial: Path, out: Path) -> None:
+    """OUT.partial → OUT; an OUT being replaced (--force) is moved aside first and removed only after."""
+    aside = None
+    if out.exists() or out.is_symlink():
+        aside = out.with_name(f"{out.name}.replaced-{os.getpid()}")
+        os.rename(out, aside)
+    os.rename(partial, out)
+    if aside is not None:
+        if aside.is_dir() and not aside.is_symlink():
+            shutil.rmtree(aside)
+        else:
+            aside.unlink()
+
+
+def provenance_map(plan: Plan, request: ConvertRequest, proof: Proof | None) -> dict[str, Any]:
+    """convert.json: where every output tensor came from, the config patch, the checks and the proof."""
+    from .render import plan_document
+
+    document = plan_document(plan)
+    document["command"] = request.command
+    document["ckptdiff_version"] = __version__
+    if proof is not None:
+        document["proof"] = proof.to_dict()
+    return document

@@ -1,0 +1,259 @@
+"""``ckptdiff convert``: the plan, the write into OUT.partial, the proof, the rename; hostile plans refused.
+
+Every test runs the command as a user does (``run_cli``: the entry point in this process; ``run_cli_subprocess``
+where only a process shows it), on the bundled fixtures, on small drafters with random bytes (so a byte out of
+place shows), and against the Hub emulator for the seed's case (tests/test_convert_hub.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy, for safetensors.numpy
+import numpy as np
+import pytest
+from safetensors.numpy import load_file
+
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import eagle3_tensors, small_drafter_config, write_config, write_safetensors
+
+PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"
+NO_LM_HEAD = FIXTURES / "kimi-k2-eagle3-no-lm-head"
+
+
+def random_drafter(folder: Path, *, d2t_dtype: str = "I64", **config: object) -> Path:
+    """The scaled-down Kimi-K2 drafter with random bytes in every tensor (d2t: real offsets, in ``d2t_dtype``)."""
+    settings = small_drafter_config(**config)
+    specs = [(n, d2t_dtype if n == "d2t" else dt, s) for n, dt, s in eagle3_tensors(settings, with_embed=False)]
+    write_config(folder, settings)
+    write_safetensors(folder / "model.safetensors", specs, fill="random", seed=7, metadata={"format": "pt"})
+    if d2t_dtype != "I64":  # whole-number offsets, as a float d2t of a real export holds
+        tensors = load_file(folder / "model.safetensors")
+        offsets = np.arange(len(tensors["d2t"])) * 3
+        tensors["d2t"] = offsets.astype({"F32": np.float32, "I32": np.int32}[d2t_dtype])
+        from safetensors.numpy import save_file
+
+        tensors["t2d"] = tensors["t2d"].astype(bool)
+        save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def digest_folder(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def one_line(result) -> str:
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.fixture
+def drafter(tmp_path: Path) -> Path:
+    return random_drafter(tmp_path / "src")
+
+
+# --- the plan --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
+def test_the_plan_prints_every_output_tensor_and_writes_nothing(run_cli, tmp_path, fmt):
+    out = tmp_path / "out"
+
+    result = run_cli("convert", str(PUBLISHED), str(out), "--to", "vllm", "--plan", "--format", fmt)
+
+    assert result.returncode == 0, result.stderr
+    assert not out.exists() and not (tmp_path / "out.partial").exists()
+    for name in (
+        "layers.0.self_attn.q_proj.weight",
+        "midlayer.self_attn.q_proj.weight",
+        "eagle_aux_hidden_state_layer_ids",
+    ):
+        assert name in result.stdout
+    if fmt == "json":
+        plan = json.loads(result.stdout)
+        by_name = {t["name"]: t for t in plan["tensors"]}
+        assert by_name["layers.0.mlp.up_proj.weight"]["from"]["name"] == "midlayer.mlp.up_proj.weight"
+        assert by_name["layers.0.mlp.up_proj.weight"]["transforms"] == ["rename"]
+        changes = {c["key"]: c for c in plan["config"]["changes"]}
+        # SGLang's ids (outputs of layers 2, 30, 58) written where and as vLLM reads them: id j = output of j-1
+        assert changes["eagle_aux_hidden_state_layer_ids"]["new"] == [3, 31, 59]
+        assert changes["architectures"]["new"] == ["Eagle3LlamaForCausalLM"]
+        assert plan["engine_check"]["outcome"] == "loads"
+
+
+def test_a_needed_tensor_without_a_source_fails_the_plan_and_is_named(run_cli, tmp_path):
+    out = tmp_path / "out"
+
+    result = run_cli("convert", str(NO_LM_HEAD), str(out), "--to", "sglang")
+
+    assert result.returncode == 1
+    assert "sglang needs lm_head.weight, and no input tensor provides it" in result.stdout
+    assert "not converted: the plan fails" in result.stderr
+    assert not out.exists() and not (tmp_path / "out.partial").exists()
+
+
+def test_an_engine_without_a_class_for_the_family_fails_the_plan(run_cli, tmp_path):
+    result = run_cli("convert", str(FIXTURES / "drafters" / "mla-kimi-k25"), str(tmp_path / "o"), "--to", "trtllm")
+
+    assert result.returncode == 1
+    assert "TensorRT-LLM has no EAGLE-3 class for mla decoder layers" in result.stdout
+
+
+# --- writing and proving ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "trtllm"])
+def test_a_converted_drafter_holds_each_source_tensors_bytes_as_convert_json_says(run_cli, drafter, tmp_path, engine):
+    out = tmp_path / "out"
+    before = digest_folder(drafter)
+
+    result = run_cli("convert", str(drafter), str(out), "--to", engine, "-q")
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f"converted: {out} (15 tensors;")
+    assert ("not proven by an engine" in result.stdout) == (engine == "trtllm")
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "convert.json", "model.safetensors"]
+    assert not (tmp_path / "out.partial").exists()
+    assert digest_folder(drafter) == before  # SRC never modified
+    provenance = json.loads((out / "convert.json").read_text())
+    source, written = load_file(drafter / "model.safetensors"), load_file(out / "model.safetensors")
+    assert set(written) == {t["name"] for t in provenance["tensors"]}
+    for entry in provenance["tensors"]:
+        assert entry["from"]["checkpoint"] == "source"
+        assert written[entry["name"]].tobytes() == source[entry["from"]["name"]].tobytes()
+    assert provenance["proof"]["proven"] is True
+    assert provenance["proof"]["tensors_compared_by_bytes"] == 15
+    assert provenance["engine_proof"] == (None if engine != "trtllm" else "not proven by an engine")
+
+
+def test_sglang_to_vllm_to_sglang_gives_back_the_same_checkpoint(run_cli, drafter, tmp_path):
+    first, middle, last = tmp_path / "sglang", tmp_path / "vllm", tmp_path / "sglang-again"
+    assert run_cli("convert", str(drafter), str(first), "--to", "sglang", "-q").returncode == 0
+    assert run_cli("convert", str(first), str(middle), "--to", "vllm", "-q").returncode == 0
+    assert run_cli("convert", str(middle), str(last), "--to", "sglang", "-q").returncode == 0
+
+    a, b = load_file(first / "model.safetensors"), load_file(last / "model.safetensors")
+    assert list(a) == list(b)
+    for name in a:
+        assert (a[name].dtype, a[name].shape, a[name].tobytes()) == (b[name].dtype, b[name].shape, b[name].tobytes())
+    assert json.loads((first / "config.json").read_text()) == json.loads((last / "config.json").read_text())
+    assert set(load_file(middle / "model.safetensors")) != set(a)  # the middle really is vLLM's layout
+    vllm_config = json.loads((middle / "config.json").read_text())
+    assert vllm_config["eagle_aux_hidden_state_layer_ids"] == [3, 31, 59]
+
+
+def test_a_float_d2t_is_cast_to_int64_and_compared_by_value(run_cli, tmp_path):
+    src = random_drafter(tmp_path / "src", d2t_dtype="F32")
+    out = tmp_path / "out"
+
+    result = run_cli("convert", str(src), str(out), "--to", "vllm", "-q")
+
+    assert result.returncode == 0, result.stderr
+    assert "1 by value" in result.stdout
+    d2t = load_file(out / "model.safetensors")["d2t"]
+    assert d2t.dtype == np.int64 and (d2t == np.arange(len(d2t)) * 3).all()
+    entry = next(t for t in json.loads((out / "convert.json").read_text())["tensors"] if t["name"] == "d2t")
+    assert entry["transforms"] == ["cast"] and entry["from"]["dtype"] == "F32"
+
+
+def test_max_shard_size_shards_with_a_correct_index(run_cli, drafter, tmp_path):
+    out = tmp_path / "out"
+
+    result = run_cli("convert", str(drafter), str(out), "--to", "sglang", "--max-shard-size", "40kB", "-q")
+
+    assert result.returncode == 0, result.stderr
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    shards = sorted(p.name for p in out.glob("*.safetensors"))
+    assert len(shards) > 2 and shards[0] == f"model-00001-of-{len(shards):05d}.safetensors"
+    stored = {}
+    for shard in shards:
+        tensors = load_file(out / shard)
+        assert sum(t.nbytes for t in tensors.values()) <= 40_000 or len(tensors) == 1
+        stored.update({name: shard for name in tensors})
+    assert index["weight_map"] == stored
+    assert index["metadata"]["total_size"] == sum(t.nbytes for s in shards for t in load_file(out / s).values())
+    compared = run_cli(str(drafter), str(out))
+    assert compared.returncode == 0, compared.stdout  # the same tensors, whatever the shards
+
+
+def test_force_replaces_out_only_with_a_proven_output(run_cli, drafter, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+
+    refused = run_cli("convert", str(drafter), str(out), "--to", "sglang")
+    assert refused.returncode == 2
+    assert one_line(refused) == f"ckptdiff: {out}: already exists (--force replaces it once the new one is proven)"
+    assert (out / "keep.txt").read_text() == "mine"
+
+    replaced = run_cli("convert", str(drafter), str(out), "--to", "sglang", "--force", "-q")
+    assert replaced.returncode == 0, replaced.stderr
+    assert not (out / "keep.txt").exists() and (out / "convert.json").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("out.")] == []
+
+
+# --- hostile plans ---------------------------------------------------------------------------------------------
+
+
+def test_a_rename_that_collides_is_refused_in_one_line(run_cli, drafter, tmp_path):
+    before = digest_folder(drafter)
+
+    result = run_cli("convert", str(drafter), str(tmp_path / "o"), "--to", "sglang", "--rename", r"^norm\.=fc.")
+
+    assert result.returncode == 2
+    line = one_line(result)
+    assert "would be written as 'fc.weight'" in line and "'norm.weight'" in line
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
+    assert digest_folder(drafter) == before
+
+
+def test_out_inside_src_is_refused_in_one_line(run_cli, drafter):
+    before = digest_folder(drafter)
+
+    result = run_cli("convert", str(drafter), str(drafter / "converted"), "--to", "vllm")
+
+    assert result.returncode == 2
+    assert "is inside SRC" in one_line(result)
+    assert digest_folder(drafter) == before and not (drafter / "converted").exists()
+
+
+def test_force_never_replaces_a_folder_holding_src(run_cli, tmp_path):
+    src = random_drafter(tmp_path / "models" / "drafter")
+
+    result = run_cli("convert", str(src), str(tmp_path / "models"), "--to", "vllm", "--force")
+
+    assert result.returncode == 2
+    assert "--force would replace it" in one_line(result)
+    assert (src / "model.safetensors").is_file()
+
+
+def test_a_left_partial_output_is_not_reused_without_force(run_cli, drafter, tmp_path):
+    (tmp_path / "out.partial").mkdir()
+
+    result = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm")
+
+    assert result.returncode == 2
+    assert "out.partial: exists, left by an earlier run" in one_line(result)
+
+
+def test_a_folder_named_convert_is_still_compared(run_cli, tmp_path):
+    """The plain comparison keeps working: ``ckptdiff convert B`` compares a folder named convert with B."""
+    import shutil
+
+    shutil.copytree(PUBLISHED, tmp_path / "convert")
+
+    result = run_cli("convert", str(PUBLISHED), cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "compatible: 15 match" in result.stdout
+
+
+def test_the_plain_comparison_is_unchanged(run_cli):
+    result = run_cli(str(PUBLISHED), str(FIXTURES / "kimi-k25-eagle3-ours"))
+
+    assert result.returncode == 0
+    assert "compatible: 15 match, 1 injected" in result.stdout
