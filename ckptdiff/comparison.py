@@ -56,10 +56,17 @@ def simulate_engines(
     from .families.engines import engine_names
 
     base_config = base.config if base is not None else None
-    results = [
-        simulate(family or detect_family(checkpoint.config) or FALLBACK_FAMILY, name, checkpoint, label, base_config)
-        for name in engine_names(tuple(engines))
+    served = [
+        (label, checkpoint, chosen, engine_names(tuple(engines), chosen))
         for label, checkpoint in sides
+        for chosen in [family or detect_family(checkpoint.config) or FALLBACK_FAMILY]
+    ]
+    order = list(dict.fromkeys(name for *_, names in served for name in names))
+    results = [
+        simulate(chosen, name, checkpoint, label, base_config)
+        for name in order
+        for label, checkpoint, chosen, names in served
+        if name in names
     ]
     return apply_event_policy(policy, results)
 

@@ -45,15 +45,22 @@ def __getattr__(name: str) -> Any:
 
 @dataclass(frozen=True)
 class Family:
-    """One registry line: a family's name (its folder) and the engines with a pinned loader for it."""
+    """One registry line: a family's name (its folder), the engines its rules replay, and the engines whose
+    pinned version registers no loader for it (the verdict says so, citing the engine's registry)."""
 
     name: str
     #: Engines whose loaders the family's rules replay (``--engine``), in the order ``all`` runs them.
-    engines: tuple[str, ...]
+    engines: tuple[str, ...] = ()
+    no_loader: tuple[str, ...] = ()
 
 
 #: Every family, in detection order (the first whose detector accepts a config is chosen).
-FAMILIES: tuple[Family, ...] = (Family("eagle3", engines=("sglang", "vllm", "trtllm")),)
+FAMILIES: tuple[Family, ...] = (
+    Family("eagle3", engines=("sglang", "vllm", "trtllm")),
+    Family("mtp", engines=("sglang", "vllm")),
+    Family("dflash"),
+    Family("medusa", no_loader=("sglang", "vllm")),
+)
 
 
 def family(name: str) -> Family:
@@ -103,7 +110,12 @@ def detect_profile(*configs: Config | None) -> Profile | None:
 def simulate(
     family_name: str, engine: str, checkpoint: Checkpoint, side: str, base_config: Config | None = None
 ) -> EngineResult:
-    """What ``engine``'s loader does with ``checkpoint`` served as a drafter of this family."""
+    """What ``engine``'s loader does with ``checkpoint`` served as a drafter of this family; for an engine the
+    family has no rules for, why not (:func:`.engines.unserved`)."""
+    if engine not in family(family_name).engines:
+        from .engines import unserved
+
+        return unserved(family_name, engine, side)
     replay: Callable[..., EngineResult] = import_module(f"{__name__}.{family_name}.engines").simulate
     return replay(engine, checkpoint, side, base_config)
 
@@ -117,5 +129,8 @@ def finding_words() -> dict[str, Callable[[Mapping[str, Any]], str]]:
 
 
 def event_words() -> list[Any]:
-    """Every family's engine-event wording module (``EVENTS``, ``PARAM_WORDS``, ``DERIVED``, ``SUMMARIES``)."""
-    return [import_module(f"{__name__}.{each.name}.engine_messages") for each in FAMILIES]
+    """Every family's engine-event wording module (``EVENTS``, ``PARAM_WORDS``, ``DERIVED``, ``SUMMARIES``), and
+    the registry's own (an engine without rules for a family)."""
+    from . import engines
+
+    return [engines, *(import_module(f"{__name__}.{each.name}.engine_messages") for each in FAMILIES)]

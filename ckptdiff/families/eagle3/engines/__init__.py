@@ -31,3 +31,8 @@ def simulate(
     from .replay import simulate as replay
 
     return replay(get_engine(name), checkpoint, side, base_config)
+
+
+def support(name: str) -> tuple[tuple[str, str], ...]:
+    """The support table's cell: each class the engine loads EAGLE-3 drafters with, and where that was read."""
+    return tuple((", ".join(loader.architectures), str(loader.source)) for loader in get_engine(name).loaders)

@@ -1,0 +1,8 @@
+"""Medusa in a comparison: the generic comparison of its heads' tensors (no family-specific checks yet)."""
+
+from __future__ import annotations
+
+from ..model import Profile
+from .detect import detect
+
+PROFILE = Profile(name="medusa", detect=detect)

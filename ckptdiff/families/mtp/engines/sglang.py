@@ -1,0 +1,73 @@
+"""SGLang's MTP (NextN) drafters, as data: DeepseekV3ForCausalLMNextN (deepseek_nextn.py, loading through
+deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP; the draft
+architecture chosen in configs/model_config.py."""
+
+from __future__ import annotations
+
+from ...rules import Event, Source
+from ..spec import MtpSpec
+from .model import Fused, MtpClass, MtpEngine
+
+REPO = "sgl-project/sglang"
+VERSION = "v0.5.23"
+NEXTN = Source(REPO, VERSION, "python/sglang/srt/models/deepseek_nextn.py")
+LOADER = Source(
+    REPO, VERSION, "python/sglang/srt/models/deepseek_common/deepseek_weight_loader.py (_initialize_nextn_conf)"
+)
+GLM = Source(REPO, VERSION, "python/sglang/srt/models/glm4_moe_nextn.py")
+QWEN3_NEXT = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next_mtp.py")
+MODEL_CONFIG = Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py (draft architecture override)")
+LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
+
+
+def _layers(spec: MtpSpec) -> tuple[int, ...]:
+    """nextn_layer_id: 0 when num_hidden_layers is 1 (a standalone NextN export), else num_hidden_layers."""
+    n = spec.hidden_layers
+    if n is None:
+        return ()
+    return (0,) if n == 1 else (n,)
+
+
+ENGINE = MtpEngine(
+    name="sglang",
+    label="SGLang",
+    classes=(
+        MtpClass(
+            "DeepseekV3ForCausalLMNextN",
+            NEXTN,
+            architectures=("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"),
+        ),
+        MtpClass("Glm4MoeForCausalLMNextN", GLM, architectures=("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN")),
+        MtpClass(
+            "Qwen3NextForCausalLMMTP",
+            QWEN3_NEXT,
+            architectures=("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"),
+            layout="mtp",
+        ),
+    ),
+    registry=MODEL_CONFIG,
+    no_class=Event("error", "mtp_not_supported", "mtp.sglang.mtp_not_supported", MODEL_CONFIG),
+    nextn_absent=Event("error", "mtp_layers_not_announced", "mtp.sglang.mtp_layers_not_announced", LOADER),
+    nextn_allowed=(1,),
+    nextn_refused=Event("error", "mtp_layer_count_unsupported", "mtp.sglang.mtp_layer_count_unsupported", LOADER),
+    layer_ids=_layers,
+    # `name.startswith(nextn_layer_prefix)`, the prefix without its trailing dot
+    prefixes=("model.layers.{layer}.",),
+    from_target=("shared_head.head", "embed_tokens"),
+    from_target_event=Event("info", "from_target", "mtp.sglang.from_target", LOADER),
+    own_embedding=False,
+    own_head=False,
+    spec_param=lambda layer, rest: f"model.{rest}",
+    block_param=lambda layer, rest: f"model.decoder.{rest}",
+    fused=(
+        Fused("q_a_proj", "fused_qkv_a_proj_with_mqa", "0"),
+        Fused("kv_a_proj_with_mqa", "fused_qkv_a_proj_with_mqa", "1"),
+        Fused("gate_proj", "gate_up_proj", "0"),
+        Fused("up_proj", "gate_up_proj", "1"),
+    ),
+    layer_missing=Event("warning", "mtp_layer_missing", "mtp.sglang.mtp_layer_missing", LOADER),
+    param_missing=Event("warning", "random_init", "mtp.sglang.random_init", LOADER),
+    outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_layers", LOADER),
+    unknown=Event("warning", "skipped_unknown_name", "mtp.sglang.skipped_unknown_name", LOADER),
+    shape_error=Event("error", "shape_mismatch", "mtp.sglang.shape_mismatch", LOADER_UTILS),
+)

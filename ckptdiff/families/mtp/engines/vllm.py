@@ -1,0 +1,68 @@
+"""vLLM's MTP drafters, as data: DeepSeekMTP (deepseek_mtp.py) for DeepSeek-V3/V3.2 and GLM-MoE-DSA targets,
+Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py); the model-type mapping in config/speculative.py."""
+
+from __future__ import annotations
+
+from ...rules import Event, Source
+from ..spec import MtpSpec
+from .model import Fused, MtpClass, MtpEngine
+
+REPO = "vllm-project/vllm"
+VERSION = "v0.33.0"
+DEEPSEEK = Source(REPO, VERSION, "vllm/model_executor/models/deepseek_mtp.py (DeepSeekMTP.load_weights)")
+GLM = Source(REPO, VERSION, "vllm/model_executor/models/glm4_moe_mtp.py")
+QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py")
+SPECULATIVE = Source(REPO, VERSION, "vllm/config/speculative.py (SpeculativeConfig.hf_config_override)")
+SPEC_LAYER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py (get_spec_layer_idx_from_weight_name)")
+TRACK = Source(REPO, VERSION, "vllm/model_executor/model_loader/default_loader.py (track_weights_loading)")
+LOADER_UTILS = Source(REPO, VERSION, "vllm/model_executor/model_loader/weight_utils.py (default_weight_loader)")
+
+
+def _layers(spec: MtpSpec) -> tuple[int, ...]:
+    """get_spec_layer_idx_from_weight_name: layers num_hidden_layers .. + num_nextn_predict_layers - 1."""
+    return spec.announced
+
+
+def _spec_param(layer: int, rest: str) -> str:
+    # _rewrite_spec_layer_name: the shared embed_tokens moves to the top level, the spec weights stay
+    return "model.embed_tokens.weight" if rest.startswith("embed_tokens.") else f"model.layers.{layer}.{rest}"
+
+
+ENGINE = MtpEngine(
+    name="vllm",
+    label="vLLM",
+    classes=(
+        MtpClass(
+            "DeepSeekMTPModel", DEEPSEEK, model_types=("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp")
+        ),
+        MtpClass("Glm4MoeMTPModel", GLM, architectures=("Glm4MoeForCausalLM",)),
+        MtpClass("Qwen3NextMTP", QWEN3_NEXT, model_types=("qwen3_next", "qwen3_next_mtp"), layout="mtp"),
+    ),
+    registry=SPECULATIVE,
+    no_class=Event("error", "mtp_not_supported", "mtp.vllm.mtp_not_supported", SPECULATIVE),
+    nextn_absent=Event("error", "mtp_layers_not_announced", "mtp.vllm.mtp_layers_not_announced", SPECULATIVE),
+    nextn_allowed=None,
+    nextn_refused=None,
+    layer_ids=_layers,
+    prefixes=("model.layers.{layer}.", "model.language_model.layers.{layer}."),
+    from_target=(),
+    from_target_event=Event("info", "from_target", "mtp.vllm.from_target", DEEPSEEK),
+    own_embedding=True,
+    own_head=True,
+    spec_param=_spec_param,
+    block_param=lambda layer, rest: f"model.layers.{layer}.mtp_block.{rest}",
+    fused=(
+        Fused("q_a_proj", "fused_qkv_a_proj", "0"),
+        Fused("kv_a_proj_with_mqa", "fused_qkv_a_proj", "1"),
+        Fused("gate_proj", "gate_up_proj", "0"),
+        Fused("up_proj", "gate_up_proj", "1"),
+    ),
+    layer_missing=Event("error", "mtp_layer_missing", "mtp.vllm.mtp_layer_missing", DEEPSEEK),
+    param_missing=Event("error", "missing_weight", "mtp.vllm.missing_weight", TRACK),
+    outside=Event("info", "outside_mtp_layers", "mtp.vllm.outside_mtp_layers", SPEC_LAYER),
+    unknown=Event("error", "unknown_name", "mtp.vllm.unknown_name", DEEPSEEK),
+    shape_error=Event("error", "shape_mismatch", "mtp.vllm.shape_mismatch", LOADER_UTILS),
+)
+#: A quantized target (a quantization_config) turns off the strict check: a parameter no tensor fills keeps its
+#: initial values, silently.
+QUANTIZED_PARAM_MISSING = Event("warning", "random_init", "mtp.vllm.random_init", TRACK)

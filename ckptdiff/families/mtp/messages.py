@@ -1,0 +1,40 @@
+"""The words of the MTP family's findings, each from its params alone."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Params = Mapping[str, Any]
+
+
+def _layers(layers: Any) -> str:
+    return ", ".join(f"model.layers.{layer}.*" for layer in layers) or "none"
+
+
+def _missing(params: Params) -> str:
+    side = params["side"]
+    if params.get("layout") == "mtp":
+        return (
+            f"{side} stores no mtp.* tensor, though its model type keeps its MTP layers there: exported or "
+            "quantized without them, the MTP drafter cannot be served from it"
+        )
+    return (
+        f"{side}'s config announces {params['nextn']} MTP layer(s) (num_nextn_predict_layers) after its "
+        f"{params['hidden_layers']} layers, but it stores none of {_layers(params['missing'])} (stored: "
+        f"{_layers(params.get('stored', []))}): exported or quantized without them; vLLM refuses to serve its MTP, "
+        "SGLang serves a randomly initialised MTP layer without a word"
+    )
+
+
+def _unannounced(params: Params) -> str:
+    return (
+        f"{params['side']} stores MTP layers {_layers(params['extra'])} that num_nextn_predict_layers "
+        f"({params['nextn']}) does not announce: the engines never load them"
+    )
+
+
+FINDINGS: dict[str, Callable[[Params], str]] = {
+    "mtp_layers_missing": _missing,
+    "mtp_layers_unannounced": _unannounced,
+}

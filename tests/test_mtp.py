@@ -1,0 +1,231 @@
+"""The MTP family: MTP layers inside a target checkpoint (DeepSeek-V3/GLM ``model.layers.{N+i}``, Qwen3-Next
+``mtp.*``) and standalone NextN exports, detected from config.json and replayed under each engine's loader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptdiff.families import detect_family
+from ckptdiff.formats.messages import engine_summary, event_message, finding_message
+from ckptdiff.pipeline import compare_specs
+from fixtures.generate import write_config, write_safetensors
+
+HIDDEN, VOCAB, EXPERTS = 16, 64, 4
+
+
+def deepseek_config(**overrides: Any) -> dict[str, Any]:
+    """A DeepSeek-V3-class text config, scaled down (MLA attention, an MoE MLP, one MTP layer after 3 layers)."""
+    config = {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "deepseek_v3",
+        "hidden_size": HIDDEN,
+        "intermediate_size": 32,
+        "moe_intermediate_size": 8,
+        "num_hidden_layers": 3,
+        "num_nextn_predict_layers": 1,
+        "num_attention_heads": 2,
+        "q_lora_rank": 12,
+        "kv_lora_rank": 8,
+        "qk_nope_head_dim": 8,
+        "qk_rope_head_dim": 4,
+        "v_head_dim": 8,
+        "n_routed_experts": EXPERTS,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "topk_method": "noaux_tc",
+        "vocab_size": VOCAB,
+        "torch_dtype": "bfloat16",
+    }
+    config.update(overrides)
+    return {key: value for key, value in config.items() if value is not None}
+
+
+def mtp_layer(layer: int, *, embed: bool = True, head: bool = True) -> list[tuple[str, str, list[int]]]:
+    """One DeepSeek-V3 MTP layer as the published checkpoints store it."""
+    p = f"model.layers.{layer}."
+    out = [
+        (p + "enorm.weight", "BF16", [HIDDEN]),
+        (p + "hnorm.weight", "BF16", [HIDDEN]),
+        (p + "eh_proj.weight", "BF16", [HIDDEN, 2 * HIDDEN]),
+        (p + "shared_head.norm.weight", "BF16", [HIDDEN]),
+        (p + "input_layernorm.weight", "BF16", [HIDDEN]),
+        (p + "post_attention_layernorm.weight", "BF16", [HIDDEN]),
+        (p + "self_attn.q_a_proj.weight", "BF16", [12, HIDDEN]),
+        (p + "self_attn.q_a_layernorm.weight", "BF16", [12]),
+        (p + "self_attn.q_b_proj.weight", "BF16", [2 * 12, 12]),
+        (p + "self_attn.kv_a_proj_with_mqa.weight", "BF16", [8 + 4, HIDDEN]),
+        (p + "self_attn.kv_a_layernorm.weight", "BF16", [8]),
+        (p + "self_attn.kv_b_proj.weight", "BF16", [2 * 16, 8]),
+        (p + "self_attn.o_proj.weight", "BF16", [HIDDEN, 16]),
+        (p + "mlp.gate.weight", "BF16", [EXPERTS, HIDDEN]),
+        (p + "mlp.gate.e_score_correction_bias", "F32", [EXPERTS]),
+        *[
+            (p + f"mlp.experts.{e}.{w}_proj.weight", "BF16", [8, HIDDEN])
+            for e in range(EXPERTS)
+            for w in ("gate", "up")
+        ],
+        *[(p + f"mlp.experts.{e}.down_proj.weight", "BF16", [HIDDEN, 8]) for e in range(EXPERTS)],
+        *[(p + f"mlp.shared_experts.{w}_proj.weight", "BF16", [8, HIDDEN]) for w in ("gate", "up")],
+        (p + "mlp.shared_experts.down_proj.weight", "BF16", [HIDDEN, 8]),
+    ]
+    if embed:
+        out.append((p + "embed_tokens.weight", "BF16", [VOCAB, HIDDEN]))
+    if head:
+        out.append((p + "shared_head.head.weight", "BF16", [VOCAB, HIDDEN]))
+    return out
+
+
+def target(folder: Path, *, config: dict[str, Any] | None = None, mtp_layers: tuple[int, ...] = (3,), **kw: Any) -> str:
+    """A DeepSeek-V3-class target: its main layers (one tensor each stands for them), and its MTP layers."""
+    settings = config or deepseek_config()
+    tensors = [("model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("lm_head.weight", "BF16", [VOCAB, HIDDEN])]
+    tensors += [(f"model.layers.{i}.input_layernorm.weight", "BF16", [HIDDEN]) for i in range(3)]
+    tensors += [("model.norm.weight", "BF16", [HIDDEN])]
+    for layer in mtp_layers:
+        tensors += mtp_layer(layer, **kw)
+    write_config(folder, settings)
+    write_safetensors(folder / "model.safetensors", tensors)
+    return str(folder)
+
+
+def run(spec: str, *engines: str, b: str | None = None, profile: str = "auto") -> Any:
+    return compare_specs(spec, b, engines=engines, profile=profile)
+
+
+def outcomes(report: Any) -> dict[str, str]:
+    return {result.engine: result.outcome for result in report.engines}
+
+
+def events(report: Any, engine: str) -> dict[str, str]:
+    return {e.code: e.severity for r in report.engines if r.engine == engine for e in r.events}
+
+
+def test_a_target_with_mtp_layers_is_detected_as_the_mtp_family() -> None:
+    assert detect_family(deepseek_config()) == "mtp"
+    assert detect_family(deepseek_config(num_nextn_predict_layers=0)) is None  # Kimi-K2: none shipped
+    assert detect_family({"model_type": "qwen3_next", "architectures": ["Qwen3NextForCausalLM"]}) == "mtp"
+    eagle3 = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "num_nextn_predict_layers": 1}
+    assert detect_family(eagle3) == "eagle3"  # EAGLE-3 is asked first
+
+
+def test_a_deepseek_v3_target_alone_reports_on_its_mtp_layer_and_loads_under_both_engines(tmp_path) -> None:
+    report = run(target(tmp_path / "t"), "vllm", "sglang")
+
+    assert outcomes(report) == {"vllm": "loads", "sglang": "loads"}
+    vllm = next(r for r in report.engines if r.engine == "vllm")
+    fates = {name: (fate, param) for name, fate, param in vllm.tensors}
+    assert fates["model.layers.3.enorm.weight"] == ("loaded", "model.layers.3.enorm.weight")
+    assert (
+        fates["model.layers.3.self_attn.q_a_proj.weight"][1]
+        == "model.layers.3.mtp_block.self_attn.fused_qkv_a_proj.weight[0]"
+    )
+    assert fates["model.layers.3.mlp.experts.0.up_proj.weight"][1] == "model.layers.3.mtp_block.mlp.experts.w13_weight"
+    assert fates["model.layers.0.input_layernorm.weight"] == ("skipped", None)  # the target's own layers
+    sglang = next(r for r in report.engines if r.engine == "sglang")
+    fates = {name: (fate, param) for name, fate, param in sglang.tensors}
+    assert fates["model.layers.3.embed_tokens.weight"] == ("from_target", None)
+    assert fates["model.layers.3.shared_head.head.weight"] == ("from_target", None)
+    assert fates["model.layers.3.enorm.weight"] == ("renamed", "model.enorm.weight")
+    assert fates["model.layers.3.self_attn.o_proj.weight"] == ("renamed", "model.decoder.self_attn.o_proj.weight")
+
+
+def test_an_export_that_dropped_the_mtp_layer_fails_under_vllm_and_is_silently_random_under_sglang(tmp_path) -> None:
+    report = run(target(tmp_path / "t", mtp_layers=()), "vllm", "sglang")
+
+    assert outcomes(report) == {"vllm": "fails", "sglang": "degraded"}
+    assert events(report, "vllm")["mtp_layer_missing"] == "error"
+    assert events(report, "sglang")["mtp_layer_missing"] == "warning"
+    message = next(event_message(e) for r in report.engines for e in r.events if e.code == "mtp_layer_missing")
+    assert "model.layers.3" in message and "[" in message  # cites its source
+    assert "MTP layer 3 not in the checkpoint" in engine_summary(report.engines[0])
+
+
+def test_the_export_without_its_mtp_layer_is_named_when_compared_with_the_original(tmp_path) -> None:
+    original, export = target(tmp_path / "a"), target(tmp_path / "b", mtp_layers=())
+    report = run(original, b=export)
+
+    assert report.profile == "mtp" and report.verdict == "incompatible"
+    found = next(f for f in report.findings if f.code == "mtp_layers_missing")
+    assert found.params["side"] == "B" and found.params["missing"] == [3]
+    assert "model.layers.3.*" in finding_message(report, found)
+
+
+def test_sglang_refuses_two_nextn_layers_and_vllm_needs_both(tmp_path) -> None:
+    config = deepseek_config(num_nextn_predict_layers=2)
+    both = run(target(tmp_path / "two", config=config, mtp_layers=(3, 4)), "vllm", "sglang")
+    assert outcomes(both) == {"vllm": "loads", "sglang": "fails"}
+    assert events(both, "sglang") == {"mtp_layer_count_unsupported": "error"}
+    one = run(target(tmp_path / "one", config=config, mtp_layers=(3,)), "vllm")
+    assert outcomes(one) == {"vllm": "fails"} and "mtp_layer_missing" in events(one, "vllm")
+
+
+def test_a_standalone_nextn_export_loads_under_sglang_and_not_under_vllm(tmp_path) -> None:
+    """SGLang reads layer 0 when num_hidden_layers is 1 (its "old design"); vLLM looks for layer 1."""
+    config = deepseek_config(num_hidden_layers=1, architectures=["DeepseekV3ForCausalLMNextN"])
+    folder = tmp_path / "nextn"
+    write_config(folder, config)
+    write_safetensors(folder / "model.safetensors", mtp_layer(0))
+    report = run(str(folder), "vllm", "sglang")
+
+    assert outcomes(report) == {"vllm": "fails", "sglang": "loads"}
+    assert "mtp_layer_missing" in events(report, "vllm")
+
+
+def test_a_missing_mtp_tensor_fails_vllms_strict_check_unless_the_target_is_quantized(tmp_path) -> None:
+    tensors = [t for t in mtp_layer(3) if "eh_proj" not in t[0]]
+    for name, config in (
+        ("plain", deepseek_config()),
+        ("fp8", deepseek_config(quantization_config={"quant_method": "fp8"})),
+    ):
+        folder = tmp_path / name
+        write_config(folder, config)
+        write_safetensors(folder / "model.safetensors", tensors)
+        report = run(str(folder), "vllm", "sglang")
+        vllm = events(report, "vllm")
+        assert vllm == ({"missing_weight": "error"} if name == "plain" else {"random_init": "warning"}) | {
+            k: v for k, v in vllm.items() if v == "info"
+        }
+        assert events(report, "sglang").get("random_init") == "warning"
+
+
+def test_a_kimi_k2_target_has_no_mtp_drafter_in_vllm(tmp_path) -> None:
+    """vLLM maps only deepseek_v3/v32 and glm_moe_dsa model types to DeepSeekMTP; Kimi-K2's kimi_k2 is not one."""
+    report = run(target(tmp_path / "k", config=deepseek_config(model_type="kimi_k2")), "vllm", "sglang")
+    assert outcomes(report) == {"vllm": "fails", "sglang": "loads"}
+    assert "mtp_not_supported" in events(report, "vllm")
+
+
+def test_qwen3_next_mtp_tensors_are_read_under_mtp_and_an_export_without_them_is_caught(tmp_path) -> None:
+    config = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": HIDDEN}
+    names = ["mtp.fc.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.layers.0.input_layernorm.weight"]
+    full, export = tmp_path / "full", tmp_path / "export"
+    for folder, mtp in ((full, names), (export, [])):
+        write_config(folder, config)
+        tensors = [("model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("lm_head.weight", "BF16", [VOCAB, HIDDEN])]
+        write_safetensors(folder / "model.safetensors", tensors + [(n, "BF16", [HIDDEN]) for n in mtp])
+    assert outcomes(run(str(full), "vllm", "sglang")) == {"vllm": "loads", "sglang": "loads"}
+    assert outcomes(run(str(export), "vllm", "sglang")) == {"vllm": "fails", "sglang": "degraded"}
+    report = run(str(full), b=str(export))
+    assert [f.code for f in report.findings if f.code.startswith("mtp_")] == ["mtp_layers_missing"]
+
+
+def test_engines_without_mtp_rules_say_so_and_all_runs_those_with_rules(tmp_path, run_cli) -> None:
+    spec = target(tmp_path / "t")
+    done = run_cli(spec, "--engine", "all", "--format", "json")
+    document = json.loads(done.stdout)
+    assert [e["engine"] for e in document["engines"]] == ["sglang", "vllm"]
+    assert done.returncode == 0
+    trt = run_cli(spec, "--engine", "trtllm", "--format", "json")
+    (entry,) = json.loads(trt.stdout)["engines"]
+    assert trt.returncode == 1 and entry["events"][0]["code"] == "family_not_modelled"
+
+
+@pytest.mark.parametrize("forced", ["eagle3", "mtp"])
+def test_profile_forces_the_family_replayed(tmp_path, forced: str) -> None:
+    report = run(target(tmp_path / "t"), "sglang", profile=forced)
+    codes = events(report, "sglang")
+    assert ("architecture_not_eagle3" in codes) == (forced == "eagle3")
