@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .errors import CkptdiffError
+from .errors import CkptdiffError, inert_in_ci_log
 
 ENGINES = ("sglang", "vllm", "trtllm")
 FORMATS = ("table", "markdown", "json")
@@ -123,25 +123,26 @@ def convert_command(
         partial = partial_of(Path(out).expanduser())
         if isinstance(stop, Exception) or not partial.exists():
             raise
-        click.echo(f"ckptdiff: interrupted: {partial} is incomplete", err=True)
+        _echo(f"ckptdiff: interrupted: {partial} is incomplete", err=True)
         sys.exit(128 + getattr(stop, "signum", 2))
     plan = outcome.plan
     render = RENDERERS[fmt]
+    style = "json" if fmt == "json" else "text"  # how a name that would form a workflow command is escaped
     if plan_only or not plan.ok:
-        click.echo(render(plan), nl=False)
+        _echo(render(plan), nl=False, style=style)
         if not plan.ok:
-            click.echo(f"ckptdiff: not converted: the plan fails ({'; '.join(plan.problems)})", err=True)
+            _echo(f"ckptdiff: not converted: the plan fails ({'; '.join(plan.problems)})", err=True)
         sys.exit(outcome.exit_code)
     if fmt == "json":
-        click.echo(json.dumps(outcome.document, indent=2))
+        _echo(json.dumps(outcome.document, indent=2), style="json")
     elif not quiet:
-        click.echo(render(plan), nl=False)
+        _echo(render(plan), nl=False, style=style)
         click.echo()
     proof = outcome.proof
     if outcome.failure is not None:
         for problem in proof.problems if proof is not None else ():
-            click.echo(f"  {problem}", err=True)
-        click.echo(f"ckptdiff: not converted: {outcome.failure}", err=True)
+            _echo(f"  {problem}", err=True)
+        _echo(f"ckptdiff: not converted: {outcome.failure}", err=True)
         sys.exit(outcome.exit_code)
     assert proof is not None
     engine = "" if plan.engine_proven else "; not proven by an engine"
@@ -150,10 +151,16 @@ def convert_command(
         f"{proof.tensors_by_bytes + proof.tensors_by_digest} tensors compared byte for byte, "
         f"{proof.tensors_by_value} by value{engine})"
     )
-    click.echo(message, err=fmt == "json")
+    _echo(message, err=fmt == "json")
     for warning in proof.warnings:
-        click.echo(f"  warning: {warning}", err=fmt == "json")
+        _echo(f"  warning: {warning}", err=fmt == "json")
     sys.exit(outcome.exit_code)
+
+
+def _echo(text: str, *, err: bool = False, nl: bool = True, style: str = "text") -> None:
+    """A line or the plan on stdout or stderr, as a CI log shows it: no tensor name forms a workflow command
+    (:func:`ckptdiff.errors.inert_in_ci_log`)."""
+    click.echo(inert_in_ci_log(text, style), err=err, nl=nl)
 
 
 def _command_line() -> str:

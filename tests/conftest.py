@@ -168,9 +168,41 @@ def hub():
         yield emulator
 
 
-@pytest.fixture(scope="module")
+# --- heavy fixtures, one per test run (per xdist worker): every test that uses one shares it ---------------------
+
+
+@pytest.fixture(scope="session")
+def kimi_k2_base(tmp_path_factory) -> Path:
+    """The full-scale Kimi-K2 base as sparse files: 61 shards, ~140 k tensors, a 12.5 MB index. Read only."""
+    from fixtures.generate import write_kimi_k2_base
+
+    return write_kimi_k2_base(tmp_path_factory.mktemp("session-kimi-k2-base") / "Kimi-K2-Instruct")
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    """A dask.distributed LocalCluster: two worker processes on loopback, which import this checkout
+    (PYTHONPATH); shut down at the end of the run."""
+    distributed = pytest.importorskip("distributed")
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    saved = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = path  # spawned workers inherit it
+    try:
+        with distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
+        ) as local:
+            yield local
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+
+
+@pytest.fixture(scope="session")
 def s3_server():
-    """moto's S3 server on 127.0.0.1 (tests/store_servers.py), one per test module."""
+    """moto's S3 server on 127.0.0.1 (tests/store_servers.py), one per test run; each test uploads under its own
+    bucket or prefix."""
     pytest.importorskip("s3fs")
     pytest.importorskip("moto.server")
     from store_servers import S3Server

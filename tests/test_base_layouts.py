@@ -339,10 +339,8 @@ def test_layouts_recognised_from_config_and_names(config, names, layout, path, e
 # --- header cost on the Hub ---------------------------------------------------------------------------------
 
 
-def test_a_full_scale_61_shard_hub_base_costs_under_2_mb(kimi_pair, tmp_path, hub, run_cli):
-    from fixtures.generate import write_kimi_k2_base
-
-    base = write_kimi_k2_base(tmp_path / "Kimi-K2-Instruct")  # 61 shards, ~140 k tensors, a 12.5 MB index
+def test_a_full_scale_61_shard_hub_base_costs_under_2_mb(kimi_pair, kimi_k2_base, tmp_path, hub, run_cli):
+    base = kimi_k2_base  # 61 shards, ~140 k tensors, a 12.5 MB index
     assert (base / "model.safetensors.index.json").stat().st_size > 10_000_000
     hub.add_repo("AQ-MedAI/Kimi-K2-Instruct-eagle3", kimi_pair[0])
     hub.add_repo("moonshotai/Kimi-K2-Instruct", base)

@@ -138,3 +138,14 @@ def test_the_guard_changes_nothing_else():
     assert inert_in_ci_log(report) == report
     assert inert_in_ci_log('{"name": "::x", "b": "##[y"}', "json") == '{"name": "::x", "b": "##\\u005by"}'
     assert inert_in_ci_log("<a n='x'>\n  ::x</a>", "xml") == "<a n='x'>\n  &#58;:x</a>"
+
+
+@pytest.mark.parametrize("fmt", ["table", "markdown", "json"])
+def test_the_convert_plan_names_no_workflow_command(run_cli, tmp_path, fmt):
+    """`ckptdiff convert` prints the plan's tensor names too: guarded the same way, JSON still exact."""
+    a, _ = hostile_pair(tmp_path)
+    result = run_cli("convert", a, str(tmp_path / "out"), "--to", "vllm", "--plan", "--format", fmt)
+    assert result.stdout and runner_commands(result.stdout) == [] and runner_commands(result.stderr) == []
+    if fmt == "json":
+        names = {tensor["name"] for tensor in json.loads(result.stdout)["tensors"]}
+        assert {"::stop-commands::ckptdiff-paused", "##[error]legacy form"} <= names

@@ -115,3 +115,23 @@ def test_the_readme_is_a_short_front_door_with_the_commands_ci_runs() -> None:
         line for line in (REPO / ".ci" / "run").read_text().splitlines() if line.startswith("pip install -e")
     )
     assert ci_test_command + "\n" in readme
+
+
+def test_contributings_layout_table_names_every_module() -> None:
+    """CONTRIBUTING.md's layout table is complete: a top-level module by its path, a package by its folder's row,
+    and every module in it (a nested package's too) by its file name in that row. A new module adds itself."""
+    rows = [line for line in (REPO / "CONTRIBUTING.md").read_text().splitlines() if line.startswith("| `ckptdiff")]
+    package = REPO / "ckptdiff"
+    unnamed = []
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(REPO).as_posix()
+        if path.parent == package:
+            named = path.name == "__init__.py" or any(f"`{relative}`" in row for row in rows)
+        else:
+            parts = path.relative_to(REPO).parts
+            folders = [f"{'/'.join(parts[:n])}/" for n in range(2, len(parts))]
+            listed = [row for folder in folders for row in rows if row.startswith(f"| `{folder}`")]
+            named = bool(listed) and (path.name == "__init__.py" or any(f"`{path.name}`" in row for row in listed))
+        if not named:
+            unnamed.append(relative)
+    assert unnamed == []

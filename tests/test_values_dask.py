@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -147,25 +146,6 @@ def test_local_processes_give_the_same_report(pair: tuple[Path, Path], run_cli) 
     assert processes == here
     changed = [row["name"] for row in here["tensors"] if row.get("values") and not row["values"]["equal"]]
     assert changed and all(name.split(".")[2] != "1" for name in changed)  # layer 1 is the same on both sides
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """Two Dask worker processes on loopback; they import this checkout (PYTHONPATH), and are shut down after."""
-    distributed = pytest.importorskip("distributed")
-    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    saved = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = path  # spawned workers inherit it
-    try:
-        with distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0"
-        ) as local:
-            yield local
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
 
 
 @pytest.mark.dask

@@ -48,6 +48,11 @@ _FORMAT_NAMES = {".gguf": "GGUF (llama.cpp)", ".onnx": "ONNX", ".h5": "HDF5 (Ker
 _READABLE = "ckptdiff reads safetensors files, folders and indexes, and torch .bin/.pt/.pth files"
 
 T = TypeVar("T")
+#: The most shards started before their index arrives: real checkpoints have tens to a few hundred, and a listing
+#: showing more files named like shards is no guide to which the index names.
+MOST_GUESSED_SHARDS = 1024
+#: The most loose .safetensors files (no index) read as one checkpoint.
+MOST_LOOSE_SHARDS = 4096
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,12 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
     if indexes:
         return WeightPlan(indexes[0], ())
     loose = tuple(p for p in root if p.endswith(SAFETENSORS_SUFFIX))
+    if len(loose) > MOST_LOOSE_SHARDS:  # each would be read: no checkpoint is that many files without an index
+        raise SourceError(
+            source.name_of(),
+            f"holds {len(loose):,} .safetensors files and no index: not one checkpoint ckptdiff reads whole",
+            "name the checkpoint's file or its *.safetensors.index.json",
+        )
     if loose:  # no index: every safetensors file is a shard, and no tensor may appear twice
         return WeightPlan(None, loose)
     # Legacy torch weights (pytorch_model.bin or its sharded index), read without running pickle code.
@@ -354,8 +365,11 @@ def _shard_guesses(files: Mapping[RelativePath, ListedFile], index: RelativePath
 
 
 def _guessed_shards(files: Mapping[RelativePath, ListedFile], index: RelativePath) -> dict[RelativePath, int]:
-    """The shards started before the index arrives (:func:`_shard_guesses`), each with its first range."""
+    """The shards started before the index arrives (:func:`_shard_guesses`), each with its first range; none when
+    the listing shows more than :data:`MOST_GUESSED_SHARDS` (the index alone then says which to read)."""
     guesses = _shard_guesses(files, index)
+    if len(guesses) > MOST_GUESSED_SHARDS:
+        return {}
     return dict.fromkeys(guesses, _first_range_from_index(files[index].size, len(guesses)))
 
 
