@@ -172,6 +172,12 @@ SPEC = click.Path()
     help="Let a comparison in which no tensor is compared pass (by default it fails: nothing_compared).",
 )
 @click.option(
+    "--fail-on-conditional",
+    is_flag=True,
+    default=False,
+    help="Fail the gate on an engine verdict that holds only on some targets (without --base it is a notice).",
+)
+@click.option(
     "--fail-on",
     type=click.Choice(["error", "warning"]),
     help="Which findings fail the gate: errors only (default) or warnings too.",
@@ -238,6 +244,7 @@ def command(
     engines: tuple[str, ...] = (),
     allow_event: tuple[str, ...] = (),
     allow_empty: bool = False,
+    fail_on_conditional: bool = False,
 ) -> None:
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
@@ -268,6 +275,7 @@ def command(
             "allow_dtype_change": allow_dtype_change,
             "allow_event": allow_event,
             "allow_empty": allow_empty,
+            "fail_on_conditional": fail_on_conditional,
             "fail_on": fail_on,
         },
     )

@@ -16,6 +16,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
         "--allow-dtype-change",
         "--allow-event",
         "--fail-on",
+        "--fail-on-conditional",
         "--allow-empty",
         "--config",
     ),

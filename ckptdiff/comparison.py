@@ -102,7 +102,12 @@ def check_checkpoint(
 
 def _policy_fields(policy: Policy) -> dict[str, Any]:
     """The policy as a report records it: its rules by reference, and what fails the gate."""
-    return {"rules": policy.rules, "fail_on": policy.fail_on, "fail_on_origin": policy.origin("fail_on")}
+    return {
+        "rules": policy.rules,
+        "fail_on": policy.fail_on,
+        "fail_on_origin": policy.origin("fail_on"),
+        "fail_on_conditional": policy.fail_on_conditional,
+    }
 
 
 def choose_profile(name: str, a: Checkpoint, b: Checkpoint) -> Profile | None:

@@ -37,7 +37,7 @@ CKPTDIFF_TOML = "ckptdiff.toml"
 PYPROJECT_TOML = "pyproject.toml"
 #: Settings a config file may hold (snake_case; kebab-case spellings are accepted too).
 LIST_SETTINGS: tuple[str, ...] = (*PATTERN_FIELDS, "rename", "engine")
-BOOL_SETTINGS: tuple[str, ...] = ("only_diffs", "expand", "step_summary", "allow_empty")
+BOOL_SETTINGS: tuple[str, ...] = ("only_diffs", "expand", "step_summary", "allow_empty", "fail_on_conditional")
 CHOICE_SETTINGS: dict[str, tuple[str, ...]] = {
     "fail_on": FAIL_ON_CHOICES,
     "format": FORMAT_NAMES,
@@ -251,9 +251,10 @@ def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy:
             chosen[key] = settings.values[key]
             if settings.values[key]:
                 origins.append((key, settings.shown))
-    if flags.get("allow_empty"):
-        chosen["allow_empty"] = True
-    elif settings.values.get("allow_empty"):
-        chosen["allow_empty"] = True
-        origins.append(("allow_empty", settings.shown))
+    for key in ("allow_empty", "fail_on_conditional"):
+        if flags.get(key):
+            chosen[key] = True
+        elif settings.values.get(key):
+            chosen[key] = True
+            origins.append((key, settings.shown))
     return Policy(**chosen, origins=tuple(origins))

@@ -11,6 +11,9 @@ Vocabulary (A is the reference, B the candidate):
   ``sglang:lm_head_random``; both parts are globs (``*:embed_tokens_overridden``). The engine's outcome is
   still reported as it is.
 - ``--fail-on error|warning``: whether warning findings fail the gate too (errors always do).
+- ``--fail-on-conditional``: an engine verdict that holds only on some targets (no ``--base`` to decide it:
+  "loads if the target is a 61-layer DeepSeek-V2/V3 model") fails the gate, for teams that always pass their
+  target; without it such a verdict is a notice.
 - ``--allow-empty``: a comparison in which no tensor is compared (both sides empty, or every name ignored)
   may pass; without it, it fails with the finding ``nothing_compared``.
 
@@ -60,6 +63,8 @@ class Policy:
     fail_on: FailOn = "error"
     #: A comparison in which no tensor is compared may pass (``--allow-empty``).
     allow_empty: bool = False
+    #: An engine verdict conditional on the target fails the gate (``--fail-on-conditional``).
+    fail_on_conditional: bool = False
     origins: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -67,6 +72,8 @@ class Policy:
             raise PolicyError(self._where("fail_on"), f"{self.fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}")
         if not isinstance(self.allow_empty, bool):
             raise PolicyError(self._where("allow_empty"), f"{self.allow_empty!r} is not true or false")
+        if not isinstance(self.fail_on_conditional, bool):
+            raise PolicyError(self._where("fail_on_conditional"), f"{self.fail_on_conditional!r} is not true or false")
         for field in PATTERN_FIELDS:
             patterns = getattr(self, field)
             if isinstance(patterns, str) or not isinstance(patterns, (tuple, list)):

@@ -216,6 +216,22 @@ class EngineEvent(msgspec.Struct, frozen=True, omit_defaults=True):
     allowed_by: str | None = None
 
 
+class TargetSpan(msgspec.Struct, frozen=True):
+    """Targets of one model-class family and some depths: ``layers`` are inclusive [low, high] ranges."""
+
+    family: str  # the family in words ("DeepSeek-V2/V3-class")
+    architectures: tuple[str, ...]  # the target architectures (config.architectures[0]) of the family
+    layers: tuple[tuple[int, int], ...]
+
+
+class Condition(msgspec.Struct, frozen=True):
+    """A verdict that holds only on some targets, when no ``--base`` says which one it is: the engine loads the
+    drafter as trained on exactly these targets (``code`` names the rule; the event of that code words it)."""
+
+    code: str
+    targets: tuple[TargetSpan, ...]
+
+
 class TensorFate(msgspec.Struct, frozen=True):
     """What an engine does with one checkpoint tensor, and the parameter it fills."""
 
@@ -242,6 +258,8 @@ class EngineResult:
     tensors: tuple[tuple[str, str, str | None], ...] = ()
     #: Each parameter the engine builds and its fate (loaded, from_target, random, missing, default, not_needed).
     parameters: tuple[tuple[str, str], ...] = ()
+    #: What the outcome depends on that ckptdiff was not told (no --base): it holds on these targets only.
+    conditions: tuple[Condition, ...] = ()
 
     @property
     def outcome(self) -> Outcome:
@@ -343,6 +361,8 @@ class Report:
     fail_on: FailOn = "error"
     #: The config file ``fail_on`` came from, None for the flag or the default.
     fail_on_origin: str | None = None
+    #: An engine verdict that holds only on some targets (``EngineResult.conditions``) fails the gate.
+    fail_on_conditional: bool = False
     #: Tensors the policy's --ignore rules left out: (rule id, how many).
     ignored: tuple[tuple[str, int], ...] = ()
     #: Serving engines replayed on each side (``--engine``), in the order requested.
@@ -367,9 +387,13 @@ class Report:
         ok = (
             (rows_pass or all(row.passes for row in self.tensors))
             and not any(self.finding_fails(finding) for finding in self.findings)
-            and all(result.passes for result in self.engines)
+            and all(self.engine_passes(result) for result in self.engines)
         )
         return "compatible" if ok else "incompatible"
+
+    def engine_passes(self, result: EngineResult) -> bool:
+        """Its events pass, and it holds on any target unless the policy lets a conditional verdict pass."""
+        return result.passes and not (self.fail_on_conditional and result.conditions)
 
     @property
     def compatible(self) -> bool:

@@ -243,3 +243,23 @@ def hub_client(hub, tmp_path, monkeypatch):
     for variable in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT"):
         monkeypatch.delenv(variable, raising=False)
     return hub
+
+
+@pytest.hookimpl(trylast=True)  # after -m has deselected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``pytest -m oracle`` without the pinned engines installed fails, in one line: a job that cannot run must not
+    pass (the default run deselects the job, so this fires only when it was asked for)."""
+    if not any(item.get_closest_marker("oracle") for item in items):
+        return
+    oracle = str(Path(__file__).resolve().parent / "oracle")
+    if oracle not in sys.path:
+        sys.path.insert(0, oracle)
+    from engines import missing_environments, oracle_home, pins  # tests/oracle/engines.py
+
+    missing = missing_environments(pins())
+    if missing:
+        labels = ", ".join(pin.label for pin in missing)
+        pytest.exit(
+            f"oracle job: not installed: {labels} under {oracle_home()} (bash tests/oracle/install_engines.sh)",
+            returncode=1,
+        )

@@ -78,7 +78,7 @@ def test_a_failing_pair_puts_the_verdict_and_failing_row_first_and_folds_the_res
     summaries = [summary for summary, _ in folded]
     assert summaries == [
         "14 matching tensors",
-        "19 info events (loaded as trained)",
+        "20 info events (loaded as trained)",  # vLLM A: its capture conditional on the target (no --base)
         "1 info finding",
         "Parameters per dtype",
     ]

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from .eagle3.engines.settings import Draft
+    from .eagle3.spec import Quantization
 
 Severity = Literal["error", "warning", "info"]
 Shape = tuple[int, ...]
@@ -130,6 +131,9 @@ class AuxIds:
     from_serving_config: bool = False
     #: The config ids it can capture for a target of n layers (others are never captured).
     valid: Callable[[int], range] = lambda n: range(0, n)
+    #: The capture per target model class (eagle3/engines/capture.py ``ClassCapture``s); empty: ``offset`` and
+    #: ``default_outputs`` for every class.
+    classes: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -172,6 +176,9 @@ class Loader:
     quantization: When = always
     #: Events when the drafter's quantization_config is one it does not honour (first that holds).
     quantization_refused: tuple[Case, ...] = ()
+    #: The engine's own matching of the quantization ignore list against its layer names (quantized.py);
+    #: None: the generic match on canonical names.
+    ignores: Callable[[Quantization, str, Draft], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +192,10 @@ class SpeculatorsAdapter:
     invalid: Event  # {defect}: the config cannot be read (or, with no types, the format is refused)
     #: {defect}: what its validation of speculators_config finds, when that is not fatal to loading (None: it is)
     validation: Event | None = None
+    #: transformer_layer_config keys the drafter's construction reads with no default (the adapter builds a bare
+    #: PretrainedConfig from that section); ``incomplete`` ({missing}) when one is absent.
+    required: tuple[str, ...] = ()
+    incomplete: Event | None = None
 
 
 @dataclass(frozen=True)

@@ -196,7 +196,8 @@ def outcomes_line(report: Report) -> str:
     parts = []
     for result in report.engines:
         allowed = " (allowed by policy)" if result.outcome != "loads" and result.passes else ""
-        parts.append(f"{result.engine} {result.side} {result.outcome}{allowed}")
+        conditional = " (conditional on the target)" if result.conditions else ""
+        parts.append(f"{result.engine} {result.side} {result.outcome}{conditional}{allowed}")
     return ", ".join(parts) or "no engines"
 
 

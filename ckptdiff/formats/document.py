@@ -10,6 +10,7 @@ from msgspec import UNSET, UnsetType
 
 from ..report import (
     SCHEMA,
+    Condition,
     ConfigStatus,
     EngineEvent,
     FailOn,
@@ -86,7 +87,7 @@ def event_document(event: EngineEvent) -> EngineEventDocument:
     )
 
 
-class EngineDocument(msgspec.Struct, frozen=True):
+class EngineDocument(msgspec.Struct, frozen=True, omit_defaults=True):
     engine: str
     side: str
     outcome: Outcome
@@ -94,6 +95,8 @@ class EngineDocument(msgspec.Struct, frozen=True):
     events: tuple[EngineEventDocument, ...]
     tensors: tuple[TensorFate, ...]
     parameters: tuple[ParameterFate, ...]
+    #: The targets the outcome holds on, when it depends on one no --base named (empty: it holds on any).
+    conditions: tuple[Condition, ...] = msgspec.field(default_factory=tuple)
 
 
 class RuleDocument(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -201,6 +204,7 @@ def document(report: Report, *, tensors: bool = True) -> ReportDocument:
                 tuple(map(event_document, r.events)),
                 tuple(TensorFate(*fate) for fate in r.tensors),
                 tuple(ParameterFate(*fate) for fate in r.parameters),
+                r.conditions,
             )
             for r in report.engines
         )
@@ -217,4 +221,6 @@ def document(report: Report, *, tensors: bool = True) -> ReportDocument:
 def schema() -> dict[str, Any]:
     """The JSON Schema of the document, as published in docs/report.schema.json."""
     out = msgspec.json.schema(ReportDocument)
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": SCHEMA, **out}
+    whole = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": SCHEMA, **out}
+    decoded: dict[str, Any] = msgspec.json.decode(msgspec.json.encode(whole))  # as JSON: a default () is []
+    return decoded

@@ -32,7 +32,7 @@ KIMI_ROPE = {
     "mscale": 1.0,
     "mscale_all_dim": 1.0,
 }
-BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "BOOL": 1, "F8_E4M3": 1, "U8": 1}
+BYTES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8, "I64": 8, "I32": 4, "I8": 1, "BOOL": 1, "F8_E4M3": 1, "U8": 1}
 TARGET_NAME = "_target"
 
 Tensors = dict[str, tuple[str, list[int]]]
@@ -66,6 +66,10 @@ class Case:
     trained_outputs: tuple[int, ...] | None = (1, 15, 28)
     speculators: bool = False  # the speculators format: settings under transformer_layer_config
     not_comparable: Mapping[str, str] = field(default_factory=dict)
+    target: Target = field(default_factory=lambda: Target())
+    #: Which split the case belongs to: "main" (the job), or "held-out" (written before the rules it checks
+    #: were fixed; scored separately by run.py --split held-out).
+    split: str = "main"
 
 
 def base_config(case: Case) -> dict[str, Any]:
@@ -221,27 +225,87 @@ def write_safetensors(path: Path, tensors: Tensors) -> None:
     path.write_bytes(struct.pack("<Q", len(encoded)) + encoded + bytes(data))
 
 
-def target_config() -> dict[str, Any]:
+#: The target model classes a case can name: class → (architecture, model_type, config keys of that class).
+#: Sizes are tiny; what matters is the class the engines pick for it and its depth.
+TARGET_CLASSES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama": ("LlamaForCausalLM", "llama", {}),
+    "qwen2": ("Qwen2ForCausalLM", "qwen2", {}),
+    "qwen3": ("Qwen3ForCausalLM", "qwen3", {"head_dim": HIDDEN // HEADS}),
+    "qwen3_moe": (
+        "Qwen3MoeForCausalLM",
+        "qwen3_moe",
+        {"head_dim": HIDDEN // HEADS, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32},
+    ),
+    "deepseek_v3": (
+        "DeepseekV3ForCausalLM",
+        "deepseek_v3",
+        {
+            "q_lora_rank": Q_LORA,
+            "kv_lora_rank": KV_LORA,
+            "qk_nope_head_dim": NOPE,
+            "qk_rope_head_dim": ROPE,
+            "v_head_dim": V_DIM,
+            "n_routed_experts": 4,
+            "num_experts_per_tok": 2,
+            "n_shared_experts": 1,
+            "moe_intermediate_size": 32,
+            "first_k_dense_replace": 1,
+            "n_group": 1,
+            "topk_group": 1,
+            "rope_scaling": KIMI_ROPE,
+            "num_key_value_heads": HEADS,
+        },
+    ),
+    "gpt_oss": (
+        "GptOssForCausalLM",
+        "gpt_oss",
+        {"head_dim": HIDDEN // HEADS, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 128},
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """The target (base) model a case is checked against: its model class and depth."""
+
+    model_class: str = "llama"
+    layers: int = TARGET_LAYERS
+
+    @property
+    def name(self) -> str:
+        default = self.model_class == "llama" and self.layers == TARGET_LAYERS
+        return TARGET_NAME if default else f"{TARGET_NAME}_{self.model_class}_{self.layers}"
+
+    @property
+    def architecture(self) -> str:
+        return TARGET_CLASSES[self.model_class][0]
+
+
+def target_config(target: Target | None = None) -> dict[str, Any]:
+    target = target or Target()
+    architecture, model_type, extra = TARGET_CLASSES[target.model_class]
     return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": [architecture],
+        "model_type": model_type,
         "hidden_size": HIDDEN,
         "intermediate_size": INTERMEDIATE,
         "num_attention_heads": HEADS,
         "num_key_value_heads": KV_HEADS,
-        "num_hidden_layers": TARGET_LAYERS,
+        "num_hidden_layers": target.layers,
         "vocab_size": VOCAB,
         "rms_norm_eps": 1e-5,
         "max_position_embeddings": 2048,
         "torch_dtype": "bfloat16",
         "tie_word_embeddings": False,
+        **extra,
     }
 
 
-def write_target(root: Path) -> Path:
-    directory = root / TARGET_NAME
+def write_target(root: Path, target: Target | None = None) -> Path:
+    target = target or Target()
+    directory = root / target.name
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "config.json").write_text(json.dumps(target_config(), indent=1))
+    (directory / "config.json").write_text(json.dumps(target_config(target), indent=1))
     write_safetensors(
         directory / "model.safetensors",
         {
@@ -270,14 +334,20 @@ def digest(directory: Path) -> str:
 
 
 def write_all(root: Path, cases: list[Case]) -> dict[str, Path]:
-    """Every case (and the target) under ``root``; returns case name → directory."""
+    """Every case (and each target a case names) under ``root``; returns case name → directory."""
     names = [case.name for case in cases]
     duplicates = sorted({name for name in names if names.count(name) > 1})
-    if duplicates or TARGET_NAME in names:
-        raise ValueError(f"case names must be unique and not {TARGET_NAME}: {duplicates}")
+    if duplicates or any(name.startswith(TARGET_NAME) for name in names):
+        raise ValueError(f"case names must be unique and not start with {TARGET_NAME}: {duplicates}")
     root.mkdir(parents=True, exist_ok=True)
     write_target(root)
+    for target in {case.target for case in cases}:
+        write_target(root, target)
     return {case.name: write_case(root, case) for case in cases}
+
+
+def target_dir(root: Path, case: Case) -> Path:
+    return root / case.target.name
 
 
 if __name__ == "__main__":  # python tests/oracle/cases.py DIR: write them for a look

@@ -1,8 +1,15 @@
-"""The oracle's cases, as data: add a ``Case`` here and the job runs it on every engine (see README.md)."""
+"""The oracle's cases, as data: add a ``Case`` here and the job runs it on every engine (see README.md).
+
+``CASES`` is the hand-written cases below, the generated ones (generated.py) and the held-out split (heldout.py).
+"""
 
 from __future__ import annotations
 
-from cases import AUX_KEY, DRAFT_VOCAB, HIDDEN, INTERMEDIATE, KIMI_ROPE, VOCAB, Case
+import json
+
+from cases import AUX_KEY, DRAFT_VOCAB, HIDDEN, INTERMEDIATE, KIMI_ROPE, VOCAB, Case, base_config, tensors_of
+from generated import GENERATED
+from heldout import HELD_OUT
 
 H, D = HIDDEN, "BF16"
 NESTED = f"eagle_config.{AUX_KEY}"
@@ -20,7 +27,7 @@ FP8_LAYER = (
     ("mlp.down_proj", [H, INTERMEDIATE]),
 )
 
-CASES: list[Case] = [
+WRITTEN: list[Case] = [
     # ---- layout and naming
     Case("basic", "one Llama layer, SpecForge names, bf16, aux ids in eagle_config"),
     Case("layers0_names", "the layer stored as layers.0.* (speculators naming)", layer_names="layers"),
@@ -366,3 +373,13 @@ CASES: list[Case] = [
         },
     ),
 ]
+
+
+def _content(case: Case) -> str:
+    """What a case is, whatever its name: its config, its tensors and its target."""
+    return json.dumps([base_config(case), tensors_of(case), case.target.name], sort_keys=True)
+
+
+_TAKEN = {_content(case) for case in (*WRITTEN, *HELD_OUT)}
+#: Every case: the written ones, the generated ones no written or held-out case already is, the held-out split.
+CASES: list[Case] = [*WRITTEN, *(c for c in GENERATED if _content(c) not in _TAKEN), *HELD_OUT]

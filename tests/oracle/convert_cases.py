@@ -312,7 +312,7 @@ def _digest(folder: Path) -> str:
 
 def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verdict]:
     """Each converted output through its engine's loader (results cached by engine, worker and content)."""
-    from engines import oracle_home, pins
+    from engines import PAIR, oracle_home, pins
 
     verdicts: list[Verdict] = []
     for pin in pins():
@@ -343,8 +343,9 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
             try:
                 env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
                 env.update(CUDA_VISIBLE_DEVICES="", PYTHONNOUSERSITE="1", TOKENIZERS_PARALLELISM="false")
-                command = [str(pin.python), str(CONVERT_WORKER), pin.engine, target, str(out)]
-                command += [str(mine[name]) for name in names]
+                # worker.py's command line: ENGINE OUT_DIR CASE_DIR::TARGET_DIR...
+                command = [str(pin.python), str(CONVERT_WORKER), pin.engine, str(out)]
+                command += [f"{mine[name]}{PAIR}{target}" for name in names]
                 done = subprocess.run(
                     command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800
                 )

@@ -19,7 +19,9 @@ HERE = Path(__file__).resolve().parent
 PINS = HERE / "pins.txt"
 WORKER = HERE / "worker.py"
 #: Whole-engine time limit: start-up (20-45 s) plus a few seconds a case.
-TIMEOUT_S = 1200
+TIMEOUT_S = 3600
+#: Between a case's folder and its target's on the worker's command line.
+PAIR = "::"
 
 
 def oracle_home() -> Path:
@@ -80,29 +82,39 @@ def _cache_key(pin: Pin, case_digest: str, target_digest: str) -> str:
     return sha.hexdigest()[:24]
 
 
-def run_engine(pin: Pin, cases: dict[str, Path], target: Path, log: Any = sys.stderr) -> dict[str, dict[str, Any]]:
-    """The engine's observation for every case: from the cache when nothing it depends on changed."""
+class NotCached(RuntimeError):
+    """An engine result the cache does not hold, asked for with ``cached_only`` (mutate.py)."""
+
+
+def run_engine(
+    pin: Pin, cases: dict[str, tuple[Path, Path]], log: Any = sys.stderr, cached_only: bool = False
+) -> dict[str, dict[str, Any]]:
+    """The engine's observation for every case (name → (case folder, target folder)): from the cache when nothing
+    it depends on changed (``cached_only``: never run the engine; a missing result raises NotCached)."""
     cache = oracle_home() / "results" / f"{pin.engine}-{pin.version}"
     cache.mkdir(parents=True, exist_ok=True)
-    target_digest = digest(target)
-    keys = {name: _cache_key(pin, digest(path), target_digest) for name, path in cases.items()}
+    targets = {target: digest(target) for _, target in cases.values()}
+    keys = {name: _cache_key(pin, digest(path), targets[target]) for name, (path, target) in cases.items()}
     results: dict[str, dict[str, Any]] = {}
-    todo: dict[str, Path] = {}
-    for name, path in cases.items():
+    todo: dict[str, tuple[Path, Path]] = {}
+    for name, paths in cases.items():
         cached = cache / f"{name}-{keys[name]}.json"
         if cached.is_file():
             results[name] = json.loads(cached.read_text())
         else:
-            todo[name] = path
+            todo[name] = paths
     print(f"oracle: {pin.label}: {len(results)} cached, {len(todo)} to run", file=log, flush=True)
     if not todo:
         return results
+    if cached_only:
+        raise NotCached(f"{pin.label}: no cached result for {', '.join(sorted(todo))} (run tests/oracle/run.py first)")
     out = Path(tempfile.mkdtemp(prefix=f"ckptdiff-oracle-{pin.engine}-"))
     try:
         # The engine's environment only: no ckptdiff on the path, no CUDA device.
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env.update(CUDA_VISIBLE_DEVICES="", PYTHONNOUSERSITE="1", TOKENIZERS_PARALLELISM="false")
-        command = [str(pin.python), str(WORKER), pin.engine, str(target), str(out), *map(str, todo.values())]
+        pairs = [f"{case}{PAIR}{target}" for case, target in todo.values()]
+        command = [str(pin.python), str(WORKER), pin.engine, str(out), *pairs]
         completed = subprocess.run(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S
         )

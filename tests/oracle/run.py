@@ -1,10 +1,13 @@
 """The oracle job for any checkout: every case through the pinned engines and through ckptdiff, and where they differ.
 
-    python tests/oracle/run.py [--ckptdiff-root PATH] [--engine vllm] [--case NAME ...] [--out FILE]
+    python tests/oracle/run.py [--ckptdiff-root PATH] [--engine vllm] [--case NAME ...] [--split held-out]
+                               [--capture] [--out FILE]
 
 Prints one line per disagreement (case, engine, subject, what ckptdiff says, what the engine did) and a
-count per engine; writes the same to --out (default /tmp/oracle-disagreements.txt). Exit 0: none; 1: some;
-2: an engine environment is missing (tests/oracle/install_engines.sh) or a run broke.
+count per engine and split; writes the same to --out (default /tmp/oracle-disagreements.txt). ``--capture``
+also prints, per case and engine, the target layers the engine captured (observed from its own classes)
+beside the ones ckptdiff says. Exit 0: none; 1: some; 2: an engine environment is missing
+(tests/oracle/install_engines.sh) or a run broke.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from cases import Case, write_all  # noqa: E402
+from cases import Case, target_dir, write_all  # noqa: E402
 from catalogue import CASES  # noqa: E402
-from compare import Disagreement, ckptdiff_view, disagreements, engine_view  # noqa: E402
+from compare import Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
 from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
 
 REPO = HERE.parent.parent
@@ -42,16 +45,32 @@ class Result:
     found: list[Disagreement] = field(default_factory=list)
     not_comparable: list[tuple[str, str, str]] = field(default_factory=list)  # case, engine, why
     agreeing: dict[str, int] = field(default_factory=dict)  # engine → cases with no disagreement
+    #: (case, engine) → (what the engine captured, what ckptdiff says it captures), for --capture
+    captures: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
+
+    def comparable(self, engine: str) -> list[Case]:
+        off = {case for case, each, _ in self.not_comparable if each == engine}
+        return [c for c in self.cases if c.name not in off]
+
+    def agrees(self, engine: str, split: str | None = None) -> tuple[int, int]:
+        """(cases that agree, cases compared) under ``engine``, in ``split`` (None: all)."""
+        cases = [c for c in self.comparable(engine) if split is None or c.split == split]
+        off = {d.case for d in self.found if d.engine == engine}
+        return sum(1 for c in cases if c.name not in off), len(cases)
 
     def table(self) -> str:
         lines = []
         for pin in self.engines:
-            compared = sum(1 for c in self.cases if pin.engine not in c.not_comparable)
+            agree, compared = self.agrees(pin.engine)
             cases_off = len({d.case for d in self.found if d.engine == pin.engine})
             lines.append(
-                f"{pin.label}: {compared} cases compared, {self.agreeing.get(pin.engine, 0)} agree, "
+                f"{pin.label}: {compared} cases compared, {agree} agree, "
                 f"{cases_off} disagree ({sum(1 for d in self.found if d.engine == pin.engine)} disagreements)"
             )
+            for split in sorted({c.split for c in self.cases} - {"main"}):
+                agree, compared = self.agrees(pin.engine, split)
+                if compared:
+                    lines.append(f"  {split}: {agree} of {compared} agree ({100 * agree / compared:.1f} %)")
         for case, engine, why in self.not_comparable:
             lines.append(f"not comparable: {case} under {engine}: {why}")
         if self.found:
@@ -79,41 +98,81 @@ def ckptdiff_report(root: Path, case_dir: Path, target: Path, engines: list[str]
     return json.loads(completed.stdout)
 
 
-def run(root: Path, engine_names: list[str] | None, case_names: list[str] | None, log: Any = sys.stderr) -> Result:
+def in_process_report(case_dir: Path, target: Path, engines: list[str]) -> dict[str, Any]:
+    """ckptdiff's JSON report on one case from the ckptdiff imported here (mutate.py: with a rule changed)."""
+    import contextlib
+    import io
+
+    import click
+
+    from ckptdiff.cli import command
+
+    args = [str(case_dir), "--base", str(target), "--format", "json", "--no-step-summary"]
+    for engine in engines:
+        args += ["--engine", engine]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": args})
+        except (click.exceptions.Exit, SystemExit):  # the exit code is the verdict, which the JSON holds
+            pass
+    return dict(json.loads(out.getvalue()))
+
+
+def run(
+    root: Path,
+    engine_names: list[str] | None,
+    case_names: list[str] | None,
+    log: Any = sys.stderr,
+    split: str | None = None,
+    reporter: Any = None,
+    cached_only: bool = False,
+) -> Result:
     wanted = [pin for pin in pins() if not engine_names or pin.engine in engine_names]
-    cases = [case for case in CASES if not case_names or case.name in case_names]
+    cases = [case for case in CASES if (not case_names or case.name in case_names) and split in (None, case.split)]
     if case_names and len(cases) != len(set(case_names)):
         unknown = sorted(set(case_names) - {c.name for c in CASES})
         raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
     result = Result(wanted, cases)
     with tempfile.TemporaryDirectory(prefix="ckptdiff-oracle-cases-") as scratch:
         directories = write_all(Path(scratch), cases)
-        target = Path(scratch) / "_target"
+        targets = {c.name: target_dir(Path(scratch), c) for c in cases}
         observed = {
             pin.engine: run_engine(
                 pin,
-                {c.name: directories[c.name] for c in cases if pin.engine not in c.not_comparable},
-                target,
+                {c.name: (directories[c.name], targets[c.name]) for c in cases if pin.engine not in c.not_comparable},
                 log,
+                cached_only=cached_only,
             )
             for pin in wanted
         }
         names = [pin.engine for pin in wanted]
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            reports = dict(
-                zip(
-                    [c.name for c in cases],
-                    pool.map(lambda c: ckptdiff_report(root, directories[c.name], target, names), cases),
+        if reporter is not None:
+            reports = {c.name: reporter(directories[c.name], targets[c.name], names) for c in cases}
+        else:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                reports = dict(
+                    zip(
+                        [c.name for c in cases],
+                        pool.map(lambda c: ckptdiff_report(root, directories[c.name], targets[c.name], names), cases),
+                    )
                 )
-            )
     for case in cases:
         entries = {entry["engine"]: entry for entry in reports[case.name].get("engines", [])}
         for pin in wanted:
             if pin.engine in case.not_comparable:
                 result.not_comparable.append((case.name, pin.engine, case.not_comparable[pin.engine]))
                 continue
+            lacking = environment_failure(observed[pin.engine][case.name])
+            if lacking is not None:
+                result.not_comparable.append((case.name, pin.engine, f"environment: this machine lacks {lacking}"))
+                continue
             entry = entries.get(pin.engine)
             theirs = engine_view(observed[pin.engine][case.name], case)
+            result.captures[(case.name, pin.engine)] = (
+                capture_observed(observed[pin.engine][case.name]),
+                capture_believed(entry),
+            )
             if entry is None:
                 found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", theirs.outcome)]
             else:
@@ -124,12 +183,40 @@ def run(root: Path, engine_names: list[str] | None, case_names: list[str] | None
     return result
 
 
+def capture_observed(result: dict[str, Any]) -> str:
+    """The target layers the engine captured, as the worker observed them from the engine's own objects."""
+    aux = result.get("aux") or {}
+    if "outputs" not in aux:
+        return "(not observed: " + str((result.get("raised") or {}).get("type", "no capture")) + ")"
+    how = aux.get("how", "")
+    return f"outputs {aux['outputs']} ({aux.get('model_class', '?')}: {how})"
+
+
+def capture_believed(entry: dict[str, Any] | None) -> str:
+    """What ckptdiff says the engine captures: its aux-id event, in its words."""
+    if entry is None:
+        return "(no engine entry)"
+    for event in entry.get("events", []):
+        if event["code"] in ("aux_ids", "aux_ids_default", "aux_ids_convention", "aux_capture_conditional"):
+            return " ".join(str(event["message"]).rsplit(" [", 1)[0].split())
+    return "(ckptdiff says nothing about the capture)"
+
+
+def capture_table(result: Result) -> str:
+    lines = []
+    for (case, engine), (observed, believed) in sorted(result.captures.items()):
+        lines.append(f"{case} / {engine}\n  engine:   {observed}\n  ckptdiff: {believed}")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ckptdiff-root", type=Path, default=REPO, help="the checkout whose ckptdiff is checked")
     parser.add_argument("--engine", action="append", help="vllm or sglang (repeatable; default: every pin)")
     parser.add_argument("--case", action="append", help="only this case (repeatable)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the table is also written")
+    parser.add_argument("--split", choices=("main", "held-out"), help="only the cases of this split")
+    parser.add_argument("--capture", action="store_true", help="print the observed capture beside ckptdiff's")
     args = parser.parse_args(argv)
     wanted = [pin for pin in pins() if not args.engine or pin.engine in args.engine]
     missing = missing_environments(wanted)
@@ -137,8 +224,10 @@ def main(argv: list[str] | None = None) -> int:
         labels = ", ".join(pin.label for pin in missing)
         print(f"oracle: no environment for {labels}: run bash tests/oracle/install_engines.sh", file=sys.stderr)
         return 2
-    result = run(args.ckptdiff_root.resolve(), args.engine, args.case)
+    result = run(args.ckptdiff_root.resolve(), args.engine, args.case, split=args.split)
     text = f"ckptdiff at {args.ckptdiff_root.resolve()}\n" + result.table()
+    if args.capture:
+        text += "\n" + capture_table(result)
     args.out.write_text(text)
     print(text, end="")
     return 1 if result.found else 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,15 +16,17 @@ if str(HERE) not in sys.path:
 
 from cases import TARGET_NAME, Case, digest, tensors_of, write_all  # noqa: E402
 from catalogue import CASES  # noqa: E402
-from compare import ckptdiff_view, disagreements, engine_view  # noqa: E402
+from compare import ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
 
 REPO = HERE.parent.parent
 
 
-def test_there_are_at_least_sixty_distinct_cases(tmp_path: Path) -> None:
+def test_there_are_at_least_150_distinct_cases(tmp_path: Path) -> None:
+    """Distinct as the engines see them: the drafter's files and the target it is checked against."""
     written = write_all(tmp_path, CASES)
-    assert len(written) >= 60
-    digests = {name: digest(path) for name, path in written.items()}
+    assert len(written) >= 150
+    targets = {case.name: case.target.name for case in CASES}
+    digests = {name: digest(path) + targets[name] for name, path in written.items()}
     same = [name for name in digests if list(digests.values()).count(digests[name]) > 1]
     assert not same, f"cases with identical files: {same}"
 
@@ -166,3 +169,113 @@ def test_every_difference_is_listed() -> None:
     assert subjects["tensor t2d"] == ("used", "unused")
     assert subjects["parameter model.layers.0.self_attn.qkv_proj.weight"] == ("partial", "loaded")
     assert subjects["parameter model.norm.weight"] == ("(no such parameter)", "unwritten")
+
+
+def _entry(outcome: str, events: list[dict], fates: dict[str, str] | None = None) -> dict:
+    """A ckptdiff engines[] entry for the basic case: every tensor loaded unless ``fates`` says otherwise."""
+    fates = fates or {}
+    return {
+        "engine": "vllm",
+        "outcome": outcome,
+        "events": events,
+        "tensors": [{"name": n, "fate": fates.get(n, "loaded"), "parameter": None} for n in tensors_of(BASIC)],
+        "parameters": [],
+    }
+
+
+def _error(code: str, tensor: str | None = None, message: str = "") -> dict:
+    return {"severity": "error", "code": code, "tensor": tensor, "message": message}
+
+
+def test_both_failing_on_different_tensors_is_a_disagreement() -> None:
+    raised = {"type": "ValueError", "message": "Attempted to load weight"}
+    engine = engine_view(_observed(raised=raised, stage="load", loading="fc.weight"), BASIC)
+    assert engine.tensors["fc.weight"] == "error"
+    ours = ckptdiff_view(_entry("fails", [_error("shape_mismatch", "norm.weight")], {"norm.weight": "error"}))
+    subjects = {d.subject: d for d in disagreements("basic", "vllm", ours, engine)}
+    assert "failure" in subjects and "tensor fc.weight" in subjects
+    assert "load tensor fc.weight" in subjects["failure"].engine_did
+
+
+def test_both_failing_on_the_same_tensor_agrees() -> None:
+    raised = {"type": "ValueError", "message": "Attempted to load weight"}
+    engine = engine_view(_observed(raised=raised, stage="load", loading="fc.weight"), BASIC)
+    ours = ckptdiff_view(_entry("fails", [_error("shape_mismatch", "fc.weight")], {"fc.weight": "error"}))
+    assert disagreements("basic", "vllm", ours, engine) == []
+
+
+def test_both_failing_at_different_stages_is_a_disagreement() -> None:
+    raised = {"type": "AttributeError", "message": "'LlamaConfig' object has no attribute 'draft_vocab_size'"}
+    engine = engine_view(_observed(raised=raised, stage="construct"), BASIC)
+    assert engine.failures[0].subject == "draft_vocab_size"
+    ours = ckptdiff_view(_entry("fails", [_error("unknown_name", "fc.weight")], {"fc.weight": "error"}))
+    assert [d.subject for d in disagreements("basic", "vllm", ours, engine)] == ["failure"]
+    named = _error("draft_vocab_size_absent", None, "config.json has no draft_vocab_size key")
+    assert disagreements("basic", "vllm", ckptdiff_view(_entry("fails", [named])), engine) == []
+    unnamed = _error("draft_vocab_size_absent", None, "a construction error about something else")
+    assert [d.subject for d in disagreements("basic", "vllm", ckptdiff_view(_entry("fails", [unnamed])), engine)] == [
+        "failure"
+    ]
+
+
+def test_an_error_code_the_mapping_does_not_know_is_a_disagreement() -> None:
+    raised = {"type": "ValueError", "message": "x"}
+    engine = engine_view(_observed(raised=raised, stage="config"), BASIC)
+    ours = ckptdiff_view(_entry("fails", [_error("some_new_code")]))
+    found = disagreements("basic", "vllm", ours, engine)
+    assert [d.subject for d in found] == ["failure"] and "unmapped:some_new_code" in found[0].ckptdiff
+
+
+def test_forward_defects_are_compared() -> None:
+    aux = {"ids": [1, 15, 40], "outputs": [1, 15], "fc_in": 192, "uses_aux": True}
+    engine = engine_view(_observed(aux=aux), BASIC)
+    right = ckptdiff_view(_entry("fails", [_error("aux_id_out_of_range")]))
+    wrong = ckptdiff_view(_entry("fails", [_error("embed_width_mismatch")]))
+    assert "failure" not in {d.subject for d in disagreements("basic", "vllm", right, engine)}
+    assert "failure" in {d.subject for d in disagreements("basic", "vllm", wrong, engine)}
+
+
+def test_an_error_fate_is_compared_when_the_engine_loaded() -> None:
+    engine = engine_view(_observed(), BASIC)
+    ours = ckptdiff_view(_entry("loads", [], {"fc.weight": "error"}))
+    assert ("tensor fc.weight", "error", "used") in {
+        (d.subject, d.ckptdiff, d.engine_did) for d in disagreements("basic", "vllm", ours, engine)
+    }
+
+
+def test_an_environment_failure_names_what_the_machine_lacks() -> None:
+    kernel = {
+        "type": "NotImplementedError",
+        "message": "Could not run 'sgl_kernel::fused_add' with arguments from the 'CPU' backend.",
+    }
+    assert environment_failure(_observed(raised=kernel, stage="load")) == "CPU kernel sgl_kernel::fused_add"
+    isa = {"type": "RuntimeError", "message": "AMX instructions are required by this kernel"}
+    assert environment_failure(_observed(raised=isa, stage="construct")) == "instruction set AMX"
+    drafter = {"type": "ValueError", "message": "There is no module or parameter named 'model.x'"}
+    assert environment_failure(_observed(raised=drafter, stage="load")) is None
+
+
+def test_the_oracle_job_without_engines_fails_in_one_line(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "oracle",
+            "-n",
+            "0",
+            "-p",
+            "no:cacheprovider",
+            "tests/oracle/test_oracle.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={**os.environ, "CKPTDIFF_ORACLE_HOME": str(tmp_path)},
+    )
+    assert completed.returncode == 1, completed.stdout[-2000:]
+    lines = [line for line in completed.stdout.splitlines() if "not installed" in line]
+    assert len(lines) == 1 and "install_engines.sh" in lines[0], completed.stdout[-2000:]
+    assert "passed" not in completed.stdout and "skipped" not in completed.stdout

@@ -1,6 +1,6 @@
 """Runs inside one engine's virtual environment: each case through the engine's own EAGLE-3 drafter loader.
 
-    <engine-venv>/bin/python worker.py ENGINE TARGET_DIR OUT_DIR CASE_DIR...
+    <engine-venv>/bin/python worker.py ENGINE OUT_DIR CASE_DIR::TARGET_DIR...
 
 How each engine is driven is in worker_<engine>.py (its setup() and case()). Imports the engine once, then
 forks one child per case (so no state leaks between cases) and writes OUT_DIR/<case>.json. Only the standard
@@ -142,6 +142,35 @@ def observe(model: Any, markers: dict[float, list[str]], built: dict[str, list[i
     return {"loaded": sorted(loaded), "params": params, "float_into_int": sorted(float_into_int), "reshaped": reshaped}
 
 
+def tracking(load_weights: Any, result: dict[str, Any], markers: dict[float, list[str]]) -> Any:
+    """``load_weights`` that records in ``result["loading"]`` the checkpoint tensor it was handed last (the tensor a
+    raise inside it is about), known by its marker value, so a loader that renames names on the way is followed
+    too (wrap every level that iterates lazily: the innermost one sets it last)."""
+
+    def track(weights: Any) -> Any:
+        for name, tensor in weights:
+            result["loading"] = _marked_name(tensor, markers) or name
+            yield name, tensor
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        at = next((i for i, a in enumerate(args) if not isinstance(a, (str, bytes)) and hasattr(a, "__iter__")), None)
+        if at is not None:
+            args = (*args[:at], track(args[at]), *args[at + 1 :])
+        return load_weights(*args, **kwargs)
+
+    return load
+
+
+def _marked_name(tensor: Any, markers: dict[float, list[str]]) -> str | None:
+    try:
+        if tensor.numel() == 0 or tensor.dtype.is_complex:
+            return None
+        names = markers.get(float(tensor.reshape(-1)[0].double()), [])
+    except Exception:  # not a tensor this can read a marker from
+        return None
+    return names[0] if len(names) == 1 else None
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -193,17 +222,19 @@ def run_child(run: Any, case_dir: str, target_dir: str, marked: str) -> dict[str
 
 
 def main() -> None:
-    engine, target_dir, out_dir, *cases = sys.argv[1:]
+    engine, out_dir, *pairs = sys.argv[1:]
     os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     driver = importlib.import_module(f"worker_{engine}")
     setup, run = driver.setup, driver.case
     started = time.time()
-    setup()
+    # The targets' own classes, imported once before the forks (else every case imports its target's module).
+    setup(sorted({target_architecture(pair.split("::")[1]) for pair in pairs}))
     sys.stderr.write(f"oracle worker {engine}: engine imported in {time.time() - started:.1f}s\n")
     scratch = tempfile.mkdtemp(prefix=f"ckptdiff-oracle-{engine}-")
     try:
-        for case_dir in cases:
+        for pair in pairs:
+            case_dir, target_dir = pair.split("::")
             name = os.path.basename(case_dir.rstrip("/"))
             marked = os.path.join(scratch, name)
             started = time.time()
@@ -226,6 +257,52 @@ def main() -> None:
             sys.stderr.write(f"oracle worker {engine}: {name} {result['seconds']}s\n")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def stub_layers(count: int, hidden: int) -> Any:
+    """Stand-ins for a target's decoder layers: layer i returns hidden states of value i + 1 and a zero residual
+    (whatever it is called with), so a captured state's value says after which layer it was taken (0: the
+    embeddings, which the trace feeds as zeros)."""
+    import torch
+
+    class StubLayer(torch.nn.Module):
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+            self.use_sequence_parallel_moe = False
+
+        def forward(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            tokens = next(
+                (a.shape[0] for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor) and a.dim() >= 1), 2
+            )
+            return torch.full((tokens, hidden), float(self.index + 1)), torch.zeros((tokens, hidden))
+
+    return torch.nn.ModuleList([StubLayer(i) for i in range(count)])
+
+
+def stub_norm() -> Any:
+    import torch
+
+    class StubNorm(torch.nn.Module):
+        def forward(self, hidden: Any, residual: Any = None, *_: Any, **__: Any) -> Any:
+            return hidden if residual is None else (hidden, residual)
+
+    return StubNorm()
+
+
+def traced_outputs(aux_states: Any) -> list[int]:
+    """The target layers whose outputs the captured states are (-1: the embeddings), from the stubs' values."""
+    return sorted({int(round(float(state.reshape(-1)[0]))) - 1 for state in aux_states})
+
+
+def target_architecture(target_dir: str) -> str:
+    return str(target_config_json(target_dir)["architectures"][0])
+
+
+def target_config_json(target_dir: str) -> dict[str, Any]:
+    with open(os.path.join(target_dir, "config.json")) as handle:
+        loaded: dict[str, Any] = json.load(handle)
+    return loaded
 
 
 if __name__ == "__main__":

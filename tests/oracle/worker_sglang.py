@@ -15,11 +15,12 @@ from worker import (
     poison,
     target_embed_and_head,
     target_layers,
+    tracking,
     write_markers,
 )
 
 
-def setup() -> None:
+def setup(architectures: list[str]) -> None:
     # SGLang's rotary embedding imports this forward-time kernel at construction; the PyPI wheel's kernels
     # need CUDA, and no forward pass runs here, so a module that refuses to be called stands in for it.
     if "vllm" not in sys.modules:
@@ -39,6 +40,10 @@ def setup() -> None:
     import sglang.srt.models.registry  # noqa: F401
     import sglang.srt.server_args  # noqa: F401
     import torch  # noqa: F401
+    from sglang.srt.models.registry import ModelRegistry
+
+    for architecture in architectures:  # the targets' own classes, imported once before the forks
+        ModelRegistry.resolve_model_cls([architecture])
 
 
 def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) -> None:
@@ -70,6 +75,10 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
     model_config = ModelConfig.from_server_args(args, model_path=marked, is_draft_model=True)
     hf_config = model_config.hf_config
     result["architecture"] = list(getattr(hf_config, "architectures", None) or [])
+    # The registry lookup _initialize_model starts with: an architecture SGLang does not serve is refused here.
+    from sglang.srt.model_loader.utils import get_model_architecture
+
+    get_model_architecture(model_config)
     result["stage"] = "distributed"
     bootstrap.init_parallel_runtime(server_args=args, device="cpu", dist_port=free_port())
     result["stage"] = "construct"
@@ -82,7 +91,7 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
     # Observed right after the drafter's load_weights, before the quantization post-processing (which
     # requantizes and merges scales, so markers no longer show); the load path itself is unchanged.
     snapshot: dict[str, Any] = {}
-    load_weights = model.load_weights
+    load_weights = tracking(model.load_weights, result, markers)
 
     def load_then_observe(weights: Any) -> Any:
         try:
@@ -113,19 +122,10 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
         result["embed_width"] = embed_width(getattr(model, "model", None))
         result["from_target"] = sglang_share_from_target(model, target_dir)
         inner = getattr(model, "model", None)
-        # spec_aux_hidden_state.py: aux ids only from eagle_config.
-        eagle_config = getattr(hf_config, "eagle_config", None)
-        ids = eagle_config.get("eagle_aux_hidden_state_layer_ids") if isinstance(eagle_config, dict) else None
-        layers = target_layers(target_dir)
-        # models/llama.py: the capture happens at loop index id + 1 < n and holds the output of layer id; the
-        # default loop indices are [2, n//2, n-3].
-        indices = [i + 1 for i in ids] if ids else [2, layers // 2, layers - 3]
-        result["aux"] = {
-            "ids": list(ids) if ids else None,
-            "outputs": sorted({i - 1 for i in indices if 0 <= i < layers}),
-            "fc_in": fc_in_width(inner),
-            "uses_aux": True,
-        }
+        captured = safely(observe_capture, args, hf_config, target_dir)
+        # eagle_config.use_aux_hidden_state false: nothing is captured, and the drafter reads the last hidden state
+        # (its fc applies only to a wider input, llama_eagle3.py forward)
+        result["aux"] = {"fc_in": fc_in_width(inner), "uses_aux": captured.pop("use_aux", True), **captured}
         result["head_rows"] = rows
     result["stage"] = "done"
 
@@ -147,3 +147,82 @@ def sglang_share_from_target(model: Any, target_dir: str) -> list[str]:
     if getattr(getattr(model, "lm_head", None), "weight", None) is head:
         taken.append("lm_head.weight")
     return taken
+
+
+def safely(observe: Any, *args: Any) -> dict[str, Any]:
+    """An observation that must not replace the load's own exception (it runs in a ``finally``)."""
+    try:
+        found: dict[str, Any] = observe(*args)
+        return found
+    except Exception as error:
+        return {"capture_error": f"{type(error).__name__}: {error}"[:500]}
+
+
+def observe_capture(args: Any, draft_hf_config: Any, target_dir: str) -> dict[str, Any]:
+    """The target layers SGLang captures for this drafter on this target, from SGLang's own objects: the ids as
+    spec_aux_hidden_state.py's _resolve_eagle_aux_hidden_state reads them (eagle_config's only), handed to
+    attention_backend_setup.configure_aux_hidden_state_capture with the target's own class (registry, by its
+    architecture; built without its modules, its decoder's layers stand-ins), which calls the class's
+    set_eagle3_layers_to_capture. The indices are observed; that the state at an index is the input of that
+    layer is derived from the decoder layers' forward (``attn_boundary.prepare(hidden_states, forward_batch,
+    capture=capture_output)`` before the attention), and index n (after the last layer) is reached only where the
+    model's forward says ``self.end_layer in self.layers_to_capture`` (read from its source here)."""
+    import importlib
+    import inspect
+    import sys
+
+    import torch
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
+        configure_aux_hidden_state_capture,
+    )
+    from sglang.srt.models.registry import ModelRegistry
+
+    target_config = ModelConfig.from_server_args(args, model_path=target_dir).hf_config
+    cls, _ = ModelRegistry.resolve_model_cls(list(target_config.architectures))
+    inner_cls: type = torch.nn.Module
+    for base in cls.__mro__:
+        module = sys.modules.get(base.__module__) or importlib.import_module(base.__module__)
+        found = vars(module).get(base.__name__.replace("ForCausalLM", "Model"))
+        if isinstance(found, type) and issubclass(found, torch.nn.Module):
+            inner_cls = found
+            break
+    layers = target_layers(target_dir)
+    outer = object.__new__(cls)
+    torch.nn.Module.__init__(outer)
+    inner = object.__new__(inner_cls)
+    torch.nn.Module.__init__(inner)
+    inner.layers = torch.nn.ModuleList([torch.nn.Module() for _ in range(layers)])
+    inner.layers_to_capture, inner.start_layer, inner.end_layer = [], 0, layers
+    outer.model, outer.config = inner, target_config
+    outer.pp_group = types.SimpleNamespace(is_last_rank=True, is_first_rank=True)
+    eagle_config = getattr(draft_hf_config, "eagle_config", None)
+    try:  # as _resolve_eagle_aux_hidden_state reads them
+        use_aux = eagle_config.get("use_aux_hidden_state", True)
+        ids = eagle_config["eagle_aux_hidden_state_layer_ids"]
+    except Exception:
+        use_aux, ids = True, None
+    out: dict[str, Any] = {"ids": list(ids) if ids else None, "model_class": cls.__name__, "use_aux": bool(use_aux)}
+    try:
+        configure_aux_hidden_state_capture(
+            model=outer,
+            eagle_use_aux_hidden_state=use_aux,
+            eagle_aux_hidden_state_layer_ids=ids,
+            dflash_use_aux_hidden_state=False,
+            dflash_target_layer_ids=None,
+            is_dspark=False,
+        )
+    except Exception as error:  # the target's own set-up refuses these ids: the server does not start
+        out.update(outputs=[], setup_raised=f"{type(error).__name__}: {error}"[:300], how="set-up raised")
+        return out
+    indices = [int(i) for i in inner.layers_to_capture]
+    source = inspect.getsource(type(inner).forward)
+    last = "self.end_layer in self.layers_to_capture" in source
+    out["indices"] = indices
+    out["outputs"] = sorted({i - 1 for i in indices if 0 <= i < layers or (last and i == layers)})
+    out["how"] = (
+        f"indices observed ({cls.__name__}.set_eagle3_layers_to_capture); the layer's input at each index derived "
+        f"from its decoder layer's forward (attn_boundary.prepare(..., capture=...)); index n "
+        f"{'reached' if last else 'not reached'} per {inner_cls.__name__}.forward"
+    )
+    return out

@@ -13,13 +13,18 @@ from worker import (
     head_rows,
     observe,
     poison,
+    stub_layers,
+    stub_norm,
+    target_config_json,
     target_embed_and_head,
     target_layers,
+    traced_outputs,
+    tracking,
     write_markers,
 )
 
 
-def setup() -> None:
+def setup(architectures: list[str]) -> None:
     os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     # Otherwise vLLM's kernel registry starts background kernel builds at import that outlive each case.
@@ -33,6 +38,9 @@ def setup() -> None:
     from vllm.model_executor.models.registry import ModelRegistry
 
     ModelRegistry.get_supported_archs()  # the registry's lazy imports, before the fork
+    for architecture in architectures:
+        ModelRegistry._try_load_model_cls(architecture)
+        ModelRegistry._try_inspect_model_cls(architecture)
 
 
 def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) -> None:
@@ -82,6 +90,13 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
         result["model_class"] = type(model).__name__
         built = poison(model)
         result["stage"] = "load"
+        from vllm.model_executor.models import utils as model_utils
+
+        model.load_weights = tracking(model.load_weights, result, markers)
+        lazy = model_utils.AutoWeightsLoader.load_weights  # iterates the weights lazily: follows the raise
+        model_utils.AutoWeightsLoader.load_weights = lambda self, *a, **k: tracking(
+            lambda *b, **c: lazy(self, *b, **c), result, markers
+        )(*a, **k)
         try:
             loader.load_weights(model, model_config)
         finally:
@@ -94,16 +109,12 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
             runner = "v1" if _v2_unsupported(config) else "v2"
             ids = get_eagle3_aux_layers_from_config(spec) if runner == "v2" else _v1_aux_ids(spec)
             inner = getattr(model, "model", None)
-            layers = target_layers(target_dir)
-            # models/llama.py + interfaces.py: id j is captured after target layer j-1 (0: the embeddings, shown
-            # as -1), for 0 <= j <= n, once each; without ids the default (2, n//2, n-3).
-            chosen = ids if ids else (2, layers // 2, layers - 3)
             result["aux"] = {
                 "runner": runner,
                 "ids": list(ids) if ids else None,
-                "outputs": sorted({j - 1 for j in chosen if 0 <= j <= layers}),
                 "fc_in": fc_in_width(inner),
                 "uses_aux": bool(getattr(inner, "use_aux_hidden_state", True)),
+                **safely(observe_capture, config, spec, runner, target_dir),
             }
             result["head_rows"] = head_rows(model)
         result["stage"] = "done"
@@ -133,3 +144,95 @@ def _v1_aux_ids(spec: Any) -> Any:
     runner = object.__new__(GPUModelRunner)
     runner.speculative_config = spec
     return GPUModelRunner._get_eagle3_aux_layers_from_config(runner)
+
+
+def safely(observe: Any, *args: Any) -> dict[str, Any]:
+    """An observation that must not replace the load's own exception (it runs in a ``finally``)."""
+    try:
+        found: dict[str, Any] = observe(*args)
+        return found
+    except Exception as error:
+        return {"capture_error": f"{type(error).__name__}: {error}"[:500]}
+
+
+def _target_stub(config: Any, layers: int, hidden: int) -> tuple[Any, Any]:
+    """The target's own model class (vLLM's registry, by its architecture), built without its modules: the outer
+    class with its inner decoder (the class in its module that holds the aux layers), ``layers`` stub layers."""
+    import importlib
+    import sys
+
+    import torch
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.model_executor.models.interfaces import EagleModelMixin
+
+    cls, _ = get_model_architecture(config.model_config)
+    inner_cls: type = torch.nn.Module
+    for base in cls.__mro__:  # the decoder of this class or of the class it extends (DeepseekV3 → DeepseekV2Model)
+        module = sys.modules.get(base.__module__) or importlib.import_module(base.__module__)
+        wanted = base.__name__.replace("ForCausalLM", "Model")
+        found = vars(module).get(wanted)
+        mixins = [
+            c
+            for c in vars(module).values()
+            if isinstance(c, type) and issubclass(c, EagleModelMixin) and c.__module__ == base.__module__
+        ]
+        if isinstance(found, type) and issubclass(found, torch.nn.Module):
+            inner_cls = found
+            break
+        if mixins:
+            inner_cls = mixins[0]
+            break
+    outer = object.__new__(cls)
+    torch.nn.Module.__init__(outer)
+    inner = object.__new__(inner_cls)
+    torch.nn.Module.__init__(inner)
+    inner.config = config.model_config.hf_config
+    inner.start_layer, inner.end_layer = 0, layers
+    inner.layers = stub_layers(layers, hidden)
+    inner.norm = stub_norm()
+    inner.hidden_size = hidden
+    inner.quant_config = None
+    inner.aux_hidden_state_layers = ()
+    outer.model = inner
+    outer.config = config.model_config.hf_config
+    return outer, inner
+
+
+def observe_capture(config: Any, spec: Any, runner: str, target_dir: str) -> dict[str, Any]:
+    """The target layers vLLM captures for this drafter on this target, from vLLM's own objects: the runner's
+    set-up (V2: eagle3_utils.set_eagle3_aux_hidden_state_layers; V1: GPUModelRunner's, the config's ids else the
+    class's default) on the target's class, then its inner model's forward over stub layers. Where that forward
+    cannot run here, the convention is derived from the forward's code (llama.py and the classes like it:
+    ``_maybe_add_hidden_state(aux, idx + 1, ...)`` after layer idx; deepseek_v2.py: ``if idx in
+    aux_hidden_state_layers`` before layer idx): id j is the output of layer j-1, 0 <= j <= n."""
+    import torch
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
+
+    layers = target_layers(target_dir)
+    hidden = int(target_config_json(target_dir)["hidden_size"])
+    outer, inner = _target_stub(config, layers, hidden)
+    out: dict[str, Any] = {"model_class": type(outer).__name__, "inner_class": type(inner).__name__}
+    if runner == "v2":
+        set_eagle3_aux_hidden_state_layers(outer, spec)
+    else:
+        ids = _v1_aux_ids(spec) or outer.get_eagle3_default_aux_hidden_state_layers()
+        outer.set_aux_hidden_state_layers(ids)
+    captured = [int(i) for i in inner.aux_hidden_state_layers]
+    out["indices"] = captured
+    try:
+        with torch.no_grad():
+            returned = inner.forward(
+                input_ids=None,
+                positions=torch.arange(2),
+                intermediate_tensors=None,
+                inputs_embeds=torch.zeros((2, hidden)),
+            )
+        aux_states = returned[1] if isinstance(returned, tuple) else []
+        out["outputs"] = traced_outputs(aux_states)
+        out["how"] = "traced: the target class's forward over stub layers"
+    except Exception as error:  # the forward needs more than stubs here: derive from its code, and say so
+        out["outputs"] = sorted({j - 1 for j in captured if 0 <= j <= layers})
+        out["how"] = f"derived from the forward's code (the traced forward raised {type(error).__name__}: {error})"[
+            :300
+        ]
+    return out

@@ -72,7 +72,7 @@ SUMMARIES: dict[str, str] = {
     "speculators_format_unsupported": "speculators_format_unsupported: {defect}",
 }
 
-EVENTS: dict[str, str] = {
+EVENTS: dict[str, str | Callable[[Params], str]] = {
     "eagle3.no_config": "{spec} has no config.json: {label} cannot build a drafter from it",
     "eagle3.no_architecture": "config.json has no architectures list: {label} cannot choose a drafter class",
     "eagle3.no_hidden_size": "config.json has no hidden_size: {label} cannot build the drafter's layers",
@@ -90,6 +90,23 @@ EVENTS: dict[str, str] = {
         "1 because the embedding output is never used, sglang PR#25454) (inferred); under vLLM's convention (id "
         "j = output of layer j-1) {label} captures the outputs of layers {outputs}{of_target} instead of the "
         "trained {ids}: every fused hidden state is one layer early (vllm PR#43671: position-0 acceptance ~10 %)"
+    ),
+    "eagle3.vllm.config_unrecognized": (
+        "config.json has no model_type: vLLM reads the draft's config with transformers' AutoConfig, and "
+        "SpeculativeConfig raises a ValidationError without it"
+    ),
+    "eagle3.vllm.speculators_layer_config_incomplete": (
+        "transformer_layer_config has no {missing}: vLLM's speculators adapter builds the drafter's config from that "
+        "section alone (a bare PretrainedConfig, no LlamaConfig defaults), so building the drafter raises "
+        "AttributeError: 'SpeculatorsConfig' object has no attribute ..."
+    ),
+    "eagle3.vllm.compressed_tensors_activations": (
+        "quantization_config (compressed-tensors) has an activation-quantization format with integer weights and no "
+        "input_activations: vLLM asserts such a group's weights are floats (AssertionError building the drafter)"
+    ),
+    "eagle3.sglang.config_unrecognized": (
+        "config.json has no model_type: SGLang reads it with transformers' AutoConfig, which refuses it: "
+        'ValueError "Unrecognized model in ... Should have a `model_type` key in its config.json"'
     ),
     "eagle3.sglang.embed_width_mismatch": (
         "{param}: SGLang's EAGLE-3 worker replaces the drafter's embedding by the target's (set_embed), "
@@ -302,3 +319,94 @@ EVENTS: dict[str, str] = {
         "fc takes 3 x target_hidden_size={target_hidden} but the target's hidden_size is {target_hidden_actual}"
     ),
 }
+
+
+# ---- the capture per target class (engines/capture_verdict.py): params are data, the words are here
+
+
+def _ids_at(pair: Any) -> str:
+    return f"{pair[0]}={json.dumps(pair[1])}" if pair else "no ids it reads"
+
+
+def _capture_head(p: Params) -> str:
+    label = LABELS.get(p.get("engine", ""), "?")
+    if p.get("read"):
+        return f"reads {_ids_at(p['read'])}{_ignored(p.get('ignored'), p)}: captures"
+    return f"no aux layer ids where {label} looks{_ignored(p.get('ignored'), p)}: its default captures"
+
+
+def _captured(p: Params) -> str:
+    return (
+        f"{_capture_head(p)} the outputs of target layers {p['captured']} on this {p['layers']}-layer {p['family']} "
+        f"target (indices through {p['setup']}; the {p['takes']} of the layer at each index, {p['forward']})"
+    )
+
+
+def _claimed(p: Params) -> str:
+    """What the ids the drafter was trained with name, and why ckptdiff reads them so."""
+    key, ids = p["claim"]
+    if p.get("as_outputs"):
+        how = (
+            f"it starts at {ids[0]}, SGLang's convention: id k = the output of layer k; the first id is 1 because "
+            "the embedding output is never used, sglang PR#25454 (inferred), not vLLM's convention (id j = the "
+            "output of layer j-1)"
+        )
+    else:
+        how = f"as {LABELS.get(p.get('claim_writer', ''), '?')} captures them on this class, where {key} is written"
+    return f"{key}={json.dumps(ids)} name the outputs of layers {{named}} ({how})"
+
+
+def _span_words(target: Mapping[str, Any]) -> str:
+    spans = [f"{a}" if a == b else f"{a}-{b}" for a, b in target["layers"]]
+    example = f" such as {target['example']}" if target.get("example") else ""
+    return f"a {' or '.join(spans)}-layer {target['family']} model{example}"
+
+
+CAPTURE_EVENTS: dict[str, Callable[[Params], str]] = {
+    "eagle3.capture.decided": _captured,
+    "eagle3.capture.differs": lambda p: (
+        f"{_captured(p)}, but {_claimed(p).format(named=p['named'])}: every fused hidden state comes from another "
+        "layer than in training (vllm PR#43671: position-0 acceptance ~10 %)"
+    ),
+    "eagle3.capture.out_of_range": lambda p: (
+        f"{_ids_at(p['read'])}: id(s) {p['outside']} are never captured from a {p['layers']}-layer target "
+        f"({p['family']}): fewer hidden states than fc takes"
+    ),
+    "eagle3.capture.writer_unknown": lambda p: (
+        f"loads as trained if {_ids_at(p['claim'])} were written for the outputs {p['captured']} "
+        f"{LABELS.get(p['engine'], '?')} captures on this {p['family']} target "
+        f"({LABELS.get(p['claim_writer'], '?')} has no capture rule for it here)"
+    ),
+    "eagle3.capture.unknown_class": lambda p: (
+        f"{_ids_at(p.get('read'))}{_ignored(p.get('ignored'), p)}: ckptdiff has no capture rule for a "
+        f"{p['architecture']} target under {LABELS.get(p['engine'], '?')} (it has them for "
+        f"{', '.join(p['families'])}): which of its {p['layers']} layers feed fc is not known here"
+    ),
+    "eagle3.capture.class_unknown": lambda p: (
+        f"loads as trained if {LABELS.get(p['engine'], '?')}'s {p['architecture']} class captures the layers "
+        f"{_ids_at(p['claim'])} name" + (f" (the outputs of {p['claim'][1]})" if p.get("as_outputs") else "")
+    ),
+    "eagle3.capture.no_claim": lambda p: (
+        f"{_ids_at(p.get('read'))}: {LABELS.get(p['engine'], '?')} captures the layers its "
+        f"{'ids' if p.get('read') else 'default'} name for the target's class and depth (give --base to see which)"
+    ),
+    "eagle3.capture.everywhere": lambda p: (
+        f"reads {_ids_at(p['read'])}{_ignored(p.get('ignored'), p)}: captures the outputs of target layers "
+        f"{p['example']} on a {p['example_family']} target, and on every target class it knows deep enough for "
+        f"the ids ({', '.join(p['families'])}) the layers {p['claim'][0]} names"
+    ),
+    "eagle3.capture.never": lambda p: (
+        f"{_ids_at(p.get('read'))}{_ignored(p.get('ignored'), p)}: on no target class ckptdiff knows "
+        f"({', '.join(p['families'])}), at any depth, does {LABELS.get(p['engine'], '?')} capture the layers "
+        f"{_ids_at(p['claim'])} name (as "
+        f"{'layer outputs, inferred' if p.get('as_outputs') else LABELS.get(p['claim_writer'], '?') + ' captures them'}"
+        "): the fused hidden states come from other layers than in training"
+    ),
+    "eagle3.capture.conditional": lambda p: (
+        f"{_ids_at(p.get('read'))}{_ignored(p.get('ignored'), p)}: loads as trained if the target is "
+        + " or ".join(_span_words(t) for t in p["targets"])
+        + f" (there {LABELS.get(p['engine'], '?')} captures the layers {_ids_at(p['claim'])} name; give --base to "
+        "decide)"
+    ),
+}
+EVENTS.update(CAPTURE_EVENTS)

@@ -96,10 +96,15 @@ class Quantization:
     ignore: tuple[str, ...]  # module names or patterns left unquantized ("lm_head", "*midlayer.self_attn*")
     key: str  # where it was read
     activation_scheme: str | None = None  # "static": input scales are stored; "dynamic": computed
+    #: compressed-tensors: the scale and zero-point parameters its config_groups give a quantized linear layer
+    #: (weight_scale; weight_zero_point when asymmetric; input_scale for static input activations).
+    group_scales: tuple[str, ...] | None = None
 
     @property
     def scales(self) -> tuple[str, ...]:
         """The scale parameters a quantized linear layer has beside its weight."""
+        if self.group_scales is not None:
+            return self.group_scales
         if self.weight_format == "nvfp4":
             return ("weight_scale", "weight_scale_2", "input_scale")
         if self.weight_format == "fp8":
@@ -159,6 +164,16 @@ def _mla(config: Config) -> MlaDims | None:
     )
 
 
+#: What transformers' LlamaConfig gives a key the config.json leaves out: the config class both engines read an
+#: EAGLE-3 Llama drafter's config.json with (vLLM's and SGLang's AutoConfig for model_type llama), so a drafter
+#: without intermediate_size is built 11008 wide and one without num_hidden_layers with 32 layers.
+LLAMA_CONFIG_DEFAULTS = {"num_hidden_layers": 32, "intermediate_size": 11008}
+
+
+def _llama_default(key: str) -> Setting:
+    return Setting(LLAMA_CONFIG_DEFAULTS[key], f"{key} (absent: LlamaConfig's default)")
+
+
 def _quantization(config: Config) -> Quantization | None:
     found = setting(config, "quantization_config")
     if found is None or not isinstance(found.value, Mapping):
@@ -180,7 +195,26 @@ def _quantization(config: Config) -> Quantization | None:
         tuple(ignore),
         found.key,
         scheme if isinstance(scheme, str) else None,
+        _group_scales(q) if method == "compressed-tensors" else None,
     )
+
+
+def _group_scales(q: Mapping[str, Any]) -> tuple[str, ...]:
+    """compressed-tensors: the parameters its schemes register beside a quantized weight (vLLM 0.33.0
+    compressed_tensors/schemes: weight_scale always; weight_zero_point for asymmetric weights; input_scale for
+    static input activations). Loaded from the checkpoint like any parameter."""
+    found: list[str] = []
+    groups = q.get("config_groups")
+    for group in groups.values() if isinstance(groups, Mapping) else ():
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        inputs = group.get("input_activations") if isinstance(group, Mapping) else None
+        if isinstance(weights, Mapping):
+            found.append("weight_scale")
+            if weights.get("symmetric") is False:
+                found.append("weight_zero_point")
+        if isinstance(inputs, Mapping) and inputs.get("dynamic") is False:
+            found.append("input_scale")
+    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True)
@@ -283,7 +317,7 @@ class DrafterSpec:
             heads=_positive(setting(config, "num_attention_heads")),
             kv_heads=_positive(setting(config, "num_key_value_heads")),
             head_dim=_positive(setting(config, "head_dim")),
-            intermediate=_positive(setting(config, "intermediate_size")),
+            intermediate=_positive(setting(config, "intermediate_size")) or _llama_default("intermediate_size"),
             max_positions=_positive(setting(config, "max_position_embeddings")),
             dtype=dtype,
             attention="mla" if mla is not None else "llama",
@@ -315,7 +349,8 @@ class DrafterSpec:
 
     @property
     def layer_count(self) -> int:
-        return self.layers.value if self.layers else 1
+        """num_hidden_layers; absent, the engines' config class (transformers' LlamaConfig) defaults it to 32."""
+        return self.layers.value if self.layers else LLAMA_CONFIG_DEFAULTS["num_hidden_layers"]
 
     @property
     def head_dim_size(self) -> int | None:

@@ -15,8 +15,9 @@ from ...rules import Case, Param, Source, When
 from ..spec import layer_prefix
 from .settings import Draft
 
-#: Decoder layers a table spells out; a config asking for more gets only these checked.
-MAX_LAYERS = 8
+#: Decoder layers a table spells out; a config asking for more gets only these checked (32: LlamaConfig's default
+#: num_hidden_layers, what a config without the key builds).
+MAX_LAYERS = 32
 #: fc_norm chunks a table spells out.
 MAX_AUX = 8
 

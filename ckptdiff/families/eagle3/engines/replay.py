@@ -11,10 +11,11 @@ from functools import cache
 from typing import Any
 
 from ....checkpoint import Checkpoint
-from ....report import EngineEvent, EngineResult
+from ....report import Condition, EngineEvent, EngineResult
 from ...rules import PARAMETER_FATES, TENSOR_FATES, Engine, Event, Loader, Param, Severity, SpeculatorsAdapter
 from ..engine_messages import EVENTS
 from ..spec import DrafterSpec
+from .capture_verdict import class_capture
 from .quantized import covered, quantized_shape, scale_of
 from .settings import Draft, Target
 
@@ -34,6 +35,7 @@ class _Events:
     def __init__(self, fields: Mapping[str, Any]) -> None:
         self.items: list[EngineEvent] = []
         self.fields = dict(fields)
+        self.conditions: list[Condition] = []
 
     def add(self, event: Event, tensor: str | None = None, **fields: Any) -> None:
         params = {key: self.fields[key] for key in _named(event.wording) if key in self.fields} | fields
@@ -96,6 +98,13 @@ def simulate(
         fc_aux=spec.fc_aux_count(loader.fc_aux_keys),
         target=target,
     )
+    if adapter is not None and spec.speculators is not None and adapter.incomplete is not None:
+        layer = spec.speculators.layer_config if isinstance(spec.speculators.layer_config, Mapping) else {}
+        missing = [key for key in adapter.required if key not in layer]
+        if missing:
+            events = _Events({})
+            events.add(adapter.incomplete, missing=missing)
+            return EngineResult(engine.name, side, tuple(events.items))
     if not draft.hidden:
         return EngineResult(engine.name, side, (_plain("error", "no_hidden_size", engine=engine.name),))
     events = _Events(_draft_fields(draft))
@@ -123,6 +132,7 @@ def simulate(
         tuple(ordered),
         tensors=tuple(fates.tensors),
         parameters=tuple(fates.parameters),
+        conditions=tuple(events.conditions),
     )
 
 
@@ -222,7 +232,7 @@ def _load(loader: Loader, checkpoint: Checkpoint, draft: Draft, events: _Events,
         param = params[param_name]
         want = param.shape(draft)
         if loader.quantization(draft):
-            want = quantized_shape(param, want, draft)
+            want = quantized_shape(param, want, draft, loader.ignores)
         if want is not None and tuple(info.shape) != tuple(want):
             events.add(loader.shape_error, name, name=name, param=param_name, got=list(info.shape), want=list(want))
             fates.tensors.append((name, "error", param_name))
@@ -259,7 +269,7 @@ def _scale_params(loader: Loader, params: dict[str, Param], draft: Draft) -> dic
         return {}
     out: dict[str, Param] = {}
     for param in params.values():
-        if covered(param, draft):
+        if covered(param, draft, loader.ignores):
             for suffix in q.scales:
                 name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, param.name)
                 out.setdefault(name, Param(name, lambda d: None, param.source, absent=param.absent))
@@ -275,7 +285,7 @@ def _scale_param(loader: Loader, name: str, params: dict[str, Param], draft: Dra
     for candidate in _resolve(loader, weight):
         param = params.get(candidate)
         scale_name = re.sub(r"\.weight(\[\w+\])?$", "." + suffix, candidate)
-        if param is not None and covered(param, draft) and scale_name in params:
+        if param is not None and covered(param, draft, loader.ignores) and scale_name in params:
             return scale_name
     return None
 
@@ -289,6 +299,9 @@ def _moved(name: str, param: str) -> bool:
 
 
 def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
+    if engine.aux_ids.classes and not engine.aux_ids.from_serving_config:
+        class_capture(engine, draft, events)
+        return
     aux = engine.aux_ids
     n = draft.target.layers if draft.target is not None else None
     read_key = draft.aux_key

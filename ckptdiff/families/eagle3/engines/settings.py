@@ -27,16 +27,21 @@ class Target:
     hidden: int | None
     vocab: int | None
     model_type: str | None
+    #: ``architectures[0]``: the model class the engine builds for the target (its capture depends on it).
+    architecture: str | None = None
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> Target:
         text = text_config(config)
         model_type = text.get("model_type") or config.get("model_type")
+        architectures = config.get("architectures")
+        architecture = architectures[0] if isinstance(architectures, list) and architectures else None
         return cls(
             _int(text.get("num_hidden_layers")),
             _int(text.get("hidden_size")),
             _int(text.get("vocab_size")),
             model_type if isinstance(model_type, str) else None,
+            architecture if isinstance(architecture, str) else None,
         )
 
 

@@ -15,6 +15,7 @@ from ...rules import (
     SpeculatorsAdapter,
     target_hidden_check,
 )
+from .capture import ClassCapture, Ids, as_given, plus_one, vllm_default
 from .llama_layer import Biases, decoder_layers, fc_block
 from .settings import Draft
 from .stacking import stacked
@@ -37,6 +38,20 @@ RANDOM = Case(
         LLAMA,
     ),
 )
+
+
+#: Dtypes of quantized weights; scales and zero points stored beside them.
+QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "I8", "U8", "I4", "U4", "F4", "F8_E8M0"})
+SCALE_NAME = ("_scale", "_scale_2", "_zero_point", "_scale_inv", ".k_scale", ".v_scale")
+
+
+def _stores_quantized(d: Draft) -> bool:
+    """Whether a weight is stored quantized (a quantized dtype, or a scale beside it): a quantization_config over
+    16-bit weights alone loads them as they are, unquantized layers and all (the warning would cry wolf)."""
+    return any(
+        (dtype in QUANTIZED_DTYPES and not name.endswith(("d2t", "t2d"))) or name.endswith(SCALE_NAME)
+        for name, dtype in d.dtypes.items()
+    )
 
 
 def _replaced(d: Draft) -> bool:
@@ -260,7 +275,7 @@ LLAMA_LOADER = Loader(
     quantization=lambda d: False,
     quantization_refused=(
         Case(
-            lambda d: True,
+            _stores_quantized,
             Event(
                 "warning",
                 "quantization_ignored",
@@ -352,6 +367,96 @@ MLA_LOADER = Loader(
     ),
 )
 
+MODELS = "python/sglang/srt/models/"
+
+
+def _deepseek_indices(ids: Ids, n: int) -> Ids:
+    """deepseek_v2.py: 1 is added only when the first id is 1 (ids written as layer outputs), else the ids are
+    taken as the indices themselves."""
+    return plus_one(ids, n) if ids and ids[0] == 1 else as_given(ids, n)
+
+
+def _gpt_oss_indices(ids: Ids, n: int) -> Ids:
+    """gpt_oss.py: the ids are kept when their maximum is the layer count, else 1 is added to each."""
+    return as_given(ids, n) if ids and max(ids) == n else plus_one(ids, n)
+
+
+def _sglang_family(
+    label: str,
+    architectures: tuple[str, ...],
+    model_types: tuple[str, ...],
+    path: str,
+    forward: str,
+    example: str,
+    indices: object = plus_one,
+    reached_last: bool = False,
+    rule: str = "id + 1",
+) -> ClassCapture:
+    return ClassCapture(
+        label,
+        architectures,
+        model_types,
+        indices=indices,  # type: ignore[arg-type]
+        default=vllm_default,  # [2, n//2, n-3] in every set_eagle3_layers_to_capture read
+        takes="input",
+        reached=(lambda n: range(0, n + 1)) if reached_last else (lambda n: range(0, n)),
+        setup=Source(REPO, VERSION, f"{MODELS}{path} (set_eagle3_layers_to_capture)"),
+        forward=Source(REPO, VERSION, f"{MODELS}{forward}"),
+        example=example,
+        rule=rule,
+    )
+
+
+#: The EAGLE-3 worker calls the target's set_eagle3_layers_to_capture with eagle_config's ids (or None); each
+#: class turns them into loop indices its forward captures at, taking the input of the layer at that index.
+CAPTURES = (
+    _sglang_family(
+        "Llama",
+        ("LlamaForCausalLM", "MistralForCausalLM"),
+        ("llama", "mistral"),
+        "llama.py",
+        "llama.py (LlamaModel.forward: if i in layers_to_capture, before layer i)",
+        "Llama-3.1-8B",
+    ),
+    _sglang_family(
+        "Qwen2/Qwen3",
+        ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
+        ("qwen2", "qwen3"),
+        "qwen3.py",
+        "qwen2.py (Qwen2Model.forward, which Qwen3Model inherits)",
+        "Qwen3-8B",
+    ),
+    _sglang_family(
+        "Qwen3-MoE",
+        ("Qwen3MoeForCausalLM",),
+        ("qwen3_moe",),
+        "qwen3_moe.py",
+        "qwen2_moe.py (Qwen2MoeModel.forward, which Qwen3MoeModel inherits)",
+        "Qwen3-235B-A22B",
+    ),
+    _sglang_family(
+        "DeepSeek-V2/V3",
+        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+        ("deepseek_v2", "deepseek_v3", "kimi_k2"),
+        "deepseek_v2.py",
+        "deepseek_v2.py (DeepseekV2Model.forward: the layer at a captured index captures its own input)",
+        "Kimi-K2",
+        indices=_deepseek_indices,
+        rule="id + 1 when the first id is 1, else as given",
+    ),
+    _sglang_family(
+        "GPT-OSS",
+        ("GptOssForCausalLM",),
+        ("gpt_oss",),
+        "gpt_oss.py",
+        "gpt_oss.py (GptOssModel.forward)",
+        "gpt-oss-120b",
+        indices=_gpt_oss_indices,
+        reached_last=True,
+        rule="as given when the largest id is the depth, else id + 1",
+    ),
+)
+
 ENGINE = Engine(
     name="sglang",
     label="SGLang",
@@ -377,8 +482,15 @@ ENGINE = Engine(
         source=TARGET_LLAMA,
         # layers_to_capture = [id + 1]: captured before layer id+1, so the last layer's output (id n-1) never is.
         valid=lambda n: range(-1, n - 1),
+        classes=CAPTURES,
     ),
     config_checks=(
+        # ModelConfig reads config.json through transformers' AutoConfig, which needs the model_type key (seen by
+        # the oracle: gen_config_without_model_type raises at the config step).
+        Case(
+            lambda d: d.spec.model_type is None and d.spec.speculators is None,
+            Event("error", "config_unrecognized", "eagle3.sglang.config_unrecognized", HF_CONFIG),
+        ),
         Case(
             lambda d: d.spec.norm_before_residual is not None and d.spec.norm_before_residual.value is True,
             Event(

@@ -15,7 +15,10 @@ from ...rules import (
     SpeculatorsAdapter,
     target_hidden_check,
 )
+from .capture import ClassCapture, vllm_default
 from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
+from .quantized import vllm_ignores
+from .settings import Draft
 from .stacking import stacked
 
 REPO = "vllm-project/vllm"
@@ -185,7 +188,57 @@ DROPS = (
     ),
 )
 
+#: ModelOpt's FP8 KV-cache scales, stored on k_proj/v_proj, are loaded into the attention's own k_scale/v_scale
+#: (weight_utils.py maybe_remap_kv_scale_name, which the Llama model's load_weights calls).
+KV_SCALES = Source(REPO, VERSION, "vllm/model_executor/model_loader/weight_utils.py (maybe_remap_kv_scale_name)")
+KV_SCALE_RENAMES = (
+    Rename(r"\.k_proj\.k_scale$", ".attn.k_scale", KV_SCALES),
+    Rename(r"\.v_proj\.v_scale$", ".attn.v_scale", KV_SCALES),
+)
+CT_SOURCE = Source(
+    REPO,
+    VERSION,
+    "vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py "
+    "(_quantization_scheme_map_from_config)",
+)
+CT_ASSERTION = Event("error", "quantization_config_invalid", "eagle3.vllm.compressed_tensors_activations", CT_SOURCE)
+
+
+def _compressed_tensors_int_without_activations(d: Draft) -> bool:
+    """An activation-quantization format (int-/float-/naive-quantized) whose group has no input_activations and
+    integer weights: vLLM asserts the weights are floats (w8a16fp8 is the only such scheme)."""
+    q = d.spec.quantization
+    config = d.config.get("quantization_config")
+    if q is None or q.method != "compressed-tensors" or not isinstance(config, dict):
+        return False
+    groups = config.get("config_groups")
+    for group in groups.values() if isinstance(groups, dict) else ():
+        fmt = group.get("format") or config.get("format")
+        weights = group.get("weights") or {}
+        if fmt in ACTIVATION_FORMATS and not group.get("input_activations") and weights.get("type") != "float":
+            return True
+    return False
+
+
+ACTIVATION_FORMATS = ("int-quantized", "float-quantized", "naive-quantized")
+
+
+def _kv_scale(i: int, which: str) -> Param:
+    return Param(
+        f"model.layers.{i}.self_attn.attn.{which}_scale",
+        lambda d: None,
+        KV_SCALES,
+        exists=lambda d: (
+            any(n.endswith(f"layers.{i}.self_attn.{which}_proj.{which}_scale") for n in d.names)
+            or (i == 0 and any(n.endswith(f"midlayer.self_attn.{which}_proj.{which}_scale") for n in d.names))
+        ),
+    )
+
+
+KV_SCALE_PARAMS = tuple(_kv_scale(i, which) for i in range(MAX_LAYERS) for which in ("k", "v"))
+
 RENAMES = (
+    *KV_SCALE_RENAMES,
     Rename(r"d2t", "draft_id_to_target_id", LLAMA),
     Rename(r"midlayer\.", "layers.0.", LLAMA),
     Rename(r"^(?!lm_head|draft_id_to_target_id)", "model.", LLAMA),
@@ -227,11 +280,12 @@ LLAMA_LOADER = Loader(
     renames=RENAMES,
     drops=DROPS,
     lookups=("{name}",),
-    params=(EMBED, *FC, *decoder_layers(layer, LLAMA, UNCHECKED, biases=BIASES), NORM, LM_HEAD, D2T),
+    params=(EMBED, *FC, *decoder_layers(layer, LLAMA, UNCHECKED, biases=BIASES), *KV_SCALE_PARAMS, NORM, LM_HEAD, D2T),
     unknown=UNKNOWN,
     shape_error=SHAPE,
     fc_aux_keys=NESTED_IDS,
     ignored_unexpected=BIAS_IGNORED,
+    ignores=vllm_ignores,
 )
 
 QWEN3_NORMS = tuple(
@@ -259,12 +313,14 @@ QWEN3_LOADER = Loader(
         *QWEN3_NORMS,
         NORM,
         LM_HEAD,
+        *KV_SCALE_PARAMS,
         D2T,
     ),
     unknown=UNKNOWN,
     shape_error=SHAPE,
     fc_aux_keys=QWEN3_FC_KEYS,
     ignored_unexpected=BIAS_IGNORED,
+    ignores=vllm_ignores,
 )
 
 MLA_LOADER = Loader(
@@ -285,6 +341,72 @@ MLA_LOADER = Loader(
     shape_error=SHAPE,
     fc_aux_keys=NESTED_IDS,
     ignored_unexpected=BIAS_IGNORED,
+    ignores=vllm_ignores,
+)
+
+#: The runner's set-up (eagle3_utils.set_eagle3_aux_hidden_state_layers: the ids read, else the class's
+#: get_eagle3_default_aux_hidden_state_layers, interfaces.py: (2, n//2, n-3), which DeepSeek-V2 does not override)
+#: keeps ids as they are; every class's forward takes hidden_states + residual at index i before layer i (i = n:
+#: after the last), so id j is the output of layer j-1. Observed per class by the oracle (run.py --capture).
+SETUP = Source(
+    REPO, VERSION, "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (set_eagle3_aux_hidden_state_layers)"
+)
+
+
+def _vllm_family(
+    label: str, architectures: tuple[str, ...], model_types: tuple[str, ...], forward: str, example: str = ""
+) -> ClassCapture:
+    return ClassCapture(
+        label,
+        architectures,
+        model_types,
+        indices=lambda ids, n: tuple(ids),
+        default=vllm_default,
+        takes="input",
+        reached=lambda n: range(0, n + 1),
+        setup=SETUP,
+        forward=Source(REPO, VERSION, forward),
+        example=example,
+    )
+
+
+CAPTURES = (
+    _vllm_family(
+        "Llama",
+        ("LlamaForCausalLM", "MistralForCausalLM"),
+        ("llama", "mistral"),
+        "vllm/model_executor/models/llama.py (LlamaModel.forward: _maybe_add_hidden_state(aux, idx + 1, ...))",
+        "Llama-3.1-8B",
+    ),
+    _vllm_family(
+        "Qwen2/Qwen3",
+        ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
+        ("qwen2", "qwen3"),
+        "vllm/model_executor/models/qwen2.py (Qwen2Model.forward, which Qwen3Model inherits)",
+        "Qwen3-8B",
+    ),
+    _vllm_family(
+        "Qwen3-MoE",
+        ("Qwen3MoeForCausalLM",),
+        ("qwen3_moe",),
+        "vllm/model_executor/models/qwen3_moe.py (Qwen3MoeModel.forward)",
+        "Qwen3-235B-A22B",
+    ),
+    _vllm_family(
+        "DeepSeek-V2/V3",
+        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
+        ("deepseek_v2", "deepseek_v3", "kimi_k2"),
+        "vllm/model_executor/models/deepseek_v2.py (DeepseekV2Model.forward: if idx in aux_hidden_state_layers, "
+        "before layer idx; end_layer after the last)",
+        "Kimi-K2",
+    ),
+    _vllm_family(
+        "GPT-OSS",
+        ("GptOssForCausalLM",),
+        ("gpt_oss",),
+        "vllm/model_executor/models/gpt_oss.py (GptOssModel.forward: _maybe_add_hidden_state(aux, i + 1, ...))",
+        "gpt-oss-120b",
+    ),
 )
 
 ENGINE = Engine(
@@ -320,6 +442,7 @@ ENGINE = Engine(
         ),
         source=AUX,
         valid=lambda n: range(0, n + 1),
+        classes=CAPTURES,
     ),
     # SpeculativeConfig._verify_args has no target model_type whitelist in this version; older releases
     # refused targets outside a list (vllm#22152, #31254): a rule for such a release sets target_model_types.
@@ -331,6 +454,13 @@ ENGINE = Engine(
         SPECULATIVE,
     ),
     config_checks=(
+        # The draft's config.json goes through transformers' AutoConfig, which needs model_type (seen by the oracle:
+        # SpeculativeConfig raises a ValidationError at the config step without it).
+        Case(
+            lambda d: d.spec.model_type is None and d.spec.speculators is None,
+            Event("error", "config_unrecognized", "eagle3.vllm.config_unrecognized", SPECULATIVE),
+        ),
+        Case(_compressed_tensors_int_without_activations, CT_ASSERTION),
         Case(
             lambda d: d.spec.speculators is not None and d.spec.norm_before_residual is None,
             Event(
@@ -354,6 +484,24 @@ ENGINE = Engine(
             "speculators_config_invalid",
             "eagle3.vllm.speculators_config_invalid.serve",
             SPECULATORS,
+        ),
+        # SpeculatorsConfig is a bare PretrainedConfig of transformer_layer_config (base.py): no LlamaConfig
+        # defaults, so the keys LlamaDecoderLayer and the drafter read as attributes must be there (seen by the
+        # oracle: hidden_act, intermediate_size, rms_norm_eps, vocab_size raise AttributeError at construction;
+        # num_key_value_heads is read with a default).
+        required=(
+            "vocab_size",
+            "hidden_size",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_act",
+            "rms_norm_eps",
+        ),
+        incomplete=Event(
+            "error",
+            "speculators_layer_config_incomplete",
+            "eagle3.vllm.speculators_layer_config_incomplete",
+            Source(REPO, VERSION, "vllm/transformers_utils/configs/speculators/base.py (SpeculatorsConfig)"),
         ),
     ),
 )

@@ -1,0 +1,372 @@
+"""Mutation testing of the engine rules: each mutation is one plausible mistake, the oracle job must catch it.
+
+    python tests/oracle/mutate.py [--mutation NAME ...] [--jobs 2] [--list]
+
+Each mutation is named by the rule it changes (not a file or line, so it survives the rules moving between
+modules) and applied in its own process to the rules as imported (the engine's rule data, the drafter spec);
+then every case is judged by that ckptdiff, in process, against the engines' cached results (run the job
+first: ``python tests/oracle/run.py``; a result missing from the cache is an error, no engine is run). A
+mutation is killed when the job finds at least one disagreement the unmutated rules do not have. Prints each
+mutation's verdict and the kill rate; exit 0 only when every mutation is killed (a survivor is printed and
+fails the tool), 2 when the baseline itself disagrees or the cache is incomplete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+for path in (str(HERE), str(REPO)):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+# ---- where the rules live (the one place to update if they move again)
+
+#: Where each part of the rules has lived, newest first: a mutation names a rule, these find its module.
+PLACES = {
+    "engines": ("ckptdiff.families.eagle3.engines", "ckptdiff.engines"),
+    "spec": ("ckptdiff.families.eagle3.spec", "ckptdiff.profiles.drafter"),
+    "capture": ("ckptdiff.families.eagle3.engines.capture", "ckptdiff.engines.capture"),
+    "rules": ("ckptdiff.families.rules", "ckptdiff.engines.rules"),
+}
+
+
+def place(part: str) -> Any:
+    import importlib
+
+    for name in PLACES[part]:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise ImportError(f"mutate.py: none of {PLACES[part]} imports: update PLACES")
+
+
+def engine_module(name: str) -> Any:
+    """The module holding engine ``name``'s rules, found by the object the registry returns (wherever it lives)."""
+    engine = place("engines").get_engine(name)
+    return next(m for m in list(sys.modules.values()) if getattr(m, "ENGINE", None) is engine)
+
+
+def change_engine(name: str, change: Callable[[Any], Any]) -> None:
+    module = engine_module(name)
+    module.ENGINE = change(module.ENGINE)
+
+
+def change_aux(name: str, **fields: Any) -> None:
+    change_engine(name, lambda e: dataclasses.replace(e, aux_ids=dataclasses.replace(e.aux_ids, **fields)))
+
+
+def change_loader(name: str, architecture: str, change: Callable[[Any], Any]) -> None:
+    def apply(engine: Any) -> Any:
+        loaders = tuple(change(lo) if architecture in lo.architectures else lo for lo in engine.loaders)
+        return dataclasses.replace(engine, loaders=loaders)
+
+    change_engine(name, apply)
+
+
+def change_params(name: str, architecture: str, change: Callable[[Any], Any]) -> None:
+    """``change(param)`` → the changed Param, or None to drop it."""
+
+    def apply(loader: Any) -> Any:
+        params = tuple(p for p in (change(param) for param in loader.params) if p is not None)
+        return dataclasses.replace(loader, params=params)
+
+    change_loader(name, architecture, apply)
+
+
+def change_capture(name: str, label: str, **fields: Any) -> None:
+    def apply(engine: Any) -> Any:
+        classes = tuple(dataclasses.replace(c, **fields) if c.label == label else c for c in engine.aux_ids.classes)
+        return dataclasses.replace(engine, aux_ids=dataclasses.replace(engine.aux_ids, classes=classes))
+
+    change_engine(name, apply)
+
+
+def _import_spec() -> Any:
+    return place("spec").DrafterSpec
+
+
+# ---- the mutations: one plausible mistake each, named by the rule it changes
+
+
+def _plus_one(ids: Any, n: int) -> Any:
+    return tuple(i + 1 for i in ids)
+
+
+def _as_given(ids: Any, n: int) -> Any:
+    return tuple(ids)
+
+
+def _vllm_v2_reads_no_layer_ids() -> None:
+    change_aux("vllm", keys=("eagle_aux_hidden_state_layer_ids",))
+
+
+def _head_dim_ignored() -> None:
+    spec = _import_spec()
+
+    def head_dim_size(self: Any) -> int | None:
+        if self.heads and self.hidden and self.hidden.value % self.heads.value == 0:
+            return int(self.hidden.value // self.heads.value)
+        return None
+
+    spec.head_dim_size = property(head_dim_size)
+
+
+def _sglang_mla_fc_nested_only() -> None:
+    change_loader(
+        "sglang",
+        "Eagle3DeepseekV2ForCausalLM",
+        lambda lo: dataclasses.replace(lo, fc_aux_keys=("eagle_config.eagle_aux_hidden_state_layer_ids",)),
+    )
+
+
+def _ignore_list_not_read() -> None:
+    drafter = place("spec")
+    original = drafter._quantization
+
+    def without_ignore(config: Any) -> Any:
+        found = original(config)
+        return dataclasses.replace(found, ignore=()) if found is not None else None
+
+    drafter._quantization = without_ignore
+
+
+def _sglang_head_from_target_when_one_vocab() -> None:
+    def change(param: Any) -> Any:
+        if param.name != "lm_head.weight":
+            return param
+        first = param.absent[0]
+        taken = dataclasses.replace(first, when=lambda d: d.draft_vocab is None or d.draft_vocab == d.vocab)
+        return dataclasses.replace(param, absent=(taken, *param.absent[1:]))
+
+    change_params("sglang", "LlamaForCausalLMEagle3", change)
+
+
+def _q_k_norm_skipped_silently() -> None:
+    rules = place("rules")
+    vllm = engine_module("vllm")
+    event = rules.Event("info", "dropped", "eagle3.vllm.dropped", vllm.LLAMA)
+    drop = rules.Drop(r"\.(q_norm|k_norm)\.", event)
+    change_loader("vllm", "LlamaForCausalLMEagle3", lambda lo: dataclasses.replace(lo, drops=(*lo.drops, drop)))
+
+
+def _sglang_llama_capture_without_plus_one() -> None:
+    change_capture("sglang", "Llama", indices=_as_given)
+
+
+def _vllm_capture_takes_output() -> None:
+    for label in ("Llama", "Qwen2/Qwen3", "Qwen3-MoE", "DeepSeek-V2/V3", "GPT-OSS"):
+        change_capture("vllm", label, takes="output", reached=lambda n: range(0, n))
+
+
+def _sglang_deepseek_always_plus_one() -> None:
+    change_capture("sglang", "DeepSeek-V2/V3", indices=_plus_one)
+
+
+def _sglang_gpt_oss_always_plus_one() -> None:
+    change_capture("sglang", "GPT-OSS", indices=_plus_one, reached=lambda n: range(0, n))
+
+
+def _vllm_default_capture_shifted() -> None:
+    for label in ("Llama", "Qwen2/Qwen3", "Qwen3-MoE", "DeepSeek-V2/V3", "GPT-OSS"):
+        change_capture("vllm", label, default=lambda n: (1, n // 2 - 1, n - 4))
+
+
+def _vllm_unknown_name_skipped() -> None:
+    def change(loader: Any) -> Any:
+        return dataclasses.replace(loader, unknown=dataclasses.replace(loader.unknown, severity="warning"))
+
+    change_loader("vllm", "LlamaForCausalLMEagle3", change)
+
+
+def _sglang_unknown_name_raises() -> None:
+    def change(loader: Any) -> Any:
+        return dataclasses.replace(loader, unknown=dataclasses.replace(loader.unknown, severity="error"))
+
+    change_loader("sglang", "LlamaForCausalLMEagle3", change)
+
+
+def _sglang_draft_vocab_key_not_required() -> None:
+    change_loader("sglang", "LlamaForCausalLMEagle3", lambda lo: dataclasses.replace(lo, checks=()))
+
+
+def _vllm_fc_sized_from_top_level_ids() -> None:
+    change_loader(
+        "vllm",
+        "LlamaForCausalLMEagle3",
+        lambda lo: dataclasses.replace(lo, fc_aux_keys=("eagle_aux_hidden_state_layer_ids",)),
+    )
+
+
+def _nested_ids_written_for_vllm() -> None:
+    capture = place("capture")
+    capture.WRITERS["eagle_config.eagle_aux_hidden_state_layer_ids"] = "vllm"
+
+
+def _sglang_reads_top_level_ids() -> None:
+    change_aux("sglang", keys=("eagle_config.eagle_aux_hidden_state_layer_ids", "eagle_aux_hidden_state_layer_ids"))
+
+
+def _vllm_d2t_not_renamed() -> None:
+    change_loader(
+        "vllm",
+        "LlamaForCausalLMEagle3",
+        lambda lo: dataclasses.replace(lo, renames=tuple(r for r in lo.renames if r.pattern != "d2t")),
+    )
+
+
+def _vllm_embed_width_unchecked() -> None:
+    def change(param: Any) -> Any:
+        if param.name != "model.embed_tokens.weight":
+            return param
+        return dataclasses.replace(param, absent=param.absent[1:])
+
+    change_params("vllm", "LlamaForCausalLMEagle3", change)
+
+
+MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "vllm.aux_ids.reads_eagle_config_layer_ids": (
+        "vLLM's V2 runner no longer reads eagle_config.layer_ids (issue #26)",
+        _vllm_v2_reads_no_layer_ids,
+    ),
+    "spec.head_dim.explicit": ("an explicit head_dim is ignored (hidden / heads used) (issue #26)", _head_dim_ignored),
+    "sglang.mla.fc_aux_keys.top_level": (
+        "SGLang's MLA fc ignores the top-level ids (issue #26)",
+        _sglang_mla_fc_nested_only,
+    ),
+    "spec.quantization.ignored_layers": (
+        "the quantization ignore list (ignored_layers, exclude_modules, ignore) is not read (issue #26)",
+        _ignore_list_not_read,
+    ),
+    "sglang.lm_head.from_target_when_one_vocab": (
+        "SGLang takes the head from the target when the draft vocabulary equals the vocabulary (issue #26)",
+        _sglang_head_from_target_when_one_vocab,
+    ),
+    "vllm.llama.q_norm_k_norm.unknown": (
+        "vLLM's Llama drafter skips q_norm/k_norm silently instead of raising (issue #26)",
+        _q_k_norm_skipped_silently,
+    ),
+    "sglang.capture.llama.plus_one": (
+        "SGLang's Llama-class capture takes the ids without adding 1",
+        _sglang_llama_capture_without_plus_one,
+    ),
+    "vllm.capture.takes_input": ("vLLM's capture takes a layer's output, not its input", _vllm_capture_takes_output),
+    "sglang.capture.deepseek.plus_one_only_from_1": (
+        "SGLang's DeepSeek-V2 capture always adds 1",
+        _sglang_deepseek_always_plus_one,
+    ),
+    "sglang.capture.gpt_oss.keeps_ids_at_depth": (
+        "SGLang's GPT-OSS capture always adds 1",
+        _sglang_gpt_oss_always_plus_one,
+    ),
+    "vllm.capture.default": ("vLLM's default capture is (1, n//2-1, n-4)", _vllm_default_capture_shifted),
+    "vllm.llama.unknown_name.raises": ("vLLM skips an unknown name instead of raising", _vllm_unknown_name_skipped),
+    "sglang.llama.unknown_name.skipped": ("SGLang raises on an unknown name", _sglang_unknown_name_raises),
+    "sglang.llama.draft_vocab_size.required": (
+        "SGLang's Llama drafter no longer needs the draft_vocab_size key",
+        _sglang_draft_vocab_key_not_required,
+    ),
+    "vllm.llama.fc_aux_keys.nested": ("vLLM sizes fc from the top-level ids", _vllm_fc_sized_from_top_level_ids),
+    "capture.writers.nested_is_sglang": (
+        "eagle_config's ids are taken as written for vLLM's capture",
+        _nested_ids_written_for_vllm,
+    ),
+    "sglang.aux_ids.keys.nested_only": ("SGLang also reads the top-level ids", _sglang_reads_top_level_ids),
+    "vllm.llama.d2t.renamed": ("vLLM does not rename d2t to draft_id_to_target_id", _vllm_d2t_not_renamed),
+    "vllm.embed.width_checked": (
+        "vLLM's shared embedding is not checked against the drafter's width",
+        _vllm_embed_width_unchecked,
+    ),
+}
+
+
+def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
+    """In this process: apply mutation ``name`` (None: none), judge every case of the job (the main split) against
+    the cached engine results."""
+    if name is not None:
+        MUTATIONS[name][1]()
+    from run import in_process_report, run
+
+    with open(os.devnull, "w") as quiet:
+        result = run(REPO, engines, None, log=quiet, reporter=in_process_report, cached_only=True, split="main")
+    return {"found": sorted({f"{d.case}/{d.engine}/{d.subject}" for d in result.found})}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mutation", action="append", help="only this mutation (repeatable)")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--engine", action="append", help="only this engine's results (repeatable; default: every pin)")
+    parser.add_argument("--list", action="store_true", help="list the mutations and exit")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: judge with this mutation ("-": none)
+    args = parser.parse_args(argv)
+    if args.list:
+        for name, (about, _) in MUTATIONS.items():
+            print(f"{name}: {about}")
+        return 0
+    if args.one is not None:
+        print(json.dumps(judge_one(None if args.one == "-" else args.one, args.engine)))
+        return 0
+    wanted = args.mutation or list(MUTATIONS)
+    unknown = [m for m in wanted if m not in MUTATIONS]
+    if unknown:
+        parser.error(f"unknown mutation(s): {', '.join(unknown)}")
+    started = time.time()
+
+    def child(name: str) -> dict[str, Any]:
+        engines = [part for engine in args.engine or () for part in ("--engine", engine)]
+        done = subprocess.run(
+            [sys.executable, __file__, "--one", name, *engines], capture_output=True, text=True, cwd=REPO, timeout=3600
+        )
+        if done.returncode != 0:
+            return {"error": (done.stderr.strip().splitlines() or ["(no output)"])[-1]}
+        return dict(json.loads(done.stdout.strip().splitlines()[-1]))
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        results = dict(zip(["-", *wanted], pool.map(child, ["-", *wanted])))
+    baseline = results.pop("-")
+    if "error" in baseline:
+        print(f"mutate: the unmutated run broke: {baseline['error']}")
+        return 2
+    if baseline["found"]:
+        print(f"mutate: the unmutated rules already disagree ({len(baseline['found'])}): {baseline['found'][:5]}")
+        return 2
+    survivors = []
+    for name in wanted:
+        outcome = results[name]
+        if "error" in outcome:
+            print(f"ERROR    {name}: {outcome['error']}")
+            survivors.append(name)
+            continue
+        new = [f for f in outcome["found"] if f not in baseline["found"]]
+        print(
+            f"{'killed' if new else 'SURVIVED'} {name}: {len(new)} disagreement(s)"
+            + (f", e.g. {new[0]}" if new else "")
+        )
+        if not new:
+            survivors.append(name)
+    killed = len(wanted) - len(survivors)
+    print(
+        f"mutate: {killed} of {len(wanted)} mutations killed ({100 * killed / len(wanted):.0f} %) "
+        f"in {time.time() - started:.0f}s"
+    )
+    for name in survivors:
+        print(f"survived: {name}: {MUTATIONS[name][0]}")
+    return 0 if not survivors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

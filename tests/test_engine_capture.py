@@ -1,0 +1,153 @@
+"""The capture per target class (ckptdiff/engines/capture.py) and the conditional verdicts it gives without --base,
+end to end from the CLI: the AQ-MedAI Kimi-K2 drafter, alone and against the real Kimi-K2 base, the policy that
+fails a conditional verdict, a target class no rule names, and the generated table in docs/engines.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ckptdiff.families.eagle3.engines import get_engine
+from ckptdiff.families.eagle3.engines.capture import capture_for, documented_table
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import write_config, write_kimi_k2_drafter_pair, write_safetensors
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
+KIMI_K2_BASE = str(FIXTURES / "kimi-k2-base-header-only")
+
+
+def ckptdiff(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ckptdiff", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"},
+    )
+
+
+def engines_of(completed: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+    return {entry["engine"]: entry for entry in json.loads(completed.stdout)["engines"]}
+
+
+def target(folder: Path, architecture: str, model_type: str, layers: int, hidden: int = 64, vocab: int = 1024) -> str:
+    write_config(
+        folder,
+        {
+            "architectures": [architecture],
+            "model_type": model_type,
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "vocab_size": vocab,
+        },
+    )
+    write_safetensors(folder / "model.safetensors", [("model.embed_tokens.weight", "BF16", [vocab, hidden])])
+    return str(folder)
+
+
+def test_the_published_kimi_k2_drafter_alone_loads_under_both_engines_with_the_condition_stated() -> None:
+    done = ckptdiff(PUBLISHED, "--engine", "vllm", "--engine", "sglang")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "loads as trained if the target is a 61-layer DeepSeek-V2/V3 model such as Kimi-K2" in done.stdout
+    assert done.stdout.rstrip().endswith("compatible: vllm A loads (conditional on the target), sglang A loads")
+    entries = engines_of(ckptdiff(PUBLISHED, "--engine", "vllm", "--engine", "sglang", "--format", "json"))
+    (condition,) = entries["vllm"]["conditions"]
+    assert condition["code"] == "aux_capture"
+    assert condition["targets"] == [
+        {
+            "family": "DeepSeek-V2/V3",
+            "architectures": ["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"],
+            "layers": [[61, 61]],
+        }
+    ]
+    assert "conditions" not in entries["sglang"] and entries["sglang"]["outcome"] == "loads"
+
+
+def test_the_full_size_published_drafter_against_the_full_size_kimi_k2_base_is_decided(tmp_path: Path) -> None:
+    published, _ = write_kimi_k2_drafter_pair(tmp_path)  # sparse: the real shapes on a few KB of disk
+    done = ckptdiff(
+        str(published), "--base", KIMI_K2_BASE, "--engine", "vllm", "--engine", "sglang", "--format", "json"
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    entries = engines_of(done)
+    assert {e["outcome"] for e in entries.values()} == {"loads"}
+    assert all("conditions" not in e for e in entries.values())
+    captured = {e["code"]: e["message"] for e in entries["vllm"]["events"]}["aux_ids_default"]
+    assert "captures the outputs of target layers [1, 29, 57] on this 61-layer DeepSeek-V2/V3 target" in captured
+    base_config = json.loads((Path(KIMI_K2_BASE) / "config.json").read_text())
+    assert (base_config["num_hidden_layers"], base_config["hidden_size"], base_config["vocab_size"]) == (
+        61,
+        7168,
+        163840,
+    )
+
+
+def test_a_conditional_verdict_fails_the_gate_under_the_policy(tmp_path: Path) -> None:
+    assert ckptdiff(PUBLISHED, "--engine", "vllm", "--fail-on-conditional").returncode == 1
+    config = tmp_path / "ckptdiff.toml"
+    config.write_text("fail_on_conditional = true\n")
+    done = ckptdiff(PUBLISHED, "--engine", "vllm", "--config", str(config))
+    assert done.returncode == 1, done.stdout + done.stderr
+    # with the base the condition is decided: nothing conditional left to fail
+    kimi = target(tmp_path / "kimi", "DeepseekV3ForCausalLM", "kimi_k2", 61)
+    decided = ckptdiff(PUBLISHED, "--engine", "vllm", "--fail-on-conditional", "--base", kimi)
+    assert decided.returncode == 0 and "(conditional on the target)" not in decided.stdout, decided.stdout
+
+
+def test_the_same_ids_on_a_llama_class_target_of_the_same_depth_are_a_warning(tmp_path: Path) -> None:
+    llama = target(tmp_path / "llama61", "LlamaForCausalLM", "llama", 61)
+    done = ckptdiff(PUBLISHED, "--base", llama, "--engine", "vllm", "--format", "json")
+    assert done.returncode == 1
+    vllm = engines_of(done)["vllm"]
+    warning = next(e for e in vllm["events"] if e["severity"] == "warning")
+    assert warning["code"] == "aux_ids_default" and "name the outputs of layers [2, 30, 58]" in warning["message"]
+
+
+def test_a_target_class_no_rule_names_gets_a_condition_naming_it_never_a_guess(tmp_path: Path) -> None:
+    other = target(tmp_path / "other", "FooBarForCausalLM", "foo_bar", 61)
+    done = ckptdiff(PUBLISHED, "--base", other, "--engine", "vllm", "--engine", "sglang", "--format", "json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    for entry in engines_of(done).values():
+        codes = {e["code"] for e in entry["events"]}
+        assert "aux_capture_unknown_class" in codes and "aux_ids_default" not in codes, codes
+        (condition,) = entry["conditions"]
+        assert condition["targets"][0]["architectures"] == ["FooBarForCausalLM"]
+        notice = next(e for e in entry["events"] if e["code"] == "aux_capture_conditional")
+        assert "FooBarForCausalLM class captures the layers" in notice["message"]
+
+
+@pytest.mark.parametrize(
+    ("engine", "architecture", "ids", "layers", "outputs"),
+    [
+        ("sglang", "LlamaForCausalLM", (2, 30, 58), 61, (2, 30, 58)),
+        ("sglang", "DeepseekV3ForCausalLM", (2, 30, 58), 61, (1, 29, 57)),
+        ("sglang", "DeepseekV3ForCausalLM", (1, 29, 57), 61, (1, 29, 57)),
+        ("sglang", "GptOssForCausalLM", (2, 12, 24), 24, (1, 11, 23)),
+        ("sglang", "GptOssForCausalLM", (1, 11, 22), 24, (1, 11, 22)),
+        ("sglang", "Qwen3MoeForCausalLM", (1, 46, 93), 94, (1, 46)),
+        ("vllm", "Qwen3ForCausalLM", (2, 18, 36), 36, (1, 17, 35)),
+        ("vllm", "DeepseekV3ForCausalLM", None, 61, (1, 29, 57)),
+    ],
+)
+def test_each_class_captures_as_its_rule_says(engine, architecture, ids, layers, outputs) -> None:
+    capture = capture_for(get_engine(engine).aux_ids.classes, architecture, None)
+    assert capture is not None and capture.outputs(ids, layers) == outputs
+
+
+def test_a_multimodal_wrapper_is_matched_by_its_text_model_type() -> None:
+    capture = capture_for(get_engine("sglang").aux_ids.classes, "KimiK25ForConditionalGeneration", "kimi_k2")
+    assert capture is not None and capture.label == "DeepSeek-V2/V3"
+
+
+def test_docs_engines_md_holds_the_generated_convention_table() -> None:
+    page = (REPO / "docs" / "engines.md").read_text(encoding="utf-8")
+    assert documented_table() in page, (
+        "regenerate the table in docs/engines.md: python -c 'from ckptdiff.families.eagle3.engines.capture "
+        "import documented_table; print(documented_table())'"
+    )
