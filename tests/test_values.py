@@ -547,6 +547,11 @@ def test_a_hub_file_edited_in_the_hf_cache_is_refused_not_taken_as_the_hubs(tmp_
     assert refused.value.where == str(cached)
     assert "does not hold what the Hub lists for it" in refused.value.defect
     assert cached.read_bytes() == bytes(data)  # not replaced
+    # Nor is it handed to Dask workers as the Hub's file: refused before the scheduler is reached.
+    on_dask = values.ValuesOptions(scheduler="tcp://127.0.0.1:9")
+    with pytest.raises(CkptdiffError) as refused:
+        values.compare_values(hub_side, resolve(str(tuned)), sorted(hub_side.tensors), options=on_dask)
+    assert refused.value.where == str(cached)
 
 
 def test_a_hub_side_is_downloaded_only_under_values_and_announced(tmp_path: Path, hub_client) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 from ..checkpoint import Checkpoint, RelativePath
 from ..progress import BytesBar, Progress
 from .base import EmbedJob, embed_jobs
-from .files import Notify, fetch_files, identical_files, local_path
+from .files import Notify, check_cached, fetch_files, identical_files, local_path
 from .readers import Side, is_torch_file, require_torch
 from .scheduling import Pair, ProgressHook, choose_kernel, pair_stats
 from .statistics import IDENTICAL_BY_HASH, ValueStats
@@ -158,8 +158,12 @@ def _on_dask(
 
     specs = []
     for checkpoint, files, label in zip(checkpoints, wanted, SIDE_LABELS, strict=False):
-        paths = {file: str(path) for file in files if (path := local_path(checkpoint, file)) is not None}
-        specs.append(SideSpec(label, checkpoint.spec, checkpoint.revision, offline, paths))
+        paths = {file: path for file in files if (path := local_path(checkpoint, file)) is not None}
+        for file, path in paths.items():  # a Hub file in this machine's HF cache holds what the Hub lists
+            check_cached(checkpoint, file, path)
+        specs.append(
+            SideSpec(label, checkpoint.spec, checkpoint.revision, offline, {f: str(p) for f, p in paths.items()})
+        )
     executor = DaskExecutor(options.scheduler or "")
     try:
         return run_distributed(executor, specs, pairs, kernel, options.on_progress)

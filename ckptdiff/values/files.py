@@ -77,7 +77,7 @@ def fetch_files(
     for file in wanted:
         local = source.local_path(file)
         if local is not None:
-            _check_cached(checkpoint, file, local)
+            check_cached(checkpoint, file, local)
             paths[file] = local
         elif not source.remote:
             raise SourceError(checkpoint.location, f"file {file} is missing")
@@ -101,7 +101,7 @@ def fetch_files(
     return paths
 
 
-def _check_cached(checkpoint: Checkpoint, file: RelativePath, path: Path) -> None:
+def check_cached(checkpoint: Checkpoint, file: RelativePath, path: Path) -> None:
     """A Hub file taken from the HF cache holds what the Hub lists for it: its sha256 is computed and compared with
     the LFS metadata (the cache's blob name is only a name: a snapshot edited in place keeps it). Refused in one
     line when it differs; never replaced (the edit may be the user's work)."""
