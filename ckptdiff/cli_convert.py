@@ -151,6 +151,8 @@ def convert_command(
         f"{proof.tensors_by_bytes + proof.tensors_by_digest} tensors compared byte for byte, "
         f"{proof.tensors_by_value} by value{engine})"
     )
+    if proof.safetensors_check != "passed":
+        message += f"\n  note: the safetensors package's check {proof.safetensors_check}"
     _echo(message, err=fmt == "json")
     for warning in proof.warnings:
         _echo(f"  warning: {warning}", err=fmt == "json")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import json
 import re
 import subprocess
 import sys
@@ -100,3 +101,22 @@ def test_a_header_only_run_needs_nothing_of_the_values_extra(tmp_path: Path) -> 
     )
 
     assert done.returncode == 0, done.stderr
+
+
+def test_convert_in_the_base_install_writes_a_proven_drafter_and_says_what_it_did_not_check(tmp_path: Path) -> None:
+    published, out = FIXTURES / "kimi-k2-eagle3-published", tmp_path / "out"
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_VALUES_EXTRA, "convert", str(published), str(out), "--to", "sglang", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "note: the safetensors package's check not run" in done.stdout + done.stderr
+    proof = json.loads((out / "convert.json").read_text())["proof"]
+    assert proof["proven"] is True and proof["tensors_compared_by_bytes"] > 0
+    assert proof["safetensors_check"].startswith("not run: the safetensors package opens files only through numpy")
+    assert not (tmp_path / "out.partial").exists()
