@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from torch_files import state_dict_pickle, write_torch_file
 
-from ckptdiff.sources.torch_pickle import MAX_EXPANSION_BEYOND_OBJECTS, pickle_shape
+from ckptdiff.sources.pickle_bounds import MAX_EXPANSION_BEYOND_OBJECTS, pickle_shape
 
 
 def memo_get(index: int) -> bytes:

@@ -32,6 +32,7 @@ from ..checkpoint import RelativePath, TensorInfo
 from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, TORCH_WITHOUT_SAFETENSORS_DTYPE, DType
 from ..errors import CkptdiffError, SourceError
 from .base import ReadHandle, open_regular
+from .pickle_bounds import check_expansion
 
 #: The names ``transformers`` gives a single archive and the sharded index it writes next to them.
 TORCH_SINGLE_FILE_NAME = "pytorch_model.bin"
@@ -47,10 +48,6 @@ MAX_CENTRAL_DIRECTORY_BYTES = 64 * 1024 * 1024
 STATE_DICT_KEYS = ("state_dict", "model_state_dict", "model", "module", "net", "network", "ema", "model_ema")
 #: How deep nested checkpoints are searched ({"checkpoint": {"state_dict": ...}} is two).
 MAX_NESTING = 3
-#: The most objects data.pkl may unpickle to when each shared one is counted once per reference (what walking it,
-#: or hashing or printing its tuples, costs), beyond its own objects counted twice: torch writes about one
-#: reference per object, while a 10 KB pickle of lists each holding the last one 800 times expands 800³-fold.
-MAX_EXPANSION_BEYOND_OBJECTS = 1_000_000
 
 
 # --- inert stand-ins for what the pickle may name ------------------------------------------------------
@@ -266,148 +263,6 @@ def _refuse_non_zip(name: str, start: bytes) -> None:
     raise SourceError(name, "not a torch zip checkpoint (no zip archive with data.pkl)")
 
 
-@dataclass(frozen=True)
-class PickleShape:
-    """What data.pkl builds, counted from its opcodes without running it: its ``opcodes``, the ``objects`` they
-    make and their ``references`` (one object inside another, or left on the stack), and the size it ``expands``
-    to as a tree, each shared object counted once per reference, up to ``limit`` (past it: ``limit + 1``)."""
-
-    opcodes: int
-    objects: int
-    references: int
-    expands: int
-    limit: int
-
-
-#: Opcodes that add to the container below their arguments instead of making a new object.
-_IN_PLACE = frozenset(("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"))
-_MARK = -1
-#: What each opcode does to the stack, by kind: ("mark"|"put"|"memoize"|"get"|"dup"|"pop"|"pop_mark"|"none"), or
-#: ("objects", items taken below a mark or from the top, whether it takes a mark, in place, pushes one).
-_Effect = tuple[str, int, bool, bool, bool]
-_EFFECTS: dict[str, _Effect] = {}
-
-
-def _effects() -> dict[str, _Effect]:
-    """Each opcode's stack effect, from pickletools' descriptions (computed once)."""
-    if not _EFFECTS:
-        import pickletools
-
-        simple = {"MARK": "mark", "PUT": "put", "BINPUT": "put", "LONG_BINPUT": "put", "MEMOIZE": "memoize",
-                  "GET": "get", "BINGET": "get", "LONG_BINGET": "get", "DUP": "dup", "POP": "pop",
-                  "POP_MARK": "pop_mark", "PROTO": "none", "FRAME": "none", "STOP": "none"}  # fmt: skip
-        for opcode in pickletools.opcodes:
-            before = opcode.stack_before
-            marked = pickletools.markobject in before
-            below = before.index(pickletools.markobject) if marked else len(before)
-            kind = simple.get(opcode.name, "objects")
-            _EFFECTS[opcode.name] = (kind, below, marked, opcode.name in _IN_PLACE, bool(opcode.stack_after))
-    return _EFFECTS
-
-
-def pickle_shape(raw: bytes, beyond: int = MAX_EXPANSION_BEYOND_OBJECTS) -> PickleShape:
-    """Count what ``raw`` builds in one pass over its opcodes (pickletools' stack effects; a memo get is one more
-    reference to the object put), then its size as a tree, each object's computed once: linear in the pickle.
-    The limit is twice the objects, plus ``beyond``. Raises ValueError (or IndexError, KeyError) for a pickle the
-    unpickler would not read either."""
-    import pickletools
-
-    effects = _effects()
-    children: list[list[int]] = []
-    stack: list[int] = []
-    memo: dict[Any, int] = {}
-    opcodes = 0
-    for opcode, argument, _ in pickletools.genops(raw):
-        opcodes += 1
-        kind, below, marked, in_place, pushes = effects[opcode.name]
-        if kind == "objects":
-            popped: list[int] = []
-            if marked:
-                mark = _last_mark(stack)
-                popped = stack[mark + 1 :]
-                del stack[mark:]
-            if below:
-                if len(stack) < below:
-                    raise IndexError("the stack is empty")
-                popped[:0] = stack[-below:]
-                del stack[-below:]
-            if _MARK in popped:
-                raise ValueError("a mark where an object belongs")
-            if in_place:
-                children[popped[0]].extend(popped[1:])
-                stack.append(popped[0])
-            elif pushes:
-                children.append(popped)
-                stack.append(len(children) - 1)
-        elif kind == "get":
-            stack.append(memo[argument])
-        elif kind in ("put", "memoize"):
-            if stack[-1] == _MARK:
-                raise ValueError("a mark is memoized")
-            memo[len(memo) if kind == "memoize" else argument] = stack[-1]
-        elif kind == "mark":
-            stack.append(_MARK)
-        elif kind == "dup":
-            stack.append(stack[-1])
-        elif kind == "pop":
-            stack.pop()
-        elif kind == "pop_mark":
-            del stack[_last_mark(stack) :]
-    roots = [item for item in stack if item != _MARK]
-    limit = 2 * len(children) + beyond
-    expands = _tree_size(children, roots, limit)
-    return PickleShape(opcodes, len(children), len(roots) + sum(map(len, children)), expands, limit)
-
-
-def _last_mark(stack: list[int]) -> int:
-    for at in range(len(stack) - 1, -1, -1):
-        if stack[at] == _MARK:
-            return at
-    raise ValueError("no mark on the stack")
-
-
-def _tree_size(children: list[list[int]], roots: list[int], limit: int) -> int:
-    """The objects under ``roots``, each shared one counted once per reference, up to ``limit + 1``. Depth first
-    without recursion, each object's size computed once; a reference back to an object still being counted (a
-    cycle) counts one."""
-    size = [0] * len(children)  # 0: not counted yet
-    busy = [False] * len(children)
-    total = 0
-    for root in roots:
-        pending = [(root, 0)]
-        busy[root] = True
-        while pending:
-            node, at = pending[-1]
-            kids = children[node]
-            while at < len(kids) and (size[kids[at]] or busy[kids[at]]):
-                at += 1
-            if at < len(kids):
-                pending[-1] = (node, at + 1)
-                busy[kids[at]] = True
-                pending.append((kids[at], 0))
-                continue
-            pending.pop()
-            busy[node] = False
-            size[node] = min(1 + sum(size[kid] or 1 for kid in kids), limit + 1)
-        total = min(total + size[root], limit + 1)
-    return total
-
-
-def _check_expansion(raw: bytes, name: str) -> None:
-    """Refuse a pickle whose shared references multiply what it builds, before it is unpickled: the unpickler
-    hashes a shared tuple once per reference, and the state-dict search walks shared lists as often."""
-    try:
-        shape = pickle_shape(raw)
-    except (ValueError, IndexError, KeyError) as err:
-        raise SourceError(name, f"data.pkl is not a readable tensor pickle ({type(err).__name__}: {err})") from None
-    if shape.expands > shape.limit:
-        raise SourceError(
-            name,
-            f"data.pkl builds {shape.objects:,} objects that expand to over {shape.limit:,} through shared "
-            "references (a pickle bomb, not a state dict)",
-        )
-
-
 def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: ReadHandle, file_size: int) -> TorchArchive:
     entries = {info.filename: info for info in archive.infolist()}
     pickles = [entry for entry in entries if entry.endswith("/data.pkl") and entry.count("/") == 1]
@@ -416,7 +271,7 @@ def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: ReadHandl
         raise SourceError(name, f"not a torch zip checkpoint ({found} <root>/data.pkl entries)")
     root = pickles[0][: -len("data.pkl")]
     raw = _read_pickle_entry(archive, entries[pickles[0]], name, file_size)
-    _check_expansion(raw, name)
+    check_expansion(raw, name)
     try:
         loaded = _MetadataUnpickler(io.BytesIO(raw)).load()
     except _PickleRefused as refused:
