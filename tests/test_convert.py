@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy, for safetensors.numpy
@@ -194,6 +198,27 @@ def test_force_replaces_out_only_with_a_proven_output(run_cli, drafter, tmp_path
     assert replaced.returncode == 0, replaced.stderr
     assert not (out / "keep.txt").exists() and (out / "convert.json").is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("out.")] == []
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace shows the system calls; not installed here")
+def test_every_output_file_and_folder_is_on_disk_before_out_replaces_the_old_one(drafter, tmp_path):
+    # a crash after the rename must not leave an OUT whose bytes never reached the disk, the old one gone
+    out = tmp_path / "out"
+    out.mkdir()
+    log = tmp_path / "strace.log"
+    command = ["strace", "-f", "-y", "-o", str(log), "-e", "trace=fsync,rename,renameat,renameat2"]
+    command += [sys.executable, "-m", "ckptdiff", "convert", str(drafter), str(out), "--to", "vllm", "--force", "-q"]
+    command += ["--max-shard-size", "40kB"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    into_place = next(i for i, line in enumerate(calls) if "out.partial" in line and "rename" in line)
+    synced = {re.sub(r".*fsync\(\d+<([^>]*)>\).*", r"\1", line) for line in calls[:into_place] if "fsync(" in line}
+    partial = str(tmp_path / "out.partial")
+    written = {f"{partial}/{p.name}" for p in out.iterdir()}
+    assert len(written) > 3  # shards, the index, config.json, convert.json
+    assert written | {partial} <= synced
+    assert any(f"fsync({n}<{tmp_path}>)" in line for line in calls[into_place:] for n in range(1000))
 
 
 # --- hostile plans ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from ..version import __version__
 from .plan import ConvertRefused, Embed, Plan, build_plan
 from .prove import Proof, prove
 from .targets import TARGETS
-from .write import write_plan
+from .write import sync_folder, write_durably, write_plan
 
 PARTIAL_SUFFIX = ".partial"
 PROVENANCE_FILE = "convert.json"
@@ -122,7 +122,7 @@ def convert(
         return outcome
     outcome.proof = proof
     outcome.document = provenance_map(plan, request, proof)
-    (partial / PROVENANCE_FILE).write_text(json.dumps(outcome.document, indent=2) + "\n")
+    write_durably(partial / PROVENANCE_FILE, json.dumps(outcome.document, indent=2) + "\n")
     if not proof.ok:
         outcome.written_to = partial
         outcome.failure = f"{partial} is not proven ({len(proof.problems)} problems above); left for inspection"
@@ -229,11 +229,13 @@ def _unchanged(source: Source, before: Snapshot, partial: Path) -> None:
 
 def _put_in_place(partial: Path, out: Path) -> None:
     """OUT.partial → OUT; an OUT being replaced (--force) is moved aside first and removed only after."""
+    sync_folder(partial)  # every file and entry of the output is on disk before the old OUT can go
     aside = None
     if out.exists() or out.is_symlink():
         aside = out.with_name(f"{out.name}.replaced-{os.getpid()}")
         os.rename(out, aside)
     os.rename(partial, out)
+    sync_folder(out.parent)
     if aside is not None:
         if aside.is_dir() and not aside.is_symlink():
             shutil.rmtree(aside)
