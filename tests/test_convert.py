@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy, for safetensors.numpy
@@ -282,3 +283,40 @@ def test_the_plain_comparison_is_unchanged(run_cli):
 
     assert result.returncode == 0
     assert "compatible: 15 match, 1 injected" in result.stdout
+
+
+# --- a SRC that changes under the run --------------------------------------------------------------------------
+
+
+def test_an_object_store_src_rewritten_during_the_write_fails_and_leaves_only_the_partial_output(
+    run_cli, drafter, s3, tmp_path
+):
+    pytest.importorskip("s3fs")
+    s3.upload(drafter, "drafters/k2")
+    key = "drafters/k2/model.safetensors"
+    rewritten = threading.Event()
+    changed = bytearray((drafter / "model.safetensors").read_bytes())
+    changed[-1] ^= 0xFF  # the last tensor's last byte: other bytes, so a new ETag
+
+    def upload_other_bytes() -> None:
+        s3.client().put_object(Bucket="drafters", Key="k2/model.safetensors", Body=bytes(changed))
+
+    def rewrite_when_the_tensors_are_read(environ: dict) -> None:
+        ranged = environ.get("HTTP_RANGE", "")
+        tensor_read = ranged.startswith("bytes=") and not ranged.startswith("bytes=0-")
+        if environ.get("PATH_INFO", "").endswith(key) and tensor_read and not rewritten.is_set():
+            rewritten.set()  # a new version of the object, uploaded while convert copies it
+            writer = threading.Thread(target=upload_other_bytes)
+            writer.start()
+            writer.join(30)
+
+    s3.hooks.append(rewrite_when_the_tensors_are_read)
+    out = tmp_path / "out"
+
+    result = run_cli("convert", "s3://drafters/k2", str(out), "--to", "sglang", "-q")
+
+    assert rewritten.is_set()
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"s3://{key}: changed while it was converted" in last and f"{out}.partial is left for inspection" in last
+    assert not out.exists() and not (tmp_path / "out.partial" / "convert.json").exists()

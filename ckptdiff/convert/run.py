@@ -197,34 +197,21 @@ def _tokenizers(request: ConvertRequest, source: Checkpoint, options: SourceOpti
     return check
 
 
-Snapshot = dict[str, tuple[Any, ...]]
+Snapshot = dict[str, "tuple[object, ...] | None"]
 
 
 def snapshot(source: Source) -> Snapshot:
-    """Each file of a local SRC by (inode, size, mtime): what a rewrite during the run changes. (A Hub SRC is
-    read at one commit, which does not change.)"""
-    if source.remote:
+    """Each file of SRC by what a rewrite during the run changes: (inode, size, mtime) on disk, the version an
+    object store reports; a Hub SRC is read at one commit, which does not change."""
+    if source.at_one_commit:
         return {}
-    listing = source.list_files()
-    state: Snapshot = {}
-    for name in listing.files:
-        path = source.disk_path(name)
-        if path is not None:
-            status = os.stat(path)
-            state[name] = (status.st_ino, status.st_size, status.st_mtime_ns)
-    return state
+    return {name: source.fingerprint(name) for name in source.list_files().files}
 
 
 def _unchanged(source: Source, before: Snapshot, partial: Path) -> None:
     for name, state in before.items():
-        path = source.disk_path(name)
-        try:
-            status = os.stat(path) if path is not None else None
-        except OSError:
-            status = None
-        now = (status.st_ino, status.st_size, status.st_mtime_ns) if status is not None else None
-        if now != state:
-            raise ConvertFailed(source.name_of(name), "changed while it was converted (inode, size or mtime)")
+        if source.fingerprint(name) != state:
+            raise ConvertFailed(source.name_of(name), "changed while it was converted (its version, size or mtime)")
 
 
 def _put_in_place(partial: Path, out: Path) -> None:
