@@ -125,6 +125,11 @@ class Source(ABC):
         """The kind, location and pinned revision for reports (after list_files); ``weights`` is the file that
         defines the checkpoint (its index, or its first weight file), whose version a store shows."""
 
+    def prepare(self) -> None:
+        """Before the reads start on threads: load what they will need (a store's HTTP client), so that what the
+        caller does meanwhile overlaps their round trips rather than their start. By default, nothing."""
+        return None
+
     def pin(self, revision: str | None) -> None:
         """Reopened after a read (for --values): take up the revision that read saw, without listing again."""
         return None  # a local folder has no revision
