@@ -249,8 +249,7 @@ class DaskExecutor:
             elif time.monotonic() - alone_since > grace:
                 raise CkptdiffError(
                     self.where,
-                    f"the Dask cluster has had no worker for {grace:g} s (the last one left mid-pass, "
-                    "or none joined)",
+                    f"the Dask cluster has had no worker for {grace:g} s (the last one left mid-pass, or none joined)",
                     "start workers (dask worker ADDRESS), then retry",
                 )
 
