@@ -233,9 +233,10 @@ def read_source(
     pool: Executor | None = None,
 ) -> Checkpoint:
     """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
+    from .base import explained_errors
     from .planner import read_checkpoint
 
-    with _explained(source):
+    with explained_errors(source):
         return read_checkpoint(source, wanted=wanted, progress=progress, pool=pool)
 
 
@@ -250,22 +251,10 @@ def fetch_files(
     source: Source, folder: Path, files: Iterable[RelativePath], progress: Progress | None = None
 ) -> dict[RelativePath, Path]:
     """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
-    with _explained(source):
+    from .base import explained_errors
+
+    with explained_errors(source):
         return source.fetch_to(folder, sorted(set(files)), progress)
-
-
-@contextmanager
-def _explained(source: Source) -> Iterator[None]:
-    """A store's own exceptions (HTTP, cloud SDK) become the one-line error ``source.explain`` gives."""
-    try:
-        yield
-    except CkptdiffError:
-        raise
-    except Exception as err:
-        explained = source.explain(err)
-        if explained is None:
-            raise
-        raise explained from None
 
 
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:

@@ -9,6 +9,7 @@ import stat
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
@@ -299,6 +300,21 @@ class RangeFile(io.RawIOBase):
             buffer[:count] = self._buffer[offset : offset + count]
             self.position += count
             return count
+
+
+@contextmanager
+def explained_errors(source: Source) -> Iterator[None]:
+    """A store's own exceptions (HTTP, cloud SDK) become the one-line error ``source.explain`` gives; a
+    CkptdiffError passes as it is, and an exception ``explain`` does not know is a bug, raised as it is."""
+    try:
+        yield
+    except CkptdiffError:
+        raise
+    except Exception as err:
+        explained = source.explain(err)
+        if explained is None:
+            raise
+        raise explained from None
 
 
 def needed_from_prefix(data: bytes | bytearray) -> int | None:
