@@ -34,6 +34,33 @@ from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
 
 REPO = HERE.parent.parent
 DEFAULT_OUT = Path("/tmp/oracle-disagreements.txt")
+#: Engine settings compared as engines of their own: label → (the pinned engine, ckptdiff's extra arguments, the
+#: worker's record of that setting: result key → the key it replaces). vLLM's V1 model runner
+#: (VLLM_USE_V2_MODEL_RUNNER=0): the same load, observed with V1's aux-id reading and embedding sharing.
+VARIANTS: dict[str, tuple[str, list[str], dict[str, str]]] = {
+    "vllm-v1": ("vllm", ["--vllm-runner", "v1"], {"aux_runners.v1": "aux", "from_target_v1": "from_target"}),
+}
+
+
+def variant_result(result: dict[str, Any], variant: str) -> dict[str, Any] | None:
+    """The engine's observation under a setting (VARIANTS), from the worker's record of both; None when the
+    cached result predates that record."""
+    out = dict(result)
+    for source, target in VARIANTS[variant][2].items():
+        found: Any = result
+        for part in source.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        if found is None and not result.get("raised"):
+            return None
+        if found is not None and not (isinstance(found, dict) and "error" in found and len(found) == 1):
+            out[target] = found
+    return out
+
+
+def labels(engines: list[Pin]) -> list[str]:
+    """Every engine label compared: the pinned engines, then the settings of those (VARIANTS)."""
+    names = [pin.engine for pin in engines]
+    return names + [label for label, (engine, _, _) in VARIANTS.items() if engine in names]
 
 
 @dataclass
@@ -60,15 +87,17 @@ class Result:
 
     def table(self) -> str:
         lines = []
-        for pin in self.engines:
-            agree, compared = self.agrees(pin.engine)
-            cases_off = len({d.case for d in self.found if d.engine == pin.engine})
+        versions = {pin.engine: pin.version for pin in self.engines}
+        for engine in labels(self.engines):
+            label = f"{engine} {versions.get(VARIANTS[engine][0] if engine in VARIANTS else engine, '')}"
+            agree, compared = self.agrees(engine)
+            cases_off = len({d.case for d in self.found if d.engine == engine})
             lines.append(
-                f"{pin.label}: {compared} cases compared, {agree} agree, "
-                f"{cases_off} disagree ({sum(1 for d in self.found if d.engine == pin.engine)} disagreements)"
+                f"{label}: {compared} cases compared, {agree} agree, "
+                f"{cases_off} disagree ({sum(1 for d in self.found if d.engine == engine)} disagreements)"
             )
             for split in sorted({c.split for c in self.cases} - {"main"}):
-                agree, compared = self.agrees(pin.engine, split)
+                agree, compared = self.agrees(engine, split)
                 if compared:
                     lines.append(f"  {split}: {agree} of {compared} agree ({100 * agree / compared:.1f} %)")
         for case, engine, why in self.not_comparable:
@@ -85,20 +114,25 @@ class Result:
         return "\n".join(lines) + "\n"
 
 
-def ckptdiff_report(root: Path, case_dir: Path, target: Path, engines: list[str]) -> dict[str, Any]:
+def ckptdiff_report(
+    root: Path, case_dir: Path, target: Path, engines: list[str], extra: list[str] | None = None
+) -> dict[str, Any]:
     """ckptdiff's JSON report on one case, from the checkout at ``root``, run as a user runs it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
     env.update(PYTHONPATH=str(root), NO_COLOR="1", HF_HUB_OFFLINE="1")
     command = [sys.executable, "-m", "ckptdiff", str(case_dir), "--base", str(target), "--format", "json"]
     for engine in engines:
         command += ["--engine", engine]
+    command += extra or []
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=root)
     if completed.returncode not in (0, 1):
         raise RuntimeError(f"ckptdiff exit {completed.returncode} on {case_dir.name}: {completed.stderr.strip()}")
     return json.loads(completed.stdout)
 
 
-def in_process_report(case_dir: Path, target: Path, engines: list[str]) -> dict[str, Any]:
+def in_process_report(
+    case_dir: Path, target: Path, engines: list[str], extra: list[str] | None = None
+) -> dict[str, Any]:
     """ckptdiff's JSON report on one case from the ckptdiff imported here (mutate.py: with a rule changed)."""
     import contextlib
     import io
@@ -110,6 +144,7 @@ def in_process_report(case_dir: Path, target: Path, engines: list[str]) -> dict[
     args = [str(case_dir), "--base", str(target), "--format", "json", "--no-step-summary"]
     for engine in engines:
         args += ["--engine", engine]
+    args += extra or []
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         try:
@@ -147,39 +182,51 @@ def run(
             for pin in wanted
         }
         names = [pin.engine for pin in wanted]
+        variants = [label for label in labels(wanted) if label in VARIANTS]
+        runs = [("all", names, [])] + [(label, [VARIANTS[label][0]], VARIANTS[label][1]) for label in variants]
+        jobs = [(c, run_label, engines, extra) for c in cases for run_label, engines, extra in runs]
+
+        def report(job: tuple[Case, str, list[str], list[str]]) -> dict[str, Any]:
+            case, _, engines, extra = job
+            if reporter is not None:
+                return dict(reporter(directories[case.name], targets[case.name], engines, extra))
+            return ckptdiff_report(root, directories[case.name], targets[case.name], engines, extra)
+
         if reporter is not None:
-            reports = {c.name: reporter(directories[c.name], targets[c.name], names) for c in cases}
+            done = [report(job) for job in jobs]
         else:
             with ThreadPoolExecutor(max_workers=2) as pool:
-                reports = dict(
-                    zip(
-                        [c.name for c in cases],
-                        pool.map(lambda c: ckptdiff_report(root, directories[c.name], targets[c.name], names), cases),
-                    )
-                )
+                done = list(pool.map(report, jobs))
+        reports = {(job[0].name, job[1]): found for job, found in zip(jobs, done)}
     for case in cases:
-        entries = {entry["engine"]: entry for entry in reports[case.name].get("engines", [])}
-        for pin in wanted:
-            if pin.engine in case.not_comparable:
-                result.not_comparable.append((case.name, pin.engine, case.not_comparable[pin.engine]))
+        for label in labels(wanted):
+            engine = VARIANTS[label][0] if label in VARIANTS else label
+            run_label = label if label in VARIANTS else "all"
+            entries = {entry["engine"]: entry for entry in reports[(case.name, run_label)].get("engines", [])}
+            if engine in case.not_comparable:
+                result.not_comparable.append((case.name, label, case.not_comparable[engine]))
                 continue
-            lacking = environment_failure(observed[pin.engine][case.name])
+            seen = observed[engine][case.name]
+            lacking = environment_failure(seen)
             if lacking is not None:
-                result.not_comparable.append((case.name, pin.engine, f"environment: this machine lacks {lacking}"))
+                result.not_comparable.append((case.name, label, f"environment: this machine lacks {lacking}"))
                 continue
-            entry = entries.get(pin.engine)
-            theirs = engine_view(observed[pin.engine][case.name], case)
-            result.captures[(case.name, pin.engine)] = (
-                capture_observed(observed[pin.engine][case.name]),
-                capture_believed(entry),
-            )
+            if label in VARIANTS:
+                found_variant = variant_result(seen, label)
+                if found_variant is None:
+                    result.not_comparable.append((case.name, label, "the cached result does not record this setting"))
+                    continue
+                seen = found_variant
+            entry = entries.get(engine)
+            theirs = engine_view(seen, case)
+            result.captures[(case.name, label)] = (capture_observed(seen), capture_believed(entry))
             if entry is None:
-                found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", theirs.outcome)]
+                found = [Disagreement(case.name, label, "outcome", "(no engine entry)", theirs.outcome)]
             else:
-                found = disagreements(case.name, pin.engine, ckptdiff_view(entry), theirs)
+                found = disagreements(case.name, label, ckptdiff_view(entry), theirs)
             result.found += found
             if not found:
-                result.agreeing[pin.engine] = result.agreeing.get(pin.engine, 0) + 1
+                result.agreeing[label] = result.agreeing.get(label, 0) + 1
     return result
 
 
