@@ -181,8 +181,19 @@ class Disagreement:
         return (self.case, self.engine, self.subject, self.ckptdiff, self.engine_did)
 
 
+def refused_capture(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The observation with a capture the target's class refused as a set-up raise (``setup_raised``), also where
+    the worker recorded the raise as the capture's error (vLLM's driver: its set-up raised inside the observation)."""
+    aux = result.get("aux") or {}
+    error = str(aux.get("capture_error", ""))
+    if "outputs" in aux or not TARGET_CLASS_REFUSED.search(error):
+        return result
+    return {**result, "aux": {**aux, "outputs": [], "setup_raised": error, "how": "set-up raised"}}
+
+
 def engine_view(result: Mapping[str, Any], case: Case) -> View:
     """What the engine did, from the worker's observation of one case."""
+    result = refused_capture(result)
     raised = result.get("raised")
     params = {name: state for name, state in result.get("params", {}).items() if not ENGINE_DEFAULTS.search(name)}
     taken = set(result.get("from_target", []))

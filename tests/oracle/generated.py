@@ -360,9 +360,10 @@ def _runtime_cases() -> list[Case]:
         ),
         Case(
             "gen_runner_top_level_and_nested_llama_32",
-            "top-level [4, 12, 24] and eagle_config [1, 15, 28]: both runners read the top level first",
+            "top-level [4, 12, 24] and eagle_config [1, 15, 28]: both vLLM runners read the top level first, "
+            "SGLang eagle_config (two keys naming different layers: nothing says which it was trained on)",
             config={AUX_KEY: [4, 12, 24]},
-            trained_outputs=(3, 11, 23),
+            trained_outputs=None,
             target=llama,
         ),
         Case(

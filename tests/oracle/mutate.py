@@ -245,31 +245,6 @@ def _default_indices_read_by_class() -> None:
     verdict.default_depth = lambda ids: None
 
 
-def _vllm_v1_module() -> Any:
-    import importlib
-
-    return importlib.import_module(place("engines").__name__ + ".vllm_v1")
-
-
-def _vllm_v1_reads_v2_keys() -> None:
-    module = _vllm_v1_module()
-    v2 = engine_module("vllm").ENGINE
-    module.ENGINE = dataclasses.replace(
-        module.ENGINE, aux_ids=dataclasses.replace(module.ENGINE.aux_ids, keys=v2.aux_ids.keys)
-    )
-
-
-def _vllm_v1_shares_embed_regardless() -> None:
-    module = _vllm_v1_module()
-    v2_embed = next(p for p in engine_module("vllm").ENGINE.loaders[0].params if p.name == "model.embed_tokens.weight")
-
-    def loader(lo: Any) -> Any:
-        params = tuple(v2_embed if p.name == "model.embed_tokens.weight" else p for p in lo.params)
-        return dataclasses.replace(lo, params=params)
-
-    module.ENGINE = dataclasses.replace(module.ENGINE, loaders=tuple(map(loader, module.ENGINE.loaders)))
-
-
 def _target_classes_not_refused(name: str) -> Callable[[], None]:
     def apply() -> None:
         change_engine(name, lambda e: dataclasses.replace(e, refused_targets=frozenset()))
@@ -326,14 +301,6 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     ),
     "sglang.aux_ids.keys.nested_only": ("SGLang also reads the top-level ids", _sglang_reads_top_level_ids),
     "vllm.llama.d2t.renamed": ("vLLM does not rename d2t to draft_id_to_target_id", _vllm_d2t_not_renamed),
-    "vllm.runner_v1.aux_ids.keys": (
-        "vLLM's V1 runner reads the aux ids where the V2 runner does (issue #27)",
-        _vllm_v1_reads_v2_keys,
-    ),
-    "vllm.runner_v1.embed.width_checked": (
-        "vLLM's V1 runner shares the target's embedding whatever its width, as V2 does (issue #27)",
-        _vllm_v1_shares_embed_regardless,
-    ),
     "vllm.target_class.supports_eagle3": (
         "vLLM serves EAGLE-3 on a target class that does not implement SupportsEagle3 (issue #27)",
         _target_classes_not_refused("vllm"),

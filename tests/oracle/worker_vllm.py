@@ -103,31 +103,19 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
             result.update(observe(model, markers, built))
             # The width the drafter built its embedding with, before the target's may replace it.
             result["embed_width"] = embed_width(getattr(model, "model", None))
-            # The V1 runner's proposer shares by its own rules (it keeps the drafter's embedding when the widths
-            # differ): observed first, then the drafter's own modules are put back for the V2 runner's.
-            inner = getattr(model, "model", None)
-            own_embed, own_head = getattr(inner, "embed_tokens", None), getattr(model, "lm_head", None)
-            result["from_target_v1"] = safely_taken(vllm_v1_share_from_target, model, target_dir, config)
-            if inner is not None and own_embed is not None:
-                inner.embed_tokens = own_embed
-            if own_head is not None:
-                model.lm_head = own_head
             result["from_target"] = vllm_share_from_target(model, target_dir)
             # Two model runners read aux ids differently; config/vllm.py picks V2 for EAGLE-3 on a GPU unless a
-            # feature it lacks is asked for (VLLM_USE_V2_MODEL_RUNNER=0 picks V1). Both are observed.
+            # feature it lacks is asked for (V1: top level, then eagle_config; V2: top level only).
             runner = "v1" if _v2_unsupported(config) else "v2"
-            runners = {}
-            for each in ("v1", "v2"):
-                ids = get_eagle3_aux_layers_from_config(spec) if each == "v2" else _v1_aux_ids(spec)
-                runners[each] = {
-                    "runner": each,
-                    "ids": list(ids) if ids else None,
-                    "fc_in": fc_in_width(inner),
-                    "uses_aux": bool(getattr(inner, "use_aux_hidden_state", True)),
-                    **safely(observe_capture, config, spec, each, target_dir),
-                }
-            result["aux"] = runners[runner]
-            result["aux_runners"] = runners
+            ids = get_eagle3_aux_layers_from_config(spec) if runner == "v2" else _v1_aux_ids(spec)
+            inner = getattr(model, "model", None)
+            result["aux"] = {
+                "runner": runner,
+                "ids": list(ids) if ids else None,
+                "fc_in": fc_in_width(inner),
+                "uses_aux": bool(getattr(inner, "use_aux_hidden_state", True)),
+                **safely(observe_capture, config, spec, runner, target_dir),
+            }
             result["head_rows"] = head_rows(model)
         result["stage"] = "done"
 
@@ -143,32 +131,6 @@ def vllm_share_from_target(model: Any, target_dir: str) -> list[str]:
     if eagle_utils._should_share(model, "has_own_lm_head", getattr(model, "lm_head", None), head):
         taken.append("lm_head.weight")
     return taken
-
-
-def vllm_v1_share_from_target(model: Any, target_dir: str, config: Any) -> list[str]:
-    """What the drafter takes from the target under the V1 model runner: its proposer's own decision
-    (v1/spec_decode/llm_base_proposer.py, _maybe_share_embeddings and _maybe_share_lm_head), run against
-    stand-ins of the target's embedding and head."""
-    from vllm.v1.spec_decode.llm_base_proposer import SpecDecodeBaseProposer
-
-    embed, head = target_embed_and_head(target_dir)
-    proposer = object.__new__(SpecDecodeBaseProposer)
-    proposer.model, proposer.vllm_config, proposer.use_local_argmax_reduction = model, config, False
-    target = types.SimpleNamespace(model=types.SimpleNamespace(embed_tokens=embed), lm_head=head)
-    SpecDecodeBaseProposer._maybe_share_embeddings(proposer, target)
-    taken = ["model.embed_tokens.weight"] if getattr(model.model, "embed_tokens", None) is embed else []
-    SpecDecodeBaseProposer._maybe_share_lm_head(proposer, target)
-    if getattr(model, "lm_head", None) is head:
-        taken.append("lm_head.weight")
-    return taken
-
-
-def safely_taken(observe: Any, *args: Any) -> Any:
-    """An observation in a ``finally`` that must not replace the load's own exception: its raise, as text."""
-    try:
-        return observe(*args)
-    except Exception as error:
-        return {"error": f"{type(error).__name__}: {error}"[:500]}
 
 
 def _v2_unsupported(config: Any) -> list[str]:
@@ -250,19 +212,11 @@ def observe_capture(config: Any, spec: Any, runner: str, target_dir: str) -> dic
     hidden = int(target_config_json(target_dir)["hidden_size"])
     outer, inner = _target_stub(config, layers, hidden)
     out: dict[str, Any] = {"model_class": type(outer).__name__, "inner_class": type(inner).__name__}
-    from vllm.model_executor.models.interfaces import supports_eagle3
-
-    try:  # the target class may refuse EAGLE-3: the runner's own check raises before anything is captured
-        if runner == "v2":
-            set_eagle3_aux_hidden_state_layers(outer, spec)
-        else:  # GPUModelRunner._setup_eagle3_aux_hidden_state_outputs
-            if not supports_eagle3(outer):
-                raise RuntimeError("Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested")
-            ids = _v1_aux_ids(spec) or outer.get_eagle3_default_aux_hidden_state_layers()
-            outer.set_aux_hidden_state_layers(ids)
-    except RuntimeError as error:
-        out.update(outputs=[], setup_raised=f"{type(error).__name__}: {error}"[:300], how="set-up raised")
-        return out
+    if runner == "v2":
+        set_eagle3_aux_hidden_state_layers(outer, spec)
+    else:
+        ids = _v1_aux_ids(spec) or outer.get_eagle3_default_aux_hidden_state_layers()
+        outer.set_aux_hidden_state_layers(ids)
     captured = [int(i) for i in inner.aux_hidden_state_layers]
     out["indices"] = captured
     try:
