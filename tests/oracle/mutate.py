@@ -293,6 +293,12 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
 }
 
 
+# The other families' mutations, each in its own module.
+from mutate_mtp import MUTATIONS as MTP_MUTATIONS  # noqa: E402
+
+MUTATIONS |= MTP_MUTATIONS
+
+
 def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
     """In this process: apply mutation ``name`` (None: none), judge every case of the job (the main split) against
     the cached engine results."""
