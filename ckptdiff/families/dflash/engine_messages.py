@@ -68,8 +68,9 @@ EVENTS: dict[str, str] = {
         'out-of-range layer id" (or "requires num_target_layers >= 4")'
     ),
     "dflash.sglang.ids_vs_trained_depth": (
-        "target layer ids {ids} (read at {key}) reach past num_target_layers {limit}: DFlashDraftModel raises "
-        'ValueError "out-of-range layer id" while it is built'
+        "target layer ids {ids} (read at {key}) do not fit the {limit} target layers DFlashDraftModel sizes fc for "
+        "(num_target_layers, else the largest id + 1, else its own layer count; without ids it needs 4 or more): "
+        "ValueError while it is built"
     ),
     "dflash.vllm.target_layer_not_captured": (
         "fc takes {features} target hidden states (one per target layer id, read as ids {ids}, else one per drafter "

@@ -93,8 +93,9 @@ class DFlashEngine:
     stacked: tuple[Stacked, ...]
     stacked_source: Source
     refusals: tuple[Refusal, ...]
-    #: Name pieces it discards without a word (vLLM: ``t2d``; a ``mask_embedding`` without its .pt file).
-    discards: tuple[str, ...]
+    #: Name pieces it discards without a word, each where that was read (vLLM: ``t2d``, a ``mask_embedding``
+    #: without its .pt file, rotary caches).
+    discards: tuple[tuple[str, Source], ...]
     #: Whether a carried embedding / head is loaded and used (vLLM), or the target's is used regardless (SGLang).
     own_embedding: bool
     own_head: bool

@@ -124,7 +124,7 @@ def simulate(
     fc_in = features * in_hidden if features and in_hidden else None
     tensors, parameters = _load(engine, spec, checkpoint, fc_in, features, target, events)
     if target is not None:
-        _against_target(engine, spec, target, ids, shift, features, events)
+        _against_target(engine, spec, target, ids, shift, features, fc_in, events)
     else:
         needs = {"layers_above": max(ids) if ids else None, "hidden": spec.hidden, "mask": spec.mask_token_id.value}
         events.add(engine.target_unknown, **needs)
@@ -148,11 +148,15 @@ def _startup(
             events.add(engine.ids_vs_target, ids=list(used) if used else None, layers=target_layers, key=key)
             return False
     trained = spec.num_target_layers
-    if engine.ids_vs_trained_depth is not None and ids is not None:
-        limit = trained if trained is not None else max(ids) + 1
-        if any(i < 0 or i >= limit for i in ids):
-            events.add(engine.ids_vs_trained_depth, ids=list(ids), limit=limit, key=key)
-            return False
+    if engine.ids_vs_trained_depth is not None:
+        # DFlashDraftModel sizes fc for num_target_layers, else the largest id + 1, else its own layer count, and
+        # builds the ids from that depth when the config has none (which needs a depth of 4 or more).
+        limit = trained if trained is not None else (max(ids) + 1 if ids else spec.layers)
+        if limit is not None:
+            used = ids if ids is not None else engine.default_ids(limit, spec.layers)
+            if used is None or any(i < 0 or i >= limit for i in used):
+                events.add(engine.ids_vs_trained_depth, ids=list(ids) if ids else None, limit=limit, key=key)
+                return False
     return True
 
 
@@ -184,7 +188,7 @@ def _load(
             events.add(refusal.event, name, name=name)
             tensors.append((name, "error", None))
             continue
-        if any(piece in name for piece in engine.discards):
+        if any(piece in name for piece, _ in engine.discards):
             tensors.append((name, "skipped", None))
             continue
         if "d2t" in name and engine.own_head:
@@ -283,6 +287,7 @@ def _against_target(
     ids: tuple[int, ...] | None,
     shift: int,
     features: int | None,
+    fc_in: int | None,
     events: _Events,
 ) -> None:
     """What the pair does past loading: the target's embedding and head at the drafter's width, the mask token in
@@ -294,7 +299,7 @@ def _against_target(
     if mask is not None and target_vocab is not None and mask >= target_vocab:
         events.add(engine.mask_vs_target, mask_token_id=mask, vocab=target_vocab, key=spec.mask_token_id.key)
     layers = _int(target.get("num_hidden_layers"))
-    if engine.not_captured is None or layers is None or not features:
+    if engine.not_captured is None or layers is None or not features or not spec.use_aux_hidden_state:
         return
     from ...eagle3.engines.capture import capture_for
     from ...eagle3.engines.vllm import CAPTURES
@@ -306,7 +311,9 @@ def _against_target(
         return
     indices = tuple(i + shift for i in ids) if ids else None
     captured = family.outputs(indices, layers)
-    if len(captured) != features:
+    # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input width.
+    width = len(captured) * target_hidden if target_hidden is not None else None
+    if len(captured) != features or (width is not None and fc_in is not None and width != fc_in):
         events.add(
             engine.not_captured,
             ids=list(ids) if ids else None,

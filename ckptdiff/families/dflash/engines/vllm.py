@@ -26,6 +26,9 @@ AUTO = at("vllm/model_executor/models/utils.py:443 (AutoWeightsLoader._load_modu
 LOADER_UTILS = at("vllm/model_executor/model_loader/weight_utils.py:1529 (default_weight_loader)")
 SHARE = at("vllm/v1/worker/gpu/spec_decode/eagle/utils.py:18 (_should_share, maybe_share_target_embed)")
 COMBINE = at(f"{MODEL}:829 (combine_hidden_states)")
+#: AutoWeightsLoader drops these rotary caches from any checkpoint (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER).
+ROTARY = at("vllm/model_executor/models/utils.py:233 (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER)")
+ROTARY_CACHES = ("rotary_pos_emb.inv_freq", "rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")
 CAPTURE = at("vllm/model_executor/models/interfaces.py:1751 (get_eagle3_default_aux_hidden_state_layers)")
 
 
@@ -91,7 +94,11 @@ ENGINE = DFlashEngine(
             "mask_hidden", Event("error", "mask_hidden_refused", "dflash.vllm.mask_hidden_refused", at(f"{MODEL}:856"))
         ),
     ),
-    discards=("t2d", "mask_embedding"),
+    discards=(
+        ("t2d", at(f"{MODEL}:861")),
+        ("mask_embedding", at(f"{MODEL}:887")),
+        *((piece, ROTARY) for piece in ROTARY_CACHES),
+    ),
     own_embedding=True,
     own_head=True,
     from_target=Event("info", "from_target", "dflash.vllm.from_target", SHARE),
