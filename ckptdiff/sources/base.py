@@ -98,6 +98,8 @@ class Source(ABC):
     absent: str = "missing"
     #: Where fetch_to puts files that are not on disk yet (for the --values download note).
     downloads_into: str = "a temporary folder"
+    #: Every read is at one revision that cannot change under the run (a Hub commit): no need to watch for rewrites.
+    at_one_commit: bool = False
     #: Shards shared with the other side of a pair (only local sources share: :mod:`.shared_shards`).
     shared: SharedShards | None = None
 
@@ -179,6 +181,19 @@ class Source(ABC):
         """The file on this machine's disk to read directly, checked as this source's reads are (a local
         checkpoint's symlinks out of its folder are refused), or None: read it through :meth:`stream_range`."""
         return self.local_path(file)
+
+    def fingerprint(self, file: RelativePath) -> tuple[object, ...] | None:
+        """What a rewrite of ``file`` changes, asked afresh (for a run that must see its input change under it),
+        or None when it is gone. A file on disk: (inode, size, mtime); a store overrides it with the version it
+        reports; ``()`` where neither is known."""
+        path = self.disk_path(file)
+        if path is None:
+            return ()
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        return (status.st_ino, status.st_size, status.st_mtime_ns)
 
     def open_file(self, file: ListedFile) -> ReadHandle:
         """A seekable read-only handle (for zip archives): the local file, or ranged reads behind a small buffer."""

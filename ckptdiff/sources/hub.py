@@ -50,6 +50,7 @@ class HubSource(Source):
     SourceOptions and huggingface_hub's configuration, read when the run starts)."""
 
     absent = "not in the repo"
+    at_one_commit = True
     downloads_into = "the Hugging Face cache"
 
     def __init__(self, spec: str, parsed: HubSpec, options: SourceOptions) -> None:

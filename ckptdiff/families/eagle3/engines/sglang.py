@@ -1,4 +1,5 @@
-"""SGLang's EAGLE-3 drafter loading, as data (llama_eagle3.py, kimi_k25_eagle3.py, the aux-state set-up)."""
+"""SGLang's EAGLE-3 drafter loading, as data (llama_eagle3.py, the aux-state set-up; kimi_k25_eagle3.py's MLA
+drafter in sglang_mla.py, what they share in sglang_common.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from ...rules import (
     Engine,
     Event,
     Loader,
-    Param,
     Rename,
     Source,
     SpeculatorsAdapter,
@@ -18,27 +18,23 @@ from ...rules import (
 from .capture import ClassCapture, Ids, as_given, plus_one, vllm_default
 from .llama_layer import Biases, decoder_layers, fc_block
 from .settings import Draft
-from .stacking import stacked
-
-REPO = "sgl-project/sglang"
-VERSION = "v0.5.23"
-LLAMA = Source(REPO, VERSION, "python/sglang/srt/models/llama_eagle3.py")
-KIMI = Source(REPO, VERSION, "python/sglang/srt/models/kimi_k25_eagle3.py")
-TARGET_LLAMA = Source(REPO, VERSION, "python/sglang/srt/models/llama.py (set_embed, set_eagle3_layers_to_capture)")
-AUX_SETUP = Source(REPO, VERSION, "python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py")
-LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
-HF_CONFIG = Source(REPO, VERSION, "python/sglang/srt/utils/hf_transformers/config.py (get_config)", inferred=True)
-
-RANDOM = Case(
-    lambda d: True,
-    Event(
-        "warning",
-        "random_init",
-        "eagle3.sglang.random_init",
-        LLAMA,
-    ),
+from .sglang_common import (
+    AUX_SETUP,
+    EMBED,
+    HF_CONFIG,
+    HOT_TOKENS,
+    LLAMA,
+    LM_HEAD,
+    NESTED_IDS,
+    NORM,
+    RANDOM,
+    REPO,
+    SHAPE,
+    TARGET_LLAMA,
+    VERSION,
 )
-
+from .sglang_mla import MLA_LOADER
+from .stacking import stacked
 
 #: Dtypes of quantized weights; scales and zero points stored beside them.
 QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "I8", "U8", "I4", "U4", "F4", "F8_E8M0"})
@@ -54,160 +50,11 @@ def _stores_quantized(d: Draft) -> bool:
     )
 
 
-def _replaced(d: Draft) -> bool:
-    """set_embed swaps in the target's embedding unless target_hidden_size is set and differs from hidden_size."""
-    return not (d.target_hidden_set and d.target_hidden != d.hidden)
-
-
-def _too_narrow(d: Draft) -> bool:
-    """The target's embedding replaces the drafter's, but is another width than the drafter's layers read."""
-    return _replaced(d) and d.target is not None and d.target.hidden is not None and d.target.hidden != d.hidden
-
-
-def _rows(d: Draft) -> int | None:
-    """The draft head's rows: the embedding's (vocab_size) when tied, else draft_vocab_size or vocab_size."""
-    return d.vocab if d.tied else d.head_rows
-
-
-def _d2t_against_rows(d: Draft) -> int:
-    """d2t's length minus the head's rows (0 when either is unknown)."""
-    rows, length = _rows(d), d.d2t_length
-    return length - rows if rows is not None and length is not None else 0
-
-
-EMBED_WIDTH = Event(
-    "error",
-    "embed_width_mismatch",
-    "eagle3.sglang.embed_width_mismatch",
-    TARGET_LLAMA.inferring(),
-)
-
-EMBED = Param(
-    "model.embed_tokens.weight",
-    lambda d: d.shape("embed_tokens.weight"),
-    TARGET_LLAMA,
-    absent=(
-        Case(_too_narrow, EMBED_WIDTH),
-        Case(
-            _replaced,
-            Event("info", "from_target", "eagle3.sglang.from_target.embedding", LLAMA),
-        ),
-        Case(
-            lambda d: True,
-            Event(
-                "warning",
-                "random_init",
-                "eagle3.sglang.random_init.own_embedding",
-                TARGET_LLAMA,
-            ),
-        ),
-    ),
-    loaded=(
-        Case(_too_narrow, EMBED_WIDTH),
-        Case(
-            _replaced,
-            Event(
-                "info",
-                "embed_tokens_overridden",
-                "eagle3.sglang.embed_tokens_overridden",
-                TARGET_LLAMA,
-            ),
-        ),
-    ),
-)
-
-LM_HEAD = Param(
-    "lm_head.weight",
-    lambda d: d.shape("lm_head.weight"),
-    LLAMA,
-    exists=lambda d: not d.tied,
-    absent=(
-        Case(
-            lambda d: d.draft_vocab is None,
-            Event(
-                "info",
-                "from_target",
-                "eagle3.sglang.from_target.lm_head",
-                LLAMA,
-            ),
-        ),
-        Case(
-            lambda d: True,
-            Event(
-                "warning",
-                "lm_head_random",
-                "eagle3.sglang.lm_head_random",
-                LLAMA,
-            ),
-        ),
-    ),
-)
-
-#: load_weights consumes any d2t into hot_token_id = d2t + arange(len(d2t)), whatever the vocabularies; not a
-#: parameter, so nothing checks its length or dtype at load time.
-HOT_TOKENS = Param(
-    "hot_token_id",
-    lambda d: None,
-    LLAMA,
-    exists=lambda d: d.d2t_length is not None or (d.draft_vocab is not None and d.draft_vocab != d.vocab),
-    dtypes=("I64", "I32", "I16", "I8", "U8", "U16", "U32"),
-    dtype_event=Event(
-        "warning",
-        "d2t_dtype",
-        "eagle3.sglang.d2t_dtype",
-        LLAMA.inferring(),
-    ),
-    loaded=(
-        Case(
-            lambda d: _d2t_against_rows(d) < 0,
-            Event(
-                "error",
-                "d2t_length",
-                "eagle3.sglang.d2t_length.short",
-                LLAMA.inferring(),
-            ),
-        ),
-        Case(
-            lambda d: _d2t_against_rows(d) > 0,
-            Event(
-                "warning",
-                "d2t_length",
-                "eagle3.sglang.d2t_length.long",
-                LLAMA.inferring(),
-            ),
-        ),
-        Case(
-            lambda d: True,
-            Event("info", "d2t_consumed", "eagle3.sglang.d2t_consumed", LLAMA),
-        ),
-    ),
-    absent=(
-        Case(
-            lambda d: d.draft_vocab is not None and d.draft_vocab != d.vocab,
-            Event(
-                "warning",
-                "d2t_missing",
-                "eagle3.sglang.d2t_missing",
-                LLAMA.inferring(),
-            ),
-        ),
-        Case(lambda d: True, Event("info", "not_needed", "eagle3.sglang.not_needed", LLAMA)),
-    ),
-)
-
-NORM = Param("model.norm.weight", lambda d: d.shape("norm.weight"), LLAMA, absent=(RANDOM,))
-
 UNKNOWN = Event(
     "warning",
     "skipped_unknown_name",
     "eagle3.sglang.skipped_unknown_name",
     LLAMA,
-)
-SHAPE = Event(
-    "error",
-    "shape_mismatch",
-    "eagle3.sglang.shape_mismatch",
-    LOADER_UTILS,
 )
 
 DROPS = (
@@ -231,7 +78,6 @@ RENAMES = (
 #: llama_eagle3 overrides qkv_proj with bias=False; o_proj keeps LlamaAttention's bias=attention_bias or bias;
 #: LlamaMLP has no bias.
 BIASES = Biases(o_proj=lambda d: d.spec.attention_bias or d.spec.bias)
-NESTED_IDS = ("eagle_config.eagle_aux_hidden_state_layer_ids",)
 
 LLAMA_LOADER = Loader(
     architectures=("LlamaForCausalLMEagle3",),
@@ -281,87 +127,6 @@ LLAMA_LOADER = Loader(
                 "quantization_ignored",
                 "eagle3.sglang.quantization_ignored",
                 Source(REPO, VERSION, "python/sglang/srt/arg_groups/serving_hook.py", inferred=True),
-            ),
-        ),
-    ),
-)
-
-MLA_LOADER = Loader(
-    architectures=("Eagle3DeepseekV2ForCausalLM",),
-    source=KIMI,
-    renames=(
-        Rename(r"^layers\.0\.", "midlayer.", KIMI),
-        Rename(r"^(d2t|.*\.d2t)$", "hot_token_id", KIMI),
-        Rename(r"^(?!lm_head\.|hot_token_id)", "model.", KIMI),
-        Rename(r"\.gate_proj\.", ".gate_up_proj.", KIMI, shard="0"),
-        Rename(r"\.up_proj\.", ".gate_up_proj.", KIMI, shard="1"),
-        Rename(r"\.q_a_proj\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="0"),
-        Rename(r"\.kv_a_proj_with_mqa\.", ".fused_qkv_a_proj_with_mqa.", KIMI, shard="1"),
-    ),
-    drops=(
-        Drop(r"(^|\.)t2d$", Event("info", "dropped", "eagle3.sglang.dropped.mla", KIMI)),
-        # q_a_proj and kv_a_proj_with_mqa are cached until both arrive, then fused: one alone is never loaded
-        Drop(
-            r"\.kv_a_proj_with_mqa\.weight$",
-            Event("warning", "unfused_weight", "eagle3.sglang.unfused_weight.q_a_missing", KIMI),
-            when=lambda d: not any(n.endswith("q_a_proj.weight") for n in d.names),
-        ),
-        Drop(
-            r"\.q_a_proj\.weight$",
-            Event("warning", "unfused_weight", "eagle3.sglang.unfused_weight.kv_a_missing", KIMI),
-            when=lambda d: not any(n.endswith("kv_a_proj_with_mqa.weight") for n in d.names),
-        ),
-    ),
-    lookups=("{name}",),
-    params=(
-        EMBED,
-        *fc_block("model.fc", KIMI, RANDOM, bias=lambda d: d.spec.bias, fc_norm="model.fc_norm", needs_aux=False),
-        *decoder_layers(
-            lambda i: "model.midlayer.",
-            KIMI,
-            RANDOM,
-            attention="mla",
-            layers=1,
-            fused_qkv_a="fused_qkv_a_proj_with_mqa",
-        ),
-        NORM,
-        LM_HEAD,
-        HOT_TOKENS,
-    ),
-    unknown=Event("warning", "skipped_unknown_name", "eagle3.sglang.skipped_unknown_name.mla", KIMI),
-    shape_error=SHAPE,
-    checks=(
-        Case(
-            lambda d: d.layers != 1,
-            Event(
-                "error",
-                "layers_unsupported",
-                "eagle3.sglang.layers_unsupported",
-                KIMI,
-            ),
-        ),
-        Case(
-            lambda d: d.spec.mla is not None and d.spec.mla.q_lora_rank is None,
-            Event(
-                "error",
-                "mla_needs_q_lora_rank",
-                "eagle3.sglang.mla_needs_q_lora_rank",
-                KIMI,
-            ),
-        ),
-    ),
-    # _get_eagle_aux_layer_count: eagle_config's ids, then the top-level ones, else 3.
-    fc_aux_keys=(*NESTED_IDS, "eagle_aux_hidden_state_layer_ids"),
-    # Eagle3DeepseekV2ForCausalLM drops a modelopt_fp4 quant config: its layers are built unquantized.
-    quantization=lambda d: d.spec.quantization is None or d.spec.quantization.weight_format != "nvfp4",
-    quantization_refused=(
-        Case(
-            lambda d: d.spec.quantization is not None and d.spec.quantization.weight_format == "nvfp4",
-            Event(
-                "warning",
-                "quantization_ignored",
-                "eagle3.sglang.quantization_ignored.mla_nvfp4",
-                KIMI,
             ),
         ),
     ),
