@@ -16,6 +16,7 @@ engine; exit 0 (none), 1 (some), 2 (no engine environment).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -60,12 +61,20 @@ class DriverPin(Pin):
         return oracle_home() / f"{self.environment_of}-{self.version}"
 
 
+#: The EAGLE-3 driver each DFlash driver imports (its capture tracing, its SGLang set-up): part of the cache key.
+SHARED = {"vllm": "worker_vllm.py", "sglang": "worker_sglang.py"}
+
+
 def dflash_pins(wanted: list[str] | None = None) -> list[DriverPin]:
-    return [
-        DriverPin(f"dflash_{pin.engine}", pin.version, pin.requirements, environment_of=pin.engine)
-        for pin in pins()
-        if pin.engine in ("vllm", "sglang") and (not wanted or pin.engine in wanted)
-    ]
+    """The pinned engines as DFlash drivers; the shared driver's digest rides in the requirements, so a change to it
+    reruns these results as a change to worker.py does."""
+    out = []
+    for pin in pins():
+        if pin.engine in SHARED and (not wanted or pin.engine in wanted):
+            shared = hashlib.sha256((HERE / SHARED[pin.engine]).read_bytes()).hexdigest()[:16]
+            requirements = f"{pin.requirements} # {SHARED[pin.engine]} {shared}"
+            out.append(DriverPin(f"dflash_{pin.engine}", pin.version, requirements, environment_of=pin.engine))
+    return out
 
 
 @dataclass(frozen=True)
