@@ -237,6 +237,14 @@ def _vllm_embed_width_unchecked() -> None:
     change_params("vllm", "LlamaForCausalLMEagle3", change)
 
 
+def _default_indices_read_by_class() -> None:
+    import importlib
+
+    capture = place("capture")
+    verdict = importlib.import_module(capture.__name__.rsplit(".", 1)[0] + ".capture_verdict")
+    verdict.default_depth = lambda ids: None
+
+
 MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "vllm.aux_ids.reads_eagle_config_layer_ids": (
         "vLLM's V2 runner no longer reads eagle_config.layer_ids (issue #26)",
@@ -286,6 +294,10 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     ),
     "sglang.aux_ids.keys.nested_only": ("SGLang also reads the top-level ids", _sglang_reads_top_level_ids),
     "vllm.llama.d2t.renamed": ("vLLM does not rename d2t to draft_id_to_target_id", _vllm_d2t_not_renamed),
+    "capture.claim.default_indices": (
+        "ids that are the default capture's indices (2, n//2, n-3) are read by the target class's convention",
+        _default_indices_read_by_class,
+    ),
     "vllm.embed.width_checked": (
         "vLLM's shared embedding is not checked against the drafter's width",
         _vllm_embed_width_unchecked,
