@@ -9,6 +9,7 @@ import stat
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
@@ -126,6 +127,11 @@ class Source(ABC):
     def describe(self, weights: RelativePath | None = None) -> Described:
         """The kind, location and pinned revision for reports (after list_files); ``weights`` is the file that
         defines the checkpoint (its index, or its first weight file), whose version a store shows."""
+
+    def prepare(self) -> None:
+        """Before the reads start on threads: load what they will need (a store's HTTP client), so that what the
+        caller does meanwhile overlaps their round trips rather than their start. By default, nothing."""
+        return None
 
     def pin(self, revision: str | None) -> None:
         """Reopened after a read (for --values): take up the revision that read saw, without listing again."""
@@ -309,6 +315,21 @@ class RangeFile(io.RawIOBase):
             buffer[:count] = self._buffer[offset : offset + count]
             self.position += count
             return count
+
+
+@contextmanager
+def explained_errors(source: Source) -> Iterator[None]:
+    """A store's own exceptions (HTTP, cloud SDK) become the one-line error ``source.explain`` gives; a
+    CkptdiffError passes as it is, and an exception ``explain`` does not know is a bug, raised as it is."""
+    try:
+        yield
+    except CkptdiffError:
+        raise
+    except Exception as err:
+        explained = source.explain(err)
+        if explained is None:
+            raise
+        raise explained from None
 
 
 def needed_from_prefix(data: bytes | bytearray) -> int | None:
