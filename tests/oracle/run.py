@@ -1,7 +1,7 @@
 """The oracle job for any checkout: every case through the pinned engines and through ckptdiff, and where they differ.
 
     python tests/oracle/run.py [--ckptdiff-root PATH] [--engine vllm] [--case NAME ...] [--split held-out]
-                               [--capture] [--out FILE]
+                               [--family mtp] [--capture] [--out FILE]
 
 Prints one line per disagreement (case, engine, subject, what ckptdiff says, what the engine did) and a
 count per engine and split; writes the same to --out (default /tmp/oracle-disagreements.txt). ``--capture``
@@ -27,39 +27,13 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from cases import Case, target_dir, write_all  # noqa: E402
-from catalogue import CASES  # noqa: E402
-from compare import Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
+from cases import Case  # noqa: E402
+from compare import FAILURE_OF, Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
 from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
+from oracle_families import ORACLE_FAMILIES, all_cases, failure_codes, family_of, oracle_family  # noqa: E402
 
 REPO = HERE.parent.parent
 DEFAULT_OUT = Path("/tmp/oracle-disagreements.txt")
-#: Engine settings compared as engines of their own: label → (the pinned engine, ckptdiff's extra arguments, the
-#: worker's record of that setting: result key → the key it replaces). None yet: vLLM's V1 model runner
-#: ("vllm-v1": ("vllm", ["--vllm-runner", "v1"], {"aux_runners.v1": "aux", "from_target_v1": "from_target"}))
-#: needs worker_vllm.py to record both runners (aux_runners, from_target_v1), a change that reruns every vLLM case.
-VARIANTS: dict[str, tuple[str, list[str], dict[str, str]]] = {}
-
-
-def variant_result(result: dict[str, Any], variant: str) -> dict[str, Any] | None:
-    """The engine's observation under a setting (VARIANTS), from the worker's record of both; None when the
-    cached result predates that record."""
-    out = dict(result)
-    for source, target in VARIANTS[variant][2].items():
-        found: Any = result
-        for part in source.split("."):
-            found = found.get(part) if isinstance(found, dict) else None
-        if found is None and not result.get("raised"):
-            return None
-        if found is not None and not (isinstance(found, dict) and "error" in found and len(found) == 1):
-            out[target] = found
-    return out
-
-
-def labels(engines: list[Pin]) -> list[str]:
-    """Every engine label compared: the pinned engines, then the settings of those (VARIANTS)."""
-    names = [pin.engine for pin in engines]
-    return names + [label for label, (engine, _, _) in VARIANTS.items() if engine in names]
 
 
 @dataclass
@@ -67,7 +41,7 @@ class Result:
     """One run: what was compared and every disagreement."""
 
     engines: list[Pin]
-    cases: list[Case]
+    cases: list[Case]  # every family's (Case is EAGLE-3's; the others have the fields used here)
     found: list[Disagreement] = field(default_factory=list)
     not_comparable: list[tuple[str, str, str]] = field(default_factory=list)  # case, engine, why
     agreeing: dict[str, int] = field(default_factory=dict)  # engine → cases with no disagreement
@@ -86,17 +60,15 @@ class Result:
 
     def table(self) -> str:
         lines = []
-        versions = {pin.engine: pin.version for pin in self.engines}
-        for engine in labels(self.engines):
-            label = f"{engine} {versions.get(VARIANTS[engine][0] if engine in VARIANTS else engine, '')}"
-            agree, compared = self.agrees(engine)
-            cases_off = len({d.case for d in self.found if d.engine == engine})
+        for pin in self.engines:
+            agree, compared = self.agrees(pin.engine)
+            cases_off = len({d.case for d in self.found if d.engine == pin.engine})
             lines.append(
-                f"{label}: {compared} cases compared, {agree} agree, "
-                f"{cases_off} disagree ({sum(1 for d in self.found if d.engine == engine)} disagreements)"
+                f"{pin.label}: {compared} cases compared, {agree} agree, "
+                f"{cases_off} disagree ({sum(1 for d in self.found if d.engine == pin.engine)} disagreements)"
             )
             for split in sorted({c.split for c in self.cases} - {"main"}):
-                agree, compared = self.agrees(engine, split)
+                agree, compared = self.agrees(pin.engine, split)
                 if compared:
                     lines.append(f"  {split}: {agree} of {compared} agree ({100 * agree / compared:.1f} %)")
         for case, engine, why in self.not_comparable:
@@ -113,25 +85,22 @@ class Result:
         return "\n".join(lines) + "\n"
 
 
-def ckptdiff_report(
-    root: Path, case_dir: Path, target: Path, engines: list[str], extra: list[str] | None = None
-) -> dict[str, Any]:
-    """ckptdiff's JSON report on one case, from the checkout at ``root``, run as a user runs it."""
+def ckptdiff_report(root: Path, case_dir: Path, target: Path | None, engines: list[str]) -> dict[str, Any]:
+    """ckptdiff's JSON report on one case, from the checkout at ``root``, run as a user runs it (``target`` None:
+    the case is checked on its own, as a target carrying MTP layers is)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
     env.update(PYTHONPATH=str(root), NO_COLOR="1", HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "ckptdiff", str(case_dir), "--base", str(target), "--format", "json"]
+    base = ["--base", str(target)] if target is not None else []
+    command = [sys.executable, "-m", "ckptdiff", str(case_dir), *base, "--format", "json"]
     for engine in engines:
         command += ["--engine", engine]
-    command += extra or []
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=root)
     if completed.returncode not in (0, 1):
         raise RuntimeError(f"ckptdiff exit {completed.returncode} on {case_dir.name}: {completed.stderr.strip()}")
     return json.loads(completed.stdout)
 
 
-def in_process_report(
-    case_dir: Path, target: Path, engines: list[str], extra: list[str] | None = None
-) -> dict[str, Any]:
+def in_process_report(case_dir: Path, target: Path | None, engines: list[str]) -> dict[str, Any]:
     """ckptdiff's JSON report on one case from the ckptdiff imported here (mutate.py: with a rule changed)."""
     import contextlib
     import io
@@ -140,10 +109,10 @@ def in_process_report(
 
     from ckptdiff.cli import command
 
-    args = [str(case_dir), "--base", str(target), "--format", "json", "--no-step-summary"]
+    base = ["--base", str(target)] if target is not None else []
+    args = [str(case_dir), *base, "--format", "json", "--no-step-summary"]
     for engine in engines:
         args += ["--engine", engine]
-    args += extra or []
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         try:
@@ -161,71 +130,72 @@ def run(
     split: str | None = None,
     reporter: Any = None,
     cached_only: bool = False,
+    families: list[str] | None = None,
 ) -> Result:
     wanted = [pin for pin in pins() if not engine_names or pin.engine in engine_names]
-    cases = [case for case in CASES if (not case_names or case.name in case_names) and split in (None, case.split)]
+    every = [case for case in all_cases() if not families or family_of(case) in families]
+    cases = [case for case in every if (not case_names or case.name in case_names) and split in (None, case.split)]
     if case_names and len(cases) != len(set(case_names)):
-        unknown = sorted(set(case_names) - {c.name for c in CASES})
+        unknown = sorted(set(case_names) - {c.name for c in every})
         raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
     result = Result(wanted, cases)
     with tempfile.TemporaryDirectory(prefix="ckptdiff-oracle-cases-") as scratch:
-        directories = write_all(Path(scratch), cases)
-        targets = {c.name: target_dir(Path(scratch), c) for c in cases}
-        observed = {
-            pin.engine: run_engine(
-                pin,
-                {c.name: (directories[c.name], targets[c.name]) for c in cases if pin.engine not in c.not_comparable},
-                log,
-                cached_only=cached_only,
-            )
-            for pin in wanted
-        }
+        # name → (the checkpoint ckptdiff checks, its --base or None: the checkpoint is its own target)
+        written: dict[str, tuple[Path, Path | None]] = {}
+        observed: dict[str, dict[str, dict[str, Any]]] = {pin.engine: {} for pin in wanted}
+        for family in ORACLE_FAMILIES:
+            mine = [c for c in cases if family_of(c) == family.name]
+            if not mine:
+                continue
+            here = family.write(Path(scratch) / family.name, mine)
+            written |= here
+            for pin in wanted:
+                pairs = {
+                    c.name: (here[c.name][0], here[c.name][1] or here[c.name][0])
+                    for c in mine
+                    if pin.engine not in c.not_comparable
+                }
+                observed[pin.engine] |= run_engine(
+                    pin, pairs, log, cached_only=cached_only, driver=family.driver, shared=family.shared
+                )
         names = [pin.engine for pin in wanted]
-        variants = [label for label in labels(wanted) if label in VARIANTS]
-        runs = [("all", names, [])] + [(label, [VARIANTS[label][0]], VARIANTS[label][1]) for label in variants]
-        jobs = [(c, run_label, engines, extra) for c in cases for run_label, engines, extra in runs]
-
-        def report(job: tuple[Case, str, list[str], list[str]]) -> dict[str, Any]:
-            case, _, engines, extra = job
-            if reporter is not None:
-                return dict(reporter(directories[case.name], targets[case.name], engines, extra))
-            return ckptdiff_report(root, directories[case.name], targets[case.name], engines, extra)
-
         if reporter is not None:
-            done = [report(job) for job in jobs]
+            reports = {c.name: reporter(*written[c.name], names) for c in cases}
         else:
             with ThreadPoolExecutor(max_workers=2) as pool:
-                done = list(pool.map(report, jobs))
-        reports = {(job[0].name, job[1]): found for job, found in zip(jobs, done)}
+                reports = dict(
+                    zip(
+                        [c.name for c in cases],
+                        pool.map(lambda c: ckptdiff_report(root, *written[c.name], names), cases),
+                    )
+                )
+    codes = {**FAILURE_OF, **failure_codes()}
     for case in cases:
-        for label in labels(wanted):
-            engine = VARIANTS[label][0] if label in VARIANTS else label
-            run_label = label if label in VARIANTS else "all"
-            entries = {entry["engine"]: entry for entry in reports[(case.name, run_label)].get("engines", [])}
-            if engine in case.not_comparable:
-                result.not_comparable.append((case.name, label, case.not_comparable[engine]))
+        family = oracle_family(family_of(case))
+        entries = {entry["engine"]: entry for entry in reports[case.name].get("engines", [])}
+        for pin in wanted:
+            if pin.engine in case.not_comparable:
+                result.not_comparable.append((case.name, pin.engine, case.not_comparable[pin.engine]))
                 continue
-            seen = observed[engine][case.name]
-            lacking = environment_failure(seen)
+            lacking = environment_failure(observed[pin.engine][case.name])
             if lacking is not None:
-                result.not_comparable.append((case.name, label, f"environment: this machine lacks {lacking}"))
+                result.not_comparable.append((case.name, pin.engine, f"environment: this machine lacks {lacking}"))
                 continue
-            if label in VARIANTS:
-                found_variant = variant_result(seen, label)
-                if found_variant is None:
-                    result.not_comparable.append((case.name, label, "the cached result does not record this setting"))
-                    continue
-                seen = found_variant
-            entry = entries.get(engine)
-            theirs = engine_view(seen, case)
-            result.captures[(case.name, label)] = (capture_observed(seen), capture_believed(entry))
+            entry = entries.get(pin.engine)
+            seen = observed[pin.engine][case.name]
+            inert = family.inert(case, seen) if family.inert is not None else None
+            theirs = engine_view(seen, case, family.names(case), inert)
+            result.captures[(case.name, pin.engine)] = (
+                capture_observed(observed[pin.engine][case.name]),
+                capture_believed(entry),
+            )
             if entry is None:
-                found = [Disagreement(case.name, label, "outcome", "(no engine entry)", theirs.outcome)]
+                found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", theirs.outcome)]
             else:
-                found = disagreements(case.name, label, ckptdiff_view(entry), theirs)
+                found = disagreements(case.name, pin.engine, ckptdiff_view(entry, codes), theirs)
             result.found += found
             if not found:
-                result.agreeing[label] = result.agreeing.get(label, 0) + 1
+                result.agreeing[pin.engine] = result.agreeing.get(pin.engine, 0) + 1
     return result
 
 
@@ -263,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the table is also written")
     parser.add_argument("--split", choices=("main", "held-out"), help="only the cases of this split")
     parser.add_argument("--capture", action="store_true", help="print the observed capture beside ckptdiff's")
+    parser.add_argument(
+        "--family", action="append", choices=[f.name for f in ORACLE_FAMILIES], help="only this family's cases"
+    )
     args = parser.parse_args(argv)
     wanted = [pin for pin in pins() if not args.engine or pin.engine in args.engine]
     missing = missing_environments(wanted)
@@ -270,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         labels = ", ".join(pin.label for pin in missing)
         print(f"oracle: no environment for {labels}: run bash tests/oracle/install_engines.sh", file=sys.stderr)
         return 2
-    result = run(args.ckptdiff_root.resolve(), args.engine, args.case, split=args.split)
+    result = run(args.ckptdiff_root.resolve(), args.engine, args.case, split=args.split, families=args.family)
     text = f"ckptdiff at {args.ckptdiff_root.resolve()}\n" + result.table()
     if args.capture:
         text += "\n" + capture_table(result)
