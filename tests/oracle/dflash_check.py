@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ STAGES = {
     "dflash_not_supported": "config",
     "target_layer_ids_malformed": "config",
     "ids_vs_target": "config",
+    "target_not_capturable": "config",
     "ids_vs_trained_depth": "construct",
     "unknown_name": "load",
     "shape_mismatch": "load",
@@ -124,6 +126,11 @@ def ckptdiff_view(result: Any) -> tuple[str, str | None, dict[str, str], set[str
     return result.outcome, stage, params, loaded
 
 
+def case_config(case: DFlashCase, folder: Path) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads((folder / "config.json").read_text())
+    return config
+
+
 def judge(case: DFlashCase, engine: str, observed: dict[str, Any], folder: Path, target: Path) -> list[Disagreement]:
     from ckptdiff.pipeline import compare_specs
 
@@ -136,6 +143,14 @@ def judge(case: DFlashCase, engine: str, observed: dict[str, Any], folder: Path,
     def differ(subject: str, a: Any, b: Any) -> None:
         found.append(Disagreement(case.name, engine, subject, str(a), str(b)))
 
+    if engine == "vllm" and "aux" in observed and "v1_ids" in observed["aux"]:
+        from ckptdiff.families.dflash.engines import get_engine
+
+        rule = get_engine("vllm").v1_ids
+        said = list(rule(case_config(case, folder))) if rule is not None and rule(case_config(case, folder)) else None
+        seen = observed["aux"]["v1_ids"]
+        if said != (list(seen) if seen else None):
+            differ("V1 runner capture ids", said, seen)
     if ours != theirs:
         raised = observed.get("raised") or {}
         differ("outcome", ours, f"{theirs} ({raised.get('type', '')}: {str(raised.get('message', ''))[:120]})")
