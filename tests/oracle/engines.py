@@ -66,15 +66,16 @@ def missing_environments(wanted: list[Pin]) -> list[Pin]:
     return [pin for pin in wanted if not pin.installed]
 
 
-def _cache_key(pin: Pin, case_digest: str, target_digest: str) -> str:
+def _cache_key(pin: Pin, case_digest: str, target_digest: str, driver: str = "", shared: tuple[str, ...] = ()) -> str:
     sha = hashlib.sha256()
-    driver = WORKER.with_name(f"worker_{pin.engine}.py")
+    module = WORKER.with_name(f"worker_{driver}{pin.engine}.py")
     for part in (
         pin.engine,
         pin.version,
         pin.requirements,
         WORKER.read_text(),
-        driver.read_text(),
+        module.read_text(),
+        *(WORKER.with_name(name).read_text() for name in shared),
         case_digest,
         target_digest,
     ):
@@ -87,14 +88,23 @@ class NotCached(RuntimeError):
 
 
 def run_engine(
-    pin: Pin, cases: dict[str, tuple[Path, Path]], log: Any = sys.stderr, cached_only: bool = False
+    pin: Pin,
+    cases: dict[str, tuple[Path, Path]],
+    log: Any = sys.stderr,
+    cached_only: bool = False,
+    driver: str = "",
+    shared: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """The engine's observation for every case (name → (case folder, target folder)): from the cache when nothing
-    it depends on changed (``cached_only``: never run the engine; a missing result raises NotCached)."""
-    cache = oracle_home() / "results" / f"{pin.engine}-{pin.version}"
+    it depends on changed (``cached_only``: never run the engine; a missing result raises NotCached). ``driver``:
+    a family's worker driver prefix (worker_<driver><engine>.py; "" is EAGLE-3's), ``shared``: the other worker
+    files it imports; both key its results, which are cached apart (results/<driver><engine>-<version>)."""
+    cache = oracle_home() / "results" / f"{driver}{pin.engine}-{pin.version}"
     cache.mkdir(parents=True, exist_ok=True)
     targets = {target: digest(target) for _, target in cases.values()}
-    keys = {name: _cache_key(pin, digest(path), targets[target]) for name, (path, target) in cases.items()}
+    keys = {
+        name: _cache_key(pin, digest(path), targets[target], driver, shared) for name, (path, target) in cases.items()
+    }
     results: dict[str, dict[str, Any]] = {}
     todo: dict[str, tuple[Path, Path]] = {}
     for name, paths in cases.items():
@@ -103,7 +113,8 @@ def run_engine(
             results[name] = json.loads(cached.read_text())
         else:
             todo[name] = paths
-    print(f"oracle: {pin.label}: {len(results)} cached, {len(todo)} to run", file=log, flush=True)
+    label = f"{pin.label} ({driver.rstrip('_')})" if driver else pin.label
+    print(f"oracle: {label}: {len(results)} cached, {len(todo)} to run", file=log, flush=True)
     if not todo:
         return results
     if cached_only:
@@ -114,7 +125,7 @@ def run_engine(
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env.update(CUDA_VISIBLE_DEVICES="", PYTHONNOUSERSITE="1", TOKENIZERS_PARALLELISM="false")
         pairs = [f"{case}{PAIR}{target}" for case, target in todo.values()]
-        command = [str(pin.python), str(WORKER), pin.engine, str(out), *pairs]
+        command = [str(pin.python), str(WORKER), f"{driver}{pin.engine}", str(out), *pairs]
         completed = subprocess.run(
             command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S
         )

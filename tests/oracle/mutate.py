@@ -305,6 +305,12 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
 }
 
 
+# The other families' mutations, each in its own module.
+from mutate_mtp import MUTATIONS as MTP_MUTATIONS  # noqa: E402
+
+MUTATIONS |= MTP_MUTATIONS
+
+
 # ---- DFlash (ckptdiff/families/dflash/engines/): its own block, judged on dflash_check.py's cases
 
 
