@@ -5,7 +5,8 @@ replay of the same drafter and target.
     python tests/oracle/dflash_check.py [--engine vllm] [--case NAME] [--cached-only]
 
 Per case and engine the two sides must agree on the outcome (loads, degraded: a parameter left unwritten, fails)
-and, when both fail, on the stage (config, construct, load, worker start-up, first forward); when neither fails,
+and, when both fail, on the stage (config, construct, load, worker start-up, first forward) and, at the load, on the
+tensor it raised on; when neither fails,
 on every parameter's fate (loaded, left random, taken from the target, not needed) and on which tensors reached a
 parameter. The engine's first forward is not run: its failure is derived from what the worker observed (the fc
 width built against the target states captured, traced on the target's own class). Engine results are cached as
@@ -158,6 +159,12 @@ def judge(case: DFlashCase, engine: str, observed: dict[str, Any], folder: Path,
     if ours == "fails":
         if stage != their_stage:
             differ("stage", stage, their_stage)
+        elif stage == "load" and observed.get("loading"):
+            # the tensor the engine's load raised on (the last one its loader was handed) must be one ckptdiff
+            # says the load raises on
+            raising = {e.tensor for e in result.events if e.severity == "error" and e.tensor}
+            if observed["loading"] not in raising:
+                differ("tensor the load raised on", sorted(raising), observed["loading"])
         return found
     for name in sorted(set(params) | set(their_params)):
         if params.get(name) != their_params.get(name):
