@@ -62,7 +62,7 @@ def test_the_published_kimi_k2_drafter_alone_loads_under_both_engines_with_the_c
     assert condition["targets"] == [
         {
             "family": "DeepSeek-V2/V3",
-            "architectures": ["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"],
+            "architectures": ["DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"],
             "layers": [[61, 61]],
         }
     ]

@@ -168,7 +168,7 @@ def run(
                 result.not_comparable.append((case.name, pin.engine, f"environment: this machine lacks {lacking}"))
                 continue
             entry = entries.get(pin.engine)
-            theirs = engine_view(observed[pin.engine][case.name], case)
+            theirs = engine_view(observed[pin.engine][case.name], case, pin.engine)
             result.captures[(case.name, pin.engine)] = (
                 capture_observed(observed[pin.engine][case.name]),
                 capture_believed(entry),
