@@ -365,7 +365,8 @@ def _vllm_mla_fc_needs_aux() -> None:
     def change(param: Any) -> Any:
         if param.name not in ("model.fc.weight", "model.fc.bias"):
             return param
-        return dataclasses.replace(param, exists=lambda d: d.use_aux)
+        built = param.exists
+        return dataclasses.replace(param, exists=lambda d: d.use_aux and built(d))
 
     change_params("vllm", "Eagle3DeepseekV2ForCausalLM", change)
 
