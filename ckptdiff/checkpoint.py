@@ -15,17 +15,8 @@ import msgspec
 from .dtypes import DTYPE_BITS, DType
 from .errors import CkptdiffError, IndexError_
 from .limits import MAX_JSON_BYTES
-from .safetensors_header import (
-    DuplicateKeyError,
-    SafetensorsHeader,
-    TensorEntry,
-    TensorSpan,
-    decode_unescaped,
-    has_lone_surrogate,
-    reject_duplicate_keys,
-    same_text,
-    text_end,
-)
+from .safetensors_header import SafetensorsHeader, TensorEntry, TensorSpan, decode_unescaped, same_text, text_end
+from .strict_json import DuplicateKeyError, has_lone_surrogate, reject_duplicate_keys
 
 #: A file inside a checkpoint, relative to its folder or repo root, with forward slashes.
 RelativePath = str

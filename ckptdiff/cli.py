@@ -281,7 +281,7 @@ def command(
     """
     set_environment(debug=debug, offline=offline)  # the command line is accepted: nothing was read or sent before
     from .config_file import load_config, merge_policy
-    from .formats import RenderOptions, render
+    from .formats import RenderOptions, load_format, render
     from .pipeline import compare_specs
     from .sources import SourceOptions
 
@@ -325,6 +325,7 @@ def command(
         follow_symlinks=follow_symlinks,
     )
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
+    fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
     report = compare_specs(
         a,
         b,
@@ -339,8 +340,8 @@ def command(
         renames=rename_rules,
         engines=engines,
         command=command_line(click.get_current_context()),
+        meanwhile=lambda: load_format(fmt),
     )
-    fmt = format_for(fmt, output, settings.get("format"))
     to_stdout = output in (None, "-")
     if only_diffs is None:  # the terminal table hides matches unless --all; markdown lists every row
         only_diffs = settings.get("only_diffs", fmt in ("table", "github"))

@@ -5,15 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .comparison import check_checkpoint, choose_profile, compare_checkpoints
 from .errors import CkptdiffError
 from .families import AUTO
-from .naming import RenameRule
-from .policy import Policy
-from .report import Report
 from .version import __version__
 
 if TYPE_CHECKING:
+    from .naming import RenameRule
+    from .policy import Policy
+    from .report import Report
     from .sources import SourceOptions
     from .values import ValuesOptions
 
@@ -46,6 +45,7 @@ def compare_specs(
     command: str | None = None,
     values_options: ValuesOptions | None = None,
     values_only: Sequence[str] = (),
+    meanwhile: Callable[[], object] | None = None,
 ) -> Report:
     """Resolve two specs (and an optional base) through the sources, then compare them.
 
@@ -55,9 +55,10 @@ def compare_specs(
     each side; with ``b`` None the one checkpoint is checked on its own against them. ``command`` is the command
     line the report names (the CLI's). ``values_options`` says where the value pass runs (threads, ``--jobs``
     processes, a Dask scheduler) and carries its progress hook. ``values_only`` (``--values-only``, implies
-    ``values``): globs; only the tensors they match are compared, each read by its byte range.
+    ``values``): globs; only the tensors they match are compared, each read by its byte range. ``meanwhile`` is
+    called while a pair's reads are in flight (the CLI loads its output format then).
     """
-    from .sources import resolve, resolve_both
+    from .sources import reading_both, resolve
     from .sources.wanted import Wanted
 
     if values:
@@ -66,6 +67,8 @@ def compare_specs(
     if b is None:
         side = resolve(a, source_options)
         base_checkpoint = resolve(base, source_options, wanted=set()) if base is not None else None
+        from .comparison import check_checkpoint
+
         return check_checkpoint(
             side,
             engines=engines,
@@ -75,7 +78,13 @@ def compare_specs(
             tool_version=__version__,
             profile=profile,
         )
-    side_a, side_b = resolve_both(a, b, source_options)
+    with reading_both(a, b, source_options) as both:
+        # the comparison (and the caller's output) loads while the network answers: a Hub pair's reads are under way
+        from .comparison import choose_profile, compare_checkpoints
+
+        if meanwhile is not None:
+            meanwhile()
+        side_a, side_b = both()
     chosen = choose_profile(profile, side_a, side_b)
     base_checkpoint = None
     if base is not None:

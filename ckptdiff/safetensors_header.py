@@ -20,6 +20,7 @@ import msgspec
 
 from .dtypes import DTYPE_BITS, DType
 from .errors import HeaderError
+from .strict_json import MAX_JSON_DEPTH, DuplicateKeyError, has_lone_surrogate, nesting_depth, reject_duplicate_keys
 
 T = TypeVar("T")
 
@@ -32,8 +33,6 @@ MAX_HEADER_BYTES = 100_000_000
 #: The reference's size type (``usize``, 64 bits): a dim or an offset above it is not a number it reads, and a
 #: shape whose running element count or bit count passes it overflows there.
 _MAX_NUMEL = 2**64 - 1
-#: json nesting deeper than this is not a header, whatever the parser could survive.
-_MAX_JSON_DEPTH = 64
 
 #: A non-negative JSON integer: a dim or a byte offset. Past 2**63 - 1 (msgspec bounds no further) the fast path
 #: leaves the header to the precise checks, which hold it to the reference's 2**64 - 1.
@@ -359,51 +358,10 @@ def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | Non
     return parse_header(raw, source=source, file_size=file_size)
 
 
-class DuplicateKeyError(Exception):
-    """Raised by :func:`reject_duplicate_keys`; callers turn it into their own CkptdiffError."""
-
-
-def reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """``json.loads`` hook: a JSON object naming a key twice is an error (json would silently keep the last)."""
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise DuplicateKeyError(key)
-            seen.add(key)
-    return result
-
-
-def _nesting_depth(text: str) -> int:
-    """Deepest bracket nesting outside strings: checked before json recursion can blow the stack."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > _MAX_JSON_DEPTH:
-                    return deepest
-        elif char in "]}":
-            depth -= 1
-    return deepest
-
-
 def _check_depth(text: str, source: SourceName) -> None:
     # A valid header nests three deep; scan only when brackets are unusually many.
-    if text.count("[") + text.count("{") > 3 * _MAX_JSON_DEPTH and _nesting_depth(text) > _MAX_JSON_DEPTH:
-        raise HeaderError(source, f"header JSON nests deeper than {_MAX_JSON_DEPTH} levels")
+    if text.count("[") + text.count("{") > 3 * MAX_JSON_DEPTH and nesting_depth(text) > MAX_JSON_DEPTH:
+        raise HeaderError(source, f"header JSON nests deeper than {MAX_JSON_DEPTH} levels")
 
 
 def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
@@ -421,23 +379,6 @@ def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
     if has_lone_surrogate(text, document):
         raise HeaderError(source, "header has a string with a lone surrogate escape (not valid Unicode)")
     return document
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-
-
-def has_lone_surrogate(text: str, document: Any) -> bool:
-    """Whether a decoded JSON document holds a lone surrogate (``"\\ud800"``), which no UTF-8 output can print.
-
-    The reference implementation refuses these; only texts with a surrogate escape pay for the full check.
-    """
-    if not _SURROGATE_ESCAPE.search(text):
-        return False
-    try:
-        json.dumps(document, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
 
 
 def _parse_metadata(raw: Any, source: SourceName) -> dict[str, str]:

@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -46,6 +46,8 @@ class _Counting:
             server.requests[path] += 1
             server.in_flight += 1
             server.max_in_flight = max(server.max_in_flight, server.in_flight)
+        for hook in list(server.hooks):
+            hook(environ)
         if path in server.ignore_range:
             environ.pop("HTTP_RANGE", None)
         app = self.app
@@ -125,6 +127,8 @@ class S3Server:
         self.lock = threading.Lock()
         self.latency = 0.0  # seconds added to every request (to see requests overlap)
         self.in_flight = self.max_in_flight = 0
+        #: Called with each request's WSGI environ before it is served (e.g. to rewrite an object mid-run).
+        self.hooks: list[Callable[[dict[str, Any]], None]] = []
 
     def __enter__(self) -> S3Server:
         from moto.server import ThreadedMotoServer

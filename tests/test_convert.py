@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy, for safetensors.numpy
@@ -196,6 +201,27 @@ def test_force_replaces_out_only_with_a_proven_output(run_cli, drafter, tmp_path
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("out.")] == []
 
 
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace shows the system calls; not installed here")
+def test_every_output_file_and_folder_is_on_disk_before_out_replaces_the_old_one(drafter, tmp_path):
+    # a crash after the rename must not leave an OUT whose bytes never reached the disk, the old one gone
+    out = tmp_path / "out"
+    out.mkdir()
+    log = tmp_path / "strace.log"
+    command = ["strace", "-f", "-y", "-o", str(log), "-e", "trace=fsync,rename,renameat,renameat2"]
+    command += [sys.executable, "-m", "ckptdiff", "convert", str(drafter), str(out), "--to", "vllm", "--force", "-q"]
+    command += ["--max-shard-size", "40kB"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text().splitlines()
+    into_place = next(i for i, line in enumerate(calls) if "out.partial" in line and "rename" in line)
+    synced = {re.sub(r".*fsync\(\d+<([^>]*)>\).*", r"\1", line) for line in calls[:into_place] if "fsync(" in line}
+    partial = str(tmp_path / "out.partial")
+    written = {f"{partial}/{p.name}" for p in out.iterdir()}
+    assert len(written) > 3  # shards, the index, config.json, convert.json
+    assert written | {partial} <= synced
+    assert any(f"fsync({n}<{tmp_path}>)" in line for line in calls[into_place:] for n in range(1000))
+
+
 # --- hostile plans ---------------------------------------------------------------------------------------------
 
 
@@ -257,3 +283,40 @@ def test_the_plain_comparison_is_unchanged(run_cli):
 
     assert result.returncode == 0
     assert "compatible: 15 match, 1 injected" in result.stdout
+
+
+# --- a SRC that changes under the run --------------------------------------------------------------------------
+
+
+def test_an_object_store_src_rewritten_during_the_write_fails_and_leaves_only_the_partial_output(
+    run_cli, drafter, s3, tmp_path
+):
+    pytest.importorskip("s3fs")
+    s3.upload(drafter, "drafters/k2")
+    key = "drafters/k2/model.safetensors"
+    rewritten = threading.Event()
+    changed = bytearray((drafter / "model.safetensors").read_bytes())
+    changed[-1] ^= 0xFF  # the last tensor's last byte: other bytes, so a new ETag
+
+    def upload_other_bytes() -> None:
+        s3.client().put_object(Bucket="drafters", Key="k2/model.safetensors", Body=bytes(changed))
+
+    def rewrite_when_the_tensors_are_read(environ: dict) -> None:
+        ranged = environ.get("HTTP_RANGE", "")
+        tensor_read = ranged.startswith("bytes=") and not ranged.startswith("bytes=0-")
+        if environ.get("PATH_INFO", "").endswith(key) and tensor_read and not rewritten.is_set():
+            rewritten.set()  # a new version of the object, uploaded while convert copies it
+            writer = threading.Thread(target=upload_other_bytes)
+            writer.start()
+            writer.join(30)
+
+    s3.hooks.append(rewrite_when_the_tensors_are_read)
+    out = tmp_path / "out"
+
+    result = run_cli("convert", "s3://drafters/k2", str(out), "--to", "sglang", "-q")
+
+    assert rewritten.is_set()
+    assert result.returncode == 1, result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert f"s3://{key}: changed while it was converted" in last and f"{out}.partial is left for inspection" in last
+    assert not out.exists() and not (tmp_path / "out.partial" / "convert.json").exists()

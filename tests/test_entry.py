@@ -81,8 +81,9 @@ TOKEN = "hf_entryTestTokenNeverSent0123456789"
         ["--jobs", "0"],
         ["--fail-on", "sometimes"],
         ["--color", "purple"],
+        ["-o", "report.xyz"],
     ],
-    ids=["bad-format", "typoed-flag", "jobs-0", "bad-fail-on", "bad-color"],
+    ids=["bad-format", "typoed-flag", "jobs-0", "bad-fail-on", "bad-color", "unknown-extension"],
 )
 def test_a_rejected_command_line_sends_no_request_and_writes_no_file(hub, tmp_path, rejected) -> None:
     """#30 finding 12: the command line is parsed (click) before any I/O, so a refused one costs nothing."""

@@ -73,12 +73,12 @@ def test_medusa_is_detected_and_no_pinned_engine_loads_it(tmp_path, run_cli) -> 
         assert "has no loader for medusa drafters" in event["message"]
 
 
-def test_dflash_is_detected_and_says_its_loading_is_not_modelled(tmp_path, run_cli) -> None:
+def test_dflash_is_detected_and_an_engine_without_its_rules_says_so(tmp_path, run_cli) -> None:
     folder = tmp_path / "dflash"
     write_config(folder, {"architectures": ["DFlashDraftModel"], "dflash_config": {"mask_token_id": 5}})
     write_safetensors(folder / "model.safetensors", [("layers.0.input_layernorm.weight", "BF16", [8])])
 
-    done = run_cli(str(folder), "--engine", "vllm", "--format", "json")
+    done = run_cli(str(folder), "--engine", "trtllm", "--format", "json")
 
     assert done.returncode == 1
     (entry,) = json.loads(done.stdout)["engines"]

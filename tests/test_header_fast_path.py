@@ -14,12 +14,8 @@ from test_fuzz import headerish, valid_specs
 from ckptdiff import checkpoint
 from ckptdiff.dtypes import DTYPE_BITS
 from ckptdiff.errors import CkptdiffError
-from ckptdiff.safetensors_header import (
-    _decode_plain,
-    parse_header,
-    parse_header_precisely,
-    reject_duplicate_keys,
-)
+from ckptdiff.safetensors_header import _decode_plain, parse_header, parse_header_precisely
+from ckptdiff.strict_json import reject_duplicate_keys
 from fixtures.generate import header_bytes
 
 MANY = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

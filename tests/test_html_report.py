@@ -202,3 +202,10 @@ def test_save_writes_more_formats_from_one_run_and_refuses_an_unknown_extension(
     assert (tmp_path / "r.md").read_text().startswith("## ckptdiff: incompatible ❌")
     refused = run_cli(PUBLISHED, TWO_AUX, "--save", str(tmp_path / "r.pdf"))
     assert refused.returncode == 2 and refused.stdout == "" and "no report format is written as .pdf" in refused.stderr
+
+
+def test_a_conditional_verdict_says_its_condition_beside_the_engine_not_folded(run_cli) -> None:
+    page = run_cli(str(FIXTURES / "kimi-k2-eagle3-published"), "--engine", "vllm", "--format", "html").stdout
+    folded = "".join(re.findall(r"<details>.*?</details>", page, re.S))
+    assert "aux_capture_conditional" in page and "aux_capture_conditional" not in folded
+    assert "from_target" in folded

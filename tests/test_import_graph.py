@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.dtypes": 0,
     "ckptdiff.progress": 0,
     "ckptdiff.policy_keys": 0,
+    "ckptdiff.strict_json": 0,
     "ckptdiff.safetensors_header": 1,
     "ckptdiff.checkpoint": 2,
     "ckptdiff.sources": 3,

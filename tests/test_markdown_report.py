@@ -78,7 +78,7 @@ def test_a_failing_pair_puts_the_verdict_and_failing_row_first_and_folds_the_res
     summaries = [summary for summary, _ in folded]
     assert summaries == [
         "14 matching tensors",
-        "20 info events (loaded as trained)",  # vLLM A: its capture conditional on the target (no --base)
+        "18 info events (loaded as trained)",  # not the conditional captures (vLLM A's, SGLang A's): shown beside
         "1 info finding",
         "Parameters per dtype",
     ]
@@ -209,3 +209,12 @@ def test_a_compatible_pair_is_short_and_says_so_first(run_cli, tmp_path: Path) -
 def test_only_diffs_leaves_matches_out_and_says_so(run_cli) -> None:
     markdown = run_cli(PUBLISHED, TWO_AUX, "--format", "md", "--only-diffs").stdout
     assert "_14 matching tensors not listed (--only-diffs)._" in markdown and "<summary>14 matching" not in markdown
+
+
+def test_a_conditional_verdict_says_its_condition_beside_the_engine_not_folded(run_cli) -> None:
+    markdown = run_cli(PUBLISHED, "--engine", "vllm", "--engine", "sglang", "--format", "md").stdout
+    rendered = html.unescape(github_html(markdown))
+    folded = "".join(re.findall(r"<details>.*?</details>", rendered, re.S))
+    assert "a 61-layer model of any class it knows" in rendered
+    assert "aux_capture_conditional" not in folded  # the one notice that says on which targets "loads" holds
+    assert "from_target" in folded  # the other info events stay folded

@@ -123,12 +123,15 @@ def test_a_deepseek_v3_target_alone_reports_on_its_mtp_layer_and_loads_under_bot
         fates["model.layers.3.self_attn.q_a_proj.weight"][1]
         == "model.layers.3.mtp_block.self_attn.fused_qkv_a_proj.weight[0]"
     )
-    assert fates["model.layers.3.mlp.experts.0.up_proj.weight"][1] == "model.layers.3.mtp_block.mlp.experts.w13_weight"
+    assert fates["model.layers.3.mlp.experts.0.up_proj.weight"][1] == (
+        "model.layers.3.mtp_block.mlp.experts.routed_experts.w13_weight[0_up]"
+    )
     assert fates["model.layers.0.input_layernorm.weight"] == ("skipped", None)  # the target's own layers
     sglang = next(r for r in report.engines if r.engine == "sglang")
     fates = {name: (fate, param) for name, fate, param in sglang.tensors}
-    assert fates["model.layers.3.embed_tokens.weight"] == ("from_target", None)
-    assert fates["model.layers.3.shared_head.head.weight"] == ("from_target", None)
+    # SGLang skips the layer's copies and takes the target's embedding and head (set_embed_and_head)
+    assert fates["model.layers.3.embed_tokens.weight"] == ("skipped", None)
+    assert fates["model.layers.3.shared_head.head.weight"] == ("skipped", None)
     assert fates["model.layers.3.enorm.weight"] == ("renamed", "model.enorm.weight")
     assert fates["model.layers.3.self_attn.o_proj.weight"] == ("renamed", "model.decoder.self_attn.o_proj.weight")
 
@@ -229,3 +232,37 @@ def test_profile_forces_the_family_replayed(tmp_path, forced: str) -> None:
     report = run(target(tmp_path / "t"), "sglang", profile=forced)
     codes = events(report, "sglang")
     assert ("architecture_not_eagle3" in codes) == (forced == "eagle3")
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "drafters"
+
+
+@pytest.mark.parametrize(
+    ("layout", "base", "expected"),
+    [
+        ("mtp-deepseek-v3", None, {"vllm": "loads", "sglang": "loads"}),
+        ("mtp-deepseek-v3-dropped", None, {"vllm": "fails", "sglang": "degraded"}),
+        ("mtp-deepseek-v3-nextn-export", "bases/deepseek-v3", {"vllm": "fails", "sglang": "loads"}),
+        ("mtp-glm-4.5-air", None, {"vllm": "loads", "sglang": "loads"}),
+    ],
+)
+def test_rebuilt_published_mtp_layouts(layout: str, base: str | None, expected: dict[str, str], run_cli) -> None:
+    """The rebuilt layouts (fixtures/published_drafters.py MTP_LAYOUTS) from the CLI, as a user checks them."""
+    args = [str(FIXTURES / layout), "--engine", "all", "--format", "json"]
+    if base is not None:
+        args += ["--base", str(FIXTURES / base)]
+    document = json.loads(run_cli(*args).stdout)
+    assert {e["engine"]: e["outcome"] for e in document["engines"]} == expected
+
+
+def test_a_standalone_export_beside_its_target_is_read_at_the_targets_index(tmp_path) -> None:
+    """vLLM serves an export given as speculative_config.model at the target's num_hidden_layers (observed by the
+    oracle: mtp_nextn_export_*): an export renumbered to layer 0 is missing layer N there; stored at the
+    target's N, it loads. SGLang reads the export's own index (0 for a one-layer export)."""
+    export = tmp_path / "export"
+    write_config(export, deepseek_config(num_hidden_layers=1))
+    write_safetensors(export / "model.safetensors", mtp_layer(3))
+    base = target(tmp_path / "base", mtp_layers=())
+    report = compare_specs(str(export), None, engines=("vllm", "sglang"), base=base)
+    assert outcomes(report) == {"vllm": "loads", "sglang": "degraded"}
+    assert events(report, "sglang")["mtp_layer_missing"] == "warning"

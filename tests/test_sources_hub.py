@@ -17,6 +17,7 @@ from torch_files import write_torch_file
 
 import ckptdiff.progress as progress_module
 from ckptdiff.errors import CkptdiffError, HeaderError, SourceError
+from ckptdiff.pipeline import compare_specs
 from ckptdiff.progress import terminal_progress
 from ckptdiff.sources import SourceOptions, resolve, resolve_both
 from ckptdiff.sources.header_cache import HeaderCache
@@ -153,6 +154,28 @@ def test_by_default_every_shard_of_both_sides_is_in_flight_at_once(hub_client, t
     shard_reads = [entry for entry in hub_client.log if entry.path.endswith(".safetensors")]
     assert len(shard_reads) == 24
     assert not together.broken and hub_client.max_in_flight["resolve"] >= 24
+
+
+def test_a_pairs_reads_are_under_way_while_the_comparison_loads(hub_client, tmp_path):
+    """Causal, not timed: what the caller does meanwhile (the CLI loads the comparison and its output format)
+    waits until both listing calls have reached the emulator, which happens only if the reads started first."""
+    for repo in ("org/a", "org/b"):
+        hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=2, experts=1))
+    listings = threading.Semaphore(0)
+
+    def count_listings(request) -> bool:
+        if request.route == "api-info":
+            listings.release()
+        return False  # then answered as usual
+
+    hub_client.hooks.append(count_listings)
+    reached: list[bool] = []
+
+    report = compare_specs(
+        "org/a", "org/b", meanwhile=lambda: reached.append(all(listings.acquire(timeout=60) for _ in "ab"))
+    )
+
+    assert reached == [True] and report.verdict == "compatible"
 
 
 # --- cache and offline ------------------------------------------------------------------------------------

@@ -28,8 +28,10 @@ pytest.importorskip("numpy")
 from test_values_dask import write_shards  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-#: Well past the 10 s connect timeout and the 15 s no-worker grace: a run still going then is a hang.
+#: Well past the 10 s connect timeout and the no-worker grace: a run still going then is a hang.
 HANG = 240
+#: The no-worker grace the runs here wait (CKPTDIFF_NO_WORKER_GRACE; 15 s by default): the same watch, sooner.
+GRACE = 3
 
 #: Preloads: a scheduler that ends its process when the pass's tasks arrive, a worker when it starts one.
 DIE_ON_TASKS = """
@@ -64,7 +66,7 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
 
 
 def ckptdiff_values(pair: tuple[str, str], address: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "CKPTDIFF_NO_WORKER_GRACE": str(GRACE)}
     return subprocess.run(
         [sys.executable, "-m", "ckptdiff", *pair, "--values", "--scheduler", address],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=HANG,
@@ -165,7 +167,7 @@ def test_a_cluster_without_workers_ends_the_run(pair, tmp_path):
     with dask_process("scheduler", *args, preload=None, tmp=tmp_path) as scheduler:
         address = scheduler_address(scheduler_file, scheduler)
         line = one_line(ckptdiff_values(pair, address), address)
-    assert "the Dask cluster has had no worker for 15 s" in line
+    assert f"the Dask cluster has had no worker for {GRACE} s" in line
 
 
 def test_the_only_worker_dying_mid_pass_ends_the_run(pair, tmp_path):

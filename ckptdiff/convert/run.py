@@ -25,7 +25,7 @@ from ..version import __version__
 from .plan import ConvertRefused, Embed, Plan, build_plan
 from .prove import Proof, prove
 from .targets import TARGETS
-from .write import write_plan
+from .write import sync_folder, write_durably, write_plan
 
 PARTIAL_SUFFIX = ".partial"
 PROVENANCE_FILE = "convert.json"
@@ -122,7 +122,7 @@ def convert(
         return outcome
     outcome.proof = proof
     outcome.document = provenance_map(plan, request, proof)
-    (partial / PROVENANCE_FILE).write_text(json.dumps(outcome.document, indent=2) + "\n")
+    write_durably(partial / PROVENANCE_FILE, json.dumps(outcome.document, indent=2) + "\n")
     if not proof.ok:
         outcome.written_to = partial
         outcome.failure = f"{partial} is not proven ({len(proof.problems)} problems above); left for inspection"
@@ -197,43 +197,32 @@ def _tokenizers(request: ConvertRequest, source: Checkpoint, options: SourceOpti
     return check
 
 
-Snapshot = dict[str, tuple[Any, ...]]
+Snapshot = dict[str, "tuple[object, ...] | None"]
 
 
 def snapshot(source: Source) -> Snapshot:
-    """Each file of a local SRC by (inode, size, mtime): what a rewrite during the run changes. (A Hub SRC is
-    read at one commit, which does not change.)"""
-    if source.remote:
+    """Each file of SRC by what a rewrite during the run changes: (inode, size, mtime) on disk, the version an
+    object store reports; a Hub SRC is read at one commit, which does not change."""
+    if source.at_one_commit:
         return {}
-    listing = source.list_files()
-    state: Snapshot = {}
-    for name in listing.files:
-        path = source.disk_path(name)
-        if path is not None:
-            status = os.stat(path)
-            state[name] = (status.st_ino, status.st_size, status.st_mtime_ns)
-    return state
+    return {name: source.fingerprint(name) for name in source.list_files().files}
 
 
 def _unchanged(source: Source, before: Snapshot, partial: Path) -> None:
     for name, state in before.items():
-        path = source.disk_path(name)
-        try:
-            status = os.stat(path) if path is not None else None
-        except OSError:
-            status = None
-        now = (status.st_ino, status.st_size, status.st_mtime_ns) if status is not None else None
-        if now != state:
-            raise ConvertFailed(source.name_of(name), "changed while it was converted (inode, size or mtime)")
+        if source.fingerprint(name) != state:
+            raise ConvertFailed(source.name_of(name), "changed while it was converted (its version, size or mtime)")
 
 
 def _put_in_place(partial: Path, out: Path) -> None:
     """OUT.partial → OUT; an OUT being replaced (--force) is moved aside first and removed only after."""
+    sync_folder(partial)  # every file and entry of the output is on disk before the old OUT can go
     aside = None
     if out.exists() or out.is_symlink():
         aside = out.with_name(f"{out.name}.replaced-{os.getpid()}")
         os.rename(out, aside)
     os.rename(partial, out)
+    sync_folder(out.parent)
     if aside is not None:
         if aside.is_dir() and not aside.is_symlink():
             shutil.rmtree(aside)

@@ -94,12 +94,37 @@ def write_plan(
                 offset = plan.shards.offsets[name][0]
                 _write_tensor(tensor, sources[tensor.origin.side], out, offset, written, advance)
             os.ftruncate(out, shard.size)  # an empty last tensor still ends the file where the header says
+            os.fsync(out)  # on disk before OUT is renamed into place (and a replaced OUT removed)
         finally:
             os.close(out)
     if plan.shards.indexed:
-        (folder / INDEX_FILE).write_text(json.dumps(plan.shards.index(), indent=2) + "\n")
-    (folder / "config.json").write_text(json.dumps(plan.config, indent=2, sort_keys=True) + "\n")
+        write_durably(folder / INDEX_FILE, json.dumps(plan.shards.index(), indent=2) + "\n")
+    write_durably(folder / "config.json", json.dumps(plan.config, indent=2, sort_keys=True) + "\n")
     return written
+
+
+def write_durably(path: Path, text: str) -> None:
+    """A small file of the output, written and flushed to disk (a new file: never one of the user's)."""
+    out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        _write_all(out, text.encode(), 0)
+        os.fsync(out)
+    finally:
+        os.close(out)
+
+
+def sync_folder(folder: Path) -> None:
+    """Flush a folder's entries (files created or renamed in it) to disk, where the platform can."""
+    try:
+        handle = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # e.g. Windows: no directory handles; its renames are journaled by the file system
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass  # some file systems refuse fsync on a directory; nothing more can be done there
+    finally:
+        os.close(handle)
 
 
 def _write_tensor(

@@ -58,7 +58,7 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     Family("eagle3", engines=("sglang", "vllm", "trtllm")),
     Family("mtp", engines=("sglang", "vllm")),
-    Family("dflash"),
+    Family("dflash", engines=("sglang", "vllm")),
     Family("medusa", no_loader=("sglang", "vllm")),
 )
 

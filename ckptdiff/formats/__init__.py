@@ -67,5 +67,12 @@ def get_format(fmt: str) -> Format:
     return cast(Format, importlib.import_module(FORMAT_MODULES[fmt]))
 
 
+def load_format(fmt: str) -> None:
+    """Import what writing ``fmt`` takes, ahead of the report: its module, and the table's, which the command
+    line's verdict and terminal output use (:func:`ckptdiff.cli_output.deliver`)."""
+    get_format(fmt)
+    get_format("table")
+
+
 def render(report: Report, fmt: str = "table", options: RenderOptions | None = None, **overrides: Any) -> str:
     return get_format(fmt).render(report, options or RenderOptions(**overrides))

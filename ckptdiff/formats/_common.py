@@ -201,6 +201,12 @@ def outcomes_line(report: Report) -> str:
     return ", ".join(parts) or "no engines"
 
 
+def shown_unfolded(event: EngineEvent) -> bool:
+    """An event every format shows by default: one that warns or fails, or the notice of a conditional verdict
+    (it says on which targets "loads" holds). Other info events fold away."""
+    return event.severity != "info" or event.code.endswith("_conditional")
+
+
 def event_text(report: Report, event: EngineEvent) -> str:
     """An engine event's message (which names its tensor, see :class:`.EngineEvent`) and the rule that accepts it."""
     allowed = f" (allowed by {allowed_by_text(report, event.allowed_by)})" if event.allowed_by else ""

@@ -22,6 +22,7 @@ from ._common import (
     human_count,
     note_text,
     shape_dtype,
+    shown_unfolded,
     value_cells,
 )
 from .collapse import DisplayRow
@@ -324,8 +325,8 @@ def _engines(report: Report) -> list[str]:
     out = ['<section id="engines"><h2>Engines</h2>']
     for result in report.engines:
         out.append(f'<h3 class="outcome-{result.outcome}">{escape(headline(result))}</h3>')
-        shown = [e for e in result.events if e.severity != "info"]
-        infos = [e for e in result.events if e.severity == "info"]
+        shown = [e for e in result.events if shown_unfolded(e)]
+        infos = [e for e in result.events if not shown_unfolded(e)]
         if shown:
             out += ["<ul>", *(_event(report, e) for e in shown), "</ul>"]
         if infos:

@@ -28,6 +28,7 @@ from ._common import (
     human_count,
     row_note,
     shape_dtype,
+    shown_unfolded,
     value_cells,
 )
 from .collapse import DisplayRow, collapse, expand_pattern
@@ -357,10 +358,10 @@ class _Rendering:
         for result in report.engines:
             out.append(f"- **{escape(headline(result))}** {_OUTCOME_MARK[result.outcome]}")
             for event in result.events:
-                if event.severity == "info":
-                    infos.append(f"- {escape(result.engine)} {result.side}: {self._event(event)}")
-                else:
+                if shown_unfolded(event):
                     out.append(f"  - {self._event(event)}")
+                else:
+                    infos.append(f"- {escape(result.engine)} {result.side}: {self._event(event)}")
         out.append("")
         if infos and self.detail.info:
             out += _folded(plural(len(infos), "info event") + " (loaded as trained)", infos)

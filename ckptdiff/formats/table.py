@@ -20,6 +20,7 @@ from ._common import (
     printable,
     row_note,
     shape_dtype,
+    shown_unfolded,
     side_display,
     side_display_with_layout,
     value_cells,
@@ -217,8 +218,7 @@ def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only
         if failing_only and not events:
             continue
         lines += hang("  ", paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome]), terminal.width)
-        # a conditional verdict's notice shows by default: it says on which targets "loads" holds
-        visible = [e for e in events if e.severity != "info" or terminal.verbosity > 0 or _conditional(e)]
+        visible = [e for e in events if terminal.verbosity > 0 or shown_unfolded(e)]
         for event in visible:
             label = paint(event.severity, event.severity)
             text = f"{label} [{event.code}] {event_text(report, event)}"
@@ -229,10 +229,6 @@ def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only
                 f"    {hidden} info event{'s' if hidden != 1 else ''} (-v shows {'them' if hidden != 1 else 'it'})"
             )
     return ["", "engines:", *lines] if lines else []
-
-
-def _conditional(event: EngineEvent) -> bool:
-    return event.code.endswith("_conditional")
 
 
 def _findings(report: Report, terminal: Terminal, paint: Painter, *, failing_only: bool) -> list[str]:

@@ -11,7 +11,7 @@ on disk is a path; ``./x``, ``/x`` and ``~/x`` are always paths. What reports an
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -233,9 +233,10 @@ def read_source(
     pool: Executor | None = None,
 ) -> Checkpoint:
     """Read through the planner; a store's own errors (HTTP, cloud SDK) become one line naming the source."""
+    from .base import explained_errors
     from .planner import read_checkpoint
 
-    with _explained(source):
+    with explained_errors(source):
         return read_checkpoint(source, wanted=wanted, progress=progress, pool=pool)
 
 
@@ -250,43 +251,54 @@ def fetch_files(
     source: Source, folder: Path, files: Iterable[RelativePath], progress: Progress | None = None
 ) -> dict[RelativePath, Path]:
     """Local paths of these files (``source.fetch_to``), a store's errors turned into one line as in a read."""
-    with _explained(source):
+    from .base import explained_errors
+
+    with explained_errors(source):
         return source.fetch_to(folder, sorted(set(files)), progress)
 
 
-@contextmanager
-def _explained(source: Source) -> Iterator[None]:
-    """A store's own exceptions (HTTP, cloud SDK) become the one-line error ``source.explain`` gives."""
-    try:
-        yield
-    except CkptdiffError:
-        raise
-    except Exception as err:
-        explained = source.explain(err)
-        if explained is None:
-            raise
-        raise explained from None
-
-
 def resolve_both(a: str, b: str, options: SourceOptions | None = None) -> tuple[Checkpoint, Checkpoint]:
-    """Read both sides of a comparison; remote sides are fetched at the same time (their waits overlap), their
-    header reads on one pool of ``options.jobs`` threads, so every shard of both sides can be in flight at once.
+    """Read both sides of a comparison (:func:`reading_both`). If both fail, side A's error is the one raised."""
+    with reading_both(a, b, options) as both:
+        return both()
 
-    If both fail, side A's error is the one raised.
-    """
+
+@contextmanager
+def reading_both(
+    a: str, b: str, options: SourceOptions | None = None
+) -> Iterator[Callable[[], tuple[Checkpoint, Checkpoint]]]:
+    """Both sides of a comparison being read; the function given waits for them (if both fail, side A's error is
+    the one raised). Remote sides start on entering, at the same time (their waits overlap), their header reads on
+    one pool of ``options.jobs`` threads, so every shard of both sides can be in flight at once; the caller may do
+    other work before waiting (load the comparison while the network answers). Their sources are opened and
+    prepared (:meth:`.base.Source.prepare`) first, in this thread: the reads start with nothing left to load, so
+    that the caller's work overlaps their round trips, not their start (one thread runs Python at a time).
+    Leaving, early or not, cancels the reads not started."""
     options = options or SourceOptions()
     if not (_is_remote(a) or _is_remote(b)):
-        return _read_local_pair(a, b, options)
+        yield lambda: _read_local_pair(a, b, options)
+        return
     from concurrent.futures import ThreadPoolExecutor
 
-    def read(spec: str) -> Checkpoint:
-        return read_source(open_source(spec, options), progress=options.progress, pool=headers)
+    opened: list[Source | CkptdiffError] = []
+    for spec in (a, b):
+        try:
+            source = open_source(spec, options)
+            source.prepare()
+            opened.append(source)
+        except CkptdiffError as err:  # raised by that side's read, so that A's error comes first
+            opened.append(err)
+
+    def read(side: Source | CkptdiffError) -> Checkpoint:
+        if isinstance(side, CkptdiffError):
+            raise side
+        return read_source(side, progress=options.progress, pool=headers)
 
     headers = ThreadPoolExecutor(options.jobs, "ckptdiff-read")
     sides = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side")
     try:
-        side_a, side_b = sides.submit(read, a), sides.submit(read, b)
-        return side_a.result(), side_b.result()
+        side_a, side_b = sides.submit(read, opened[0]), sides.submit(read, opened[1])
+        yield lambda: (side_a.result(), side_b.result())
     finally:
         # Left early (a side failed, Ctrl-C): the reads not started are cancelled first, so that neither side
         # starts another; those under way end by their timeouts.

@@ -9,6 +9,7 @@ import stat
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
@@ -98,6 +99,8 @@ class Source(ABC):
     absent: str = "missing"
     #: Where fetch_to puts files that are not on disk yet (for the --values download note).
     downloads_into: str = "a temporary folder"
+    #: Every read is at one revision that cannot change under the run (a Hub commit): no need to watch for rewrites.
+    at_one_commit: bool = False
     #: Shards shared with the other side of a pair (only local sources share: :mod:`.shared_shards`).
     shared: SharedShards | None = None
 
@@ -124,6 +127,11 @@ class Source(ABC):
     def describe(self, weights: RelativePath | None = None) -> Described:
         """The kind, location and pinned revision for reports (after list_files); ``weights`` is the file that
         defines the checkpoint (its index, or its first weight file), whose version a store shows."""
+
+    def prepare(self) -> None:
+        """Before the reads start on threads: load what they will need (a store's HTTP client), so that what the
+        caller does meanwhile overlaps their round trips rather than their start. By default, nothing."""
+        return None
 
     def pin(self, revision: str | None) -> None:
         """Reopened after a read (for --values): take up the revision that read saw, without listing again."""
@@ -179,6 +187,19 @@ class Source(ABC):
         """The file on this machine's disk to read directly, checked as this source's reads are (a local
         checkpoint's symlinks out of its folder are refused), or None: read it through :meth:`stream_range`."""
         return self.local_path(file)
+
+    def fingerprint(self, file: RelativePath) -> tuple[object, ...] | None:
+        """What a rewrite of ``file`` changes, asked afresh (for a run that must see its input change under it),
+        or None when it is gone. A file on disk: (inode, size, mtime); a store overrides it with the version it
+        reports; ``()`` where neither is known."""
+        path = self.disk_path(file)
+        if path is None:
+            return ()
+        try:
+            status = os.stat(path)
+        except OSError:
+            return None
+        return (status.st_ino, status.st_size, status.st_mtime_ns)
 
     def open_file(self, file: ListedFile) -> ReadHandle:
         """A seekable read-only handle (for zip archives): the local file, or ranged reads behind a small buffer."""
@@ -294,6 +315,21 @@ class RangeFile(io.RawIOBase):
             buffer[:count] = self._buffer[offset : offset + count]
             self.position += count
             return count
+
+
+@contextmanager
+def explained_errors(source: Source) -> Iterator[None]:
+    """A store's own exceptions (HTTP, cloud SDK) become the one-line error ``source.explain`` gives; a
+    CkptdiffError passes as it is, and an exception ``explain`` does not know is a bug, raised as it is."""
+    try:
+        yield
+    except CkptdiffError:
+        raise
+    except Exception as err:
+        explained = source.explain(err)
+        if explained is None:
+            raise
+        raise explained from None
 
 
 def needed_from_prefix(data: bytes | bytearray) -> int | None:

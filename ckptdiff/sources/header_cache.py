@@ -77,6 +77,10 @@ class HeaderCache:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def has_listing(self, commit: str) -> bool:
+        """Whether a listing of ``commit`` is stored (not checked: :meth:`read_listing` does that)."""
+        return _COMMIT.match(commit) is not None and (self.root / commit / "listing.json").is_file()
+
     def write_listing(self, commit: str, files: list[ListedFile]) -> None:
         document = {"commit": commit, "files": [{"path": f.path, "size": f.size, "sha256": f.sha256} for f in files]}
         _atomic_write(self.root / commit / "listing.json", json.dumps(document).encode())

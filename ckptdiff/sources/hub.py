@@ -32,7 +32,7 @@ from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
-from .hub_http import get_range, request_headers, stream_range
+from .hub_http import get_range, load_session, request_headers, stream_range
 from .hub_listing import COMMIT, ListingCall
 
 if TYPE_CHECKING:
@@ -50,6 +50,7 @@ class HubSource(Source):
     SourceOptions and huggingface_hub's configuration, read when the run starts)."""
 
     absent = "not in the repo"
+    at_one_commit = True
     downloads_into = "the Hugging Face cache"
 
     def __init__(self, spec: str, parsed: HubSpec, options: SourceOptions) -> None:
@@ -105,6 +106,13 @@ class HubSource(Source):
 
     def describe(self, weights: RelativePath | None = None) -> Described:
         return Described("hub", self.repo_id, self.commit)
+
+    def prepare(self) -> None:
+        """huggingface_hub's HTTP session (httpx2 with it: most of a run's imports), unless the run may need no
+        request: offline, or a commit whose listing is cached."""
+        pinned = self.revision is not None and COMMIT.match(self.revision) is not None
+        if not self.offline and not (pinned and self.cache.has_listing(self.revision or "")):
+            load_session()
 
     def pin(self, revision: str | None) -> None:
         self.commit = revision

@@ -45,6 +45,13 @@ def request_headers(library_version: str) -> dict[str, str]:
     return {"user-agent": f"ckptdiff/{library_version}; hf_hub/{hub_version}; python/{python}"}
 
 
+def load_session() -> None:
+    """huggingface_hub's HTTP session, created now (importing httpx2) instead of by the first request."""
+    from huggingface_hub.utils import get_session  # type: ignore[attr-defined]  # public, in a lazy facade
+
+    get_session()
+
+
 class BodyInterrupted(Exception):
     """A transport error while reading a response body (kept apart from huggingface_hub's request retries)."""
 

@@ -206,6 +206,14 @@ class StoreSource(Source):
             return None
         return self._entry(file, info) if info.get("type") != "directory" else None
 
+    def fingerprint(self, file: RelativePath) -> tuple[object, ...] | None:
+        fs = self._filesystem()
+        fs.invalidate_cache(self._path(file))  # a listing's cached entry would hide a rewrite
+        found = self.stat(file)
+        if found is None:
+            return None
+        return (self.versions.get(file), found.size)
+
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
         size = self.sizes.get(file)
         expected = (min(stop, size) if size is not None else stop) - start

@@ -16,8 +16,8 @@ import os
 from collections.abc import Generator, Iterator
 
 from ..checkpoint import TensorInfo
-from ..errors import CkptdiffError, SourceError
-from .base import Source
+from ..errors import SourceError
+from .base import Source, explained_errors
 
 #: The most bytes of a tensor held in memory at once.
 TENSOR_CHUNK = 8 * 1024 * 1024
@@ -32,19 +32,12 @@ def read_tensor_chunks(source: Source, tensor: TensorInfo, *, chunk_size: int = 
     if chunk_size <= 0:
         raise ValueError("chunk_size must be positive")
     got = 0
-    try:
+    with explained_errors(source):
         for piece in source.stream_range(tensor.file, begin, end, chunk_size):
             got += len(piece)
             if got > end - begin:
                 raise SourceError(source.name_of(tensor.file), f"sent more than the {end - begin} bytes asked for")
             yield piece
-    except CkptdiffError:
-        raise
-    except Exception as err:
-        explained = source.explain(err)
-        if explained is None:
-            raise
-        raise explained from None
     if got != end - begin:
         where = source.name_of(tensor.file)
         raise SourceError(where, f"{tensor.name}: {got} of its {end - begin} bytes were read")

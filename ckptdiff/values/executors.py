@@ -9,6 +9,7 @@ the same order, so they are the same bits whichever executor ran them.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -169,10 +170,20 @@ class ProcessExecutor:
 
 #: How long --scheduler waits for the scheduler to answer a connection (documented in docs/values.md).
 CONNECT_TIMEOUT = 10.0
-#: How long a pass waits with no worker in the cluster before it gives up (the last one died, or none came).
+#: How long a pass waits with no worker in the cluster before it gives up (the last one died, or none came); the
+#: environment variable overrides it (the tests: a few seconds, not 15 each).
 NO_WORKER_GRACE = 15.0
+NO_WORKER_GRACE_VARIABLE = "CKPTDIFF_NO_WORKER_GRACE"
 #: The biggest first message (a handshake: a few hundred bytes) a Dask scheduler sends on a new connection.
 _MOST_HANDSHAKE_BYTES = 1 << 20
+
+
+def no_worker_grace() -> float:
+    """Seconds a pass waits with no worker: 15, or ``CKPTDIFF_NO_WORKER_GRACE`` (the tests set a few)."""
+    try:
+        return max(float(os.environ.get(NO_WORKER_GRACE_VARIABLE, "")), 0.0)
+    except ValueError:
+        return NO_WORKER_GRACE
 
 
 class DaskExecutor:
@@ -181,7 +192,7 @@ class DaskExecutor:
 
     Whatever is at the address, and whatever happens to the cluster during the pass, the run ends in one line:
     a server that is not a Dask scheduler or never answers (:func:`probe_scheduler`), a cluster left with no
-    worker for :data:`NO_WORKER_GRACE` seconds, a scheduler lost mid-pass."""
+    worker for :func:`no_worker_grace` seconds, a scheduler lost mid-pass."""
 
     def __init__(self, address: str) -> None:
         address = scheduler_address(address)
@@ -214,7 +225,7 @@ class DaskExecutor:
         some worker in it. Any failure of the cluster's is one line naming the scheduler."""
         from distributed import as_completed
 
-        finishing, alone_since = as_completed(futures, loop=self.client.loop), None
+        finishing, alone_since, grace = as_completed(futures, loop=self.client.loop), None, no_worker_grace()
         while not finishing.is_empty():
             try:
                 done = finishing.next_batch(block=False)
@@ -235,11 +246,10 @@ class DaskExecutor:
                 alone_since = None
             elif alone_since is None:
                 alone_since = time.monotonic()
-            elif time.monotonic() - alone_since > NO_WORKER_GRACE:
+            elif time.monotonic() - alone_since > grace:
                 raise CkptdiffError(
                     self.where,
-                    f"the Dask cluster has had no worker for {NO_WORKER_GRACE:g} s (the last one left mid-pass, "
-                    "or none joined)",
+                    f"the Dask cluster has had no worker for {grace:g} s (the last one left mid-pass, or none joined)",
                     "start workers (dask worker ADDRESS), then retry",
                 )
 

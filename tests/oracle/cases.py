@@ -70,6 +70,8 @@ class Case:
     #: Which split the case belongs to: "main" (the job), or "held-out" (written before the rules it checks
     #: were fixed; scored separately by run.py --split held-out).
     split: str = "main"
+    #: The oracle family that runs it (oracle_families.py): "eagle3", or "eagle3_k25" against a Kimi-K2.5 target.
+    family: str = "eagle3"
 
 
 def base_config(case: Case) -> dict[str, Any]:

@@ -50,7 +50,7 @@ whose marker reached a parameter must be one ckptdiff does not call unused.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,15 +184,23 @@ class Disagreement:
         return (self.case, self.engine, self.subject, self.ckptdiff, self.engine_did)
 
 
-def engine_view(result: Mapping[str, Any], case: Case, engine: str | None = None) -> View:
-    """What the engine did, from the worker's observation of one case (``engine``: whose; its unread parameters,
-    ``UNREAD``, do not degrade it)."""
+def engine_view(
+    result: Mapping[str, Any],
+    case: Case,
+    names: list[str] | None = None,
+    inert: Callable[[str], bool] | None = None,
+    engine: str | None = None,
+) -> View:
+    """What the engine did, from the worker's observation of one case. For a case of another family than EAGLE-3's:
+    ``names``, the checkpoint's tensors; ``inert``, the tensors whose going unused is no degradation there (a
+    target's own tensors beside its MTP layers). ``engine``: whose, for an EAGLE-3 case: its unread parameters
+    (``UNREAD``) do not degrade it."""
     raised = result.get("raised")
     params = {name: state for name, state in result.get("params", {}).items() if not ENGINE_DEFAULTS.search(name)}
     taken = set(result.get("from_target", []))
     parameters = {name: "from_target" if name in taken else state for name, state in params.items()}
     loaded = set(result.get("loaded", [])) | set(result.get("consumed", []))
-    names = list(tensors_of(case))
+    names = list(tensors_of(case)) if names is None else names
     tensors = {}
     for name in names:
         if name in loaded:
@@ -210,7 +218,7 @@ def engine_view(result: Mapping[str, Any], case: Case, engine: str | None = None
     fails, degraded = [], []
     fails += _forward_failures(result)
     for name, fate in tensors.items():
-        if fate == "unused" and not INERT.search(name):
+        if fate == "unused" and not INERT.search(name) and not (inert is not None and inert(name)):
             degraded.append(f"{name} unused")
     unread = UNREAD.get(engine or "")
     for name, state in parameters.items():
@@ -304,8 +312,10 @@ def _same_weight(tensor: str, parameter: str) -> bool:
     return tensor.split(".")[-2:] == parameter.split(".")[-2:]
 
 
-def ckptdiff_view(entry: Mapping[str, Any]) -> View:
-    """What ckptdiff says, from one ``engines[]`` entry of its JSON report."""
+def ckptdiff_view(entry: Mapping[str, Any], failure_of: Mapping[str, tuple[str, str | None]] | None = None) -> View:
+    """What ckptdiff says, from one ``engines[]`` entry of its JSON report (``failure_of``: FAILURE_OF with the
+    other families' codes, oracle_families.py)."""
+    failure_of = FAILURE_OF if failure_of is None else failure_of
     tensors = {t["name"]: CKPTDIFF_TENSOR.get(t["fate"], t["fate"]) for t in entry.get("tensors", [])}
     shards: dict[str, set[str]] = {}
     for parameter in entry.get("parameters", []):
@@ -327,7 +337,7 @@ def ckptdiff_view(entry: Mapping[str, Any]) -> View:
     for event in events:
         if event["severity"] != "error":
             continue
-        stage, defect = FAILURE_OF.get(event["code"], (f"unmapped:{event['code']}", None))
+        stage, defect = failure_of.get(event["code"], (f"unmapped:{event['code']}", None))
         if defect is not None:
             failures.append(Failure(stage, defect, "defect", event["code"]))
         elif event.get("tensor"):

@@ -66,36 +66,20 @@ def missing_environments(wanted: list[Pin]) -> list[Pin]:
     return [pin for pin in wanted if not pin.installed]
 
 
-#: Targets whose text model sits inside a wrapper (its sizes in text_config, its capture through language_model):
-#: architecture → the adapter the worker runs instead of worker_<engine>.py (worker_<engine>_<adapter>.py, which
-#: wraps it) and the helper module it reads the wrapper with.
-WRAPPED = {"KimiK25ForConditionalGeneration": ("k25", "k25_target.py")}
-
-
-def driver_of(pin: Pin, target: Path) -> str:
-    """The worker's driver for cases against ``target``: the engine's, or its adapter for a wrapped target."""
-    architectures = json.loads((target / "config.json").read_text()).get("architectures") or [""]
-    adapter = WRAPPED.get(architectures[0])
-    return f"{pin.engine}_{adapter[0]}" if adapter else pin.engine
-
-
-def _cache_key(pin: Pin, case_digest: str, target_digest: str, driver: str | None = None) -> str:
+def _cache_key(pin: Pin, case_digest: str, target_digest: str, driver: str = "", shared: tuple[str, ...] = ()) -> str:
     sha = hashlib.sha256()
-    engine_driver = WORKER.with_name(f"worker_{pin.engine}.py")
+    module = WORKER.with_name(f"worker_{driver}{pin.engine}.py")
     for part in (
         pin.engine,
         pin.version,
         pin.requirements,
         WORKER.read_text(),
-        engine_driver.read_text(),
+        module.read_text(),
+        *(WORKER.with_name(name).read_text() for name in shared),
         case_digest,
         target_digest,
     ):
         sha.update(part.encode() + b"\0")
-    if driver is not None and driver != pin.engine:  # an adapter: its files are part of what ran
-        helper = next(h for a, h in WRAPPED.values() if driver.endswith(f"_{a}"))
-        for path in (WORKER.with_name(f"worker_{driver}.py"), WORKER.with_name(helper)):
-            sha.update(path.read_text().encode() + b"\0")
     return sha.hexdigest()[:24]
 
 
@@ -104,16 +88,22 @@ class NotCached(RuntimeError):
 
 
 def run_engine(
-    pin: Pin, cases: dict[str, tuple[Path, Path]], log: Any = sys.stderr, cached_only: bool = False
+    pin: Pin,
+    cases: dict[str, tuple[Path, Path]],
+    log: Any = sys.stderr,
+    cached_only: bool = False,
+    driver: str = "",
+    shared: tuple[str, ...] = (),
 ) -> dict[str, dict[str, Any]]:
     """The engine's observation for every case (name → (case folder, target folder)): from the cache when nothing
-    it depends on changed (``cached_only``: never run the engine; a missing result raises NotCached)."""
-    cache = oracle_home() / "results" / f"{pin.engine}-{pin.version}"
+    it depends on changed (``cached_only``: never run the engine; a missing result raises NotCached). ``driver``:
+    a family's worker driver prefix (worker_<driver><engine>.py; "" is EAGLE-3's), ``shared``: the other worker
+    files it imports; both key its results, which are cached apart (results/<driver><engine>-<version>)."""
+    cache = oracle_home() / "results" / f"{driver}{pin.engine}-{pin.version}"
     cache.mkdir(parents=True, exist_ok=True)
     targets = {target: digest(target) for _, target in cases.values()}
-    drivers = {name: driver_of(pin, target) for name, (_, target) in cases.items()}
     keys = {
-        name: _cache_key(pin, digest(path), targets[target], drivers[name]) for name, (path, target) in cases.items()
+        name: _cache_key(pin, digest(path), targets[target], driver, shared) for name, (path, target) in cases.items()
     }
     results: dict[str, dict[str, Any]] = {}
     todo: dict[str, tuple[Path, Path]] = {}
@@ -123,7 +113,8 @@ def run_engine(
             results[name] = json.loads(cached.read_text())
         else:
             todo[name] = paths
-    print(f"oracle: {pin.label}: {len(results)} cached, {len(todo)} to run", file=log, flush=True)
+    label = f"{pin.label} ({driver.rstrip('_')})" if driver else pin.label
+    print(f"oracle: {label}: {len(results)} cached, {len(todo)} to run", file=log, flush=True)
     if not todo:
         return results
     if cached_only:
@@ -133,20 +124,18 @@ def run_engine(
         # The engine's environment only: no ckptdiff on the path, no CUDA device.
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env.update(CUDA_VISIBLE_DEVICES="", PYTHONNOUSERSITE="1", TOKENIZERS_PARALLELISM="false")
-        outputs = []
-        for driver in sorted({drivers[name] for name in todo}):  # one worker per driver
-            pairs = [f"{case}{PAIR}{target}" for name, (case, target) in todo.items() if drivers[name] == driver]
-            command = [str(pin.python), str(WORKER), driver, str(out), *pairs]
-            completed = subprocess.run(
-                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S
-            )
-            outputs.append(completed)
+        pairs = [f"{case}{PAIR}{target}" for case, target in todo.values()]
+        command = [str(pin.python), str(WORKER), f"{driver}{pin.engine}", str(out), *pairs]
+        completed = subprocess.run(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=TIMEOUT_S
+        )
         for name in todo:
             produced = out / f"{name}.json"
             if not produced.is_file():
-                tail = "\n".join(done.stdout[-3000:] for done in outputs)[-3000:]
-                codes = ", ".join(str(done.returncode) for done in outputs)
-                raise RuntimeError(f"oracle worker for {pin.label} wrote no result for {name} (exit {codes}):\n{tail}")
+                tail = completed.stdout[-3000:]
+                raise RuntimeError(
+                    f"oracle worker for {pin.label} wrote no result for {name} (exit {completed.returncode}):\n{tail}"
+                )
             results[name] = json.loads(produced.read_text())
             fresh = cache / f"{name}-{keys[name]}.json"
             for stale in cache.glob(f"{name}-*.json"):

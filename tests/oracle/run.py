@@ -1,7 +1,7 @@
 """The oracle job for any checkout: every case through the pinned engines and through ckptdiff, and where they differ.
 
     python tests/oracle/run.py [--ckptdiff-root PATH] [--engine vllm] [--case NAME ...] [--split held-out]
-                               [--capture] [--out FILE]
+                               [--family mtp] [--capture] [--out FILE]
 
 Prints one line per disagreement (case, engine, subject, what ckptdiff says, what the engine did) and a
 count per engine and split; writes the same to --out (default /tmp/oracle-disagreements.txt). ``--capture``
@@ -27,10 +27,10 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from cases import Case, target_dir, write_all  # noqa: E402
-from catalogue import CASES  # noqa: E402
-from compare import Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
+from cases import Case  # noqa: E402
+from compare import FAILURE_OF, Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
 from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
+from oracle_families import ORACLE_FAMILIES, all_cases, failure_codes, family_of, oracle_family  # noqa: E402
 
 REPO = HERE.parent.parent
 DEFAULT_OUT = Path("/tmp/oracle-disagreements.txt")
@@ -41,7 +41,7 @@ class Result:
     """One run: what was compared and every disagreement."""
 
     engines: list[Pin]
-    cases: list[Case]
+    cases: list[Case]  # every family's (Case is EAGLE-3's; the others have the fields used here)
     found: list[Disagreement] = field(default_factory=list)
     not_comparable: list[tuple[str, str, str]] = field(default_factory=list)  # case, engine, why
     agreeing: dict[str, int] = field(default_factory=dict)  # engine → cases with no disagreement
@@ -85,11 +85,13 @@ class Result:
         return "\n".join(lines) + "\n"
 
 
-def ckptdiff_report(root: Path, case_dir: Path, target: Path, engines: list[str]) -> dict[str, Any]:
-    """ckptdiff's JSON report on one case, from the checkout at ``root``, run as a user runs it."""
+def ckptdiff_report(root: Path, case_dir: Path, target: Path | None, engines: list[str]) -> dict[str, Any]:
+    """ckptdiff's JSON report on one case, from the checkout at ``root``, run as a user runs it (``target`` None:
+    the case is checked on its own, as a target carrying MTP layers is)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
     env.update(PYTHONPATH=str(root), NO_COLOR="1", HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "ckptdiff", str(case_dir), "--base", str(target), "--format", "json"]
+    base = ["--base", str(target)] if target is not None else []
+    command = [sys.executable, "-m", "ckptdiff", str(case_dir), *base, "--format", "json"]
     for engine in engines:
         command += ["--engine", engine]
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=root)
@@ -98,7 +100,7 @@ def ckptdiff_report(root: Path, case_dir: Path, target: Path, engines: list[str]
     return json.loads(completed.stdout)
 
 
-def in_process_report(case_dir: Path, target: Path, engines: list[str]) -> dict[str, Any]:
+def in_process_report(case_dir: Path, target: Path | None, engines: list[str]) -> dict[str, Any]:
     """ckptdiff's JSON report on one case from the ckptdiff imported here (mutate.py: with a rule changed)."""
     import contextlib
     import io
@@ -107,7 +109,8 @@ def in_process_report(case_dir: Path, target: Path, engines: list[str]) -> dict[
 
     from ckptdiff.cli import command
 
-    args = [str(case_dir), "--base", str(target), "--format", "json", "--no-step-summary"]
+    base = ["--base", str(target)] if target is not None else []
+    args = [str(case_dir), *base, "--format", "json", "--no-step-summary"]
     for engine in engines:
         args += ["--engine", engine]
     out = io.StringIO()
@@ -127,37 +130,48 @@ def run(
     split: str | None = None,
     reporter: Any = None,
     cached_only: bool = False,
+    families: list[str] | None = None,
 ) -> Result:
     wanted = [pin for pin in pins() if not engine_names or pin.engine in engine_names]
-    cases = [case for case in CASES if (not case_names or case.name in case_names) and split in (None, case.split)]
+    every = [case for case in all_cases() if not families or family_of(case) in families]
+    cases = [case for case in every if (not case_names or case.name in case_names) and split in (None, case.split)]
     if case_names and len(cases) != len(set(case_names)):
-        unknown = sorted(set(case_names) - {c.name for c in CASES})
+        unknown = sorted(set(case_names) - {c.name for c in every})
         raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
     result = Result(wanted, cases)
     with tempfile.TemporaryDirectory(prefix="ckptdiff-oracle-cases-") as scratch:
-        directories = write_all(Path(scratch), cases)
-        targets = {c.name: target_dir(Path(scratch), c) for c in cases}
-        observed = {
-            pin.engine: run_engine(
-                pin,
-                {c.name: (directories[c.name], targets[c.name]) for c in cases if pin.engine not in c.not_comparable},
-                log,
-                cached_only=cached_only,
-            )
-            for pin in wanted
-        }
+        # name → (the checkpoint ckptdiff checks, its --base or None: the checkpoint is its own target)
+        written: dict[str, tuple[Path, Path | None]] = {}
+        observed: dict[str, dict[str, dict[str, Any]]] = {pin.engine: {} for pin in wanted}
+        for family in ORACLE_FAMILIES:
+            mine = [c for c in cases if family_of(c) == family.name]
+            if not mine:
+                continue
+            here = family.write(Path(scratch) / family.name, mine)
+            written |= here
+            for pin in wanted:
+                pairs = {
+                    c.name: (here[c.name][0], here[c.name][1] or here[c.name][0])
+                    for c in mine
+                    if pin.engine not in c.not_comparable
+                }
+                observed[pin.engine] |= run_engine(
+                    pin, pairs, log, cached_only=cached_only, driver=family.driver, shared=family.shared
+                )
         names = [pin.engine for pin in wanted]
         if reporter is not None:
-            reports = {c.name: reporter(directories[c.name], targets[c.name], names) for c in cases}
+            reports = {c.name: reporter(*written[c.name], names) for c in cases}
         else:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 reports = dict(
                     zip(
                         [c.name for c in cases],
-                        pool.map(lambda c: ckptdiff_report(root, directories[c.name], targets[c.name], names), cases),
+                        pool.map(lambda c: ckptdiff_report(root, *written[c.name], names), cases),
                     )
                 )
+    codes = {**FAILURE_OF, **failure_codes()}
     for case in cases:
+        family = oracle_family(family_of(case))
         entries = {entry["engine"]: entry for entry in reports[case.name].get("engines", [])}
         for pin in wanted:
             if pin.engine in case.not_comparable:
@@ -168,7 +182,10 @@ def run(
                 result.not_comparable.append((case.name, pin.engine, f"environment: this machine lacks {lacking}"))
                 continue
             entry = entries.get(pin.engine)
-            theirs = engine_view(observed[pin.engine][case.name], case, pin.engine)
+            seen = observed[pin.engine][case.name]
+            inert = family.inert(case, seen) if family.inert is not None else None
+            unread = pin.engine if family.unread else None
+            theirs = engine_view(seen, case, family.names(case), inert, unread)
             result.captures[(case.name, pin.engine)] = (
                 capture_observed(observed[pin.engine][case.name]),
                 capture_believed(entry),
@@ -176,7 +193,7 @@ def run(
             if entry is None:
                 found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", theirs.outcome)]
             else:
-                found = disagreements(case.name, pin.engine, ckptdiff_view(entry), theirs)
+                found = disagreements(case.name, pin.engine, ckptdiff_view(entry, codes), theirs)
             result.found += found
             if not found:
                 result.agreeing[pin.engine] = result.agreeing.get(pin.engine, 0) + 1
@@ -217,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the table is also written")
     parser.add_argument("--split", choices=("main", "held-out"), help="only the cases of this split")
     parser.add_argument("--capture", action="store_true", help="print the observed capture beside ckptdiff's")
+    parser.add_argument(
+        "--family", action="append", choices=[f.name for f in ORACLE_FAMILIES], help="only this family's cases"
+    )
     args = parser.parse_args(argv)
     wanted = [pin for pin in pins() if not args.engine or pin.engine in args.engine]
     missing = missing_environments(wanted)
@@ -224,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         labels = ", ".join(pin.label for pin in missing)
         print(f"oracle: no environment for {labels}: run bash tests/oracle/install_engines.sh", file=sys.stderr)
         return 2
-    result = run(args.ckptdiff_root.resolve(), args.engine, args.case, split=args.split)
+    result = run(args.ckptdiff_root.resolve(), args.engine, args.case, split=args.split, families=args.family)
     text = f"ckptdiff at {args.ckptdiff_root.resolve()}\n" + result.table()
     if args.capture:
         text += "\n" + capture_table(result)

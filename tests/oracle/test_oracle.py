@@ -14,8 +14,8 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from catalogue import CASES  # noqa: E402
 from engines import pins  # noqa: E402
+from oracle_families import all_cases  # noqa: E402
 from run import DEFAULT_OUT, REPO, Result, run  # noqa: E402
 
 pytestmark = pytest.mark.oracle
@@ -30,7 +30,7 @@ def oracle() -> Result:
 
 
 @pytest.mark.parametrize("engine", [pin.engine for pin in pins()])
-@pytest.mark.parametrize("case", [case.name for case in CASES if case.split == "main"])
+@pytest.mark.parametrize("case", [case.name for case in all_cases() if case.split == "main"])
 def test_ckptdiff_says_what_the_engine_does(oracle: Result, case: str, engine: str) -> None:
     off = next((why for name, each, why in oracle.not_comparable if name == case and each == engine), None)
     if off is not None:

@@ -1,2 +1,3 @@
-"""DFlash drafters (block-diffusion drafting over a target's hidden states: vLLM ``qwen3_dflash.py``, SGLang
-``dflash.py``): detected and compared; their engine loading is not modelled yet, and ``--engine`` says so."""
+"""DFlash drafters (block-diffusion drafting over a target's hidden states): the spec read from config.json and
+names (``spec.py``), the checks (``profile.py``), vLLM's ``qwen3_dflash.py`` and SGLang's ``dflash.py`` loaders as
+data (``engines/``), and their words."""

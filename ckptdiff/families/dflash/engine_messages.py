@@ -1,5 +1,137 @@
-"""The words of DFlash's engine events: none of its own yet (no engine's DFlash loading is modelled)."""
+"""The words of DFlash's engine events: each rule's ``wording`` key → its template over the event's params."""
 
 from __future__ import annotations
 
-EVENTS: dict[str, str] = {}
+from collections.abc import Callable, Mapping
+from typing import Any
+
+Params = Mapping[str, Any]
+
+
+def _ids(value: Any, params: Params) -> str:
+    return "none" if not value else ", ".join(str(v) for v in value)
+
+
+def _needs(params: Params) -> str:
+    parts = []
+    if params.get("layers_above") is not None:
+        parts.append(f"more than {params['layers_above']} layers")
+    if params.get("hidden") is not None:
+        parts.append(f"hidden_size {params['hidden']} (its embedding and head are used)")
+    if params.get("mask") is not None:
+        parts.append(f"a vocabulary holding mask token id {params['mask']}")
+    return "; ".join(parts) or "nothing the drafter's config states"
+
+
+def _key(value: Any, params: Params) -> str:
+    return str(value) if value else "no key; built from the target's depth, one per drafter layer"
+
+
+PARAM_WORDS: dict[str, Callable[[Any, Params], str]] = {"ids": _ids, "key": _key}
+DERIVED: dict[str, Callable[[Params], Any]] = {"needs": _needs}
+#: Headline phrases for the events that make an engine refuse (code → template).
+SUMMARIES: dict[str, str] = {
+    "dflash_not_supported": "no DFlash class for {architecture}",
+    "layers_required": "no num_hidden_layers",
+    "target_layer_ids_malformed": "{key} is not a list of ints",
+    "target_layer_out_of_range": "target layer ids {ids} out of range",
+    "target_layer_not_captured": "{captured} target states captured, fc takes {features}",
+    "mask_hidden_refused": "mask_hidden refused ({name})",
+    "domino_weights_refused": "Domino weights refused ({name})",
+    "unknown_name": "no parameter for {name}",
+    "shape_mismatch": "{name} is {got}, not {want}",
+    "fc_width_mismatch": "fc.weight is {got}, not {want}",
+    "hidden_mismatch": "hidden_size {hidden} against the target's {target_hidden}",
+    "mask_token_out_of_vocab": "mask token {mask_token_id} outside the target's vocabulary ({vocab})",
+}
+
+_NO_CLASS = (
+    "no DFlash drafter class for architectures[0] {architecture} (looked up as {looked_up}); the ones modelled "
+    "here are {registered}"
+)
+_FROM_TARGET = "{name}: the drafter has none of its own; the target's is used"
+_RANDOM = "{param} is not in the checkpoint: no check reports it, so it keeps its initial random values"
+
+EVENTS: dict[str, str] = {
+    "dflash.no_config": "{spec} has no config.json: no DFlash drafter can be built from it",
+    "dflash.vllm.dflash_not_supported": "vLLM has " + _NO_CLASS,
+    "dflash.sglang.dflash_not_supported": "SGLang has " + _NO_CLASS,
+    "dflash.sglang.layers_required": (
+        'the config has no num_hidden_layers: SGLang raises ValueError "DFLASH requires draft num_hidden_layers"'
+    ),
+    "dflash.sglang.target_layer_ids_malformed": (
+        "{key} is {value}: SGLang raises ValueError (target_layer_ids must be a non-empty list of ints)"
+    ),
+    "dflash.sglang.ids_vs_target": (
+        "target layer ids {ids} (read at {key}) do not fit a "
+        'target of {layers} layers: SGLang refuses to start, ValueError "DFLASH target_layer_ids contains an '
+        'out-of-range layer id" (or "requires num_target_layers >= 4")'
+    ),
+    "dflash.sglang.ids_vs_trained_depth": (
+        "target layer ids {ids} (read at {key}) do not fit the {limit} target layers DFlashDraftModel sizes fc for "
+        "(num_target_layers, else the largest id + 1, else its own layer count; without ids it needs 4 or more): "
+        "ValueError while it is built"
+    ),
+    "dflash.vllm.target_layer_not_captured": (
+        "fc takes {features} target hidden states (one per target layer id, read as ids {ids}, else one per drafter "
+        "layer) but the target of {layers} layers captures {captured}: the first forward raises ValueError "
+        '"DFlash drafter expects ... concatenated aux hidden features"'
+    ),
+    "dflash.vllm.mask_hidden_refused": (
+        '{name}: vLLM asserts "DFlash embeds masked slots via mask_token_id ...; it should not ship a mask_hidden '
+        'weight" (AssertionError)'
+    ),
+    "dflash.sglang.domino_weights_refused": (
+        '{name}: a Domino projector weight, but dflash_config.projector_type is not "domino": ValueError'
+    ),
+    "dflash.vllm.from_target": _FROM_TARGET,
+    "dflash.sglang.from_target": _FROM_TARGET + " (DFlashWorkerV2 embeds with the target's and projects with its "
+    "lm_head)",
+    "dflash.vllm.carried_used": (
+        "{name}: the checkpoint carries its own, and vLLM uses it rather than the target's unless the two are equal"
+    ),
+    "dflash.sglang.carried_unused": (
+        "{name}: SGLang's DFlash drafter has no parameter for it and skips it; the target's is used instead"
+    ),
+    "dflash.vllm.unknown_name": (
+        "{name} becomes {candidate}, which vLLM's DFlash drafter has no parameter for: ValueError \"There is no "
+        'module or parameter named ..."'
+    ),
+    "dflash.sglang.skipped_unknown_name": "{name}: SGLang's DFlash drafter has no parameter {candidate}: skipped",
+    "dflash.vllm.shape_mismatch": "{name} is {got} but vLLM's {param} takes {want}",
+    "dflash.sglang.shape_mismatch": "{name} is {got} but SGLang's {param} takes {want}: the weight loader raises",
+    "dflash.vllm.fc_width_mismatch": (
+        "{name} is {got} but vLLM builds fc as {want} ({features} target hidden states x target_hidden_size or "
+        "hidden_size): the load raises"
+    ),
+    "dflash.sglang.fc_width_mismatch": (
+        "{name} is {got} but SGLang builds fc as {want} ({features} target hidden states x hidden_size): "
+        'ValueError "DFLASH fc.weight shape mismatch"'
+    ),
+    "dflash.vllm.random_init": _RANDOM,
+    "dflash.sglang.random_init": _RANDOM,
+    "dflash.vllm.hidden_mismatch": (
+        "the drafter's hidden_size is {hidden} but the target's embedding and head are {target_hidden} wide: the "
+        "first forward fails on the shapes"
+    ),
+    "dflash.sglang.hidden_mismatch": (
+        "the drafter's hidden_size is {hidden} but the target's embedding and head are {target_hidden} wide: the "
+        "first forward fails on the shapes"
+    ),
+    "dflash.vllm.mask_token_out_of_vocab": (
+        "mask token id {mask_token_id} ({key}) is outside the target's vocabulary of {vocab}: the embedding lookup "
+        "of the first draft block fails"
+    ),
+    "dflash.sglang.mask_token_out_of_vocab": (
+        "mask token id {mask_token_id} ({key}) is outside the target's vocabulary of {vocab}: ValueError \"DFLASH "
+        'mask_token_id is outside the target vocab size" when the DFLASH worker starts'
+    ),
+    "dflash.vllm.target_unknown": (
+        "no --base: this verdict holds for a target with {needs}; which target layers vLLM captures is checked "
+        "with --base"
+    ),
+    "dflash.sglang.target_unknown": (
+        "no --base: this verdict holds for a target with {needs}; SGLang checks the target layer ids against the "
+        "target's depth at start-up (--base checks it here)"
+    ),
+}

@@ -367,6 +367,17 @@ def _claimed(p: Params) -> str:
             "the embedding output is never used, sglang PR#25454 (inferred), not vLLM's convention (id j = the "
             "output of layer j-1)"
         )
+    elif p.get("default_depth"):
+        m = p["default_depth"]
+        how = (
+            f"they are [2, n//2, n-3] for n = {m}, the default capture's layer indices, each the input of its layer, "
+            "as vLLM's default, SGLang's DeepSeek-V2 class and the EAGLE-3 reference code index them (inferred)"
+        )
+        if p.get("class_reading") is not None:
+            how += (
+                f"; they were written for that convention, not for {LABELS.get(p.get('claim_writer', ''), '?')}'s "
+                f"{p.get('family', '?')} class, which reads them as the outputs of layers {p['class_reading']}"
+            )
     else:
         how = f"as {LABELS.get(p.get('claim_writer', ''), '?')} captures them on this class, where {key} is written"
     return f"{key}={json.dumps(ids)} name the outputs of layers {{named}} ({how})"
@@ -376,6 +387,16 @@ def _span_words(target: Mapping[str, Any]) -> str:
     spans = [f"{a}" if a == b else f"{a}-{b}" for a, b in target["layers"]]
     example = f" such as {target['example']}" if target.get("example") else ""
     return f"a {' or '.join(spans)}-layer {target['family']} model{example}"
+
+
+def _targets_words(p: Params) -> str:
+    """The targets a conditional verdict holds on; one phrase when every class it knows holds at the same depths."""
+    targets = p["targets"]
+    same = {json.dumps(t["layers"]) for t in targets}
+    if len(same) == 1 and len(targets) > 1 and [t["family"] for t in targets] == list(p.get("families", ())):
+        spans = [f"{a}" if a == b else f"{a}-{b}" for a, b in targets[0]["layers"]]
+        return f"a {' or '.join(spans)}-layer model of any class it knows ({', '.join(p['families'])})"
+    return " or ".join(_span_words(t) for t in targets)
 
 
 CAPTURE_EVENTS: dict[str, Callable[[Params], str]] = {
@@ -420,7 +441,7 @@ CAPTURE_EVENTS: dict[str, Callable[[Params], str]] = {
     ),
     "eagle3.capture.conditional": lambda p: (
         f"{_ids_at(p.get('read'))}{_ignored(p.get('ignored'), p)}: loads as trained if the target is "
-        + " or ".join(_span_words(t) for t in p["targets"])
+        + _targets_words(p)
         + f" (there {LABELS.get(p['engine'], '?')} captures the layers {_ids_at(p['claim'])} name; give --base to "
         "decide)"
     ),

@@ -17,18 +17,30 @@ def text_settings(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return nested if isinstance(nested, Mapping) else config
 
 
+#: The config keys that hold the MTP layer count (transformers maps ``num_mtp_layers`` onto the first).
+NEXTN_KEYS = ("num_nextn_predict_layers", "num_mtp_layers")
+#: model_type → the count transformers' config class gives when config.json has no key (DeepseekV3Config and
+#: Glm4MoeConfig default to 1; both engines read their configs through those classes).
+NEXTN_DEFAULTS = {"deepseek_v3": 1, "glm4_moe": 1}
+
+
 def nextn_layers(config: Mapping[str, Any]) -> int | None:
-    """``num_nextn_predict_layers`` (in the text config or at the top), None when absent or not an int."""
-    for holder in (text_settings(config), config):
-        value = holder.get("num_nextn_predict_layers")
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+    """``num_nextn_predict_layers`` (or ``num_mtp_layers``; in the text config or at the top); when absent, the
+    default of the model type's transformers config class; None when neither says."""
+    text = text_settings(config)
+    for holder in (text, config):
+        for key in NEXTN_KEYS:
+            value = holder.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    model_type = text.get("model_type") or config.get("model_type")
+    return NEXTN_DEFAULTS.get(model_type) if isinstance(model_type, str) else None
 
 
 def detect(config: Mapping[str, Any]) -> bool:
-    """A checkpoint with MTP layers: it announces some (``num_nextn_predict_layers`` > 0), is a model type that
-    keeps them under ``mtp.*``, or its architecture is an MTP/NextN head."""
+    """A checkpoint with MTP layers: it announces some (``num_nextn_predict_layers`` > 0, or its model type's
+    default when the key is absent; Kimi-K2's 0 announces none), is a model type that keeps them under ``mtp.*``,
+    or its architecture is an MTP/NextN head."""
     if (nextn_layers(config) or 0) > 0:
         return True
     model_type = text_settings(config).get("model_type") or config.get("model_type")

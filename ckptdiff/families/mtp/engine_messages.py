@@ -13,6 +13,8 @@ DERIVED: dict[str, Callable[[Params], Any]] = {}
 SUMMARIES: dict[str, str] = {
     "mtp_not_supported": "no MTP drafter class for model_type {model_type}",
     "mtp_layers_not_announced": "no MTP layers announced (num_nextn_predict_layers)",
+    "mtp_layers_key_absent": "no num_nextn_predict_layers in the config",
+    "mtp_layer_not_moe": "no MoE layer among its MTP layers",
     "mtp_layer_count_unsupported": "num_nextn_predict_layers={nextn} is not supported",
     "mtp_layer_missing": "MTP layer {layer} not in the checkpoint",
 }
@@ -38,7 +40,34 @@ EVENTS: dict[str, str] = {
         'num_nextn_predict_layers={nextn}: SGLang\'s NextN loader asserts "Only 1 nextn layer is supported" '
         "(AssertionError)"
     ),
-    "mtp.vllm.from_target": "{name}: taken from the target",
+    "mtp.vllm.from_target": (
+        "{name}: loaded, then replaced by the target's (load_eagle_model shares the target's embedding and head with "
+        "an MTP drafter, which declares no copy of its own)"
+    ),
+    "mtp.vllm.mtp_layer_not_moe": (
+        "{cls} builds its MTP layers {layers} as the target's layers, and none of them is a MoE layer "
+        '(first_k_dense_replace): RuntimeError "No Glm4MoE layer found in model.layers." at construction'
+    ),
+    "mtp.vllm.random_init_exempt": (
+        "{param} is not in the checkpoint; vLLM's strict check exempts the parameters of layers with a quantization "
+        "method (linear, embedding, MoE), so it keeps its initial values, silently"
+    ),
+    "mtp.vllm.mtp_layer_unread": (
+        "MTP layer {layer} is stored but vLLM reads only layers {layers} (num_hidden_layers + i for "
+        "num_nextn_predict_layers): its tensors are never loaded"
+    ),
+    "mtp.sglang.mtp_layer_unread": (
+        "MTP layer {layer} is stored but SGLang's NextN loader reads only layer {layers} (nextn_layer_id): its "
+        "tensors are never loaded"
+    ),
+    "mtp.sglang.extra_expert": (
+        "{name}: expert index past n_routed_experts ({experts}); SGLang's expert mapping has no slot for it and skips "
+        "it silently"
+    ),
+    "mtp.sglang.stacked_unknown": (
+        "{name} is stacked into {candidate}, which SGLang's NextN layer does not have (its MLP is built as a MoE "
+        "layer): KeyError"
+    ),
     "mtp.sglang.from_target": (
         "{name}: skipped; SGLang's NextN draft uses the target's embedding and head (set_embed_and_head)"
     ),

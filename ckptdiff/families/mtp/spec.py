@@ -100,6 +100,11 @@ class MtpSpec:
         """Whether an MTP layer's MLP is a mixture of experts (the engines build it so when the config has experts)."""
         return bool(_int(self.text.get("n_routed_experts")) or _int(self.text.get("num_experts")))
 
+    @property
+    def experts(self) -> int | None:
+        """The routed experts an MTP layer's MoE has (n_routed_experts / num_experts)."""
+        return _int(self.text.get("n_routed_experts")) or _int(self.text.get("num_experts"))
+
     @cached_property
     def stored(self) -> dict[int, tuple[str, ...]]:
         """Layer index → the names stored under it, for every layer that holds an MTP layer's own tensors or lies

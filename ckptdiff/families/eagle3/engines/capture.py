@@ -102,13 +102,32 @@ class Claim:
     #: The ids start at 0 or 1: written as "the output of layer k" whoever reads them (the embedding output
     #: is never used, sglang PR#25454) (inferred).
     as_outputs: bool
+    #: The ids are the default capture's layer indices of an m-layer model, (2, m//2, m-3): each the input of
+    #: its layer (the outputs of layers 1, m//2-1, m-4), as vLLM's default (interfaces.py), SGLang's
+    #: DeepSeek-V2 class and the EAGLE-3 reference code index them, whatever class they are served on
+    #: (inferred: e.g. AQ-MedAI's Kimi-K2 drafter's [2, 30, 58]). None: they are not.
+    default_depth: int | None = None
 
     def outputs(self, writer_classes: tuple[ClassCapture, ...], label: str, n: int) -> Ids | None:
         """The target-layer outputs these ids name on a target of family ``label`` and depth n (None: unknown)."""
         if self.as_outputs:
             return tuple(sorted(set(self.ids)))
+        if self.default_depth is not None:
+            return tuple(sorted({i - 1 for i in self.ids}))
+        return self.class_reading(writer_classes, label, n)
+
+    def class_reading(self, writer_classes: tuple[ClassCapture, ...], label: str, n: int) -> Ids | None:
+        """The outputs the writer's own class convention for family ``label`` makes of the ids (None: no rule)."""
         capture = next((c for c in writer_classes if c.label == label), None)
         return capture.outputs(self.ids, n) if capture is not None else None
+
+
+def default_depth(ids: Ids) -> int | None:
+    """The depth m whose default capture indices (2, m//2, m-3) the ids are, if they are (three ids, in order)."""
+    if len(ids) != 3 or ids[0] != 2:
+        return None
+    m = ids[2] + 3
+    return m if vllm_default(m) == tuple(ids) else None
 
 
 @dataclass(frozen=True)

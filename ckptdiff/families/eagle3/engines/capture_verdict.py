@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ....report import Condition, TargetSpan
 from ...rules import Engine, Event, Severity, Source
-from .capture import WRITERS, Claim, ClassCapture, Solution, capture_for, solve
+from .capture import WRITERS, Claim, ClassCapture, Solution, capture_for, default_depth, solve
 
 if TYPE_CHECKING:
     from .settings import Draft
@@ -30,7 +30,7 @@ def claim_of(draft: Draft) -> Claim | None:
         return None
     ids = tuple(int(i) for i in found.value)
     writer = WRITERS.get(found.key, "vllm")
-    return Claim(found.key, ids, writer, as_outputs=bool(ids) and ids[0] in (0, 1))
+    return Claim(found.key, ids, writer, as_outputs=bool(ids) and ids[0] in (0, 1), default_depth=default_depth(ids))
 
 
 def _writer_classes(claim: Claim) -> tuple[ClassCapture, ...]:
@@ -48,7 +48,8 @@ def _common(engine: Engine, draft: Draft) -> dict[str, Any]:
 
 
 def _claim(claim: Claim) -> dict[str, Any]:
-    return {"claim": [claim.key, list(claim.ids)], "claim_writer": claim.writer, "as_outputs": claim.as_outputs}
+    found = {"claim": [claim.key, list(claim.ids)], "claim_writer": claim.writer, "as_outputs": claim.as_outputs}
+    return found | ({"default_depth": claim.default_depth} if claim.default_depth is not None else {})
 
 
 def _event(severity: Severity, code: str, wording: str, source: Source) -> Event:
@@ -115,11 +116,26 @@ def _decided(engine: Engine, draft: Draft, events: _Events, claim: Claim | None,
         return
     if claim is not None and named is not None and named != captured:
         severity_code = "aux_ids_convention" if read else "aux_ids_default"
+        other = _other_convention(claim, capture, n)
         events.add(
-            _event("warning", severity_code, "differs", capture.setup), **where, **_claim(claim), named=list(named)
+            _event("warning", severity_code, "differs", capture.setup),
+            **where,
+            **_claim(claim),
+            named=list(named),
+            **other,
         )
         return
     events.add(_event("info", code, "decided", capture.setup), **where)
+
+
+def _other_convention(claim: Claim, capture: ClassCapture, n: int) -> dict[str, Any]:
+    """When the ids are default-capture indices that the writer's convention for the target's own class would read
+    as other layers: they were written for another class's convention (said in the event, with that reading)."""
+    if claim.default_depth is None:
+        return {}
+    reading = claim.class_reading(_writer_classes(claim), capture.label, n)
+    named = claim.outputs((), capture.label, n)
+    return {"class_reading": list(reading)} if reading is not None and reading != named else {}
 
 
 def _unknown_class(

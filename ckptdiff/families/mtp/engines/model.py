@@ -20,6 +20,14 @@ class MtpClass:
     architectures: tuple[str, ...] = ()
     #: The checkpoint layout its loader reads ("deepseek": model.layers.{N+i}; "mtp": mtp.*).
     layout: str = "deepseek"
+    #: Whether its loader also takes the top-level ``lm_head.weight`` as the first MTP layer's shared_head.head
+    #: (vLLM's Glm4MoeMTP).
+    loads_top_head: bool = False
+    #: Raised at construction when no MTP layer it builds is a MoE layer (vLLM's Glm4MoeMTP), else None.
+    needs_moe: Event | None = None
+    #: Whether its loader skips a stacked piece whose fused parameter it lacks (SGLang's GLM NextN), rather than
+    #: the engine's ``stacked_unknown``.
+    skips_stacked_unknown: bool = False
 
     def serves(self, spec: MtpSpec) -> bool:
         return spec.model_type in self.model_types or spec.architecture in self.architectures
@@ -49,21 +57,37 @@ class MtpEngine:
     #: num_nextn_predict_layers values the class accepts (None: any > 0); else ``nextn_refused`` ({nextn}).
     nextn_allowed: tuple[int, ...] | None
     nextn_refused: Event | None
-    #: The checkpoint layer indices it reads, from the spec (DeepSeek layout).
-    layer_ids: Callable[[MtpSpec], tuple[int, ...]]
+    #: The checkpoint layer indices it reads, from the checkpoint's spec and (a standalone export served beside a
+    #: target) the target's spec (DeepSeek layout).
+    layer_ids: Callable[[MtpSpec, MtpSpec | None], tuple[int, ...]]
     #: Name prefixes of a read layer, ``{layer}`` filled in (a name must start with one of them).
     prefixes: tuple[str, ...]
     #: Pieces of a read layer's names it skips because it takes them from the target (SGLang: embed, head).
     from_target: tuple[str, ...]
     from_target_event: Event
-    #: Whether it builds and loads its own embedding (vLLM) rather than sharing the target's.
-    own_embedding: bool
-    #: Whether it builds its own head from ``shared_head.head`` (vLLM) rather than the target's lm_head.
-    own_head: bool
+    #: The parameters (``{layer}`` filled in) the drafter's set-up replaces by the target's after loading.
+    taken: tuple[str, ...]
+    #: Whether it loads the top-level ``model.embed_tokens.weight`` into its embedding (vLLM) before that.
+    loads_top_embedding: bool
     #: (layer, rest of the name after the layer prefix) → the parameter it fills.
     spec_param: Callable[[int, str], str]
     block_param: Callable[[int, str], str]
     fused: tuple[Fused, ...]
+    #: Fused parameters written only once every piece is there (SGLang concatenates q_a and kv_a): otherwise none.
+    joined: tuple[str, ...]
+    #: The routed experts' fused parameters, after the MLP's prefix (``experts.w13_weight``).
+    experts: str
+    #: Whether layer ``index``'s MLP is a mixture of experts (vLLM: as the target's layers; SGLang: always).
+    moe_layer: Callable[[MtpSpec, int], bool]
+    #: A routed expert past n_routed_experts ({name}, {experts}).
+    extra_expert: Event
+    #: A stacked piece (gate_proj, q_a_proj) whose fused parameter the layer does not have ({name}, {candidate}).
+    stacked_unknown: Event
+    #: Of the parameters no tensor fills, those the loader's strict check names (else ``param_missing_exempt``).
+    strict: Callable[[str], bool]
+    param_missing_exempt: Event
+    #: A stored MTP layer it does not read ({layer}, {layers}).
+    unread_layer: Event
     #: A read layer that no tensor fills ({layer}).
     layer_missing: Event
     #: A parameter that no tensor fills ({param}).

@@ -9,13 +9,13 @@ from typing import Any
 from ....checkpoint import Checkpoint
 from ....report import EngineEvent, EngineResult
 from ...rules import Event
-from ..spec import MtpSpec, is_spec_weight
+from ..spec import MtpSpec, is_spec_weight, layer_index
 from .model import MtpClass, MtpEngine
 from .shapes import expected_layer
 
 #: Suffixes of the scale tensors a quantized linear layer stores beside its weight (FP8 block, per tensor).
 SCALE_SUFFIXES = ("weight_scale_inv", "weight_scale", "input_scale")
-_EXPERT = re.compile(r"experts\.\d+\.(gate_proj|up_proj|down_proj)\.")
+_EXPERT = re.compile(r"experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.")
 _RANK = {"error": 0, "warning": 1, "info": 2}
 
 
@@ -30,33 +30,41 @@ class _Events:
 def simulate(
     engine: MtpEngine, checkpoint: Checkpoint, side: str, base_config: Mapping[str, Any] | None = None
 ) -> EngineResult:
-    """What ``engine`` does with ``checkpoint``'s MTP layers served as its drafter (the checkpoint is the target)."""
+    """What ``engine`` does with ``checkpoint``'s MTP layers served as its drafter: the checkpoint is the target, or
+    (``base_config`` given) a standalone export served beside that target."""
     config = checkpoint.config
     events = _Events()
     if config is None:
         events.items.append(EngineEvent("error", "no_config", None, "mtp.no_config", {"spec": checkpoint.spec}))
         return EngineResult(engine.name, side, tuple(events.items))
     spec = MtpSpec.of(config, checkpoint.tensors)
+    target = MtpSpec.of(base_config, ()) if base_config is not None else None
     chosen = next((c for c in engine.classes if c.serves(spec)), None)
     if chosen is None:
         registered = [c.name for c in engine.classes]
         events.add(engine.no_class, model_type=spec.model_type, architecture=spec.architecture, registered=registered)
         return EngineResult(engine.name, side, tuple(events.items))
-    if spec.nextn is None and chosen.layout == "deepseek":
-        events.add(engine.nextn_absent, cls=chosen.name)
-        return EngineResult(engine.name, side, tuple(events.items))
-    if chosen.layout == "deepseek" and (spec.nextn or 0) <= 0:
-        events.add(engine.nextn_absent, cls=chosen.name, nextn=spec.nextn)
-        return EngineResult(engine.name, side, tuple(events.items))
-    allowed = engine.nextn_allowed
-    if chosen.layout == "deepseek" and allowed is not None and spec.nextn not in allowed:
-        assert engine.nextn_refused is not None
-        events.add(engine.nextn_refused, nextn=spec.nextn, allowed=list(allowed))
-        return EngineResult(engine.name, side, tuple(events.items))
-    fates = _replay_prefix(engine, chosen, spec, checkpoint, events) if chosen.layout == "mtp" else None
-    if fates is None:
-        fates = _replay_layers(engine, chosen, spec, checkpoint, events)
-    tensors, parameters = fates
+    if chosen.layout == "deepseek":
+        allowed = engine.nextn_allowed
+        if spec.nextn is None:
+            events.add(engine.nextn_absent, cls=chosen.name, nextn=None)
+            return EngineResult(engine.name, side, tuple(events.items))
+        if allowed is not None and spec.nextn not in allowed:
+            assert engine.nextn_refused is not None
+            events.add(engine.nextn_refused, nextn=spec.nextn, allowed=list(allowed))
+            return EngineResult(engine.name, side, tuple(events.items))
+        if spec.nextn <= 0:
+            events.add(engine.nextn_absent, cls=chosen.name, nextn=spec.nextn)
+            return EngineResult(engine.name, side, tuple(events.items))
+    if chosen.needs_moe is not None and chosen.layout == "deepseek":
+        layers = engine.layer_ids(spec, target)
+        if not any(engine.moe_layer(spec, layer) for layer in layers):
+            events.add(chosen.needs_moe, cls=chosen.name, layers=list(layers))
+            return EngineResult(engine.name, side, tuple(events.items))
+    if chosen.layout == "mtp":
+        tensors, parameters = _replay_prefix(engine, chosen, spec, checkpoint, events)
+    else:
+        tensors, parameters = _replay_layers(engine, chosen, spec, target, checkpoint, events)
     ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
     return EngineResult(engine.name, side, tuple(ordered), tensors=tuple(tensors), parameters=tuple(parameters))
 
@@ -65,11 +73,16 @@ Fates = tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]
 
 
 def _param_of(engine: MtpEngine, layer: int, rest: str) -> str:
-    """The parameter a layer's tensor fills: experts into the fused expert weights, stacked pieces into their
-    fused parameter (``[shard]``), the spec weights and the block under the engine's prefixes."""
-    if _EXPERT.search(rest):
-        fused = _EXPERT.sub(lambda m: "experts.w2_" if m.group(1) == "down_proj" else "experts.w13_", rest)
-        return engine.block_param(layer, fused)
+    """The parameter a layer's tensor fills: a routed expert's into the fused expert weights (shard
+    ``[{expert}_{piece}]``), stacked pieces into their fused parameter (``[shard]``), the spec weights and the
+    block under the engine's prefixes."""
+    expert = _EXPERT.search(rest)
+    if expert is not None:
+        index, piece = expert.group(1), expert.group(2)
+        which = "w2" if piece == "down_proj" else "w13"
+        suffix = rest[expert.end() :]  # weight, weight_scale_inv, ...
+        shard = index if which == "w2" else f"{index}_{piece.removesuffix('_proj')}"
+        return engine.block_param(layer, f"{engine.experts}.{which}_{suffix}") + f"[{shard}]"
     for piece in engine.fused:
         if f".{piece.piece}." in f".{rest}":
             rest = rest.replace(f"{piece.piece}.", f"{piece.param}.", 1) + f"[{piece.shard}]"
@@ -82,88 +95,154 @@ def _base(param: str) -> str:
 
 
 def _replay_layers(
-    engine: MtpEngine, chosen: MtpClass, spec: MtpSpec, checkpoint: Checkpoint, events: _Events
+    engine: MtpEngine, chosen: MtpClass, spec: MtpSpec, target: MtpSpec | None, checkpoint: Checkpoint, events: _Events
 ) -> Fates:
-    layers = engine.layer_ids(spec)
-    expected = expected_layer(spec)
+    layers = engine.layer_ids(spec, target)
+    experts = spec.experts
     params: dict[str, tuple[int, ...] | None] = {}
     layer_of: dict[str, int] = {}  # parameter → the MTP layer that fills it
-    from_target: list[str] = []
     for layer in layers:
-        for rest, shape in expected.items():
+        for rest, shape in expected_layer(spec, moe=engine.moe_layer(spec, layer)).items():
             if any(piece in rest for piece in engine.from_target):
                 continue
             param = _param_of(engine, layer, rest)
             params.setdefault(param, shape)
             layer_of.setdefault(param, layer)
-    if not engine.own_embedding:
-        from_target.append("model.embed_tokens.weight")
-    if not engine.own_head:
-        from_target.append("lm_head.weight")
+    taken = {t.format(layer=layer) for t in engine.taken for layer in layers}
+    for name in taken:
+        params.setdefault(name, None)
     quantized = isinstance(spec.text.get("quantization_config") or spec.config.get("quantization_config"), Mapping)
     filled: dict[str, str] = {}
-    tensors: list[tuple[str, str, str | None]] = []
+    writers: dict[str, list[str]] = {}  # parameter → the tensors written into it, in the loader's (sorted) order
+    tensors: dict[str, tuple[str, str | None]] = {}
     touched: set[int] = set()
     outside: list[str] = []
+    unread: dict[int, int] = {}
     for name in sorted(checkpoint.tensors):
         info = checkpoint.tensors[name]
         found, rest = _in_layers(engine, layers, name)
         if found is None:
-            if engine.own_embedding and name in ("model.embed_tokens.weight", "embed_tokens.weight"):
-                tensors.append((name, "loaded", "model.embed_tokens.weight"))
-                filled["model.embed_tokens.weight"] = "loaded"
+            top = _top_level(engine, chosen, layers, name)
+            if top is not None:
+                writers.setdefault(top, []).append(name)
+                tensors[name] = ("loaded" if top == name else "renamed", top)
+                filled[top] = "loaded"
                 continue
-            outside.append(name)
-            tensors.append((name, "skipped", None))
+            index = layer_index(name)
+            if index is not None and index in spec.stored and index not in layers and _is_mtp_layer(spec, index):
+                unread[index] = unread.get(index, 0) + 1
+            else:
+                outside.append(name)
+            tensors[name] = ("skipped", None)
             continue
         if any(piece in rest for piece in engine.from_target):
             events.add(engine.from_target_event, name, name=name)
-            tensors.append((name, "from_target", None))
+            tensors[name] = ("skipped", None)
             continue
         if rest.startswith("embed_tokens.") and found != layers[0]:
-            tensors.append((name, "skipped", None))  # "MTP modules share the embedding: only the first is loaded"
+            tensors[name] = ("skipped", None)  # "MTP modules share the embedding: only the first is loaded"
+            continue
+        expert = _EXPERT.search(rest)
+        if expert is not None and experts is not None and int(expert.group(1)) >= experts:
+            event = engine.extra_expert
+            events.add(event, name, name=name, experts=experts, candidate=name)
+            tensors[name] = ("error" if event.severity == "error" else "skipped", None)
             continue
         param = _param_of(engine, found, rest)
         base = _base(param)
         if any(rest.endswith(suffix) for suffix in SCALE_SUFFIXES) and quantized:
             params.setdefault(param, None)
         if param not in params:
-            events.add(engine.unknown, name, name=name, candidate=base)
-            tensors.append((name, "error" if engine.unknown.severity == "error" else "skipped", None))
+            stacked = param != base and expert is None
+            event = engine.stacked_unknown if stacked and not chosen.skips_stacked_unknown else engine.unknown
+            events.add(event, name, name=name, candidate=base)
+            tensors[name] = ("error" if event.severity == "error" else "skipped", None)
             continue
         want = params[param]
         if want is not None and tuple(info.shape) != tuple(want):
             events.add(engine.shape_error, name, name=name, param=base, got=list(info.shape), want=list(want))
-            tensors.append((name, "error", param))
+            tensors[name] = ("error", param)
             filled[param] = "error"
             continue
         touched.add(found)
         moved = base.removeprefix("model.") != name.removeprefix("model.")
-        tensors.append((name, "renamed" if moved else "loaded", param))
+        writers.setdefault(param, []).append(name)
+        tensors[name] = ("renamed" if moved else "loaded", param)
         filled[param] = "loaded"
+    _join(engine, params, filled, tensors)
+    # A parameter written twice keeps the last tensor written before the load raised (if it does).
+    raised_at = min((name for name, (fate, _) in tensors.items() if fate == "error"), default=None)
+    for names in writers.values():
+        reached = [name for name in names if raised_at is None or name < raised_at] or names[:1]
+        for other in names:
+            if other != reached[-1] and tensors[other][0] in ("loaded", "renamed"):
+                tensors[other] = ("skipped", None)
+    for name, (fate, into) in list(tensors.items()):
+        if into in taken and fate in ("loaded", "renamed"):
+            events.add(engine.from_target_event, name, name=name)
+            tensors[name] = ("from_target", into)
     if outside:
         events.add(engine.outside, count=len(outside), layers=list(layers))
+    for layer in sorted(unread):
+        events.add(engine.unread_layer, layer=layer, layers=list(layers))
     missing_layers = [layer for layer in layers if layer not in touched]
     for layer in missing_layers:
         events.add(engine.layer_missing, layer=layer, cls=chosen.name, nextn=spec.nextn)
-    parameters: list[tuple[str, str]] = [(name, "from_target") for name in from_target]
-    absent = _absent_event(engine, quantized)
+    parameters: list[tuple[str, str]] = []
     for param in params:
+        if param in taken:
+            parameters.append((param, "from_target"))
+            continue
         if param in filled:
             parameters.append((param, filled[param]))
             continue
+        absent = _absent_event(engine, quantized, _base(param))
         parameters.append((param, "random" if absent.severity == "warning" else "missing"))
         if layer_of.get(param) not in missing_layers:  # a whole missing layer is told once, by its event
             events.add(absent, None, param=_base(param))
-    return tensors, parameters
+    listed = [(name, fate, into) for name, (fate, into) in tensors.items()]
+    return listed, parameters
 
 
-def _absent_event(engine: MtpEngine, quantized: bool) -> Event:
+def _top_level(engine: MtpEngine, chosen: MtpClass, layers: tuple[int, ...], name: str) -> str | None:
+    """The parameter a top-level tensor fills, for loaders that take some: vLLM's embedding, and Glm4MoeMTP's
+    lm_head as the first MTP layer's shared_head.head."""
+    if engine.loads_top_embedding and name in ("model.embed_tokens.weight", "embed_tokens.weight"):
+        return "model.embed_tokens.weight"
+    if chosen.loads_top_head and name == "lm_head.weight" and layers:
+        return f"model.layers.{layers[0]}.shared_head.head.weight"
+    return None
+
+
+def _is_mtp_layer(spec: MtpSpec, index: int) -> bool:
+    """A stored layer that holds an MTP layer's own tensors (not one of the target's main layers)."""
+    return any(is_spec_weight(name) for name in spec.stored.get(index, ()))
+
+
+def _join(
+    engine: MtpEngine,
+    params: dict[str, tuple[int, ...] | None],
+    filled: dict[str, str],
+    tensors: dict[str, tuple[str, str | None]],
+) -> None:
+    """A joined parameter (SGLang's fused_qkv_a_proj_with_mqa) is written only once all its pieces are there:
+    otherwise none is, and the pieces that were there go unused."""
+    for joined in engine.joined:
+        shards = [p for p in params if _base(p) == joined]
+        if shards and not all(filled.get(p) == "loaded" for p in shards):
+            for shard in shards:
+                filled.pop(shard, None)
+            for name, (fate, into) in list(tensors.items()):
+                if into in shards and fate in ("loaded", "renamed"):
+                    tensors[name] = ("skipped", None)
+
+
+def _absent_event(engine: MtpEngine, quantized: bool, param: str) -> Event:
     if engine.name == "vllm" and quantized:
         from .vllm import QUANTIZED_PARAM_MISSING
 
         return QUANTIZED_PARAM_MISSING
-    return engine.param_missing
+    return engine.param_missing if engine.strict(param) else engine.param_missing_exempt
 
 
 def _in_layers(engine: MtpEngine, layers: tuple[int, ...], name: str) -> tuple[int | None, str]:
@@ -186,10 +265,10 @@ def _replay_prefix(
     for name in sorted(checkpoint.tensors):
         if name.startswith("mtp."):
             found = True
-            param = "model." + name.removeprefix("mtp.") if engine.own_embedding else name
-            tensors.append((name, "renamed" if engine.own_embedding else "loaded", param))
+            param = "model." + name.removeprefix("mtp.") if engine.loads_top_embedding else name
+            tensors.append((name, "renamed" if engine.loads_top_embedding else "loaded", param))
             parameters.append((param, "loaded"))
-        elif engine.own_embedding and ("embed_tokens" in name or "lm_head" in name):
+        elif engine.loads_top_embedding and ("embed_tokens" in name or "lm_head" in name):
             tensors.append((name, "loaded", name))
             parameters.append((name, "loaded"))
         else:

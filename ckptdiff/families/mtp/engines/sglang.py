@@ -20,8 +20,9 @@ MODEL_CONFIG = Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py 
 LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
 
 
-def _layers(spec: MtpSpec) -> tuple[int, ...]:
-    """nextn_layer_id: 0 when num_hidden_layers is 1 (a standalone NextN export), else num_hidden_layers."""
+def _layers(spec: MtpSpec, target: MtpSpec | None = None) -> tuple[int, ...]:
+    """nextn_layer_id: 0 when num_hidden_layers is 1 (a standalone NextN export), else num_hidden_layers, both
+    from the draft's own config (``speculative_draft_model_path``), whatever the target's."""
     n = spec.hidden_layers
     if n is None:
         return ()
@@ -37,7 +38,12 @@ ENGINE = MtpEngine(
             NEXTN,
             architectures=("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"),
         ),
-        MtpClass("Glm4MoeForCausalLMNextN", GLM, architectures=("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN")),
+        MtpClass(
+            "Glm4MoeForCausalLMNextN",
+            GLM,
+            architectures=("Glm4MoeForCausalLM", "Glm4MoeForCausalLMNextN"),
+            skips_stacked_unknown=True,
+        ),
         MtpClass(
             "Qwen3NextForCausalLMMTP",
             QWEN3_NEXT,
@@ -47,7 +53,7 @@ ENGINE = MtpEngine(
     ),
     registry=MODEL_CONFIG,
     no_class=Event("error", "mtp_not_supported", "mtp.sglang.mtp_not_supported", MODEL_CONFIG),
-    nextn_absent=Event("error", "mtp_layers_not_announced", "mtp.sglang.mtp_layers_not_announced", LOADER),
+    nextn_absent=Event("error", "mtp_layers_key_absent", "mtp.sglang.mtp_layers_not_announced", LOADER),
     nextn_allowed=(1,),
     nextn_refused=Event("error", "mtp_layer_count_unsupported", "mtp.sglang.mtp_layer_count_unsupported", LOADER),
     layer_ids=_layers,
@@ -55,8 +61,8 @@ ENGINE = MtpEngine(
     prefixes=("model.layers.{layer}.",),
     from_target=("shared_head.head", "embed_tokens"),
     from_target_event=Event("info", "from_target", "mtp.sglang.from_target", LOADER),
-    own_embedding=False,
-    own_head=False,
+    taken=("model.embed_tokens.weight", "lm_head.weight"),
+    loads_top_embedding=False,
     spec_param=lambda layer, rest: f"model.{rest}",
     block_param=lambda layer, rest: f"model.decoder.{rest}",
     fused=(
@@ -64,7 +70,19 @@ ENGINE = MtpEngine(
         Fused("kv_a_proj_with_mqa", "fused_qkv_a_proj_with_mqa", "1"),
         Fused("gate_proj", "gate_up_proj", "0"),
         Fused("up_proj", "gate_up_proj", "1"),
+        Fused("q_proj", "qkv_proj", "q"),
+        Fused("k_proj", "qkv_proj", "k"),
+        Fused("v_proj", "qkv_proj", "v"),
     ),
+    # q_a_proj and kv_a_proj_with_mqa are cached until both are there, then concatenated (one write)
+    joined=("model.decoder.self_attn.fused_qkv_a_proj_with_mqa.weight",),
+    experts="mlp.experts",
+    moe_layer=lambda spec, index: spec.moe,  # the NextN decoder is built as a MoE layer whatever its index
+    extra_expert=Event("warning", "extra_expert", "mtp.sglang.extra_expert", LOADER),
+    stacked_unknown=Event("error", "unknown_name", "mtp.sglang.stacked_unknown", LOADER),
+    strict=lambda param: False,
+    param_missing_exempt=Event("warning", "random_init", "mtp.sglang.random_init", LOADER),
+    unread_layer=Event("warning", "mtp_layer_unread", "mtp.sglang.mtp_layer_unread", LOADER),
     layer_missing=Event("warning", "mtp_layer_missing", "mtp.sglang.mtp_layer_missing", LOADER),
     param_missing=Event("warning", "random_init", "mtp.sglang.random_init", LOADER),
     outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_layers", LOADER),

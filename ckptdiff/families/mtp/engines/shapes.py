@@ -15,8 +15,9 @@ def _int(text: Any, key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def expected_layer(spec: MtpSpec) -> dict[str, Shape]:
-    """``rest`` → shape for every tensor an MTP layer's parameters take (the spec weights, attention, MLP)."""
+def expected_layer(spec: MtpSpec, moe: bool | None = None) -> dict[str, Shape]:
+    """``rest`` → shape for every tensor an MTP layer's parameters take (the spec weights, attention, MLP);
+    ``moe``: whether the engine builds this layer's MLP with experts (None: whenever the config has experts)."""
     text = spec.text
     h, v = spec.hidden, spec.vocab
     out: dict[str, Shape] = {
@@ -48,10 +49,13 @@ def expected_layer(spec: MtpSpec) -> dict[str, Shape]:
         }
     else:
         out |= {f"self_attn.{p}_proj.weight": None for p in ("q", "k", "v", "o")}
+        if text.get("attention_bias") is True:  # GLM-4.5: biases on q/k/v
+            out |= {f"self_attn.{p}_proj.bias": None for p in ("q", "k", "v")}
     experts = _int(text, "n_routed_experts") or _int(text, "num_experts")
-    if experts is not None:
+    if experts is not None and moe is not False:
         out["mlp.gate.weight"] = (experts, h) if h else None
-        if text.get("topk_method") == "noaux_tc":
+        # DeepSeek-V3's router has the bias with noaux_tc routing; GLM-4.5's always does
+        if text.get("topk_method") == "noaux_tc" or spec.model_type == "glm4_moe":
             out["mlp.gate.e_score_correction_bias"] = (experts,)
         for e in range(experts):
             out |= {f"mlp.experts.{e}.{p}_proj.weight": None for p in ("gate", "up", "down")}

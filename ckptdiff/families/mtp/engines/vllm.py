@@ -15,12 +15,35 @@ QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py
 SPECULATIVE = Source(REPO, VERSION, "vllm/config/speculative.py (SpeculativeConfig.hf_config_override)")
 SPEC_LAYER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py (get_spec_layer_idx_from_weight_name)")
 TRACK = Source(REPO, VERSION, "vllm/model_executor/model_loader/default_loader.py (track_weights_loading)")
+EAGLE_UTILS = Source(REPO, VERSION, "vllm/v1/worker/gpu/spec_decode/eagle/utils.py (load_eagle_model)")
 LOADER_UTILS = Source(REPO, VERSION, "vllm/model_executor/model_loader/weight_utils.py (default_weight_loader)")
 
 
-def _layers(spec: MtpSpec) -> tuple[int, ...]:
-    """get_spec_layer_idx_from_weight_name: layers num_hidden_layers .. + num_nextn_predict_layers - 1."""
+def _layers(spec: MtpSpec, target: MtpSpec | None = None) -> tuple[int, ...]:
+    """get_spec_layer_idx_from_weight_name: layers num_hidden_layers .. + num_nextn_predict_layers - 1, where a
+    standalone export served beside its target (``speculative_config.model``) takes both from the target's config,
+    not its own (observed: an export storing its layer at 0 is asked for layer num_hidden_layers of the target)."""
+    if target is not None and target.hidden_layers is not None:
+        count = target.nextn if target.nextn is not None else spec.nextn
+        return tuple(range(target.hidden_layers, target.hidden_layers + (count or 0)))
     return spec.announced
+
+
+def _moe_layer(spec: MtpSpec, index: int) -> bool:
+    """DeepseekV2DecoderLayer's choice, for the MTP layer's own index: experts from first_k_dense_replace on, every
+    moe_layer_freq-th layer."""
+    text = spec.text
+    first = text.get("first_k_dense_replace", 0)
+    freq = text.get("moe_layer_freq", 1)
+    first = first if isinstance(first, int) else 0
+    freq = freq if isinstance(freq, int) and freq > 0 else 1
+    return spec.moe and index >= first and index % freq == 0
+
+
+def _strict(param: str) -> bool:
+    """The parameters the strict check of an unquantized load names: those of modules without a quantization method
+    (the norms, eh_proj's plain nn.Linear); a linear, embedding or MoE layer's are exempt module-wide."""
+    return param.endswith(("norm.weight", "eh_proj.weight"))
 
 
 def _spec_param(layer: int, rest: str) -> str:
@@ -35,7 +58,13 @@ ENGINE = MtpEngine(
         MtpClass(
             "DeepSeekMTPModel", DEEPSEEK, model_types=("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp")
         ),
-        MtpClass("Glm4MoeMTPModel", GLM, architectures=("Glm4MoeForCausalLM",)),
+        MtpClass(
+            "Glm4MoeMTPModel",
+            GLM,
+            architectures=("Glm4MoeForCausalLM",),
+            loads_top_head=True,
+            needs_moe=Event("error", "mtp_layer_not_moe", "mtp.vllm.mtp_layer_not_moe", GLM),
+        ),
         MtpClass("Qwen3NextMTP", QWEN3_NEXT, model_types=("qwen3_next", "qwen3_next_mtp"), layout="mtp"),
     ),
     registry=SPECULATIVE,
@@ -46,9 +75,9 @@ ENGINE = MtpEngine(
     layer_ids=_layers,
     prefixes=("model.layers.{layer}.", "model.language_model.layers.{layer}."),
     from_target=(),
-    from_target_event=Event("info", "from_target", "mtp.vllm.from_target", DEEPSEEK),
-    own_embedding=True,
-    own_head=True,
+    from_target_event=Event("info", "from_target", "mtp.vllm.from_target", EAGLE_UTILS),
+    taken=("model.embed_tokens.weight", "model.layers.{layer}.shared_head.head.weight"),
+    loads_top_embedding=True,
     spec_param=_spec_param,
     block_param=lambda layer, rest: f"model.layers.{layer}.mtp_block.{rest}",
     fused=(
@@ -56,7 +85,18 @@ ENGINE = MtpEngine(
         Fused("kv_a_proj_with_mqa", "fused_qkv_a_proj", "1"),
         Fused("gate_proj", "gate_up_proj", "0"),
         Fused("up_proj", "gate_up_proj", "1"),
+        Fused("q_proj", "qkv_proj", "q"),
+        Fused("k_proj", "qkv_proj", "k"),
+        Fused("v_proj", "qkv_proj", "v"),
     ),
+    joined=(),
+    experts="mlp.experts.routed_experts",
+    moe_layer=_moe_layer,
+    extra_expert=Event("error", "unknown_name", "mtp.vllm.unknown_name", DEEPSEEK),
+    stacked_unknown=Event("error", "unknown_name", "mtp.vllm.unknown_name", DEEPSEEK),
+    strict=_strict,
+    param_missing_exempt=Event("warning", "random_init", "mtp.vllm.random_init_exempt", TRACK),
+    unread_layer=Event("warning", "mtp_layer_unread", "mtp.vllm.mtp_layer_unread", SPEC_LAYER),
     layer_missing=Event("error", "mtp_layer_missing", "mtp.vllm.mtp_layer_missing", DEEPSEEK),
     param_missing=Event("error", "missing_weight", "mtp.vllm.missing_weight", TRACK),
     outside=Event("info", "outside_mtp_layers", "mtp.vllm.outside_mtp_layers", SPEC_LAYER),

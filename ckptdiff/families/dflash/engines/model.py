@@ -1,0 +1,115 @@
+"""The vocabulary DFlash load rules are written in: which class an engine builds for a DFlash drafter, where it
+reads the target-layer ids, how it names the drafter's parameters, what it takes from the target, and what it
+says when something does not fit. Each engine's module (``vllm.py``, ``sglang.py``) is one ``DFlashEngine``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ...rules import Event, Source
+
+Ids = tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class DFlashClass:
+    """A drafter class the engine builds, for these ``architectures[0]`` (as the engine sees them)."""
+
+    name: str
+    source: Source
+    architectures: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class IdsKey:
+    """A config key the engine reads target-layer ids from, in the order it tries them. ``capture``: what the engine
+    adds to an id to get the index it captures at (vLLM captures before layer i: DFlash's "after layer i" ids get
+    +1, EAGLE-3's aux ids are indices already)."""
+
+    key: str
+    capture: int = 0
+
+
+@dataclass(frozen=True)
+class Stacked:
+    """A checkpoint name piece the loader stacks into a fused parameter (``q_proj`` → ``qkv_proj[q]``)."""
+
+    piece: str
+    param: str
+    shard: str
+
+
+@dataclass(frozen=True)
+class Alias:
+    """A checkpoint name (``re.sub`` pattern, on the name without ``model.``) the loader reads as another."""
+
+    pattern: str
+    replacement: str
+    source: Source
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A name piece the loader raises on (vLLM's ``mask_hidden`` assertion, SGLang's Domino weights)."""
+
+    piece: str
+    event: Event  # {name}
+
+
+@dataclass(frozen=True)
+class DFlashEngine:
+    """One engine's DFlash loading, as data; :mod:`.replay` replays it."""
+
+    name: str
+    label: str
+    classes: tuple[DFlashClass, ...]
+    #: The architecture the engine looks up for the config's ``architectures[0]`` (vLLM's EAGLEConfig rewrite).
+    looks_up: Callable[[str], str]
+    registry: Source
+    no_class: Event  # {architecture}, {looked_up}, {registered}
+    #: Refusals before anything is built: a required setting absent ({key}) or malformed ({key}, {value}).
+    layers_required: Event | None
+    ids_malformed: Event | None
+    #: Where the ids are read, in order; the first present wins.
+    ids_keys: tuple[IdsKey, ...]
+    ids_source: Source
+    #: The ids used when no key holds any, from the target's depth and the drafter's layers (None: unknown here).
+    default_ids: Callable[[int | None, int | None], Ids | None]
+    default_ids_words: str
+    #: fc's input width: features x the first of these config keys present (vLLM: target_hidden_size first).
+    fc_hidden_keys: tuple[str, ...]
+    fc_source: Source
+    #: A construction-time range check of the ids against ``num_target_layers`` ({ids}, {limit}, {key}).
+    ids_vs_trained_depth: Event | None
+    #: The start-up check of the ids against the runtime target's depth ({ids}, {layers}, {key}); None: not checked.
+    ids_vs_target: Event | None
+    #: A capture index the target's forward never reaches, found at the first forward ({ids}, {layers}).
+    not_captured: Event | None
+    #: The drafter's parameters' prefix, and whether a ``model.``-prefixed checkpoint name is read as unprefixed.
+    param_prefix: str
+    strips_model_prefix: bool
+    aliases: tuple[Alias, ...]
+    stacked: tuple[Stacked, ...]
+    stacked_source: Source
+    refusals: tuple[Refusal, ...]
+    #: Name pieces it discards without a word, each where that was read (vLLM: ``t2d``, a ``mask_embedding``
+    #: without its .pt file, rotary caches).
+    discards: tuple[tuple[str, Source], ...]
+    #: Whether a carried embedding / head is loaded and used (vLLM), or the target's is used regardless (SGLang).
+    own_embedding: bool
+    own_head: bool
+    from_target: Event  # {name}, {carried}
+    carried_unused: Event  # {name}: a carried embedding/head the engine never reads
+    #: Whether ``use_aux_hidden_state: false`` drops fc (vLLM) or is ignored (SGLang builds fc regardless).
+    aux_flag_drops_fc: bool
+    unknown: Event  # {name}, {candidate}
+    shape_mismatch: Event  # {name}, {param}, {got}, {want}
+    fc_mismatch: Event  # {name}, {got}, {want}, {features}
+    param_missing: Event  # {param}
+    #: Against the target (``--base``): a hidden size the target's embedding and head do not have; a mask token
+    #: the target's vocabulary does not hold.
+    hidden_vs_target: Event  # {hidden}, {target_hidden}
+    mask_vs_target: Event  # {mask_token_id}, {vocab}, {key}
+    #: Without --base: what the verdict assumes of the target.
+    target_unknown: Event  # {needs}

@@ -1,0 +1,323 @@
+"""Replay an engine's DFlash loading (:class:`.model.DFlashEngine` data) on a drafter's names, shapes and config.json,
+and, given the target's config (``--base``), what the engine does with that pair at start-up and first forward."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ....checkpoint import Checkpoint
+from ....report import EngineEvent, EngineResult
+from ...rules import Event
+from ..spec import DFlashSpec
+from .model import DFlashEngine
+
+Shape = tuple[int, ...] | None
+_RANK = {"error": 0, "warning": 1, "info": 2}
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.items: list[EngineEvent] = []
+
+    def add(self, event: Event, tensor: str | None = None, **params: Any) -> None:
+        self.items.append(EngineEvent(event.severity, event.code, tensor, event.wording, params, str(event.source)))
+
+
+def _dotted(config: Mapping[str, Any], key: str) -> Any:
+    value: Any = config
+    for part in key.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    return value
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _target(base_config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if base_config is None:
+        return None
+    nested = base_config.get("text_config")
+    return nested if isinstance(nested, Mapping) else base_config
+
+
+def read_ids(engine: DFlashEngine, config: Mapping[str, Any]) -> tuple[str | None, Any, int]:
+    """The key the engine reads the target-layer ids at, its value and the engine's capture shift (first present)."""
+    for each in engine.ids_keys:
+        value = _dotted(config, each.key)
+        if value is not None and value != []:
+            return each.key, value, each.capture
+    return None, None, 0
+
+
+def expected_params(engine: DFlashEngine, spec: DFlashSpec, fc_in: int | None) -> dict[str, dict[str, Shape]]:
+    """Each parameter the engine builds → the shape each checkpoint piece loaded into it must have (``""``: the
+    whole parameter; ``q``/``0``…: a stacked shard)."""
+    h, hd, n, kv, inter = spec.hidden, spec.head_dim, spec.heads, spec.kv_heads, spec.intermediate
+    q = n * hd if n and hd else None
+    k = kv * hd if kv and hd else None
+
+    def shape(*dims: int | None) -> Shape:
+        return tuple(d for d in dims if d is not None) if all(d for d in dims) else None
+
+    p = engine.param_prefix
+    out: dict[str, dict[str, Shape]] = {}
+    for layer in range(spec.layers or 0):
+        at = f"{p}layers.{layer}."
+        out[at + "input_layernorm.weight"] = {"": shape(h)}
+        out[at + "post_attention_layernorm.weight"] = {"": shape(h)}
+        out[at + "self_attn.qkv_proj.weight"] = {"q": shape(q, h), "k": shape(k, h), "v": shape(k, h)}
+        out[at + "self_attn.o_proj.weight"] = {"": shape(h, q)}
+        out[at + "self_attn.q_norm.weight"] = {"": shape(hd)}
+        out[at + "self_attn.k_norm.weight"] = {"": shape(hd)}
+        out[at + "mlp.gate_up_proj.weight"] = {"0": shape(inter, h), "1": shape(inter, h)}
+        out[at + "mlp.down_proj.weight"] = {"": shape(h, inter)}
+    if spec.use_aux_hidden_state or not engine.aux_flag_drops_fc:
+        out[p + "fc.weight"] = {"": shape(h, fc_in)}
+    out[p + "hidden_norm.weight"] = {"": shape(h)}
+    out[p + "norm.weight"] = {"": shape(h)}
+    if engine.own_embedding:
+        out[p + "embed_tokens.weight"] = {"": shape(spec.vocab, h)}
+        out[p + "mask_embedding"] = {"": shape(h)}
+    if engine.own_head:
+        draft_vocab = _int(spec.config.get("draft_vocab_size")) or spec.vocab
+        out["lm_head.weight"] = {"": shape(draft_vocab, h)}
+    return out
+
+
+def simulate(
+    engine: DFlashEngine, checkpoint: Checkpoint, side: str, base_config: Mapping[str, Any] | None = None
+) -> EngineResult:
+    """What ``engine`` does with ``checkpoint`` served as a DFlash drafter (against the target ``base_config``)."""
+    config = checkpoint.config
+    events = _Events()
+    if config is None:
+        events.items.append(EngineEvent("error", "no_config", None, "dflash.no_config", {"spec": checkpoint.spec}))
+        return EngineResult(engine.name, side, tuple(events.items))
+    spec = DFlashSpec.of(config, checkpoint.tensors)
+    architecture = spec.architecture
+    looked_up = engine.looks_up(architecture) if architecture else None
+    chosen = next((c for c in engine.classes if looked_up in c.architectures), None)
+    if chosen is None:
+        registered = sorted({a for c in engine.classes for a in c.architectures})
+        events.add(engine.no_class, architecture=architecture, looked_up=looked_up, registered=registered)
+        return EngineResult(engine.name, side, tuple(events.items))
+    if engine.layers_required is not None and spec.layers is None:
+        events.add(engine.layers_required, key="num_hidden_layers")
+        return EngineResult(engine.name, side, tuple(events.items))
+    key, raw, shift = read_ids(engine, config)
+    ids: tuple[int, ...] | None = None
+    if raw is not None:
+        if isinstance(raw, list) and raw and all(_int(v) is not None for v in raw):
+            ids = tuple(raw)
+        elif engine.ids_malformed is not None:
+            events.add(engine.ids_malformed, key=key, value=raw)
+            return EngineResult(engine.name, side, tuple(events.items))
+    target = _target(base_config)
+    target_layers = _int(target.get("num_hidden_layers")) if target is not None else None
+    if not _startup(engine, spec, key, ids, target_layers, events):
+        return EngineResult(engine.name, side, tuple(events.items))
+    features = spec.features(ids)
+    in_hidden = next((v for k in engine.fc_hidden_keys if (v := _int(config.get(k)))), None)
+    fc_in = features * in_hidden if features and in_hidden else None
+    tensors, parameters = _load(engine, spec, checkpoint, fc_in, features, target, events)
+    if target is not None:
+        _against_target(engine, spec, target, ids, shift, features, fc_in, events)
+    else:
+        needs = {"layers_above": max(ids) if ids else None, "hidden": spec.hidden, "mask": spec.mask_token_id.value}
+        events.add(engine.target_unknown, **needs)
+    ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
+    return EngineResult(engine.name, side, tuple(ordered), tensors=tuple(tensors), parameters=tuple(parameters))
+
+
+def _startup(
+    engine: DFlashEngine,
+    spec: DFlashSpec,
+    key: str | None,
+    ids: tuple[int, ...] | None,
+    target_layers: int | None,
+    events: _Events,
+) -> bool:
+    """The checks before the drafter's weights load: SGLang's ids against the target's depth at start-up, then
+    against ``num_target_layers`` when it builds fc. False: the engine stops here."""
+    if engine.ids_vs_target is not None and target_layers is not None:
+        used = ids if ids is not None else engine.default_ids(target_layers, spec.layers)
+        if used is None or any(i < 0 or i >= target_layers for i in used):
+            events.add(engine.ids_vs_target, ids=list(used) if used else None, layers=target_layers, key=key)
+            return False
+    trained = spec.num_target_layers
+    if engine.ids_vs_trained_depth is not None:
+        # DFlashDraftModel sizes fc for num_target_layers, else the largest id + 1, else its own layer count, and
+        # builds the ids from that depth when the config has none (which needs a depth of 4 or more).
+        limit = trained if trained is not None else (max(ids) + 1 if ids else spec.layers)
+        if limit is not None:
+            used = ids if ids is not None else engine.default_ids(limit, spec.layers)
+            if used is None or any(i < 0 or i >= limit for i in used):
+                events.add(engine.ids_vs_trained_depth, ids=list(ids) if ids else None, limit=limit, key=key)
+                return False
+    return True
+
+
+Fates = tuple[list[tuple[str, str, str | None]], list[tuple[str, str]]]
+
+
+def _load(
+    engine: DFlashEngine,
+    spec: DFlashSpec,
+    checkpoint: Checkpoint,
+    fc_in: int | None,
+    features: int | None,
+    target: Mapping[str, Any] | None,
+    events: _Events,
+) -> Fates:
+    expected = expected_params(engine, spec, fc_in)
+    p = engine.param_prefix
+    d2t = _d2t_param(engine, spec, target)
+    if d2t:
+        expected["draft_id_to_target_id"] = {"": None}
+    filled: dict[str, set[str]] = {}
+    broken: set[str] = set()
+    carried: set[str] = set()
+    tensors: list[tuple[str, str, str | None]] = []
+    for name in sorted(checkpoint.tensors):
+        shape = tuple(checkpoint.tensors[name].shape)
+        refusal = next((r for r in engine.refusals if r.piece in name), None)
+        if refusal is not None:
+            events.add(refusal.event, name, name=name)
+            tensors.append((name, "error", None))
+            continue
+        if any(piece in name for piece, _ in engine.discards):
+            tensors.append((name, "skipped", None))
+            continue
+        if "d2t" in name and engine.own_head:
+            if d2t:
+                tensors.append((name, "renamed", "draft_id_to_target_id"))
+                filled.setdefault("draft_id_to_target_id", set()).add("")
+            else:
+                events.add(engine.unknown, name, name=name, candidate="draft_id_to_target_id")
+                tensors.append((name, "error", None))
+            continue
+        rest = name
+        if name.startswith("model."):
+            rest = name[len("model.") :] if engine.strips_model_prefix else "model." + name
+        if "embed_tokens" in rest or "lm_head" in rest:
+            if not engine.own_embedding and not engine.own_head:
+                events.add(engine.carried_unused, name, name=name)
+                tensors.append((name, "from_target", None))
+                continue
+        for alias in engine.aliases:
+            rest = re.sub(alias.pattern, alias.replacement, rest)
+        if engine.aux_flag_drops_fc and not spec.use_aux_hidden_state and rest.startswith("fc."):
+            tensors.append((name, "skipped", None))
+            continue
+        shard = ""
+        for stacked in engine.stacked:
+            if f".{stacked.piece}." in f".{rest}":
+                rest, shard = rest.replace(f"{stacked.piece}.", f"{stacked.param}.", 1), stacked.shard
+                break
+        param = rest if rest.startswith("lm_head") and engine.own_head else p + rest
+        if param not in expected or shard not in expected[param]:
+            events.add(engine.unknown, name, name=name, candidate=param)
+            tensors.append((name, "error" if engine.unknown.severity == "error" else "skipped", None))
+            continue
+        want = expected[param][shard]
+        if want is not None and shape != want:
+            is_fc = param == p + "fc.weight"
+            event = engine.fc_mismatch if is_fc else engine.shape_mismatch
+            events.add(event, name, name=name, param=param, got=list(shape), want=list(want), features=features)
+            tensors.append((name, "error", param))
+            broken.add(param)
+            continue
+        if "embed_tokens" in param or param.startswith("lm_head"):
+            carried.add(param)
+        filled.setdefault(param, set()).add(shard)
+        tensors.append((name, "loaded" if param.removeprefix(p) == name else "renamed", param))
+    return tensors, _parameters(engine, expected, filled, broken, carried, events)
+
+
+def _d2t_param(engine: DFlashEngine, spec: DFlashSpec, target: Mapping[str, Any] | None) -> bool:
+    """vLLM builds ``draft_id_to_target_id`` when the draft vocabulary differs from the target's."""
+    if not engine.own_head:
+        return False
+    draft_vocab = _int(spec.config.get("draft_vocab_size")) or spec.vocab
+    target_vocab = _int(target.get("vocab_size")) if target is not None else spec.vocab
+    return draft_vocab is not None and target_vocab is not None and draft_vocab != target_vocab
+
+
+def _parameters(
+    engine: DFlashEngine,
+    expected: dict[str, dict[str, Shape]],
+    filled: dict[str, set[str]],
+    broken: set[str],
+    carried: set[str],
+    events: _Events,
+) -> list[tuple[str, str]]:
+    p = engine.param_prefix
+    out: list[tuple[str, str]] = []
+    for param, shards in expected.items():
+        if param in broken:
+            out.append((param, "error"))
+        elif filled.get(param, set()) >= set(shards):
+            out.append((param, "loaded"))
+        elif param in (p + "embed_tokens.weight", "lm_head.weight"):
+            out.append((param, "from_target"))
+            events.add(engine.from_target, None, name=param, carried=False)
+        elif param == p + "mask_embedding":
+            out.append((param, "not_needed"))
+        elif param == "draft_id_to_target_id":
+            out.append((param, "default"))
+        else:
+            out.append((param, "random"))
+            events.add(engine.param_missing, None, param=param)
+    for param in carried:
+        events.add(engine.carried_unused, None, name=param)
+    if not engine.own_embedding:
+        for name in ("embed_tokens.weight", "lm_head.weight"):
+            out.append((name, "from_target"))
+            events.add(engine.from_target, None, name=name, carried=False)
+    return out
+
+
+def _against_target(
+    engine: DFlashEngine,
+    spec: DFlashSpec,
+    target: Mapping[str, Any],
+    ids: tuple[int, ...] | None,
+    shift: int,
+    features: int | None,
+    fc_in: int | None,
+    events: _Events,
+) -> None:
+    """What the pair does past loading: the target's embedding and head at the drafter's width, the mask token in
+    the target's vocabulary, and (vLLM) as many captured target states as fc takes."""
+    target_hidden, target_vocab = _int(target.get("hidden_size")), _int(target.get("vocab_size"))
+    if spec.hidden is not None and target_hidden is not None and spec.hidden != target_hidden:
+        events.add(engine.hidden_vs_target, hidden=spec.hidden, target_hidden=target_hidden)
+    mask = _int(spec.mask_token_id.value)
+    if mask is not None and target_vocab is not None and mask >= target_vocab:
+        events.add(engine.mask_vs_target, mask_token_id=mask, vocab=target_vocab, key=spec.mask_token_id.key)
+    layers = _int(target.get("num_hidden_layers"))
+    if engine.not_captured is None or layers is None or not features or not spec.use_aux_hidden_state:
+        return
+    from ...eagle3.engines.capture import capture_for
+    from ...eagle3.engines.vllm import CAPTURES
+
+    architectures = target.get("architectures")
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    family = capture_for(CAPTURES, architecture, target.get("model_type"))
+    if family is None:
+        return
+    indices = tuple(i + shift for i in ids) if ids else None
+    captured = family.outputs(indices, layers)
+    # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input width.
+    width = len(captured) * target_hidden if target_hidden is not None else None
+    if len(captured) != features or (width is not None and fc_in is not None and width != fc_in):
+        events.add(
+            engine.not_captured,
+            ids=list(ids) if ids else None,
+            layers=layers,
+            captured=len(captured),
+            features=features,
+        )

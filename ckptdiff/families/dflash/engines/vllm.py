@@ -1,0 +1,116 @@
+"""vLLM 0.33.0's DFlash drafter, as data: ``DFlashQwen3ForCausalLM`` (model_executor/models/qwen3_dflash.py) for
+``DFlashDraftModel`` (and Muse Glimmer's alias), the ids read by ``get_eagle3_aux_layers_from_config``
+(v1/worker/gpu/spec_decode/eagle/eagle3_utils.py), the embedding and head shared by the speculator's load
+(v1/worker/gpu/spec_decode/eagle/utils.py). Each rule cites the file and line it was read at."""
+
+from __future__ import annotations
+
+from ...rules import Event, Source
+from .model import Alias, DFlashClass, DFlashEngine, IdsKey, Refusal, Stacked
+
+REPO, VERSION = "vllm-project/vllm", "v0.33.0"
+
+
+def at(path: str) -> Source:
+    return Source(REPO, VERSION, path)
+
+
+MODEL = "vllm/model_executor/models/qwen3_dflash.py"
+REGISTRY = at("vllm/model_executor/models/registry.py:664")
+RENAME = at("vllm/transformers_utils/configs/eagle.py:65 (EAGLEConfig: DFlash{arch})")
+IDS = at("vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:113 (get_eagle3_aux_layers_from_config)")
+FC = at(f"{MODEL}:84 (_get_dflash_fc_input_size)")
+LOAD = at(f"{MODEL}:851 (DFlashQwen3ForCausalLM.load_weights)")
+MAPPER = at(f"{MODEL}:390 (DFlashQwen3Model.hf_to_vllm_mapper)")
+AUTO = at("vllm/model_executor/models/utils.py:443 (AutoWeightsLoader._load_module)")
+LOADER_UTILS = at("vllm/model_executor/model_loader/weight_utils.py:1529 (default_weight_loader)")
+SHARE = at("vllm/v1/worker/gpu/spec_decode/eagle/utils.py:18 (_should_share, maybe_share_target_embed)")
+COMBINE = at(f"{MODEL}:829 (combine_hidden_states)")
+#: AutoWeightsLoader drops these rotary caches from any checkpoint (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER).
+ROTARY = at("vllm/model_executor/models/utils.py:233 (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER)")
+ROTARY_CACHES = ("rotary_pos_emb.inv_freq", "rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")
+CAPTURE = at("vllm/model_executor/models/interfaces.py:1751 (get_eagle3_default_aux_hidden_state_layers)")
+
+
+def _looks_up(architecture: str) -> str:
+    """EAGLEConfig under method="dflash": ``DFlash{arch}`` unless the name starts or ends with DFlash."""
+    keep = architecture.startswith("DFlash") or architecture.endswith("DFlash") or architecture == "LiLiCorrDraftModel"
+    return architecture if keep else f"DFlash{architecture}"
+
+
+def _default_ids(target_layers: int | None, draft_layers: int | None) -> tuple[int, ...] | None:
+    # No ids in the config: fc is built for one feature per drafter layer, while the target captures its class's
+    # EAGLE-3 default, three states (2, n // 2, n - 3): the widths agree only for a three-layer drafter.
+    return None
+
+
+ENGINE = DFlashEngine(
+    name="vllm",
+    label="vLLM",
+    classes=(
+        DFlashClass(
+            "DFlashQwen3ForCausalLM",
+            at(f"{MODEL}:736"),
+            ("DFlashDraftModel", "MuseGlimmerAssistantModel", "DFlashMuseGlimmerAssistantModel"),
+        ),
+    ),
+    looks_up=_looks_up,
+    registry=REGISTRY,
+    no_class=Event("error", "dflash_not_supported", "dflash.vllm.dflash_not_supported", RENAME),
+    layers_required=None,
+    ids_malformed=None,
+    ids_keys=(
+        IdsKey("eagle_aux_hidden_state_layer_ids", 0),
+        IdsKey("dflash_config.target_layer_ids", 1),
+        IdsKey("target_layer_ids", 1),
+        IdsKey("dflash_config.layer_ids", 0),
+        IdsKey("eagle_config.layer_ids", 0),
+    ),
+    ids_source=IDS,
+    default_ids=_default_ids,
+    default_ids_words="the target class's EAGLE-3 default capture (three states) against one fc feature per layer",
+    fc_hidden_keys=("target_hidden_size", "hidden_size"),
+    fc_source=FC,
+    ids_vs_trained_depth=None,
+    ids_vs_target=None,
+    not_captured=Event("error", "target_layer_not_captured", "dflash.vllm.target_layer_not_captured", COMBINE),
+    param_prefix="model.",
+    strips_model_prefix=False,
+    aliases=(
+        Alias(r"^midlayer\.", "layers.0.", MAPPER),
+        Alias(r"^encoder\.output_norm_enc\.", "hidden_norm.", MAPPER),
+        Alias(r"^encoder\.fc\.", "fc.", MAPPER),
+    ),
+    stacked=(
+        Stacked("q_proj", "qkv_proj", "q"),
+        Stacked("k_proj", "qkv_proj", "k"),
+        Stacked("v_proj", "qkv_proj", "v"),
+        Stacked("gate_proj", "gate_up_proj", "0"),
+        Stacked("up_proj", "gate_up_proj", "1"),
+    ),
+    stacked_source=MAPPER,
+    refusals=(
+        Refusal(
+            "mask_hidden", Event("error", "mask_hidden_refused", "dflash.vllm.mask_hidden_refused", at(f"{MODEL}:856"))
+        ),
+    ),
+    discards=(
+        ("t2d", at(f"{MODEL}:861")),
+        ("mask_embedding", at(f"{MODEL}:887")),
+        *((piece, ROTARY) for piece in ROTARY_CACHES),
+    ),
+    own_embedding=True,
+    own_head=True,
+    from_target=Event("info", "from_target", "dflash.vllm.from_target", SHARE),
+    carried_unused=Event("info", "carried_used", "dflash.vllm.carried_used", SHARE),
+    aux_flag_drops_fc=True,
+    unknown=Event("error", "unknown_name", "dflash.vllm.unknown_name", AUTO),
+    shape_mismatch=Event("error", "shape_mismatch", "dflash.vllm.shape_mismatch", LOADER_UTILS),
+    fc_mismatch=Event("error", "fc_width_mismatch", "dflash.vllm.fc_width_mismatch", FC),
+    param_missing=Event("warning", "random_init", "dflash.vllm.random_init", LOAD),
+    hidden_vs_target=Event("error", "hidden_mismatch", "dflash.vllm.hidden_mismatch", SHARE.inferring()),
+    mask_vs_target=Event(
+        "error", "mask_token_out_of_vocab", "dflash.vllm.mask_token_out_of_vocab", at(f"{MODEL}:497").inferring()
+    ),
+    target_unknown=Event("info", "target_unknown", "dflash.vllm.target_unknown", IDS),
+)

@@ -1,0 +1,303 @@
+"""The oracle's DFlash cases: small DFlash drafters (z-lab's layout: ``layers.{i}.*``, ``fc``, ``hidden_norm``,
+``norm``; hidden 64, 2 layers, vocab 256) with one edit each, against tiny targets of a named class and depth.
+
+Each case names what it tests. Written as data; ``write_cases`` puts each drafter and its target in a folder.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import TensorSpec, write_safetensors
+
+HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 64, 4, 2, 16, 128, 256
+
+TARGET_CLASSES = {"qwen3": ("Qwen3ForCausalLM", "qwen3"), "llama": ("LlamaForCausalLM", "llama")}
+
+
+def base_config(layers: int = 2) -> dict[str, Any]:
+    return {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "hidden_size": HIDDEN,
+        "intermediate_size": INTER,
+        "num_attention_heads": HEADS,
+        "num_key_value_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
+        "num_hidden_layers": layers,
+        "vocab_size": VOCAB,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 2048,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+        "block_size": 16,
+        "dflash_config": {"mask_token_id": 250, "target_layer_ids": [1, 2]},
+    }
+
+
+def layer(index: int) -> list[TensorSpec]:
+    p = f"layers.{index}."
+    q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
+    return [
+        (p + "input_layernorm.weight", "BF16", [HIDDEN]),
+        (p + "post_attention_layernorm.weight", "BF16", [HIDDEN]),
+        (p + "self_attn.q_proj.weight", "BF16", [q, HIDDEN]),
+        (p + "self_attn.k_proj.weight", "BF16", [kv, HIDDEN]),
+        (p + "self_attn.v_proj.weight", "BF16", [kv, HIDDEN]),
+        (p + "self_attn.o_proj.weight", "BF16", [HIDDEN, q]),
+        (p + "self_attn.q_norm.weight", "BF16", [HEAD_DIM]),
+        (p + "self_attn.k_norm.weight", "BF16", [HEAD_DIM]),
+        (p + "mlp.gate_proj.weight", "BF16", [INTER, HIDDEN]),
+        (p + "mlp.up_proj.weight", "BF16", [INTER, HIDDEN]),
+        (p + "mlp.down_proj.weight", "BF16", [HIDDEN, INTER]),
+    ]
+
+
+@dataclass(frozen=True)
+class Target:
+    model_class: str = "qwen3"
+    layers: int = 4
+    #: (hidden, heads, kv heads, head_dim, intermediate, vocab) when not the cases' own small widths.
+    widths: tuple[int, int, int, int, int, int] = (HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB)
+
+    @property
+    def name(self) -> str:
+        suffix = "" if self.widths[0] == HIDDEN else f"_h{self.widths[0]}"
+        return f"target_{self.model_class}_{self.layers}{suffix}"
+
+
+@dataclass(frozen=True)
+class DFlashCase:
+    """One drafter: what differs from the base drafter, and the target it is checked against."""
+
+    name: str
+    about: str
+    layers: int = 2
+    config: dict[str, Any] = field(default_factory=dict)  # merged; dotted keys reach into sections; None removes
+    features: int | None = None  # fc's stored width in target states (default: the config's ids, else layers)
+    drop: tuple[str, ...] = ()  # regexes of names left out
+    add: tuple[TensorSpec, ...] = ()
+    rename: tuple[tuple[str, str], ...] = ()  # (regex, replacement) on every name
+    target: Target = Target()
+    #: engine → why it cannot be asked about this case here (never dropped silently).
+    not_comparable: dict[str, str] = field(default_factory=dict)
+    #: A folder under fixtures/ taken as the drafter as it is (a published layout rebuilt), instead of the edits.
+    fixture: str | None = None
+
+    def config_json(self) -> dict[str, Any]:
+        config = base_config(self.layers)
+        for key, value in self.config.items():
+            holder = config
+            *path, last = key.split(".")
+            for part in path:
+                holder = holder.setdefault(part, {})
+            if value is None:
+                holder.pop(last, None)
+            else:
+                holder[last] = value
+        return config
+
+    def tensors(self) -> list[TensorSpec]:
+        config = self.config_json()
+        ids = (config.get("dflash_config") or {}).get("target_layer_ids") or config.get("target_layer_ids")
+        features = self.features or (len(ids) if ids else self.layers)
+        out = [spec for i in range(self.layers) for spec in layer(i)]
+        out += [
+            ("fc.weight", "BF16", [HIDDEN, features * HIDDEN]),
+            ("hidden_norm.weight", "BF16", [HIDDEN]),
+            ("norm.weight", "BF16", [HIDDEN]),
+        ]
+        out = [spec for spec in out if not any(re.search(pattern, spec[0]) for pattern in self.drop)]
+        for pattern, replacement in self.rename:
+            out = [(re.sub(pattern, replacement, name), dtype, shape) for name, dtype, shape in out]
+        return sorted([*out, *self.add])
+
+
+def target_config(target: Target) -> dict[str, Any]:
+    architecture, model_type = TARGET_CLASSES[target.model_class]
+    hidden, heads, kv_heads, head_dim, inter, vocab = target.widths
+    return {
+        "architectures": [architecture],
+        "model_type": model_type,
+        "hidden_size": hidden,
+        "intermediate_size": inter,
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv_heads,
+        "head_dim": head_dim,
+        "num_hidden_layers": target.layers,
+        "vocab_size": vocab,
+        "rms_norm_eps": 1e-6,
+        "max_position_embeddings": 2048,
+        "torch_dtype": "bfloat16",
+        "tie_word_embeddings": False,
+    }
+
+
+CASES: tuple[DFlashCase, ...] = (
+    DFlashCase("basic", "z-lab's layout as published: ids in dflash_config, block_size at the top level"),
+    DFlashCase(
+        "three_layers_spread_ids",
+        "three drafter layers reading three target layers spread over an 8-layer target",
+        layers=3,
+        config={"dflash_config.target_layer_ids": [1, 4, 6]},
+        target=Target("qwen3", 8),
+    ),
+    DFlashCase(
+        "ids_at_top_level",
+        "target_layer_ids at the top level (no dflash_config ids): both engines read it there",
+        config={"dflash_config.target_layer_ids": None, "target_layer_ids": [1, 2]},
+    ),
+    DFlashCase(
+        "no_ids_two_layers",
+        "no target layer ids: SGLang builds one per drafter layer from the depth; vLLM captures its 3-state default",
+        config={"dflash_config.target_layer_ids": None},
+        target=Target("qwen3", 8),
+    ),
+    DFlashCase(
+        "no_ids_three_layers",
+        "no target layer ids with three drafter layers: vLLM's 3-state default capture fits fc",
+        layers=3,
+        config={"dflash_config.target_layer_ids": None},
+        target=Target("qwen3", 8),
+    ),
+    DFlashCase(
+        "ids_past_target_depth",
+        "an id past the target's depth: SGLang refuses at start-up, vLLM captures one state too few",
+        config={"dflash_config.target_layer_ids": [1, 5]},
+    ),
+    DFlashCase(
+        "ids_at_last_layer",
+        "an id naming the target's last layer: in range for both",
+        config={"dflash_config.target_layer_ids": [1, 3]},
+    ),
+    DFlashCase(
+        "ids_past_num_target_layers",
+        "ids beyond num_target_layers (an 8-layer target): SGLang's DFlashDraftModel refuses while it is built",
+        config={"dflash_config.target_layer_ids": [1, 5], "dflash_config.num_target_layers": 4},
+        target=Target("qwen3", 8),
+    ),
+    DFlashCase(
+        "eagle_aux_ids_too",
+        "EAGLE-3 aux ids beside the DFlash ids: vLLM reads them first and builds a 3-wide fc, SGLang does not",
+        config={"eagle_aux_hidden_state_layer_ids": [1, 2, 3]},
+    ),
+    DFlashCase(
+        "target_hidden_size",
+        "target_hidden_size set: vLLM sizes fc's input with it, SGLang with hidden_size",
+        config={"target_hidden_size": 32},
+    ),
+    DFlashCase(
+        "stray_tensor",
+        "a tensor neither loader has a parameter for: vLLM raises, SGLang skips it",
+        add=(("extra_proj.weight", "BF16", [8, HIDDEN]),),
+    ),
+    DFlashCase(
+        "rotary_cache",
+        "a rotary cache (rotary_emb.inv_freq) some exporters write: both engines drop it",
+        add=(("rotary_emb.inv_freq", "F32", [8]),),
+    ),
+    DFlashCase(
+        "model_prefixed_names",
+        "every name under model.: SGLang strips it, vLLM prefixes another",
+        rename=((r"^", "model."),),
+    ),
+    DFlashCase(
+        "midlayer_name",
+        "the first layer named midlayer.* (speculators' naming): vLLM maps it to layers.0, SGLang skips it",
+        rename=((r"^layers\.0\.", "midlayer."),),
+    ),
+    DFlashCase(
+        "encoder_aliases",
+        "fc and hidden_norm under the native export's encoder.* names: both engines alias them",
+        rename=((r"^fc\.", "encoder.fc."), (r"^hidden_norm\.", "encoder.output_norm_enc.")),
+    ),
+    DFlashCase(
+        "mask_hidden_shipped",
+        "a mask_hidden weight: vLLM asserts it is not shipped, SGLang skips it",
+        add=(("mask_hidden", "BF16", [1, HIDDEN]),),
+    ),
+    DFlashCase("missing_layer", "the second drafter layer left out of the export", drop=(r"^layers\.1\.",)),
+    DFlashCase("missing_fc", "fc.weight left out of the export", drop=(r"^fc\.weight$",)),
+    DFlashCase(
+        "extra_layer",
+        "a third layer's tensors past num_hidden_layers 2",
+        add=tuple(layer(2)),
+    ),
+    DFlashCase("fc_wrong_width", "fc.weight three target states wide for two ids", features=3),
+    DFlashCase(
+        "q_proj_wrong_shape",
+        "q_proj with another head count than the config",
+        drop=(r"^layers\.0\.self_attn\.q_proj",),
+        add=(("layers.0.self_attn.q_proj.weight", "BF16", [48, HIDDEN]),),
+    ),
+    DFlashCase(
+        "carried_embed_and_head",
+        "the drafter carries an embedding and a head: vLLM uses its own, SGLang the target's",
+        add=(("embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("lm_head.weight", "BF16", [VOCAB, HIDDEN])),
+    ),
+    DFlashCase(
+        "use_aux_false",
+        "dflash_config.use_aux_hidden_state false: vLLM builds no fc and drops it, SGLang loads it",
+        config={"dflash_config.use_aux_hidden_state": False},
+    ),
+    DFlashCase(
+        "domino_weights",
+        "Domino projector weights without projector_type domino",
+        add=(("prefix_gru.weight_ih_l0", "BF16", [8, HIDDEN]),),
+    ),
+    DFlashCase(
+        "mask_token_out_of_vocab",
+        "a mask token id outside the target's vocabulary: SGLang's worker refuses it at start-up",
+        config={"dflash_config.mask_token_id": 300},
+        not_comparable={"vllm": "vLLM fails on the first forward's embedding lookup, which the worker does not run"},
+    ),
+    DFlashCase(
+        "zlab_qwen3_8b_dflash_b16_rebuilt",
+        "z-lab/Qwen3-8B-DFlash-b16's layout rebuilt from its published config (fixtures/dflash/), against a "
+        "36-layer Qwen3 target of its scaled widths",
+        fixture="dflash/qwen3-8b-dflash-b16",
+        target=Target("qwen3", 36, (16, 2, 1, 8, 48, 151936)),
+    ),
+    DFlashCase(
+        "llama_target",
+        "the drafter against a Llama-class target of 8 layers",
+        config={"dflash_config.target_layer_ids": [1, 6]},
+        target=Target("llama", 8),
+    ),
+)
+
+
+def write_cases(root: Path, cases: tuple[DFlashCase, ...] = CASES) -> dict[str, tuple[Path, Path]]:
+    """Each case's drafter folder and its target's folder, under ``root``."""
+    out: dict[str, tuple[Path, Path]] = {}
+    for case in cases:
+        target = root / case.target.name
+        if not target.is_dir():
+            target.mkdir(parents=True)
+            config = target_config(case.target)
+            (target / "config.json").write_text(json.dumps(config, indent=1))
+            hidden, vocab = config["hidden_size"], config["vocab_size"]
+            write_safetensors(
+                target / "model.safetensors",
+                [
+                    ("lm_head.weight", "BF16", [vocab, hidden]),
+                    ("model.embed_tokens.weight", "BF16", [vocab, hidden]),
+                    ("model.norm.weight", "BF16", [hidden]),
+                ],
+            )
+        folder = root / case.name
+        if case.fixture is not None:
+            shutil.copytree(FIXTURES / case.fixture, folder)
+            out[case.name] = (folder, target)
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "config.json").write_text(json.dumps(case.config_json(), indent=1))
+        write_safetensors(folder / "model.safetensors", case.tensors())
+        out[case.name] = (folder, target)
+    return out

@@ -1,0 +1,157 @@
+"""The MTP family's mutations (mutate.py runs them with the others): one plausible mistake each in the MTP load
+rules (ckptdiff/families/mtp/), named by the rule it changes."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+
+def _engine_module(name: str) -> Any:
+    return importlib.import_module(f"ckptdiff.families.mtp.engines.{name}")
+
+
+def _change(name: str, **fields: Any) -> None:
+    module = _engine_module(name)
+    module.ENGINE = dataclasses.replace(module.ENGINE, **fields)
+
+
+def _severity(name: str, field: str, severity: str) -> None:
+    engine = _engine_module(name).ENGINE
+    _change(name, **{field: dataclasses.replace(getattr(engine, field), severity=severity)})
+
+
+def _vllm_reads_first_layer_only() -> None:
+    original = _engine_module("vllm").ENGINE.layer_ids
+    _change("vllm", layer_ids=lambda spec, target: original(spec, target)[:1])
+
+
+def _sglang_accepts_any_count() -> None:
+    _change("sglang", nextn_allowed=None)
+
+
+def _sglang_standalone_index_dropped() -> None:
+    _change("sglang", layer_ids=lambda spec, target: (spec.hidden_layers,) if spec.hidden_layers is not None else ())
+
+
+def _vllm_export_index_own() -> None:
+    _change("vllm", layer_ids=lambda spec, target: spec.announced)
+
+
+def _vllm_keeps_own_embedding() -> None:
+    engine = _engine_module("vllm").ENGINE
+    _change("vllm", taken=tuple(t for t in engine.taken if "embed_tokens" not in t))
+
+
+def _sglang_loads_embed_and_head() -> None:
+    _change("sglang", from_target=(), taken=())
+
+
+def _vllm_top_embedding_skipped() -> None:
+    _change("vllm", loads_top_embedding=False)
+
+
+def _vllm_layer_missing_warns() -> None:
+    _severity("vllm", "layer_missing", "warning")
+
+
+def _sglang_layer_missing_raises() -> None:
+    _severity("sglang", "layer_missing", "error")
+
+
+def _vllm_no_module_exemption() -> None:
+    _change("vllm", strict=lambda param: True)
+
+
+def _vllm_kimi_k2_class() -> None:
+    engine = _engine_module("vllm").ENGINE
+    first = engine.classes[0]
+    classes = (dataclasses.replace(first, model_types=(*first.model_types, "kimi_k2")), *engine.classes[1:])
+    _change("vllm", classes=classes)
+
+
+def _sglang_qkv_a_written_apart() -> None:
+    _change("sglang", joined=())
+
+
+def _vllm_moe_always() -> None:
+    _change("vllm", moe_layer=lambda spec, index: spec.moe)
+
+
+def _sglang_moe_by_index() -> None:
+    _change("sglang", moe_layer=_engine_module("vllm").ENGINE.moe_layer)
+
+
+def _sglang_extra_expert_raises() -> None:
+    _severity("sglang", "extra_expert", "error")
+
+
+def _vllm_extra_expert_skipped() -> None:
+    _severity("vllm", "extra_expert", "warning")
+
+
+def _sglang_stacked_unknown_skipped() -> None:
+    _severity("sglang", "stacked_unknown", "warning")
+
+
+def _nextn_no_transformers_default() -> None:
+    detect = importlib.import_module("ckptdiff.families.mtp.detect")
+    detect.NEXTN_DEFAULTS.clear()
+
+
+def _mtp_detected_before_eagle3() -> None:
+    families = importlib.import_module("ckptdiff.families")
+    order = {"mtp": 0, "eagle3": 1}
+    families.FAMILIES = tuple(sorted(families.FAMILIES, key=lambda f: order.get(f.name, 2)))
+
+
+MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "mtp.vllm.layer_ids.every_nextn_layer": ("vLLM reads only layer N, not N..N+n-1", _vllm_reads_first_layer_only),
+    "mtp.sglang.nextn_allowed.one": ("SGLang accepts num_nextn_predict_layers != 1", _sglang_accepts_any_count),
+    "mtp.sglang.layer_ids.zero_when_one_layer": (
+        "SGLang's 'read layer 0 when num_hidden_layers is 1' rule dropped",
+        _sglang_standalone_index_dropped,
+    ),
+    "mtp.vllm.layer_ids.from_target": (
+        "vLLM takes a standalone export's MTP layer index from the export's config, not the target's",
+        _vllm_export_index_own,
+    ),
+    "mtp.vllm.taken.embedding": ("vLLM keeps its own embedding instead of the target's", _vllm_keeps_own_embedding),
+    "mtp.sglang.from_target.embed_and_head": (
+        "SGLang stops taking embed_tokens and the head from the target",
+        _sglang_loads_embed_and_head,
+    ),
+    "mtp.vllm.top_embedding.loaded": (
+        "vLLM no longer loads the target's top-level embed_tokens into the drafter",
+        _vllm_top_embedding_skipped,
+    ),
+    "mtp.vllm.layer_missing.raises": ("vLLM's missing-layer event becomes a warning", _vllm_layer_missing_warns),
+    "mtp.sglang.layer_missing.silent": ("SGLang's missing-layer event becomes an error", _sglang_layer_missing_raises),
+    "mtp.vllm.strict.module_exemption": (
+        "vLLM's strict check no longer exempts linear/embedding/MoE parameters",
+        _vllm_no_module_exemption,
+    ),
+    "mtp.vllm.classes.no_kimi_k2": ("vLLM gets an MTP class for model_type kimi_k2", _vllm_kimi_k2_class),
+    "mtp.sglang.joined.qkv_a": (
+        "SGLang writes q_a_proj and kv_a_proj_with_mqa apart (not only together)",
+        _sglang_qkv_a_written_apart,
+    ),
+    "mtp.vllm.moe_layer.by_index": ("vLLM builds every MTP layer's MLP with experts", _vllm_moe_always),
+    "mtp.sglang.moe_layer.always": ("SGLang follows first_k_dense_replace for its NextN MLP", _sglang_moe_by_index),
+    "mtp.sglang.extra_expert.skipped": (
+        "SGLang raises on an expert past n_routed_experts",
+        _sglang_extra_expert_raises,
+    ),
+    "mtp.vllm.extra_expert.raises": ("vLLM skips an expert past n_routed_experts", _vllm_extra_expert_skipped),
+    "mtp.sglang.stacked_unknown.raises": (
+        "SGLang skips a stacked piece whose fused parameter it lacks",
+        _sglang_stacked_unknown_skipped,
+    ),
+    "mtp.nextn.transformers_default": (
+        "no num_nextn_predict_layers means no MTP layer (transformers' default of 1 ignored)",
+        _nextn_no_transformers_default,
+    ),
+    "families.order.eagle3_first": ("MTP is detected before EAGLE-3", _mtp_detected_before_eagle3),
+}

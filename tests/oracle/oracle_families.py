@@ -1,0 +1,139 @@
+"""The drafter families the oracle checks, one registry line each: a family's cases, the worker drivers that load
+them in the engines, how they are written, and the failure codes its rules add to compare.py's vocabulary.
+
+Adding a family to the oracle: its cases (objects with ``name``, ``about``, ``split``, ``not_comparable``,
+``trained_outputs``), ``worker_<driver><engine>.py`` per engine (``setup(architectures)`` and ``case(case_dir,
+target_dir, marked, result)``, run by worker.py), a ``write`` that puts them on disk, and one line in
+``ORACLE_FAMILIES``. run.py, test_oracle.py and mutate.py then run, compare and mutate them with the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class OracleFamily:
+    name: str
+    #: The family's cases (imported when first asked for).
+    cases: Callable[[], list[Any]]
+    #: Name → (the checkpoint ckptdiff is run on, its ``--base`` or None) for these cases, written under a root.
+    write: Callable[[Path, list[Any]], dict[str, tuple[Path, Path | None]]]
+    #: The checkpoint's tensor names of a case (the engine side's tensor list).
+    names: Callable[[Any], list[str]]
+    #: The worker driver: engine E runs ``worker_<driver>E.py`` ("" is EAGLE-3's worker_vllm.py, worker_sglang.py).
+    driver: str = ""
+    #: The worker files besides worker.py and the driver whose text keys the family's cached results.
+    shared: tuple[str, ...] = ()
+    #: (case, engine result) → the tensors whose going unused is no degradation (None: compare.INERT's only).
+    inert: Callable[[Any, Mapping[str, Any]], Callable[[str], bool]] | None = None
+    #: ckptdiff's error codes of this family's rules → (stage, forward defect or None) (compare.FAILURE_OF).
+    failure_of: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: EAGLE-3's later layers' norms an engine never reads (compare.UNREAD) are no degradation in its cases.
+    unread: bool = False
+
+
+def _eagle3_cases() -> list[Any]:
+    from catalogue import CASES
+
+    return list(CASES)
+
+
+def _eagle3_write(root: Path, cases: list[Any]) -> dict[str, tuple[Path, Path | None]]:
+    from cases import target_dir, write_all
+
+    directories = write_all(root, cases)
+    return {case.name: (directories[case.name], target_dir(root, case)) for case in cases}
+
+
+def _eagle3_names(case: Any) -> list[str]:
+    from cases import tensors_of
+
+    return list(tensors_of(case))
+
+
+def _k25_cases() -> list[Any]:
+    from generated import K25_CASES
+
+    return list(K25_CASES)
+
+
+def _mtp_cases() -> list[Any]:
+    from mtp_catalogue import MTP_CASES
+
+    return list(MTP_CASES)
+
+
+def _mtp_write(root: Path, cases: list[Any]) -> dict[str, tuple[Path, Path | None]]:
+    from mtp_cases import write_mtp_cases
+
+    return write_mtp_cases(root, cases)
+
+
+def _mtp_inert(case: Any, result: Mapping[str, Any]) -> Callable[[str], bool]:
+    from mtp_cases import inert
+
+    return inert(case, result)
+
+
+ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
+    OracleFamily("eagle3", _eagle3_cases, _eagle3_write, _eagle3_names, unread=True),
+    # EAGLE-3 drafters against a Kimi-K2.5 target (a wrapper: its text model's sizes in text_config, its capture
+    # through language_model), run by worker_k25_<engine>.py around the EAGLE-3 driver
+    OracleFamily(
+        "eagle3_k25",
+        _k25_cases,
+        _eagle3_write,
+        _eagle3_names,
+        driver="k25_",
+        shared=("worker_vllm.py", "worker_sglang.py", "k25_target.py"),
+        unread=True,
+    ),
+    OracleFamily(
+        "mtp",
+        _mtp_cases,
+        _mtp_write,
+        lambda case: list(case.names),
+        driver="mtp_",
+        shared=("worker_mtp.py",),
+        inert=_mtp_inert,
+        failure_of={
+            "mtp_not_supported": ("config", None),
+            "mtp_layers_not_announced": ("config", None),
+            # SGLang checks num_nextn_predict_layers when its NextN loader starts (_initialize_nextn_conf)
+            "mtp_layers_key_absent": ("load", None),
+            "mtp_layer_count_unsupported": ("load", None),
+            "mtp_layer_missing": ("load", None),
+            "mtp_layer_not_moe": ("construction", None),
+        },
+    ),
+)
+
+
+def family_of(case: Any) -> str:
+    """The family a case belongs to (EAGLE-3's cases predate the field)."""
+    return str(getattr(case, "family", "eagle3"))
+
+
+def oracle_family(name: str) -> OracleFamily:
+    return next(f for f in ORACLE_FAMILIES if f.name == name)
+
+
+def all_cases() -> list[Any]:
+    """Every family's cases, EAGLE-3's first; names are unique across families."""
+    found = [case for each in ORACLE_FAMILIES for case in each.cases()]
+    names = [case.name for case in found]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"oracle case names must be unique across families: {repeated}")
+    return found
+
+
+def failure_codes() -> dict[str, tuple[str, str | None]]:
+    out: dict[str, tuple[str, str | None]] = {}
+    for each in ORACLE_FAMILIES:
+        out |= dict(each.failure_of)
+    return out

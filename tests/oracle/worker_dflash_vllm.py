@@ -1,0 +1,128 @@
+"""How the oracle drives vLLM's DFlash loader (imported by worker.py inside vLLM's environment, as engine
+``dflash_vllm``): ``speculative_config={"method": "dflash"}`` with the case as the draft and a tiny target, the
+draft built and loaded as DFlashProposer does, then what it takes from the target. Never imports ckptdiff."""
+
+from __future__ import annotations
+
+import os
+import types
+from typing import Any
+
+from worker import (
+    embed_width,
+    fc_in_width,
+    free_port,
+    head_rows,
+    observe,
+    poison,
+    target_embed_and_head,
+    tracking,
+    write_markers,
+)
+from worker_vllm import observe_capture, safely
+
+
+def setup(architectures: list[str]) -> None:
+    os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("HUMMING_DISABLE_PARALLEL_BUILD", "1")
+    import torch  # noqa: F401
+    import vllm.distributed.parallel_state  # noqa: F401
+    import vllm.engine.arg_utils  # noqa: F401
+    import vllm.model_executor.model_loader  # noqa: F401
+    import vllm.model_executor.models.qwen3_dflash  # noqa: F401
+    import vllm.v1.spec_decode.dflash  # noqa: F401
+    from vllm.model_executor.models.registry import ModelRegistry
+
+    ModelRegistry.get_supported_archs()
+    for architecture in [*architectures, "DFlashDraftModel"]:
+        ModelRegistry._try_load_model_cls(architecture)
+        ModelRegistry._try_inspect_model_cls(architecture)
+
+
+def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) -> None:
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.model_executor.model_loader import get_model_loader
+    from vllm.model_executor.model_loader.utils import get_draft_load_config
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.spec_decode.dflash import DFlashProposer
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import get_eagle3_aux_layers_from_config
+
+    markers = write_markers(case_dir, marked)
+    result["stage"] = "config"
+    args = EngineArgs(
+        model=target_dir,
+        skip_tokenizer_init=True,
+        dtype="bfloat16",
+        enforce_eager=True,
+        max_model_len=256,
+        speculative_config={"method": "dflash", "model": marked, "num_speculative_tokens": 4},
+    )
+    config = args.create_engine_config()
+    spec = config.speculative_config
+    result["architecture"] = list(spec.draft_model_config.hf_config.architectures or [])
+    # The draft's own config as DFlashProposer derives it (_create_draft_vllm_config: its causality too).
+    proposer = object.__new__(DFlashProposer)
+    proposer.vllm_config, proposer.speculative_config = config, spec
+    proposer.draft_model_config = spec.draft_model_config
+    from vllm.model_executor.models.qwen3_dflash import dflash_has_any_non_causal
+
+    proposer.dflash_causal = not dflash_has_any_non_causal(spec.draft_model_config.hf_config)
+    draft_config = DFlashProposer._create_draft_vllm_config(proposer)
+    result["stage"] = "distributed"
+    with set_current_vllm_config(config):
+        init_distributed_environment(
+            world_size=1, rank=0, local_rank=0, distributed_init_method=f"tcp://127.0.0.1:{free_port()}", backend="gloo"
+        )
+        initialize_model_parallel(1, 1)
+    with set_current_vllm_config(draft_config):
+        result["stage"] = "construct"
+        loader = get_model_loader(get_draft_load_config(draft_config))
+        model_config = spec.draft_model_config
+        with set_default_torch_dtype(model_config.dtype), torch.device("cpu"):
+            model = loader.create_model(vllm_config=draft_config, model_config=model_config)
+        result["model_class"] = type(model).__name__
+        built = poison(model)
+        result["stage"] = "load"
+        from vllm.model_executor.models import utils as model_utils
+
+        model.load_weights = tracking(model.load_weights, result, markers)
+        lazy = model_utils.AutoWeightsLoader.load_weights
+        model_utils.AutoWeightsLoader.load_weights = lambda self, *a, **k: tracking(
+            lambda *b, **c: lazy(self, *b, **c), result, markers
+        )(*a, **k)
+        try:
+            loader.load_weights(model, model_config)
+        finally:
+            result.update(observe(model, markers, built))
+            result["embed_width"] = embed_width(getattr(model, "model", None))
+            result["from_target"] = share_from_target(model, target_dir)
+            ids = get_eagle3_aux_layers_from_config(spec)
+            inner = getattr(model, "model", None)
+            result["aux"] = {
+                "ids": list(ids) if ids else None,
+                "fc_in": fc_in_width(inner),
+                "uses_aux": bool(getattr(inner, "use_aux_hidden_state", True)),
+                # The target's capture as the V2 model runner sets it up for this drafter (model_runner.py:414,
+                # set_eagle3_aux_hidden_state_layers), traced on the target's own class over stub layers.
+                **safely(observe_capture, config, spec, "v2", target_dir),
+            }
+            result["head_rows"] = head_rows(model)
+        result["stage"] = "done"
+
+
+def share_from_target(model: Any, target_dir: str) -> list[str]:
+    """What the drafter takes from the target after loading: vLLM's own decision (v1/worker/gpu/spec_decode/eagle/
+    utils.py, maybe_share_target_embed and _should_share, as the DFlash speculator's load calls them), run against
+    stand-ins of the target's embedding and head."""
+    from vllm.v1.worker.gpu.spec_decode.eagle import utils as eagle_utils
+
+    embed, head = target_embed_and_head(target_dir)
+    eagle_utils.maybe_share_target_embed(model, model.model, types.SimpleNamespace(embed_tokens=embed))
+    taken = ["model.embed_tokens.weight"] if getattr(model.model, "embed_tokens", None) is embed else []
+    if eagle_utils._should_share(model, "has_own_lm_head", getattr(model, "lm_head", None), head):
+        taken.append("lm_head.weight")
+    return taken

@@ -1,0 +1,231 @@
+"""The DFlash family: the spec read from config.json, vLLM's and SGLang's DFlash loaders replayed (each tensor's and
+parameter's fate, what each takes from the target, where they split), the checks against the other side and the
+base, and the rebuilt published layout in fixtures/dflash/, end to end from the command line."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ckptdiff.families import detect_family
+from ckptdiff.families.dflash.spec import DFlashSpec
+from ckptdiff.formats.messages import event_message
+from ckptdiff.pipeline import compare_specs
+from fixtures.dflash_drafters import DRAFTER, SOURCE, drafter_tensors, write_dflash
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import write_config, write_safetensors
+
+PUBLISHED = FIXTURES / "dflash" / "qwen3-8b-dflash-b16"
+QWEN3_BASE = FIXTURES / "dflash" / "qwen3-8b-base-header-only"
+LLAMA_BASE = FIXTURES / "dflash" / "llama3.1-8b-base-header-only"
+
+
+def drafter(folder: Path, *, config: dict[str, Any] | None = None, drop: tuple[str, ...] = (), add=(), rename=None):
+    """The rebuilt z-lab layout with edits: config keys merged (``dflash_config`` replaced whole), tensors
+    dropped, added, or renamed by a function."""
+    merged = {**DRAFTER, **(config or {})}
+    write_config(folder, {k: v for k, v in merged.items() if v is not None})
+    tensors = [t for t in drafter_tensors(DRAFTER) if t[0] not in drop]
+    if rename is not None:
+        tensors = [(rename(name), dtype, shape) for name, dtype, shape in tensors]
+    write_safetensors(folder / "model.safetensors", [*tensors, *add])
+    return folder
+
+
+def engines(spec: Path, base: Path | None = None) -> dict[str, Any]:
+    report = compare_specs(str(spec), None, engines=("vllm", "sglang"), base=str(base) if base else None)
+    return {result.engine: result for result in report.engines}
+
+
+def codes(result) -> list[str]:
+    return [event.code for event in result.events if event.severity != "info"]
+
+
+def test_the_rebuilt_layout_names_its_source_and_is_what_the_generator_writes(tmp_path) -> None:
+    with open(PUBLISHED / "model.safetensors", "rb") as handle:
+        (size,) = struct.unpack("<Q", handle.read(8))
+        metadata = json.loads(handle.read(size))["__metadata__"]
+    assert SOURCE in metadata["rebuilt_from"] and "rebuilt" in metadata["rebuilt_from"]
+    written = write_dflash(tmp_path)
+    for folder in written:
+        for path in folder.iterdir():
+            assert path.read_bytes() == (FIXTURES / "dflash" / folder.name / path.name).read_bytes(), path
+
+
+def test_the_spec_reads_each_dflash_key_where_the_engines_read_it() -> None:
+    spec = DFlashSpec.of(json.loads((PUBLISHED / "config.json").read_text()))
+    assert detect_family(spec.config) == "dflash"
+    assert (spec.block_size.value, spec.block_size.key) == (16, "block_size")
+    assert spec.target_layer_ids.value == (1, 9, 17, 25, 33)
+    assert spec.target_layer_ids.key == "dflash_config.target_layer_ids"
+    assert (spec.mask_token_id.value, spec.num_target_layers, spec.layers) == (151669, 36, 5)
+    assert spec.features(spec.target_layer_ids.value) == 5 and spec.features(None) == 5
+
+
+def test_the_published_layout_loads_in_both_engines_with_the_targets_embedding_and_head(run_cli) -> None:
+    done = run_cli(str(PUBLISHED), "--engine", "vllm", "--engine", "sglang", "--base", str(QWEN3_BASE), "-v")
+    assert done.returncode == 0, done.stdout
+    assert "vllm A: loads" in done.stdout and "sglang A: loads" in done.stdout
+    assert "lm_head.weight: the drafter has none of its own; the target's is used" in done.stdout
+    report = json.loads(
+        run_cli(str(PUBLISHED), "--engine", "all", "--base", str(QWEN3_BASE), "--format", "json").stdout
+    )
+    assert [(e["engine"], e["outcome"]) for e in report["engines"]] == [("sglang", "loads"), ("vllm", "loads")]
+    vllm = next(e for e in report["engines"] if e["engine"] == "vllm")
+    fates = {entry["name"]: entry["fate"] for entry in vllm["parameters"]}
+    assert fates["model.layers.4.self_attn.qkv_proj.weight"] == "loaded"
+    assert fates["model.embed_tokens.weight"] == fates["lm_head.weight"] == "from_target"
+    assert fates["model.mask_embedding"] == "not_needed"
+
+
+def test_against_a_target_it_does_not_fit_each_engine_says_where_it_fails(run_cli) -> None:
+    done = run_cli(str(PUBLISHED), "--engine", "vllm", "--engine", "sglang", "--base", str(LLAMA_BASE))
+    assert done.returncode == 1
+    by_engine = engines(PUBLISHED, LLAMA_BASE)
+    # SGLang checks the ids against the target's depth at start-up; vLLM captures 4 of 5 states and fails on the
+    # first forward, and its mask token lies outside the Llama vocabulary.
+    assert codes(by_engine["sglang"]) == ["target_layer_out_of_range"]
+    assert sorted(codes(by_engine["vllm"])) == ["mask_token_out_of_vocab", "target_layer_not_captured"]
+    assert "spec_aux_hidden_state.py:247" in by_engine["sglang"].events[0].source
+
+
+def test_without_a_base_the_verdict_says_what_it_assumes_of_the_target() -> None:
+    for result in engines(PUBLISHED).values():
+        assert result.outcome == "loads"
+        (assumed,) = [event for event in result.events if event.code == "target_unknown"]
+        assert "more than 33 layers" in event_message(assumed) and "151669" in event_message(assumed)
+
+
+def test_a_name_neither_loader_knows_fails_vllm_and_is_skipped_by_sglang(tmp_path) -> None:
+    folder = drafter(tmp_path / "d", add=[("extra_proj.weight", "BF16", [4, 16])])
+    by_engine = engines(folder, QWEN3_BASE)
+    assert codes(by_engine["vllm"]) == ["unknown_name"] and by_engine["vllm"].outcome == "fails"
+    assert by_engine["sglang"].outcome == "loads"
+    assert ("extra_proj.weight", "skipped", None) in by_engine["sglang"].tensors
+    # A rotary cache is dropped by vLLM's AutoWeightsLoader before any lookup (and skipped by SGLang).
+    cached = drafter(tmp_path / "r", add=[("rotary_emb.inv_freq", "F32", [4])])
+    assert {result.outcome for result in engines(cached, QWEN3_BASE).values()} == {"loads"}
+
+
+def test_model_prefixed_names_load_in_sglang_and_not_in_vllm(tmp_path) -> None:
+    folder = drafter(tmp_path / "d", rename=lambda name: "model." + name)
+    by_engine = engines(folder, QWEN3_BASE)
+    assert by_engine["sglang"].outcome == "loads"
+    assert by_engine["vllm"].outcome == "fails" and "unknown_name" in codes(by_engine["vllm"])
+    (first, *_) = [e for e in by_engine["vllm"].events if e.code == "unknown_name"]
+    assert first.params["candidate"].startswith("model.model.")
+
+
+def test_a_speculators_midlayer_name_is_read_by_vllm_and_left_random_by_sglang(tmp_path) -> None:
+    folder = drafter(tmp_path / "d", rename=lambda name: name.replace("layers.0.", "midlayer.", 1))
+    by_engine = engines(folder, QWEN3_BASE)
+    assert by_engine["vllm"].outcome == "loads"
+    assert by_engine["sglang"].outcome == "degraded"
+    assert dict(by_engine["sglang"].parameters)["layers.0.self_attn.qkv_proj.weight"] == "random"
+
+
+def test_a_mask_hidden_weight_is_refused_by_vllm_only(tmp_path) -> None:
+    folder = drafter(tmp_path / "d", add=[("mask_hidden", "BF16", [1, 16])])
+    by_engine = engines(folder, QWEN3_BASE)
+    assert codes(by_engine["vllm"]) == ["mask_hidden_refused"]
+    assert by_engine["sglang"].outcome == "loads"
+
+
+def test_eagle_aux_ids_change_vllms_fc_width_and_not_sglangs(tmp_path) -> None:
+    # vLLM reads eagle_aux_hidden_state_layer_ids before dflash_config.target_layer_ids (eagle3_utils.py), SGLang
+    # only the DFlash keys: three ids make vLLM's fc 3 x hidden wide, and the stored 5 x hidden fc does not fit.
+    folder = drafter(tmp_path / "d", config={"eagle_aux_hidden_state_layer_ids": [2, 18, 34]})
+    by_engine = engines(folder, QWEN3_BASE)
+    assert codes(by_engine["vllm"]) == ["fc_width_mismatch"]
+    assert by_engine["sglang"].outcome == "loads"
+
+
+def test_a_missing_drafter_layer_stays_random_in_both_and_is_named_against_the_config(tmp_path, run_cli) -> None:
+    folder = drafter(tmp_path / "d", drop=tuple(n for n, _, _ in drafter_tensors(DRAFTER) if n.startswith("layers.4.")))
+    for result in engines(folder, QWEN3_BASE).values():
+        assert result.outcome == "degraded" and set(codes(result)) == {"random_init"}
+    report = json.loads(run_cli(str(PUBLISHED), str(folder), "--format", "json").stdout)
+    (finding,) = [f for f in report["findings"] if f["code"] == "dflash_layers_mismatch"]
+    assert finding["params"]["missing"] == [4] and "layers [4] are missing" in finding["message"]
+
+
+def test_a_drafter_trained_on_other_target_layers_is_not_a_drop_in(tmp_path, run_cli) -> None:
+    other = drafter(
+        tmp_path / "d",
+        config={"dflash_config": {"mask_token_id": 151669, "target_layer_ids": [2, 12, 22, 32]}},
+        drop=("fc.weight",),
+        add=[("fc.weight", "BF16", [16, 64])],
+    )
+    done = run_cli(str(PUBLISHED), str(other), "--format", "json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    (differs,) = [f for f in report["findings"] if f["code"] == "dflash_setting_differs"]
+    assert differs["params"]["a"] == [1, 9, 17, 25, 33] and differs["params"]["b"] == [2, 12, 22, 32]
+    assert {row["name"]: row["status"] for row in report["tensors"]}["fc.weight"] == "shape_mismatch"
+
+
+def test_an_fc_the_config_does_not_describe_is_named_and_refused_by_both(tmp_path, run_cli) -> None:
+    folder = drafter(tmp_path / "d", drop=("fc.weight",), add=[("fc.weight", "BF16", [16, 64])])
+    for result in engines(folder, QWEN3_BASE).values():
+        assert codes(result) == ["fc_width_mismatch"]
+    report = json.loads(run_cli(str(folder), str(folder), "--format", "json").stdout)
+    found = [f for f in report["findings"] if f["code"] == "dflash_fc_width_mismatch"]
+    assert [f["params"]["side"] for f in found] == ["A", "B"] and found[0]["params"]["want"] == [16, 80]
+
+
+def test_against_the_base_the_profile_names_what_does_not_fit(tmp_path, run_cli) -> None:
+    # Compared as a pair, --base reads the embedding and head the engines take: a base with its shard (sparse).
+    base = tmp_path / "llama"
+    config = json.loads((LLAMA_BASE / "config.json").read_text())
+    write_config(base, config)
+    shape = [config["vocab_size"], config["hidden_size"]]
+    write_safetensors(
+        base / "model.safetensors", [("lm_head.weight", "BF16", shape), ("model.embed_tokens.weight", "BF16", shape)]
+    )
+    done = run_cli(str(PUBLISHED), str(PUBLISHED), "--base", str(base), "--format", "json")
+    report = json.loads(done.stdout)
+    found = {f["code"] for f in report["findings"] if f["params"].get("side") == "A"}
+    assert {"dflash_target_layer_out_of_range", "dflash_mask_token_out_of_vocab"} <= found
+    assert done.returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "engine", "code"),
+    [
+        ({"architectures": ["DFlash2DraftModel"]}, "vllm", "dflash_not_supported"),
+        ({"num_hidden_layers": None}, "sglang", "layers_required"),
+        ({"dflash_config": {"mask_token_id": 151669, "target_layer_ids": 9}}, "sglang", "target_layer_ids_malformed"),
+        (
+            {"dflash_config": {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 40]}},
+            "sglang",
+            "target_layer_out_of_range",
+        ),
+    ],
+)
+def test_config_refusals(tmp_path, config, engine, code) -> None:
+    folder = drafter(tmp_path / "d", config=config)
+    result = engines(folder, QWEN3_BASE)[engine]
+    assert result.outcome == "fails" and codes(result)[0] == code
+    assert all(event.source for event in result.events)
+
+
+def test_every_dflash_event_and_finding_is_worded(tmp_path) -> None:
+    from ckptdiff.families.dflash import engine_messages, messages
+
+    folder = drafter(tmp_path / "d", add=[("mask_hidden", "BF16", [1, 16]), ("bogus", "BF16", [2])])
+    for result in engines(folder, LLAMA_BASE).values():
+        for event in result.events:
+            assert event.wording in engine_messages.EVENTS, event.wording
+            assert "{" not in event_message(event)
+    from ckptdiff.report import Finding
+
+    finding = Finding(
+        "error", "dflash_hidden_mismatch", subject="hidden_size", params={"side": "A", "hidden": 8, "target_hidden": 16}
+    )
+    assert "dflash_hidden_mismatch" in messages.FINDINGS and "16 wide" in messages.FINDINGS[finding.code](
+        finding.params
+    )
