@@ -81,17 +81,6 @@ def _mtp_inert(case: Any, result: Mapping[str, Any]) -> Callable[[str], bool]:
 
 ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
     OracleFamily("eagle3", _eagle3_cases, _eagle3_write, _eagle3_names, unread=True),
-    # EAGLE-3 drafters against a Kimi-K2.5 target (a wrapper: its text model's sizes in text_config, its capture
-    # through language_model), run by worker_k25_<engine>.py around the EAGLE-3 driver
-    OracleFamily(
-        "eagle3_k25",
-        _k25_cases,
-        _eagle3_write,
-        _eagle3_names,
-        driver="k25_",
-        shared=("worker_vllm.py", "worker_sglang.py", "k25_target.py"),
-        unread=True,
-    ),
     OracleFamily(
         "mtp",
         _mtp_cases,
@@ -109,6 +98,17 @@ ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
             "mtp_layer_missing": ("load", None),
             "mtp_layer_not_moe": ("construction", None),
         },
+    ),
+    # EAGLE-3 drafters against a Kimi-K2.5 target (a wrapper: its text model's sizes in text_config, its capture
+    # through language_model), run by worker_k25_<engine>.py around the EAGLE-3 driver
+    OracleFamily(
+        "eagle3_k25",
+        _k25_cases,
+        _eagle3_write,
+        _eagle3_names,
+        driver="k25_",
+        shared=("worker_vllm.py", "worker_sglang.py", "k25_target.py"),
+        unread=True,
     ),
 )
 
