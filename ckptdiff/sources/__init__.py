@@ -280,11 +280,14 @@ def reading_both(
         return
     from concurrent.futures import ThreadPoolExecutor
 
+    from .base import explained_errors
+
     opened: list[Source | CkptdiffError] = []
     for spec in (a, b):
         try:
             source = open_source(spec, options)
-            source.prepare()
+            with explained_errors(source):
+                source.prepare()
             opened.append(source)
         except CkptdiffError as err:  # raised by that side's read, so that A's error comes first
             opened.append(err)

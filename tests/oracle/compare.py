@@ -136,6 +136,8 @@ ENVIRONMENT = (
     ),
     (re.compile(r"Torch not compiled with CUDA enabled"), "a CUDA build of torch"),
     (re.compile(r"Failed to find a kernel that can implement the (\w+) linear layer"), "a CPU kernel for {0}"),
+    # vLLM's CPU build has no fused-MoE kernel for some sizes (the rebuilt layouts' scaled-down experts)
+    (re.compile(r"No (\w+) MoE backend supports the deployment configuration"), "a CPU {0} MoE kernel for these sizes"),
     (re.compile(r"undefined symbol: (\w+)"), "native symbol {0}"),
     (re.compile(r"oracle: the rotary kernel is a stand-in"), "the rotary kernel (vllm._custom_ops stand-in)"),
 )

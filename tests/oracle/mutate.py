@@ -495,7 +495,33 @@ def _dflash_sglang_default_ids_need_no_depth() -> None:
     change_dflash("sglang", ids_vs_trained_depth=None)
 
 
+def _dflash_vllm_v1_reads_like_v2() -> None:
+    import importlib
+
+    vllm = importlib.import_module("ckptdiff.families.dflash.engines.vllm")
+
+    def like_v2(config: Any) -> Any:
+        from ckptdiff.families.dflash.engines.replay import read_ids
+
+        _, ids, shift = read_ids(vllm.ENGINE, config)
+        return tuple(i + shift for i in ids) if isinstance(ids, list) and ids else None
+
+    change_dflash("vllm", v1_ids=like_v2)
+
+
+def _dflash_sglang_qwen2_captures() -> None:
+    change_dflash("sglang", refused_targets=())
+
+
 DFLASH_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "dflash.vllm.v1_ids": (
+        "vLLM's V1 model runner reads the target layer ids as the V2 runner does",
+        _dflash_vllm_v1_reads_like_v2,
+    ),
+    "dflash.sglang.refused_targets": (
+        "SGLang captures DFlash states from every target class (Qwen2's has no set_dflash_layers_to_capture)",
+        _dflash_sglang_qwen2_captures,
+    ),
     "dflash.vllm.unknown_name.raises": (
         "vLLM's DFlash loader skips an unknown name instead of raising",
         _dflash_vllm_unknown_name_skipped,
