@@ -5,6 +5,7 @@ base, and the rebuilt published layout in fixtures/dflash/, end to end from the 
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,35 @@ def test_against_a_target_it_does_not_fit_each_engine_says_where_it_fails(run_cl
     assert codes(by_engine["sglang"]) == ["target_layer_out_of_range"]
     assert sorted(codes(by_engine["vllm"])) == ["mask_token_out_of_vocab", "target_layer_not_captured"]
     assert "spec_aux_hidden_state.py:247" in by_engine["sglang"].events[0].source
+
+
+def test_a_target_class_without_dflash_capture_is_refused_by_the_engine_that_lacks_it(tmp_path) -> None:
+    # SGLang's Qwen2 class has no set_dflash_layers_to_capture; vLLM's has the EAGLE-3 interface DFlash uses.
+    qwen2 = tmp_path / "qwen2"
+    shutil.copytree(QWEN3_BASE, qwen2)
+    write_config(qwen2, {**json.loads((QWEN3_BASE / "config.json").read_text()), "architectures": ["Qwen2ForCausalLM"]})
+    by_engine = engines(PUBLISHED, qwen2)
+    assert codes(by_engine["sglang"]) == ["target_not_capturable"]
+    assert "attention_backend_setup.py:62" in by_engine["sglang"].events[0].source
+    assert by_engine["vllm"].outcome == "loads"
+    # A class in neither table is not guessed: the verdict says what it assumes.
+    other = tmp_path / "other"
+    shutil.copytree(QWEN3_BASE, other)
+    write_config(other, {**json.loads((QWEN3_BASE / "config.json").read_text()), "architectures": ["NewForCausalLM"]})
+    for result in engines(PUBLISHED, other).values():
+        assert result.outcome == "loads" and "target_class_unknown" in [e.code for e in result.events]
+
+
+def test_top_level_ids_are_read_by_vllms_default_runner_and_not_by_its_v1_runner(tmp_path) -> None:
+    folder = drafter(
+        tmp_path / "d",
+        config={"dflash_config": {"mask_token_id": 151669}, "target_layer_ids": [1, 9, 17, 25, 33]},
+    )
+    vllm = engines(folder, QWEN3_BASE)["vllm"]
+    assert vllm.outcome == "loads"  # the V2 runner (the default for DFlash) reads the top-level ids
+    (v1,) = [event for event in vllm.events if event.code == "v1_runner_capture_differs"]
+    assert v1.params["v1"] is None and v1.params["fails"] is True
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in event_message(v1) and "first forward fails" in event_message(v1)
 
 
 def test_without_a_base_the_verdict_says_what_it_assumes_of_the_target() -> None:

@@ -45,13 +45,27 @@ names = st.text(max_size=10)
 printable_names = names.filter(str.isprintable)
 
 
+# What the composites below draw from, built once (built inside them, their construction and validation on
+# every draw cost most of a test's time; the draws are the same).
+DTYPE_NAMES = st.sampled_from(sorted(DTYPE_BITS))
+SPEC_DTYPES = st.dictionaries(printable_names, DTYPE_NAMES, max_size=6)
+SPEC_SHAPES = st.lists(st.integers(0, 5), max_size=3)
+ENTRY_NAMES = st.lists(names, max_size=5, unique=True)
+ENTRY_SHAPES = st.lists(st.integers(0, 4), max_size=3)
+DEFECTS = st.sets(st.sampled_from(["dtype", "shape", "data_offsets", "drop", "extra"]), max_size=2)
+FIELDS = st.sampled_from(["dtype", "shape", "data_offsets"])
+ODD_SHAPES = st.lists(dims, max_size=4) | json_scalars
+COINS = st.booleans()
+ODD_METADATA = st.dictionaries(st.text(max_size=6), st.text(max_size=6)) | json_values
+
+
 @st.composite
 def valid_specs(draw: st.DrawFn) -> list[tuple[str, str, list[int]]]:
     """A list of (name, dtype, shape) that makes a valid file (sub-byte dtypes get even sizes)."""
-    chosen = draw(st.dictionaries(printable_names, st.sampled_from(sorted(DTYPE_BITS)), max_size=6))
+    chosen = draw(SPEC_DTYPES)
     specs = []
     for name, dtype in chosen.items():
-        shape = draw(st.lists(st.integers(0, 5), max_size=3))
+        shape = draw(SPEC_SHAPES)
         if DTYPE_BITS[dtype] % 8:
             shape = [*shape, 4]  # 4 × 4 or 6 bits is whole bytes
         specs.append((name, dtype, shape))
@@ -63,29 +77,29 @@ def headerish(draw: st.DrawFn) -> dict[str, Any]:
     """A header-shaped document: valid entries with some fields replaced by anything."""
     document: dict[str, Any] = {}
     offset = 0
-    for name in draw(st.lists(names, max_size=5, unique=True)):
-        dtype = draw(st.sampled_from(sorted(DTYPE_BITS)))
-        shape = draw(st.lists(st.integers(0, 4), max_size=3))
+    for name in draw(ENTRY_NAMES):
+        dtype = draw(DTYPE_NAMES)
+        shape = draw(ENTRY_SHAPES)
         size = 1
         for dim in shape:
             size *= dim
         size = size * DTYPE_BITS[dtype] // 8
         entry: dict[str, Any] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
         offset += size
-        for key in draw(st.sets(st.sampled_from(["dtype", "shape", "data_offsets", "drop", "extra"]), max_size=2)):
+        for key in draw(DEFECTS):
             if key == "drop":
-                entry.pop(draw(st.sampled_from(["dtype", "shape", "data_offsets"])), None)
+                entry.pop(draw(FIELDS), None)
             elif key == "extra":
                 entry["extra"] = draw(json_values)
             elif key == "dtype":
                 entry["dtype"] = draw(dtypes)
             elif key == "shape":
-                entry["shape"] = draw(st.lists(dims, max_size=4) | json_scalars)
+                entry["shape"] = draw(ODD_SHAPES)
             else:
                 entry["data_offsets"] = draw(st.lists(st.integers(-2, offset + 8), max_size=3) | json_scalars)
         document[name] = entry
-    if draw(st.booleans()):
-        document["__metadata__"] = draw(st.dictionaries(st.text(max_size=6), st.text(max_size=6)) | json_values)
+    if draw(COINS):
+        document["__metadata__"] = draw(ODD_METADATA)
     return document
 
 

@@ -28,6 +28,17 @@ ODD_VALUES = [1.0, True, None, "1", [1]]
 DTYPES = [*DTYPE_BITS, "F128", "f32", "BOOL ", ""]
 
 dims = st.one_of(st.sampled_from(EDGE_NUMBERS), st.integers(0, 5), st.sampled_from(ODD_VALUES))
+# The strategies a header is drawn from, built once: built inside the composite, their construction and
+# validation on every draw took most of the test's time (the same headers either way).
+TENSOR_COUNTS = st.integers(0, 3)
+DTYPE_NAMES = st.sampled_from(DTYPES)
+SHAPES = st.lists(dims, max_size=4)
+EDGE_NUMBER = st.sampled_from(EDGE_NUMBERS)
+EDGE_PAIRS = st.lists(EDGE_NUMBER, min_size=2, max_size=2)
+COINS = st.booleans()
+NAMES = st.sampled_from(["w", "b", "x.y", "é", "w\u200b"])
+METADATA = st.sampled_from([{}, {"format": "pt"}, {"a": 1}, None, []])
+DATA_BYTES = st.integers(0, 64)
 
 
 @st.composite
@@ -35,25 +46,24 @@ def headers(draw: Any) -> tuple[dict[str, Any], int]:
     """A header (tensors laid out one after another, or with drawn offsets) and how many data bytes follow it."""
     header: dict[str, Any] = {}
     offset = 0
-    for index in range(draw(st.integers(0, 3))):
-        dtype = draw(st.sampled_from(DTYPES))
-        shape = draw(st.lists(dims, max_size=4))
+    for index in range(draw(TENSOR_COUNTS)):
+        dtype = draw(DTYPE_NAMES)
+        shape = draw(SHAPES)
         numel = 1
         for dim in shape:
             numel *= dim if type(dim) is int else 1
         nbytes = numel * DTYPE_BITS.get(dtype, 8) // 8
-        nbytes = nbytes if 0 <= nbytes < 4096 else draw(st.sampled_from(EDGE_NUMBERS))
-        edges = st.lists(st.sampled_from(EDGE_NUMBERS), min_size=2, max_size=2)
-        offsets = draw(st.one_of(st.just([offset, offset + nbytes]), edges))
+        nbytes = nbytes if 0 <= nbytes < 4096 else draw(EDGE_NUMBER)
+        offsets = draw(EDGE_PAIRS) if draw(COINS) else [offset, offset + nbytes]  # shrinks to the laid-out ones
         entry: dict[str, Any] = {"dtype": dtype, "shape": shape, "data_offsets": offsets}
-        if draw(st.booleans()) and draw(st.booleans()):
+        if draw(COINS) and draw(COINS):
             entry["extra"] = 1
-        header[draw(st.sampled_from(["w", "b", "x.y", "é", "w\u200b"])) + str(index)] = entry
+        header[draw(NAMES) + str(index)] = entry
         if isinstance(offsets[1], int) and 0 <= offsets[1] < 4096:
             offset = max(offset, offsets[1])
-    if draw(st.booleans()):
-        header["__metadata__"] = draw(st.sampled_from([{}, {"format": "pt"}, {"a": 1}, None, []]))
-    data = draw(st.one_of(st.just(offset), st.integers(0, 64)))
+    if draw(COINS):
+        header["__metadata__"] = draw(METADATA)
+    data = draw(DATA_BYTES) if draw(COINS) else offset
     return header, data
 
 

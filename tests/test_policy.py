@@ -284,7 +284,7 @@ def test_flags_replace_the_files_setting_and_rules_say_where_they_came_from(tmp_
         ("[tool.ckptdiff]\nignore = ['x']\n", "has a [tool.ckptdiff] table"),
         ("ignore = ['x'\n", "is not valid TOML"),
         ("allow-dtype-change = ['BF16-F32']\n", "is not FROM:TO"),
-        ("profile = 'eagle4'\n", "profile: must be one of auto, none, eagle3"),
+        ("profile = 'eagle4'\n", "profile: must be one of auto, none, dflash, eagle3"),
     ],
 )
 def test_a_broken_config_file_is_a_one_line_error_naming_the_file(tmp_path, text, defect):

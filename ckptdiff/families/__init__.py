@@ -56,9 +56,11 @@ class Family:
 
 #: Every family, in detection order (the first whose detector accepts a config is chosen).
 FAMILIES: tuple[Family, ...] = (
+    # DFlash first: its architecture or dflash_config decides, even beside an eagle_config section (vLLM and SGLang
+    # serve such a drafter as DFlash under method dflash)
+    Family("dflash", engines=("sglang", "vllm")),
     Family("eagle3", engines=("sglang", "vllm", "trtllm")),
     Family("mtp", engines=("sglang", "vllm")),
-    Family("dflash", engines=("sglang", "vllm")),
     Family("medusa", no_loader=("sglang", "vllm")),
 )
 

@@ -18,7 +18,11 @@ from fixtures.generate import TensorSpec, write_safetensors
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, INTER, VOCAB = 64, 4, 2, 16, 128, 256
 
-TARGET_CLASSES = {"qwen3": ("Qwen3ForCausalLM", "qwen3"), "llama": ("LlamaForCausalLM", "llama")}
+TARGET_CLASSES = {
+    "qwen3": ("Qwen3ForCausalLM", "qwen3"),
+    "llama": ("LlamaForCausalLM", "llama"),
+    "qwen2": ("Qwen2ForCausalLM", "qwen2"),
+}
 
 
 def base_config(layers: int = 2) -> dict[str, Any]:
@@ -154,6 +158,12 @@ CASES: tuple[DFlashCase, ...] = (
         config={"dflash_config.target_layer_ids": None, "target_layer_ids": [1, 2]},
     ),
     DFlashCase(
+        "eagle_config_ids_too",
+        "an eagle_config section with aux ids beside the DFlash ids: the V1 runner captures at them, V2 at the "
+        "DFlash ids + 1",
+        config={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3]}},
+    ),
+    DFlashCase(
         "no_ids_two_layers",
         "no target layer ids: SGLang builds one per drafter layer from the depth; vLLM captures its 3-state default",
         config={"dflash_config.target_layer_ids": None},
@@ -263,6 +273,11 @@ CASES: tuple[DFlashCase, ...] = (
         "36-layer Qwen3 target of its scaled widths",
         fixture="dflash/qwen3-8b-dflash-b16",
         target=Target("qwen3", 36, (16, 2, 1, 8, 48, 151936)),
+    ),
+    DFlashCase(
+        "qwen2_target",
+        "a Qwen2-class target: vLLM captures from it (EAGLE-3 interface), SGLang's Qwen2 class has no DFlash capture",
+        target=Target("qwen2", 4),
     ),
     DFlashCase(
         "llama_target",

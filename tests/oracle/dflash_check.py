@@ -5,7 +5,8 @@ replay of the same drafter and target.
     python tests/oracle/dflash_check.py [--engine vllm] [--case NAME] [--cached-only]
 
 Per case and engine the two sides must agree on the outcome (loads, degraded: a parameter left unwritten, fails)
-and, when both fail, on the stage (config, construct, load, worker start-up, first forward); when neither fails,
+and, when both fail, on the stage (config, construct, load, worker start-up, first forward) and, at the load, on the
+tensor it raised on; when neither fails,
 on every parameter's fate (loaded, left random, taken from the target, not needed) and on which tensors reached a
 parameter. The engine's first forward is not run: its failure is derived from what the worker observed (the fc
 width built against the target states captured, traced on the target's own class). Engine results are cached as
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ STAGES = {
     "dflash_not_supported": "config",
     "target_layer_ids_malformed": "config",
     "ids_vs_target": "config",
+    "target_not_capturable": "config",
     "ids_vs_trained_depth": "construct",
     "unknown_name": "load",
     "shape_mismatch": "load",
@@ -124,6 +127,11 @@ def ckptdiff_view(result: Any) -> tuple[str, str | None, dict[str, str], set[str
     return result.outcome, stage, params, loaded
 
 
+def case_config(case: DFlashCase, folder: Path) -> dict[str, Any]:
+    config: dict[str, Any] = json.loads((folder / "config.json").read_text())
+    return config
+
+
 def judge(case: DFlashCase, engine: str, observed: dict[str, Any], folder: Path, target: Path) -> list[Disagreement]:
     from ckptdiff.pipeline import compare_specs
 
@@ -136,6 +144,14 @@ def judge(case: DFlashCase, engine: str, observed: dict[str, Any], folder: Path,
     def differ(subject: str, a: Any, b: Any) -> None:
         found.append(Disagreement(case.name, engine, subject, str(a), str(b)))
 
+    if engine == "vllm" and "aux" in observed and "v1_ids" in observed["aux"]:
+        from ckptdiff.families.dflash.engines import get_engine
+
+        rule = get_engine("vllm").v1_ids
+        said = list(rule(case_config(case, folder))) if rule is not None and rule(case_config(case, folder)) else None
+        seen = observed["aux"]["v1_ids"]
+        if said != (list(seen) if seen else None):
+            differ("V1 runner capture ids", said, seen)
     if ours != theirs:
         raised = observed.get("raised") or {}
         differ("outcome", ours, f"{theirs} ({raised.get('type', '')}: {str(raised.get('message', ''))[:120]})")
@@ -143,6 +159,12 @@ def judge(case: DFlashCase, engine: str, observed: dict[str, Any], folder: Path,
     if ours == "fails":
         if stage != their_stage:
             differ("stage", stage, their_stage)
+        elif stage == "load" and observed.get("loading"):
+            # the tensor the engine's load raised on (the last one its loader was handed) must be one ckptdiff
+            # says the load raises on
+            raising = {e.tensor for e in result.events if e.severity == "error" and e.tensor}
+            if observed["loading"] not in raising:
+                differ("tensor the load raised on", sorted(raising), observed["loading"])
         return found
     for name in sorted(set(params) | set(their_params)):
         if params.get(name) != their_params.get(name):

@@ -103,6 +103,7 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
         target_num_layers=target_layers(target_dir), draft_num_layers=draft.require_num_layers()
     )
     result["aux"] = {"ids": [int(i) for i in ids], "block_size": draft.resolve_block_size(default=16)}
+    refuse_uncapturable_target(args, target_dir, ids)
     result["mask_token_id"] = draft.mask_token_id
     result["stage"] = "distributed"
     bootstrap.init_parallel_runtime(server_args=args, device="cpu", dist_port=free_port())
@@ -151,6 +152,30 @@ def check_mask_token(draft: Any, target_dir: str) -> None:
     runner = types.SimpleNamespace(model_config=types.SimpleNamespace(vocab_size=vocab))
     worker = types.SimpleNamespace(target_worker=types.SimpleNamespace(model_runner=runner, tokenizer=None))
     DFlashWorkerV2._resolve_mask_token_id(worker, mask_token=draft.mask_token, mask_token_id=draft.mask_token_id)
+
+
+def refuse_uncapturable_target(args: Any, target_dir: str, ids: Any) -> None:
+    """The target's start-up (attention_backend_setup.py:62, configure_aux_hidden_state_capture): a target class with
+    neither set_dspark_layers_to_capture nor set_dflash_layers_to_capture is refused. Run with the target's own class
+    (the registry's, by its architecture) only where it refuses, so nothing past that check runs on a class never
+    built."""
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.model_executor.model_runner_components.attention_backend_setup import (
+        configure_aux_hidden_state_capture,
+    )
+    from sglang.srt.models.registry import ModelRegistry
+
+    target_config = ModelConfig.from_server_args(args, model_path=target_dir).hf_config
+    cls, _ = ModelRegistry.resolve_model_cls(list(target_config.architectures))
+    if not hasattr(cls, "set_dflash_layers_to_capture") and not hasattr(cls, "set_dspark_layers_to_capture"):
+        configure_aux_hidden_state_capture(
+            model=object.__new__(cls),
+            eagle_use_aux_hidden_state=False,
+            eagle_aux_hidden_state_layer_ids=None,
+            dflash_use_aux_hidden_state=True,
+            dflash_target_layer_ids=list(ids),
+            is_dspark=False,
+        )
 
 
 def share_from_target(model: Any, target_dir: str) -> list[str]:

@@ -19,7 +19,7 @@ from worker import (
     tracking,
     write_markers,
 )
-from worker_vllm import observe_capture, safely
+from worker_vllm import _v1_aux_ids, observe_capture, safely
 
 
 def setup(architectures: list[str]) -> None:
@@ -72,6 +72,7 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
 
     proposer.dflash_causal = not dflash_has_any_non_causal(spec.draft_model_config.hf_config)
     draft_config = DFlashProposer._create_draft_vllm_config(proposer)
+    refuse_uncapturable_target(config, spec)
     result["stage"] = "distributed"
     with set_current_vllm_config(config):
         init_distributed_environment(
@@ -109,9 +110,24 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
                 # The target's capture as the V2 model runner sets it up for this drafter (model_runner.py:414,
                 # set_eagle3_aux_hidden_state_layers), traced on the target's own class over stub layers.
                 **safely(observe_capture, config, spec, "v2", target_dir),
+                # The ids the V1 model runner would capture at (VLLM_USE_V2_MODEL_RUNNER=0), read by its own method.
+                "v1_ids": safely(lambda: {"ids": _v1_aux_ids(spec)}).get("ids"),
             }
             result["head_rows"] = head_rows(model)
         result["stage"] = "done"
+
+
+def refuse_uncapturable_target(config: Any, spec: Any) -> None:
+    """The V2 model runner's start-up on the target (model_runner.py:414, set_eagle3_aux_hidden_state_layers): its
+    first check refuses a target class without the EAGLE-3 interface. Run on the target's own class (the registry's,
+    by its architecture) only where that check refuses, so nothing past it runs on a class never built."""
+    from vllm.model_executor.model_loader.utils import get_model_architecture
+    from vllm.model_executor.models.interfaces import supports_eagle3
+    from vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils import set_eagle3_aux_hidden_state_layers
+
+    cls, _ = get_model_architecture(config.model_config)
+    if not supports_eagle3(cls):
+        set_eagle3_aux_hidden_state_layers(object.__new__(cls), spec)
 
 
 def share_from_target(model: Any, target_dir: str) -> list[str]:

@@ -42,6 +42,7 @@ SUMMARIES: dict[str, str] = {
     "shape_mismatch": "{name} is {got}, not {want}",
     "fc_width_mismatch": "fc.weight is {got}, not {want}",
     "hidden_mismatch": "hidden_size {hidden} against the target's {target_hidden}",
+    "target_not_capturable": "the target class {architecture} captures no hidden states for DFlash",
     "mask_token_out_of_vocab": "mask token {mask_token_id} outside the target's vocabulary ({vocab})",
 }
 
@@ -52,7 +53,7 @@ _NO_CLASS = (
 _FROM_TARGET = "{name}: the drafter has none of its own; the target's is used"
 _RANDOM = "{param} is not in the checkpoint: no check reports it, so it keeps its initial random values"
 
-EVENTS: dict[str, str] = {
+EVENTS: dict[str, Any] = {
     "dflash.no_config": "{spec} has no config.json: no DFlash drafter can be built from it",
     "dflash.vllm.dflash_not_supported": "vLLM has " + _NO_CLASS,
     "dflash.sglang.dflash_not_supported": "SGLang has " + _NO_CLASS,
@@ -125,6 +126,29 @@ EVENTS: dict[str, str] = {
     "dflash.sglang.mask_token_out_of_vocab": (
         "mask token id {mask_token_id} ({key}) is outside the target's vocabulary of {vocab}: ValueError \"DFLASH "
         'mask_token_id is outside the target vocab size" when the DFLASH worker starts'
+    ),
+    "dflash.vllm.target_not_capturable": (
+        "the target's class {architecture} does not implement vLLM's EAGLE-3 interface, which DFlash's capture of "
+        'target hidden states uses: RuntimeError "Model does not support EAGLE3 interface" at start-up'
+    ),
+    "dflash.sglang.target_not_capturable": (
+        "the target's class {architecture} has no set_dflash_layers_to_capture: SGLang refuses to start, ValueError "
+        '"implements neither set_dspark_layers_to_capture nor set_dflash_layers_to_capture"'
+    ),
+    "dflash.vllm.target_class_unknown": (
+        "the target's class {architecture} is not in ckptdiff's table of classes vLLM captures DFlash states from: "
+        "this verdict assumes it does"
+    ),
+    "dflash.sglang.target_class_unknown": (
+        "the target's class {architecture} is not in ckptdiff's table of classes SGLang captures DFlash states from: "
+        "this verdict assumes it does"
+    ),
+    "dflash.vllm.v1_runner_capture_differs": lambda p: (
+        f"under the V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0) the target captures at "
+        f"{_ids(p.get('v1'), p) if p.get('v1') else 'its class default'} instead of "
+        f"{_ids(p.get('v2'), p) if p.get('v2') else 'its class default'} (V1 reads no top-level target_layer_ids and "
+        "lets eagle_config's ids replace the DFlash ones)"
+        + ("; there the first forward fails on fc's width" if p.get("fails") else "")
     ),
     "dflash.vllm.target_unknown": (
         "no --base: this verdict holds for a target with {needs}; which target layers vLLM captures is checked "

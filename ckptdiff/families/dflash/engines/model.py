@@ -4,8 +4,9 @@ says when something does not fit. Each engine's module (``vllm.py``, ``sglang.py
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ...rules import Event, Source
 
@@ -113,3 +114,14 @@ class DFlashEngine:
     mask_vs_target: Event  # {mask_token_id}, {vocab}, {key}
     #: Without --base: what the verdict assumes of the target.
     target_unknown: Event  # {needs}
+    #: The target classes (``architectures[0]``) that can capture hidden states for a DFlash drafter, and those that
+    #: cannot (start-up refuses: ``target_refused`` {architecture}); a class in neither is not guessed
+    #: (``target_class_unknown``, info).
+    capturing_targets: tuple[str, ...]
+    refused_targets: tuple[str, ...]
+    target_refused: Event
+    target_class_unknown: Event  # {architecture}
+    #: The capture indices another model runner reads (vLLM's V1, ``VLLM_USE_V2_MODEL_RUNNER=0``; None: the
+    #: engine has one), and what is said when they differ from the default runner's ({v1}, {v2}, {fails}).
+    v1_ids: Callable[[Mapping[str, Any]], Ids | None] | None = None
+    v1_differs: Event | None = None

@@ -117,6 +117,8 @@ def simulate(
             return EngineResult(engine.name, side, tuple(events.items))
     target = _target(base_config)
     target_layers = _int(target.get("num_hidden_layers")) if target is not None else None
+    if target is not None and not _target_class(engine, target, events):
+        return EngineResult(engine.name, side, tuple(events.items))
     if not _startup(engine, spec, key, ids, target_layers, events):
         return EngineResult(engine.name, side, tuple(events.items))
     features = spec.features(ids)
@@ -130,6 +132,19 @@ def simulate(
         events.add(engine.target_unknown, **needs)
     ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
     return EngineResult(engine.name, side, tuple(ordered), tensors=tuple(tensors), parameters=tuple(parameters))
+
+
+def _target_class(engine: DFlashEngine, target: Mapping[str, Any], events: _Events) -> bool:
+    """The target's class must capture hidden states for a DFlash drafter (vLLM: the EAGLE-3 interface; SGLang:
+    set_dflash_layers_to_capture). False: the engine refuses at start-up."""
+    architectures = target.get("architectures")
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    if architecture in engine.refused_targets:
+        events.add(engine.target_refused, architecture=architecture)
+        return False
+    if architecture not in engine.capturing_targets:
+        events.add(engine.target_class_unknown, architecture=architecture)
+    return True
 
 
 def _startup(
@@ -309,15 +324,21 @@ def _against_target(
     family = capture_for(CAPTURES, architecture, target.get("model_type"))
     if family is None:
         return
+
+    def fails(indices: tuple[int, ...] | None) -> tuple[bool, int]:
+        captured = family.outputs(indices, layers)
+        # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input.
+        width = len(captured) * target_hidden if target_hidden is not None else None
+        return len(captured) != features or (width is not None and fc_in is not None and width != fc_in), len(captured)
+
     indices = tuple(i + shift for i in ids) if ids else None
-    captured = family.outputs(indices, layers)
-    # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input width.
-    width = len(captured) * target_hidden if target_hidden is not None else None
-    if len(captured) != features or (width is not None and fc_in is not None and width != fc_in):
-        events.add(
-            engine.not_captured,
-            ids=list(ids) if ids else None,
-            layers=layers,
-            captured=len(captured),
-            features=features,
-        )
+    failed, captured = fails(indices)
+    if failed:
+        events.add(engine.not_captured, ids=list(ids) if ids else None, layers=layers, captured=captured,
+                   features=features)  # fmt: skip
+    if engine.v1_ids is not None and engine.v1_differs is not None:
+        v1 = engine.v1_ids(spec.config)
+        if v1 != indices:
+            v1_failed, _ = fails(v1)
+            events.add(engine.v1_differs, v1=list(v1) if v1 else None, v2=list(indices) if indices else None,
+                       fails=v1_failed and not failed)  # fmt: skip

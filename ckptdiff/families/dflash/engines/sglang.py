@@ -25,6 +25,10 @@ STARTUP = at(
     "(_resolve_dflash_aux_hidden_state)"
 )
 IDS = at(f"{UTILS}:657 (parse_dflash_draft_config)")
+TARGET_CAPTURE = at(
+    "python/sglang/srt/model_executor/model_runner_components/attention_backend_setup.py:62 "
+    "(configure_aux_hidden_state_capture)"
+)
 
 
 def build_target_layer_ids(target_layers: int | None, draft_layers: int | None) -> tuple[int, ...] | None:
@@ -112,4 +116,29 @@ ENGINE = DFlashEngine(
         "error", "mask_token_out_of_vocab", "dflash.sglang.mask_token_out_of_vocab", at(f"{WORKER}:1399")
     ),
     target_unknown=Event("info", "target_unknown", "dflash.sglang.target_unknown", STARTUP),
+    # the classes of the installed 0.5.23's registry that define set_dflash_layers_to_capture, and some that do not
+    capturing_targets=(
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Qwen3NextForCausalLM",
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "GptOssForCausalLM",
+        "DeepseekV2ForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "KimiK25ForConditionalGeneration",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3VLForConditionalGeneration",
+        "Qwen3VLMoeForConditionalGeneration",
+        "Glm4MoeLiteForCausalLM",
+    ),  # fmt: skip
+    refused_targets=(
+        "Qwen2ForCausalLM",
+        "Gemma3ForCausalLM",
+        "Glm4MoeForCausalLM",
+        "MiniMaxM2ForCausalLM",
+        "Llama4ForConditionalGeneration",
+    ),  # fmt: skip
+    target_refused=Event("error", "target_not_capturable", "dflash.sglang.target_not_capturable", TARGET_CAPTURE),
+    target_class_unknown=Event("info", "target_class_unknown", "dflash.sglang.target_class_unknown", TARGET_CAPTURE),
 )

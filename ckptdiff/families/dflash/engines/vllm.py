@@ -5,6 +5,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ...rules import Event, Source
 from .model import Alias, DFlashClass, DFlashEngine, IdsKey, Refusal, Stacked
 
@@ -29,6 +32,7 @@ COMBINE = at(f"{MODEL}:829 (combine_hidden_states)")
 #: AutoWeightsLoader drops these rotary caches from any checkpoint (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER).
 ROTARY = at("vllm/model_executor/models/utils.py:233 (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER)")
 ROTARY_CACHES = ("rotary_pos_emb.inv_freq", "rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")
+TARGET_CAPTURE = at("vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:28 (set_eagle3_aux_hidden_state_layers)")
 CAPTURE = at("vllm/model_executor/models/interfaces.py:1751 (get_eagle3_default_aux_hidden_state_layers)")
 
 
@@ -36,6 +40,25 @@ def _looks_up(architecture: str) -> str:
     """EAGLEConfig under method="dflash": ``DFlash{arch}`` unless the name starts or ends with DFlash."""
     keep = architecture.startswith("DFlash") or architecture.endswith("DFlash") or architecture == "LiLiCorrDraftModel"
     return architecture if keep else f"DFlash{architecture}"
+
+
+V1_IDS = at("vllm/v1/worker/gpu_model_runner.py:5190 (GPUModelRunner._get_eagle3_aux_layers_from_config)")
+
+
+def v1_capture_ids(config: Mapping[str, Any]) -> tuple[int, ...] | None:
+    """The capture indices the V1 model runner (``VLLM_USE_V2_MODEL_RUNNER=0``) reads for a DFlash drafter: the
+    top-level EAGLE-3 aux ids, else ``dflash_config.target_layer_ids`` + 1, then an ``eagle_config`` section's
+    ``eagle_aux_hidden_state_layer_ids`` in their place (even when it has none); never the top-level
+    ``target_layer_ids`` the V2 runner reads. None: the target class's default capture."""
+    ids = config.get("eagle_aux_hidden_state_layer_ids")
+    if not ids:
+        dflash, eagle = config.get("dflash_config"), config.get("eagle_config")
+        if isinstance(dflash, Mapping) and dflash:
+            found = dflash.get("target_layer_ids")
+            ids = [i + 1 for i in found if isinstance(i, int)] if isinstance(found, list) else None
+        if isinstance(eagle, Mapping) and eagle:
+            ids = eagle.get("eagle_aux_hidden_state_layer_ids")
+    return tuple(ids) if ids and isinstance(ids, list) else None
 
 
 def _default_ids(target_layers: int | None, draft_layers: int | None) -> tuple[int, ...] | None:
@@ -113,4 +136,21 @@ ENGINE = DFlashEngine(
         "error", "mask_token_out_of_vocab", "dflash.vllm.mask_token_out_of_vocab", at(f"{MODEL}:497").inferring()
     ),
     target_unknown=Event("info", "target_unknown", "dflash.vllm.target_unknown", IDS),
+    # supports_eagle3 of each class in the registry of the installed 0.33.0 (SupportsEagle3, interfaces.py)
+    capturing_targets=(
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "Qwen3NextForCausalLM",
+        "Qwen2ForCausalLM",
+        "LlamaForCausalLM",
+        "MistralForCausalLM",
+        "GptOssForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "MiniMaxM2ForCausalLM",
+    ),  # fmt: skip
+    refused_targets=("Gemma3ForCausalLM", "Glm4MoeForCausalLM"),
+    target_refused=Event("error", "target_not_capturable", "dflash.vllm.target_not_capturable", TARGET_CAPTURE),
+    target_class_unknown=Event("info", "target_class_unknown", "dflash.vllm.target_class_unknown", TARGET_CAPTURE),
+    v1_ids=v1_capture_ids,
+    v1_differs=Event("info", "v1_runner_capture_differs", "dflash.vllm.v1_runner_capture_differs", V1_IDS),
 )
