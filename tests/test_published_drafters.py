@@ -43,6 +43,10 @@ PINNED: dict[str, tuple[str, str, str, str]] = {
     "multi-layer-qwen3-8b": ("qwen3-8b", "loads", "loads", "fails"),
     # TensorRT-LLM registers no EAGLE3DeepseekV2ForCausalLM (TRT-LLM PR#15426)
     "mla-kimi-k25": ("kimi-k2", "loads", "loads", "fails"),
+    # rebuilt from lightseekorg's cards (issue #27), against the Kimi-K2.5 wrapper (text model in text_config)
+    "kimi-k2.5-eagle3-mla": ("kimi-k25", "loads", "loads", "fails"),
+    "kimi-k2.6-eagle3.1-mla": ("kimi-k25", "loads", "loads", "fails"),
+    "multi-layer-3-qwen3-8b": ("qwen3-8b", "loads", "loads", "fails"),
     # SGLang builds the drafter with --speculative-draft-model-quantization, not its quantization_config:
     # without the flag the scales are skipped (FP8 cast, degraded) and packed NVFP4 weights do not fit (fails)
     # ignored_layers ["lm_head", "fc"]: vLLM's fp8 method matches full names (model.fc), so fc is quantized and its
@@ -65,7 +69,7 @@ def drafter(folder: Path, config: dict[str, Any], tensors: list[Any]) -> Path:
 
 def test_the_bundled_fixtures_are_what_the_generator_writes(tmp_path):
     write_all(tmp_path)
-    for name in [*DRAFTERS, "bases/kimi-k2"]:
+    for name in [*DRAFTERS, "bases/kimi-k2", "bases/kimi-k25"]:
         for file in ("config.json", "model.safetensors"):
             assert (tmp_path / name / file).read_bytes() == (ROOT / name / file).read_bytes(), f"{name}/{file}"
 

@@ -27,6 +27,7 @@ PARAMETER_FATES: dict[str, str] = {
     "d2t_missing": "default",
     "skipped": "not_needed",
     "not_needed": "not_needed",
+    "unread": "not_needed",
 }
 #: What becomes of a tensor a drop or an on-load rule names, by the event's code (else: dropped → "skipped",
 #: on-load → loaded).

@@ -70,6 +70,8 @@ class Case:
     #: Which split the case belongs to: "main" (the job), or "held-out" (written before the rules it checks
     #: were fixed; scored separately by run.py --split held-out).
     split: str = "main"
+    #: The oracle family that runs it (oracle_families.py): "eagle3", or "eagle3_k25" against a Kimi-K2.5 target.
+    family: str = "eagle3"
 
 
 def base_config(case: Case) -> dict[str, Any]:
@@ -264,6 +266,25 @@ TARGET_CLASSES: dict[str, tuple[str, str, dict[str, Any]]] = {
 }
 
 
+#: Multimodal wrappers around a text model of TARGET_CLASSES: class → (architecture, model_type, the text model's
+#: class). Kimi-K2.5: KimiK25ForConditionalGeneration over a DeepSeek-V3-class text model (model_type kimi_k2) in
+#: text_config, beside a vision tower; the workers read such a target through worker_<engine>_k25.py.
+WRAPPED_TARGETS: dict[str, tuple[str, str, str]] = {
+    "kimi_k25": ("KimiK25ForConditionalGeneration", "kimi_k25", "deepseek_v3"),
+}
+#: Kimi-K2.5's vision tower, scaled down (moonshotai/Kimi-K2.5 config.json: moonvit3d, patch 14, merge 2 x 2).
+K25_VISION = {
+    "model_type": "moonvit3d",
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "patch_size": 14,
+    "merge_kernel_size": [2, 2],
+    "text_hidden_size": HIDDEN,
+}
+
+
 @dataclass(frozen=True)
 class Target:
     """The target (base) model a case is checked against: its model class and depth."""
@@ -278,11 +299,23 @@ class Target:
 
     @property
     def architecture(self) -> str:
-        return TARGET_CLASSES[self.model_class][0]
+        return (WRAPPED_TARGETS.get(self.model_class) or TARGET_CLASSES[self.model_class])[0]
 
 
 def target_config(target: Target | None = None) -> dict[str, Any]:
     target = target or Target()
+    if target.model_class in WRAPPED_TARGETS:
+        architecture, model_type, text_class = WRAPPED_TARGETS[target.model_class]
+        text = target_config(Target(text_class, target.layers))
+        return {
+            "architectures": [architecture],
+            "model_type": model_type,
+            "media_placeholder_token_id": VOCAB - 6,
+            "pad_token_id": VOCAB - 1,
+            "tie_word_embeddings": False,
+            "text_config": {**text, "model_type": "kimi_k2"},
+            "vision_config": K25_VISION,
+        }
     architecture, model_type, extra = TARGET_CLASSES[target.model_class]
     return {
         "architectures": [architecture],
@@ -306,12 +339,13 @@ def write_target(root: Path, target: Target | None = None) -> Path:
     directory = root / target.name
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.json").write_text(json.dumps(target_config(target), indent=1))
+    prefix = "language_model." if target.model_class in WRAPPED_TARGETS else ""
     write_safetensors(
         directory / "model.safetensors",
         {
-            "model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]),
-            "model.norm.weight": ("BF16", [HIDDEN]),
-            "lm_head.weight": ("BF16", [VOCAB, HIDDEN]),
+            f"{prefix}model.embed_tokens.weight": ("BF16", [VOCAB, HIDDEN]),
+            f"{prefix}model.norm.weight": ("BF16", [HIDDEN]),
+            f"{prefix}lm_head.weight": ("BF16", [VOCAB, HIDDEN]),
         },
     )
     return directory

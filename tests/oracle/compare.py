@@ -61,6 +61,16 @@ INERT = re.compile(r"(^|\.)(t2d|mask_hidden|rotary_emb\.inv_freq)$")
 #: Parameters an engine fills itself when the checkpoint has none (attention KV-cache quantization scales,
 #: set to 1.0 by the attention layer): not compared.
 ENGINE_DEFAULTS = re.compile(r"\.attn\.(k|v|q|prob)_(scale|zero_point)$")
+#: Parameters an engine builds and loads but whose forward never reads them, by engine: left unwritten, they do
+#: not degrade the drafter. Derived from the forward's code (the first forward is not run here), at the pinned
+#: versions: vLLM's decoder layers after the first call input_layernorm(hidden_states, residual) and never
+#: hidden_norm (llama_eagle3.py, qwen3_eagle3.py: LlamaDecoderLayer.forward; deepseek_eagle3.py:
+#: DeepseekV2Eagle3DecoderLayer.forward; layer_idx > 0); SGLang's call hidden_norm(hidden_states, residual) and
+#: never input_layernorm (llama_eagle3.py LlamaDecoderLayer.forward, not is_input_layer).
+UNREAD = {
+    "vllm": re.compile(r"^model\.layers\.[1-9]\d*\.hidden_norm\.weight$"),
+    "sglang": re.compile(r"^model\.layers\.[1-9]\d*\.input_layernorm\.weight$"),
+}
 CKPTDIFF_TENSOR = {"loaded": "used", "renamed": "used", "from_target": "from_target", "skipped": "unused"}
 CKPTDIFF_PARAMETER = {
     "loaded": "loaded",
@@ -126,6 +136,8 @@ ENVIRONMENT = (
     ),
     (re.compile(r"Torch not compiled with CUDA enabled"), "a CUDA build of torch"),
     (re.compile(r"Failed to find a kernel that can implement the (\w+) linear layer"), "a CPU kernel for {0}"),
+    # vLLM's CPU build has no fused-MoE kernel for some sizes (the rebuilt layouts' scaled-down experts)
+    (re.compile(r"No (\w+) MoE backend supports the deployment configuration"), "a CPU {0} MoE kernel for these sizes"),
     (re.compile(r"undefined symbol: (\w+)"), "native symbol {0}"),
     (re.compile(r"oracle: the rotary kernel is a stand-in"), "the rotary kernel (vllm._custom_ops stand-in)"),
 )
@@ -175,11 +187,16 @@ class Disagreement:
 
 
 def engine_view(
-    result: Mapping[str, Any], case: Case, names: list[str] | None = None, inert: Callable[[str], bool] | None = None
+    result: Mapping[str, Any],
+    case: Case,
+    names: list[str] | None = None,
+    inert: Callable[[str], bool] | None = None,
+    engine: str | None = None,
 ) -> View:
     """What the engine did, from the worker's observation of one case. For a case of another family than EAGLE-3's:
     ``names``, the checkpoint's tensors; ``inert``, the tensors whose going unused is no degradation there (a
-    target's own tensors beside its MTP layers)."""
+    target's own tensors beside its MTP layers). ``engine``: whose, for an EAGLE-3 case: its unread parameters
+    (``UNREAD``) do not degrade it."""
     raised = result.get("raised")
     params = {name: state for name, state in result.get("params", {}).items() if not ENGINE_DEFAULTS.search(name)}
     taken = set(result.get("from_target", []))
@@ -205,7 +222,10 @@ def engine_view(
     for name, fate in tensors.items():
         if fate == "unused" and not INERT.search(name) and not (inert is not None and inert(name)):
             degraded.append(f"{name} unused")
+    unread = UNREAD.get(engine or "")
     for name, state in parameters.items():
+        if state == "unwritten" and unread is not None and unread.search(name):
+            continue
         if state in ("unwritten", "partial"):
             degraded.append(f"{name} {state}")
         elif state == "altered":

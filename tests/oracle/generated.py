@@ -12,7 +12,7 @@ on identical checkpoints).
 
 from __future__ import annotations
 
-from cases import AUX_KEY, HIDDEN, INTERMEDIATE, Case, Target
+from cases import AUX_KEY, HIDDEN, INTERMEDIATE, VOCAB, Case, Target
 
 H, D = HIDDEN, "BF16"
 NESTED = f"eagle_config.{AUX_KEY}"
@@ -338,6 +338,288 @@ def _mla_cases() -> list[Case]:
     ]
 
 
+# ---- the eagle3 family's variants (issue #27): multi-layer, EAGLE 3.1, MLA
+
+#: Ids both engines capture as trained: eagle_config's for SGLang, the top level's for vLLM's V2 runner.
+BOTH_IDS = {AUX_KEY: [2, 16, 29]}
+MLA_TYPE = {"model_type": "deepseek_v2"}  # deepseek_v3 drafts become vLLM's MTP model
+FC_NORMS = {f"fc_norm.{i}.weight": (D, [H]) for i in range(3)}
+
+
+def _later(layers: int, names: str, norm: str) -> tuple[str, ...]:
+    """The norm ``norm`` of every layer after the first, as the naming ``names`` stores it."""
+    prefix = {"layers": "layers.{i}.", "midlayer": "midlayer.{i}.", "additional_layers": "additional_layers.{j}."}
+    return tuple(prefix[names].format(i=i, j=i - 1) + f"{norm}.weight" for i in range(1, layers))
+
+
+def _multi_layer_cases() -> list[Case]:
+    out = []
+    for layers in (2, 3):
+        for names in ("layers", "additional_layers"):
+            for norm in ("hidden_norm", "input_layernorm"):
+                out.append(
+                    Case(
+                        f"gen_multi{layers}_{names}_no_later_{norm}",
+                        f"{layers} layers named {names}, the layers after the first without {norm} (vLLM's never "
+                        "read hidden_norm, SGLang's never read input_layernorm)",
+                        layers=layers,
+                        layer_names=names,
+                        drop=_later(layers, names, norm),
+                        config=BOTH_IDS,
+                    )
+                )
+    out += [
+        Case(
+            "gen_multi2_midlayer_no_later_hidden_norm",
+            "2 layers as midlayer.* and midlayer.1.*, layer 1 without hidden_norm",
+            layers=2,
+            drop=_later(2, "midlayer", "hidden_norm"),
+            config=BOTH_IDS,
+        ),
+        Case(
+            "gen_multi2_layers_all_norms",
+            "2 layers named layers.{i}, every norm stored (each engine loads one norm of layer 1 unread)",
+            layers=2,
+            layer_names="layers",
+            config=BOTH_IDS,
+        ),
+        Case(
+            "gen_multi2_later_layer_first_width",
+            "2 layers, layer 1's q/k/v 2 x hidden wide like layer 0's (later layers read hidden)",
+            layers=2,
+            layer_names="layers",
+            add={
+                f"layers.1.self_attn.{p}.weight": (D, [r, 2 * H])
+                for p, r in (("q_proj", H), ("k_proj", 32), ("v_proj", 32))
+            },
+            config=BOTH_IDS,
+        ),
+        Case(
+            "gen_multi3_config_two_layers",
+            "3 layers stored, num_hidden_layers 2 (layer 2 has no module)",
+            layers=3,
+            layer_names="layers",
+            config={**BOTH_IDS, "num_hidden_layers": 2},
+        ),
+        Case(
+            "gen_multi2_mla_no_later_hidden_norm",
+            "MLA with 2 layers, layer 1 without hidden_norm (vLLM builds both; SGLang's MLA drafter only one)",
+            attention="mla",
+            layers=2,
+            layer_names="layers",
+            drop=_later(2, "layers", "hidden_norm"),
+            config={**BOTH_IDS, **MLA_TYPE},
+        ),
+        Case(
+            "gen_multi3_mla_no_later_input_layernorm",
+            "MLA with 3 layers, layers 1 and 2 without input_layernorm",
+            attention="mla",
+            layers=3,
+            layer_names="layers",
+            drop=_later(3, "layers", "input_layernorm"),
+            config={**BOTH_IDS, **MLA_TYPE},
+        ),
+    ]
+    return out
+
+
+def _eagle31_cases() -> list[Case]:
+    return [
+        Case(
+            "gen_v31_fc_norm_norm_output",
+            "EAGLE 3.1: fc_norm and norm_output true, fc_norm.{0,1,2}",
+            config={**BOTH_IDS, "fc_norm": True, "norm_output": True},
+            add=FC_NORMS,
+        ),
+        Case(
+            "gen_v31_use_aux_norm",
+            "the legacy use_aux_norm flag with fc_norm.{0,1,2} (SGLang reads it, vLLM knows only fc_norm)",
+            config={**BOTH_IDS, "use_aux_norm": True},
+            add=FC_NORMS,
+        ),
+        Case(
+            "gen_v31_use_aux_norm_legacy_names",
+            "use_aux_norm with the legacy aux_norm_low/mid/high names",
+            config={**BOTH_IDS, "use_aux_norm": True},
+            add={f"aux_norm_{n}.weight": (D, [H]) for n in ("low", "mid", "high")},
+        ),
+        Case(
+            "gen_v31_fc_norm_in_eagle_config",
+            "fc_norm set only inside eagle_config, with fc_norm.{0,1,2} (both engines read the top-level key)",
+            config={**BOTH_IDS, "eagle_config.fc_norm": True},
+            add=FC_NORMS,
+        ),
+        Case(
+            "gen_v31_norm_before_fc_and_fc_norm",
+            "norm_before_fc (input_norm) and fc_norm together",
+            config={**BOTH_IDS, "eagle_config.norm_before_fc": True, "fc_norm": True},
+            add={**FC_NORMS, "input_norm.weight": (D, [3 * H])},
+        ),
+        Case(
+            "gen_v31_norm_before_fc_top_level",
+            "norm_before_fc only at the top level, with input_norm",
+            config={**BOTH_IDS, "norm_before_fc": True},
+            add={"input_norm.weight": (D, [3 * H])},
+        ),
+        Case(
+            "gen_v31_norm_before_fc_nested_false_wins",
+            "norm_before_fc true at the top level, false in eagle_config (read first), with input_norm",
+            config={**BOTH_IDS, "norm_before_fc": True, "eagle_config.norm_before_fc": False},
+            add={"input_norm.weight": (D, [3 * H])},
+        ),
+        Case(
+            "gen_v31_fc_norm_two_ids",
+            "fc_norm with two aux ids (fc_norm.{0,1} built) and three fc_norm tensors",
+            config={AUX_KEY: [2, 29], NESTED: [1, 28], "fc_norm": True},
+            add={**FC_NORMS, "fc.weight": (D, [H, 2 * H])},
+            trained_outputs=(1, 28),
+        ),
+        Case(
+            "gen_v31_fc_norm_missing_tensors",
+            "fc_norm true but no fc_norm tensors stored",
+            config={**BOTH_IDS, "fc_norm": True},
+        ),
+        Case(
+            "gen_v31_mla_fc_norm_norm_output",
+            "an EAGLE 3.1 MLA drafter (kimi-k2.6-eagle3.1-mla style): fc_norm, norm_output",
+            attention="mla",
+            layer_names="layers",
+            config={**BOTH_IDS, **MLA_TYPE, "fc_norm": True, "norm_output": True},
+            add=FC_NORMS,
+        ),
+        Case(
+            "gen_v31_mla_use_aux_norm",
+            "an MLA drafter with use_aux_norm and fc_norm.{0,1,2}",
+            attention="mla",
+            layer_names="layers",
+            config={**BOTH_IDS, **MLA_TYPE, "use_aux_norm": True},
+            add=FC_NORMS,
+        ),
+        Case(
+            "gen_v31_mla_norm_before_fc",
+            "an MLA drafter with norm_before_fc and input_norm (neither MLA drafter builds input_norm)",
+            attention="mla",
+            layer_names="layers",
+            config={**BOTH_IDS, **MLA_TYPE, "norm_before_fc": True},
+            add={"input_norm.weight": (D, [3 * H])},
+        ),
+        Case(
+            "gen_v31_mla_legacy_aux_norm_names",
+            "an MLA drafter with use_aux_norm and aux_norm_low/mid/high (no legacy map in either MLA loader)",
+            attention="mla",
+            layer_names="layers",
+            config={**BOTH_IDS, **MLA_TYPE, "use_aux_norm": True},
+            add={f"aux_norm_{n}.weight": (D, [H]) for n in ("low", "mid", "high")},
+        ),
+        Case(
+            "gen_mla_use_aux_false",
+            "an MLA drafter with eagle_config.use_aux_hidden_state false (vLLM's MLA drafter builds fc anyway)",
+            attention="mla",
+            layer_names="layers",
+            config={**BOTH_IDS, **MLA_TYPE, "eagle_config.use_aux_hidden_state": False},
+        ),
+        Case(
+            "gen_mla_mask_hidden",
+            "an MLA drafter carrying a parallel-drafting mask_hidden",
+            attention="mla",
+            layer_names="layers",
+            config={**BOTH_IDS, **MLA_TYPE},
+            add={"mask_hidden": (D, [1, 3 * H])},
+        ),
+    ]
+
+
+def _kimi_k25_cases() -> list[Case]:
+    """MLA drafters as published for Kimi-K2.5/K2.6 against a 61-layer Kimi-K2.5 target (KimiK25ForConditionalGeneration
+    over its DeepSeek-V3-class text model): the rebuilt lightseekorg/kimi-k2.5-eagle3-mla and kimi-k2.6-eagle3.1-mla
+    layouts (fixtures/drafters/), and the Llama-attention drafters served for the same target."""
+    k25 = Target("kimi_k25", 61)
+    k25_mla = {"model_type": "kimi_k2", NESTED: [2, 30, 58], "draft_vocab_size": VOCAB}
+    full_head = {"lm_head.weight": (D, [VOCAB, H])}
+    return [
+        Case(
+            "gen_k25_mla_eagle3",
+            "the kimi-k2.5-eagle3-mla layout (MLA, layers.0.*, ids [2, 30, 58], full draft vocabulary, no d2t/t2d)",
+            attention="mla",
+            layer_names="layers",
+            config=k25_mla,
+            drop=("d2t", "t2d"),
+            add=full_head,
+            trained_outputs=(1, 29, 57),
+            target=k25,
+            family="eagle3_k25",
+        ),
+        Case(
+            "gen_k25_mla_eagle31",
+            "the kimi-k2.6-eagle3.1-mla layout: fc_norm and norm_output, ids [1, 29, 57]",
+            attention="mla",
+            layer_names="layers",
+            config={**k25_mla, NESTED: [1, 29, 57], "fc_norm": True, "norm_output": True},
+            drop=("d2t", "t2d"),
+            add={**full_head, **FC_NORMS},
+            trained_outputs=(1, 29, 57),
+            target=k25,
+            family="eagle3_k25",
+        ),
+        Case(
+            "gen_k25_mla_draft_vocab",
+            "an MLA drafter with a 128-token draft vocabulary and d2t, on Kimi-K2.5",
+            attention="mla",
+            layer_names="layers",
+            config={"model_type": "kimi_k2", NESTED: [2, 30, 58]},
+            trained_outputs=(1, 29, 57),
+            target=k25,
+            family="eagle3_k25",
+        ),
+        Case(
+            "gen_k25_mla_top_level_ids",
+            "an MLA drafter with top-level ids [2, 30, 58] only, on Kimi-K2.5",
+            attention="mla",
+            layer_names="layers",
+            config={"model_type": "kimi_k2", NESTED: None, AUX_KEY: [2, 30, 58]},
+            trained_outputs=(1, 29, 57),
+            target=k25,
+            family="eagle3_k25",
+        ),
+        Case(
+            "gen_k25_mla_midlayer_names",
+            "an MLA drafter stored as midlayer.*, on Kimi-K2.5",
+            attention="mla",
+            config={"model_type": "kimi_k2", NESTED: [2, 30, 58]},
+            trained_outputs=(1, 29, 57),
+            target=k25,
+            family="eagle3_k25",
+        ),
+        Case(
+            "gen_k25_llama_specforge",
+            "a SpecForge Llama-attention drafter (AQ-MedAI Kimi-K25-eagle3 style, ids [2, 30, 58]) on Kimi-K2.5",
+            config={NESTED: [2, 30, 58]},
+            trained_outputs=(1, 29, 57),
+            target=k25,
+            family="eagle3_k25",
+        ),
+        Case(
+            "gen_k25_llama_no_ids",
+            "a Llama-attention drafter without ids on Kimi-K2.5 (each engine's default capture)",
+            config={NESTED: None},
+            trained_outputs=None,
+            target=k25,
+            family="eagle3_k25",
+        ),
+        Case(
+            "gen_k25_mla_two_layers",
+            "an MLA drafter with 2 layers on Kimi-K2.5 (SGLang's MLA drafter has one)",
+            attention="mla",
+            layers=2,
+            layer_names="layers",
+            config={"model_type": "kimi_k2", NESTED: [2, 30, 58]},
+            trained_outputs=(1, 29, 57),
+            target=k25,
+            family="eagle3_k25",
+        ),
+    ]
+
+
 GENERATED: list[Case] = [
     *_capture_cases(),
     *_at_depth_cases(),
@@ -345,4 +627,8 @@ GENERATED: list[Case] = [
     *_config_cases(),
     *_quantized_cases(),
     *_mla_cases(),
+    *_multi_layer_cases(),
+    *_eagle31_cases(),
 ]
+#: Run by the oracle's eagle3_k25 family (worker_k25_<engine>.py): the target is a Kimi-K2.5 wrapper.
+K25_CASES: list[Case] = _kimi_k25_cases()

@@ -290,7 +290,8 @@ def write_mtp_cases(root: Path, cases: list[Any]) -> dict[str, tuple[Path, Path 
             base = root / f"{TARGET_PREFIX}{case.name}"
             base.mkdir(parents=True, exist_ok=True)
             (base / "config.json").write_text(json.dumps(case.target, indent=1, sort_keys=True))
-            tensors = {n: (d, list(s)) for n, d, s in main_tensors()}
+            hidden, vocab = int(case.target.get("hidden_size", H)), int(case.target.get("vocab_size", V))
+            tensors = {n: (d, [vocab if x == V else hidden if x == H else x for x in s]) for n, d, s in main_tensors()}
             write_safetensors(base / "model.safetensors", tensors)
         out[case.name] = (folder, base)
     return out

@@ -8,6 +8,8 @@ beside their target.
 from __future__ import annotations
 
 import dataclasses
+import sys
+from pathlib import Path
 from typing import Any
 
 from mtp_cases import (
@@ -168,5 +170,38 @@ STANDALONE: list[MtpCase] = [
                 mtp_layer(0, embed=False), TARGET, num_hidden_layers=1),
 ]  # fmt: skip
 
-MTP_CASES: list[MtpCase] = INSIDE + STANDALONE
+
+def _published(name: str, about: str, layout: str, base: str | None = None, bf16: bool = False) -> MtpCase:
+    """A rebuilt published layout from fixtures/published_drafters.py (its config and tensors as written there);
+    ``bf16``: its FP8 weights stored in BF16 without their scales and quantization_config (the layout's names, in a
+    form the engines can load on this CPU)."""
+    repo = str(Path(__file__).resolve().parents[2])
+    if repo not in sys.path:
+        sys.path.append(repo)
+    from fixtures.published_drafters import BASES, MTP_LAYOUTS
+
+    config, tensors, _ = MTP_LAYOUTS[layout]
+    config = dict(config)
+    tensors = list(tensors)
+    if bf16:
+        config.pop("quantization_config", None)
+        tensors = [(n, "BF16" if d == "F8_E4M3" else d, s) for n, d, s in tensors if not n.endswith("_scale_inv")]
+    target = None
+    if base is not None:
+        target = {**BASES[base], "hidden_size": config["hidden_size"], "vocab_size": config["vocab_size"]}
+        target.pop("quantization_config", None) if bf16 else None
+    return mtp_case(name, about, config, [(n, d, tuple(s)) for n, d, s in tensors], target=target)
+
+
+PUBLISHED: list[MtpCase] = [
+    _published("mtp_published_glm_4_5_air", "GLM-4.5-Air's layout rebuilt (fixtures/drafters/mtp-glm-4.5-air)",
+               "mtp-glm-4.5-air"),
+    _published("mtp_published_deepseek_v3_bf16", "DeepSeek-V3's layout rebuilt (layer 61), weights in BF16",
+               "mtp-deepseek-v3", bf16=True),
+    _published("mtp_published_deepseek_v3_nextn_export_bf16",
+               "the lmsys-style NextN export rebuilt, weights in BF16, beside its DeepSeek-V3 target",
+               "mtp-deepseek-v3-nextn-export", base="deepseek-v3", bf16=True),
+]  # fmt: skip
+
+MTP_CASES: list[MtpCase] = INSIDE + STANDALONE + PUBLISHED
 __all__ = ["MTP_CASES", "E", "FP8_CONFIG", "V"]

@@ -32,6 +32,8 @@ class OracleFamily:
     inert: Callable[[Any, Mapping[str, Any]], Callable[[str], bool]] | None = None
     #: ckptdiff's error codes of this family's rules → (stage, forward defect or None) (compare.FAILURE_OF).
     failure_of: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    #: EAGLE-3's later layers' norms an engine never reads (compare.UNREAD) are no degradation in its cases.
+    unread: bool = False
 
 
 def _eagle3_cases() -> list[Any]:
@@ -53,6 +55,12 @@ def _eagle3_names(case: Any) -> list[str]:
     return list(tensors_of(case))
 
 
+def _k25_cases() -> list[Any]:
+    from generated import K25_CASES
+
+    return list(K25_CASES)
+
+
 def _mtp_cases() -> list[Any]:
     from mtp_catalogue import MTP_CASES
 
@@ -72,7 +80,7 @@ def _mtp_inert(case: Any, result: Mapping[str, Any]) -> Callable[[str], bool]:
 
 
 ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
-    OracleFamily("eagle3", _eagle3_cases, _eagle3_write, _eagle3_names),
+    OracleFamily("eagle3", _eagle3_cases, _eagle3_write, _eagle3_names, unread=True),
     OracleFamily(
         "mtp",
         _mtp_cases,
@@ -90,6 +98,17 @@ ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
             "mtp_layer_missing": ("load", None),
             "mtp_layer_not_moe": ("construction", None),
         },
+    ),
+    # EAGLE-3 drafters against a Kimi-K2.5 target (a wrapper: its text model's sizes in text_config, its capture
+    # through language_model), run by worker_k25_<engine>.py around the EAGLE-3 driver
+    OracleFamily(
+        "eagle3_k25",
+        _k25_cases,
+        _eagle3_write,
+        _eagle3_names,
+        driver="k25_",
+        shared=("worker_vllm.py", "worker_sglang.py", "k25_target.py"),
+        unread=True,
     ),
 )
 

@@ -184,7 +184,8 @@ def run(
             entry = entries.get(pin.engine)
             seen = observed[pin.engine][case.name]
             inert = family.inert(case, seen) if family.inert is not None else None
-            theirs = engine_view(seen, case, family.names(case), inert)
+            unread = pin.engine if family.unread else None
+            theirs = engine_view(seen, case, family.names(case), inert, unread)
             result.captures[(case.name, pin.engine)] = (
                 capture_observed(observed[pin.engine][case.name]),
                 capture_believed(entry),

@@ -128,6 +128,14 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "token ids go through a float (rounded past 256 for BF16) before indexing the target vocabulary"
     ),
     "eagle3.sglang.dropped": ("{name} is not used by SGLang (skipped by load_weights)"),
+    "eagle3.sglang.unread": (
+        "{param} is never loaded and never read: SGLang's layers after the first normalise with hidden_norm "
+        "(hidden_norm(hidden_states, residual)), not input_layernorm"
+    ),
+    "eagle3.sglang.loaded_unread": (
+        "{name} is loaded but never read: SGLang's layers after the first normalise with hidden_norm, so a "
+        "drafter trained to normalise them with input_layernorm runs with its hidden_norm instead"
+    ),
     "eagle3.sglang.dropped.not_trained": ("{name}: no parameter of that name; skipped (not a trained weight)"),
     "eagle3.sglang.skipped_unknown_name.mla": ('{name}: logged "Eagle3 MLA: skipping unexpected weight" and not used'),
     "eagle3.sglang.architecture_not_eagle3": (
@@ -221,6 +229,14 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "a {dtype} cannot hold exactly are rounded and draft tokens map to the wrong target ids"
     ),
     "eagle3.vllm.dropped": ("{name} is not used by vLLM (skipped by load_weights)"),
+    "eagle3.vllm.unread": (
+        "{param} is never loaded and never read: vLLM's layers after the first normalise with input_layernorm "
+        "(input_layernorm(hidden_states, residual)), not hidden_norm"
+    ),
+    "eagle3.vllm.loaded_unread": (
+        "{name} is loaded but never read: vLLM's layers after the first normalise with input_layernorm, so a "
+        "drafter trained to normalise them with hidden_norm runs with its input_layernorm instead"
+    ),
     "eagle3.vllm.dropped.mask_hidden": (
         '{name}: logged "mask_hidden found in weights but model is not configured for parallel drafting. '
         'Skipping loading mask_hidden."'

@@ -64,6 +64,14 @@ def _flag(config: Config, *keys: str) -> bool:
     return found is not None and found.value is True
 
 
+def _norm_before_fc(config: Config) -> bool:
+    """eagle_config's norm_before_fc when it has the key, else the top level's (llama_eagle3.py in both engines)."""
+    eagle = config.get("eagle_config")
+    if isinstance(eagle, Mapping) and "norm_before_fc" in eagle:
+        return bool(eagle["norm_before_fc"])
+    return bool(config.get("norm_before_fc"))
+
+
 def _ids(value: Any) -> tuple[int, ...] | None:
     if isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
         return tuple(value)
@@ -272,8 +280,15 @@ class DrafterSpec:
     aux_ids: tuple[Setting, ...]
     num_aux_hidden_states: Setting | None
     use_aux: bool  # eagle_config.use_aux_hidden_state (default true)
+    #: eagle_config.norm_before_fc, else the top-level key: both engines read it so (EAGLE 3.1's input_norm).
     norm_before_fc: bool
-    fc_norm: bool  # fc_norm, or the legacy use_aux_norm
+    #: The top-level ``fc_norm`` or the legacy ``use_aux_norm`` (SGLang's reading; the engines read
+    #: ``getattr(config, ...)``, so a key nested in eagle_config builds nothing).
+    fc_norm: bool
+    #: The top-level ``fc_norm`` alone (vLLM's reading: it knows no ``use_aux_norm``).
+    fc_norm_key: bool
+    #: The top-level ``norm_output`` (EAGLE 3.1: the post-norm state is the next step's aux output; no tensor).
+    norm_output: bool
     norm_before_residual: Setting | None
     bias: bool  # config.bias: fc (and o_proj) biases
     attention_bias: bool
@@ -325,8 +340,10 @@ class DrafterSpec:
             aux_ids=aux,
             num_aux_hidden_states=_positive(setting(config, "num_aux_hidden_states")),
             use_aux=use_aux is not False,
-            norm_before_fc=_flag(config, "norm_before_fc"),
-            fc_norm=_flag(config, "fc_norm", "use_aux_norm"),
+            norm_before_fc=_norm_before_fc(config),
+            fc_norm=bool(config.get("fc_norm") or config.get("use_aux_norm")),
+            fc_norm_key=bool(config.get("fc_norm")),
+            norm_output=bool(config.get("norm_output")),
             norm_before_residual=setting(config, "norm_before_residual"),
             bias=_flag(config, "bias"),
             attention_bias=_flag(config, "attention_bias"),
@@ -351,6 +368,18 @@ class DrafterSpec:
     def layer_count(self) -> int:
         """num_hidden_layers; absent, the engines' config class (transformers' LlamaConfig) defaults it to 32."""
         return self.layers.value if self.layers else LLAMA_CONFIG_DEFAULTS["num_hidden_layers"]
+
+    @property
+    def variants(self) -> tuple[str, ...]:
+        """The EAGLE-3 variants this drafter is (none: the plain one-layer Llama-attention EAGLE-3): ``mla``
+        (DeepSeek-V2 attention), ``eagle3.1`` (fc_norm, norm_before_fc or norm_output set as the engines read
+        them), ``multi-layer`` (num_hidden_layers above 1)."""
+        found: tuple[str, ...] = ("mla",) if self.attention == "mla" else ()
+        if self.fc_norm or self.norm_before_fc or self.norm_output:
+            found += ("eagle3.1",)
+        if self.layers is not None and self.layers.value > 1:
+            found += ("multi-layer",)
+        return found
 
     @property
     def head_dim_size(self) -> int | None:

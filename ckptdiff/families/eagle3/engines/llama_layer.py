@@ -9,7 +9,7 @@ listed per shard, named ``param[shard]``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...rules import Case, Param, Source, When
 from ..spec import layer_prefix
@@ -61,9 +61,11 @@ def decoder_layers(
     layers: int = MAX_LAYERS,
     fused_qkv_a: str = "fused_qkv_a_proj",
     when: When = lambda d: True,
+    unread: Unread | None = None,
 ) -> tuple[Param, ...]:
     """Every layer's parameters; ``name_of(i)`` is the engine's prefix for layer i ("model.layers.0."); ``when``:
-    a condition on the drafter for this naming to apply."""
+    a condition on the drafter for this naming to apply; ``unread``: the norm the engine's layers after the first
+    build but never read."""
     out: tuple[Param, ...] = ()
     for index in range(layers):
         out += decoder_layer(
@@ -75,8 +77,20 @@ def decoder_layers(
             index=index,
             fused_qkv_a=fused_qkv_a,
             when=when,
+            unread=unread if index > 0 else None,
         )
     return out
+
+
+@dataclass(frozen=True)
+class Unread:
+    """A norm every decoder layer builds and loads but that the layers after the first never read in their
+    forward (vLLM: ``hidden_norm``, SGLang: ``input_layernorm``): left unfilled it costs nothing (``absent``),
+    filled it is loaded for nothing (``loaded``)."""
+
+    norm: str  # "hidden_norm" or "input_layernorm"
+    absent: Case
+    loaded: Case
 
 
 def decoder_layer(
@@ -88,13 +102,18 @@ def decoder_layer(
     index: int = 0,
     fused_qkv_a: str = "fused_qkv_a_proj",
     when: When = lambda d: True,
+    unread: Unread | None = None,
 ) -> tuple[Param, ...]:
-    """Layer ``index``'s parameters under ``prefix``; ``absent``: what an unfilled one becomes."""
+    """Layer ``index``'s parameters under ``prefix``; ``absent``: what an unfilled one becomes; ``unread``: a
+    norm this layer builds and never reads."""
     canon = layer_prefix(index)
 
     def one(name: str, canonical: str, exists: When = lambda d: True, linear: bool = False) -> Param:
         both: When = lambda d: when(d) and exists(d)  # noqa: E731
-        return _param(prefix + name, canon + canonical, source, absent, _layer_exists(index, both), linear)
+        param = _param(prefix + name, canon + canonical, source, absent, _layer_exists(index, both), linear)
+        if unread is not None and name == f"{unread.norm}.weight":
+            return replace(param, absent=(unread.absent,), loaded=(unread.loaded,))
+        return param
 
     if attention == "mla":
         attn = _mla_attention(one, fused_qkv_a)
@@ -149,10 +168,12 @@ def fc_block(
     input_norm: str | None = None,
     quantizable: bool = True,
     needs_aux: bool = True,
+    fc_norm_read: When = lambda d: d.spec.fc_norm,
 ) -> tuple[Param, ...]:
     """fc (sized by the engine's aux count), its bias, the per-chunk fc_norm and the input_norm before it.
     ``quantizable``: fc is built with the drafter's quant config (False: a plain torch.nn.Linear); ``needs_aux``:
-    only built when eagle_config.use_aux_hidden_state is not false."""
+    only built when eagle_config.use_aux_hidden_state is not false; ``fc_norm_read``: whether the engine builds
+    fc_norm (the config keys it reads)."""
     built: When = (lambda d: d.use_aux) if needs_aux else (lambda d: True)
     out: tuple[Param, ...] = (
         Param(
@@ -177,12 +198,18 @@ def fc_block(
         )
     if fc_norm is not None:
         out += tuple(
-            Param(f"{fc_norm}.{i}.weight", lambda d: (d.target_hidden,), source, exists=_chunk(i, built), absent=absent)
+            Param(
+                f"{fc_norm}.{i}.weight",
+                lambda d: (d.target_hidden,),
+                source,
+                exists=_chunk(i, built, fc_norm_read),
+                absent=absent,
+            )
             for i in range(MAX_AUX)
         )
     return out
 
 
-def _chunk(index: int, built: When) -> When:
+def _chunk(index: int, built: When, read: When) -> When:
     """fc_norm.{index} exists when fc_norm is configured and fc takes more than ``index`` hidden states."""
-    return lambda d: built(d) and d.spec.fc_norm and d.fc_aux > index
+    return lambda d: built(d) and read(d) and d.fc_aux > index

@@ -16,7 +16,7 @@ from ...rules import (
     target_hidden_check,
 )
 from .capture import ClassCapture, Ids, as_given, plus_one, vllm_default
-from .llama_layer import Biases, decoder_layers, fc_block
+from .llama_layer import Biases, Unread, decoder_layers, fc_block
 from .settings import Draft
 from .sglang_common import (
     AUX_SETUP,
@@ -79,6 +79,16 @@ RENAMES = (
 #: LlamaMLP has no bias.
 BIASES = Biases(o_proj=lambda d: d.spec.attention_bias or d.spec.bias)
 
+#: LlamaDecoderLayer.forward: layer 0 normalises the embedding with input_layernorm and the target's state with
+#: hidden_norm; every later layer calls hidden_norm(hidden_states, residual) and never input_layernorm, which it
+#: still builds and loads.
+LATER_LAYERS_READ = Source(REPO, VERSION, "python/sglang/srt/models/llama_eagle3.py (LlamaDecoderLayer.forward)")
+LATER_LAYERS_UNREAD = Unread(
+    "input_layernorm",
+    absent=Case(lambda d: True, Event("info", "unread", "eagle3.sglang.unread", LATER_LAYERS_READ)),
+    loaded=Case(lambda d: True, Event("info", "loaded_unread", "eagle3.sglang.loaded_unread", LATER_LAYERS_READ)),
+)
+
 LLAMA_LOADER = Loader(
     architectures=("LlamaForCausalLMEagle3",),
     source=LLAMA,
@@ -97,7 +107,7 @@ LLAMA_LOADER = Loader(
             quantizable=False,  # fc is a plain torch.nn.Linear
             needs_aux=False,  # built whatever use_aux_hidden_state says
         ),
-        *decoder_layers(lambda i: f"model.layers.{i}.", LLAMA, RANDOM, biases=BIASES),
+        *decoder_layers(lambda i: f"model.layers.{i}.", LLAMA, RANDOM, biases=BIASES, unread=LATER_LAYERS_UNREAD),
         NORM,
         LM_HEAD,
         HOT_TOKENS,
@@ -201,8 +211,10 @@ CAPTURES = (
     ),
     _sglang_family(
         "DeepSeek-V2/V3",
-        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
-        ("deepseek_v2", "deepseek_v3", "kimi_k2"),
+        # KimiK25ForConditionalGeneration hands the ids to its language_model (kimi_k25.py
+        # set_eagle3_layers_to_capture), a DeepseekV3ForCausalLM
+        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"),
+        ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"),
         "deepseek_v2.py",
         "deepseek_v2.py (DeepseekV2Model.forward: the layer at a captured index captures its own input)",
         "Kimi-K2",

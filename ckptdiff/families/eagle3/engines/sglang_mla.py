@@ -21,6 +21,12 @@ MLA_LOADER = Loader(
     ),
     drops=(
         Drop(r"(^|\.)t2d$", Event("info", "dropped", "eagle3.sglang.dropped.mla", KIMI)),
+        # no parameter answers to these: logged as skipped, but no trained weight is lost (parallel drafting's
+        # mask, a rotary cache)
+        Drop(
+            r"(^|\.)(mask_hidden|rotary_emb\.inv_freq)$",
+            Event("info", "dropped", "eagle3.sglang.dropped.not_trained", KIMI),
+        ),
         # q_a_proj and kv_a_proj_with_mqa are cached until both arrive, then fused: one alone is never loaded
         Drop(
             r"\.kv_a_proj_with_mqa\.weight$",

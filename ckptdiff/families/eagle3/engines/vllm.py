@@ -40,6 +40,8 @@ from .vllm_common import (
     UNCHECKED,
     UNKNOWN,
     VERSION,
+    fc_norm_read,
+    later_layers_unread,
     layer,
 )
 from .vllm_mla import MLA_LOADER
@@ -94,7 +96,9 @@ BIASES = Biases(
 )
 
 
-FC = fc_block("model.fc", LLAMA, UNCHECKED, fc_norm="model.fc_norm", input_norm="model.input_norm")
+FC = fc_block(
+    "model.fc", LLAMA, UNCHECKED, fc_norm="model.fc_norm", input_norm="model.input_norm", fc_norm_read=fc_norm_read
+)
 #: qwen3_eagle3 sizes fc from num_aux_layers, num_aux_hidden_states, then top-level, then nested ids.
 QWEN3_FC_KEYS = ("eagle_aux_hidden_state_layer_ids", *NESTED_IDS)
 
@@ -111,7 +115,15 @@ LLAMA_LOADER = Loader(
     renames=RENAMES,
     drops=DROPS,
     lookups=("{name}",),
-    params=(EMBED, *FC, *decoder_layers(layer, LLAMA, UNCHECKED, biases=BIASES), *KV_SCALE_PARAMS, NORM, LM_HEAD, D2T),
+    params=(
+        EMBED,
+        *FC,
+        *decoder_layers(layer, LLAMA, UNCHECKED, biases=BIASES, unread=later_layers_unread(LLAMA)),
+        *KV_SCALE_PARAMS,
+        NORM,
+        LM_HEAD,
+        D2T,
+    ),
     unknown=UNKNOWN,
     shape_error=SHAPE,
     fc_aux_keys=NESTED_IDS,
@@ -139,8 +151,15 @@ QWEN3_LOADER = Loader(
     lookups=("{name}",),
     params=(
         EMBED,
-        *fc_block("model.fc", QWEN3, UNCHECKED, fc_norm="model.fc_norm", input_norm="model.input_norm"),
-        *decoder_layers(layer, QWEN3, UNCHECKED, biases=BIASES),
+        *fc_block(
+            "model.fc",
+            QWEN3,
+            UNCHECKED,
+            fc_norm="model.fc_norm",
+            input_norm="model.input_norm",
+            fc_norm_read=fc_norm_read,
+        ),
+        *decoder_layers(layer, QWEN3, UNCHECKED, biases=BIASES, unread=later_layers_unread(QWEN3)),
         *QWEN3_NORMS,
         NORM,
         LM_HEAD,
@@ -204,8 +223,10 @@ CAPTURES = (
     ),
     _vllm_family(
         "DeepSeek-V2/V3",
-        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM"),
-        ("deepseek_v2", "deepseek_v3", "kimi_k2"),
+        # KimiK25ForConditionalGeneration hands the ids to its language_model, a DeepseekV3ForCausalLM (kimi_k25.py
+        # set_aux_hidden_state_layers, get_eagle3_default_aux_hidden_state_layers)
+        ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "KimiK25ForConditionalGeneration"),
+        ("deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25"),
         "vllm/model_executor/models/deepseek_v2.py (DeepseekV2Model.forward: if idx in aux_hidden_state_layers, "
         "before layer idx; end_layer after the last)",
         "Kimi-K2",

@@ -5,6 +5,8 @@ the pinned sources, the embedding, head, token map and final norm, the renames a
 from __future__ import annotations
 
 from ...rules import Case, Drop, Event, Param, Rename, Source
+from .llama_layer import Unread
+from .settings import Draft
 from .stacking import stacked
 
 REPO = "vllm-project/vllm"
@@ -195,3 +197,22 @@ NESTED_IDS = ("eagle_config.eagle_aux_hidden_state_layer_ids",)
 
 def layer(i: int) -> str:
     return f"model.layers.{i}."
+
+
+def later_layers_unread(source: Source) -> Unread:
+    """The decoder layer's forward (LlamaDecoderLayer in llama_eagle3.py and qwen3_eagle3.py,
+    DeepseekV2Eagle3DecoderLayer in deepseek_eagle3.py): layer 0 normalises the target's state with hidden_norm
+    and the embedding with input_layernorm; every later layer calls input_layernorm(hidden_states, residual) and
+    never hidden_norm, which it still builds and loads."""
+    read = Source(source.repo, source.commit, f"{source.path} (decoder layer forward: layer_idx > 0)")
+    return Unread(
+        "hidden_norm",
+        absent=Case(lambda d: True, Event("info", "unread", "eagle3.vllm.unread", read)),
+        loaded=Case(lambda d: True, Event("info", "loaded_unread", "eagle3.vllm.loaded_unread", read)),
+    )
+
+
+#: vLLM builds fc_norm from the top-level fc_norm key alone (getattr(config, "fc_norm", False)); it knows no
+#: use_aux_norm.
+def fc_norm_read(d: Draft) -> bool:
+    return d.spec.fc_norm_key

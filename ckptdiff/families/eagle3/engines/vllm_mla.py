@@ -19,6 +19,8 @@ from .vllm_common import (
     SHAPE,
     UNCHECKED,
     UNKNOWN,
+    fc_norm_read,
+    later_layers_unread,
     layer,
 )
 
@@ -32,12 +34,14 @@ MLA_LOADER = Loader(
     architectures=("Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"),
     source=DEEPSEEK,
     renames=MLA_RENAMES,
-    drops=DROPS[:3] + DROPS[4:],
+    # load_weights skips t2d only: mask_hidden and input_norm are unknown names, fc is loaded with or without
+    # use_aux_hidden_state (DeepseekV2Eagle3Model builds it whatever eagle_config says)
+    drops=(DROPS[0], DROPS[4]),
     lookups=("{name}",),
     params=(
         EMBED,
-        *fc_block("model.fc", DEEPSEEK, UNCHECKED, fc_norm="model.fc_norm"),
-        *decoder_layers(layer, DEEPSEEK, UNCHECKED, attention="mla"),
+        *fc_block("model.fc", DEEPSEEK, UNCHECKED, fc_norm="model.fc_norm", needs_aux=False, fc_norm_read=fc_norm_read),
+        *decoder_layers(layer, DEEPSEEK, UNCHECKED, attention="mla", unread=later_layers_unread(DEEPSEEK)),
         NORM,
         LM_HEAD,
         D2T,
