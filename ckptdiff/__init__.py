@@ -37,6 +37,7 @@ def compare(
     progress: bool | Progress = False,
     notify: Callable[[str], None] | None = None,
     follow_symlinks: bool = False,
+    vllm_runner: str = "v2",
 ) -> Result:
     """Compare two checkpoint specs and return the report (a :class:`~ckptdiff.result.Result`: the
     :class:`~ckptdiff.report.Report` with a short repr, ``to_dict()``, Jupyter's rendering and each finding's
@@ -50,7 +51,7 @@ def compare(
     ``--values-only`` (globs; implies ``values``); ``offline`` and ``jobs`` are ``--offline`` and ``--jobs``;
     ``progress`` draws progress bars on stderr (True) or reports to your own :data:`ckptdiff.progress.Progress`
     callback; ``notify`` receives announcements; ``follow_symlinks`` is
-    ``--follow-symlinks``.
+    ``--follow-symlinks``; ``vllm_runner`` is ``--vllm-runner`` (``v2`` or ``v1``).
 
     Raises :class:`CkptdiffError` for every mistake in the input: an unreadable or invalid checkpoint, an
     unknown profile or engine, a bad rule, a missing ``b`` without ``engines``. Its ``where``, ``defect`` and
@@ -71,6 +72,8 @@ def compare(
             raise CkptdiffError("engines", f"unknown engine {engine!r}", f"choose from {', '.join(ENGINE_CHOICES)}")
     if b is None and not engines:
         raise CkptdiffError("b", "missing", "give B to compare A with, or engines to check A on its own")
+    if vllm_runner not in ("v2", "v1"):
+        raise CkptdiffError("vllm_runner", f"unknown vLLM runner {vllm_runner!r}", "choose from v2, v1")
     if isinstance(values_only, str):
         raise CkptdiffError("values_only", f"{values_only!r} is a string", "give a list of globs, e.g. ['fc.weight']")
     values = values or bool(values_only)
@@ -80,22 +83,24 @@ def compare(
         raise CkptdiffError("jobs", f"{jobs!r} is not a positive number")
     if policy is not None and not _is_policy(policy):
         raise CkptdiffError("policy", f"{type(policy).__name__} is not a ckptdiff.Policy")
+    from .families.engine_settings import EngineSettings, using
     from .result import Result
 
     options = SourceOptions(offline=offline, jobs=jobs, progress=_bars(progress), follow_symlinks=follow_symlinks)
-    report = compare_specs(
-        a,
-        b,
-        profile=profile,
-        policy=policy,
-        base=base,
-        source_options=options,
-        values=values,
-        notify=notify,
-        renames=renames,
-        engines=tuple(engines),
-        values_only=tuple(values_only),
-    )
+    with using(EngineSettings(vllm_runner=vllm_runner)):  # the engines' rules read it
+        report = compare_specs(
+            a,
+            b,
+            profile=profile,
+            policy=policy,
+            base=base,
+            source_options=options,
+            values=values,
+            notify=notify,
+            renames=renames,
+            engines=tuple(engines),
+            values_only=tuple(values_only),
+        )
     return Result.of(report)
 
 

@@ -116,6 +116,14 @@ SPEC = click.Path()
     "With --engine, B is optional: one checkpoint is checked on its own.",
 )
 @click.option(
+    "--vllm-runner",
+    type=click.Choice(("v2", "v1")),
+    default="v2",
+    show_default=True,
+    help="The vLLM model runner to model: v2 (vLLM's default) or v1 (VLLM_USE_V2_MODEL_RUNNER=0); they read the "
+    "drafter's aux-layer ids from different keys and share the target's embedding differently.",
+)
+@click.option(
     "--rename",
     "renames",
     multiple=True,
@@ -266,6 +274,7 @@ def command(
     allow_event: tuple[str, ...] = (),
     allow_empty: bool = False,
     fail_on_conditional: bool = False,
+    vllm_runner: str = "v2",
 ) -> None:
     """Compare checkpoints A and B: tensor names, shapes, dtypes and config.json.
 
@@ -326,22 +335,25 @@ def command(
     )
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
     fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
-    report = compare_specs(
-        a,
-        b,
-        profile=profile,
-        base=base,
-        policy=policy,
-        source_options=options,
-        values=values,
-        values_options=_values_options(values, jobs, scheduler),
-        values_only=values_only,
-        notify=notify,
-        renames=rename_rules,
-        engines=engines,
-        command=command_line(click.get_current_context()),
-        meanwhile=lambda: load_format(fmt),
-    )
+    from .families.engine_settings import EngineSettings, using
+
+    with using(EngineSettings(vllm_runner=vllm_runner)):  # the engines' rules read it (--vllm-runner)
+        report = compare_specs(
+            a,
+            b,
+            profile=profile,
+            base=base,
+            policy=policy,
+            source_options=options,
+            values=values,
+            values_options=_values_options(values, jobs, scheduler),
+            values_only=values_only,
+            notify=notify,
+            renames=rename_rules,
+            engines=engines,
+            command=command_line(click.get_current_context()),
+            meanwhile=lambda: load_format(fmt),
+        )
     to_stdout = output in (None, "-")
     if only_diffs is None:  # the terminal table hides matches unless --all; markdown lists every row
         only_diffs = settings.get("only_diffs", fmt in ("table", "github"))

@@ -8,7 +8,7 @@ import click
 OPTION_GROUPS: dict[str, tuple[str, ...]] = {
     "Sources": ("--base", "--offline", "--jobs", "--follow-symlinks"),
     "Comparison": ("--profile", "--rename", "--values", "--values-only", "--scheduler"),
-    "Engines": ("--engine",),
+    "Engines": ("--engine", "--vllm-runner"),
     "Policy": (
         "--ignore",
         "--allow-missing",

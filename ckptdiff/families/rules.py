@@ -21,6 +21,7 @@ PARAMETER_FATES: dict[str, str] = {
     "from_target": "from_target",
     "lm_head_from_target": "from_target",
     "embed_width_mismatch": "from_target",
+    "embed_not_shared": "random",
     "random_init": "random",
     "lm_head_random": "random",
     "missing_weight": "missing",
@@ -217,6 +218,10 @@ class Engine:
     #: None: no restriction. ``target_refused`` is raised for any other ({model_type}, {supported}).
     target_model_types: tuple[str, ...] | None = None
     target_refused: Event | None = None
+    #: Target architectures (``config.architectures[0]``) whose class the engine refuses EAGLE-3 for (no
+    #: aux hidden-state capture): ``target_class_refused`` ({architecture}) with --base, and no capture verdict.
+    refused_targets: frozenset[str] = frozenset()
+    target_class_refused: Event | None = None
     #: None: a speculators-format config is looked up by its architectures like any other.
     speculators: SpeculatorsAdapter | None = None
     #: The drafter's model_type → the architecture the engine substitutes before its mapping (vLLM turns a

@@ -263,6 +263,28 @@ TARGET_CLASSES: dict[str, tuple[str, str, dict[str, Any]]] = {
         "gpt_oss",
         {"head_dim": HIDDEN // HEADS, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": 128},
     ),
+    # Classes an engine refuses EAGLE-3 for (no SupportsEagle3 in vLLM; no set_eagle3_layers_to_capture in SGLang
+    # for Gemma-2 and Mixtral; SGLang's Glm4Moe has one): the refusal is what these targets test.
+    "gemma2": (
+        "Gemma2ForCausalLM",
+        "gemma2",
+        {"head_dim": HIDDEN // HEADS, "query_pre_attn_scalar": HIDDEN // HEADS, "sliding_window": 128},
+    ),
+    "mixtral": ("MixtralForCausalLM", "mixtral", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+    "glm4_moe": (
+        "Glm4MoeForCausalLM",
+        "glm4_moe",
+        {
+            "head_dim": HIDDEN // HEADS,
+            "n_routed_experts": 4,
+            "num_experts_per_tok": 2,
+            "n_shared_experts": 1,
+            "moe_intermediate_size": 32,
+            "first_k_dense_replace": 1,
+            "n_group": 1,
+            "topk_group": 1,
+        },
+    ),
 }
 
 

@@ -34,6 +34,7 @@ failure (when both fail)     where it fails, one of ``config`` (reading the conf
                              derived as above), and what: the tensor the load raised on, the config key the
                              raise names, or the forward's defect (``capture_width``: fc against the captured
                              states; ``embed_width``; ``token_map``: hot_token_id against the head;
+                             ``target_class``: the target's class has no EAGLE-3 capture, its set-up raised;
                              ``reshaped``). ckptdiff's side is its earliest error events' (``FAILURE_OF``
                              maps each error code to its stage and kind; a code it does not map is a
                              disagreement of its own). Stages must be equal; a tensor must be among
@@ -120,6 +121,7 @@ FAILURE_OF: dict[str, tuple[str, str | None]] = {
     "aux_id_out_of_range": ("forward", "capture_width"),
     "target_hidden_mismatch": ("forward", "capture_width"),
     "embed_width_mismatch": ("forward", "embed_width"),
+    "target_class_not_eagle3": ("forward", "target_class"),
     "d2t_length": ("forward", "token_map"),
 }
 #: Raises that are about this machine, not the drafter: (pattern, what is missing). The first group, when there
@@ -141,6 +143,11 @@ ENVIRONMENT = (
     (re.compile(r"undefined symbol: (\w+)"), "native symbol {0}"),
     (re.compile(r"oracle: the rotary kernel is a stand-in"), "the rotary kernel (vllm._custom_ops stand-in)"),
 )
+
+
+#: A capture set-up raise that refuses the target's class for EAGLE-3 (vLLM's supports_eagle3 check, SGLang's
+#: set_eagle3_layers_to_capture check), not the ids: the forward defect ``target_class``.
+TARGET_CLASS_REFUSED = re.compile(r"does not support EAGLE3 interface|does not implement set_eagle3_layers_to_capture")
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,16 @@ class Disagreement:
         return (self.case, self.engine, self.subject, self.ckptdiff, self.engine_did)
 
 
+def refused_capture(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The observation with a capture the target's class refused as a set-up raise (``setup_raised``), also where
+    the worker recorded the raise as the capture's error (vLLM's driver: its set-up raised inside the observation)."""
+    aux = result.get("aux") or {}
+    error = str(aux.get("capture_error", ""))
+    if "outputs" in aux or not TARGET_CLASS_REFUSED.search(error):
+        return result
+    return {**result, "aux": {**aux, "outputs": [], "setup_raised": error, "how": "set-up raised"}}
+
+
 def engine_view(
     result: Mapping[str, Any],
     case: Case,
@@ -197,6 +214,7 @@ def engine_view(
     ``names``, the checkpoint's tensors; ``inert``, the tensors whose going unused is no degradation there (a
     target's own tensors beside its MTP layers). ``engine``: whose, for an EAGLE-3 case: its unread parameters
     (``UNREAD``) do not degrade it."""
+    result = refused_capture(result)
     raised = result.get("raised")
     params = {name: state for name, state in result.get("params", {}).items() if not ENGINE_DEFAULTS.search(name)}
     taken = set(result.get("from_target", []))
@@ -289,14 +307,15 @@ def _forward_failures(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The first forward's defects: (kind, in words)."""
     found = []
     aux = result.get("aux") or {}
-    if aux.get("uses_aux", True) and aux.get("fc_in") is not None and "outputs" in aux:
+    if aux.get("uses_aux", True) and aux.get("fc_in") is not None and "outputs" in aux and not aux.get("setup_raised"):
         width = len(aux["outputs"]) * HIDDEN
         if width != aux["fc_in"]:
             found.append(
                 ("capture_width", f"fc reads {aux['fc_in']} but {len(aux['outputs'])} captured states are {width} wide")
             )
     if aux.get("setup_raised"):
-        found.append(("capture_width", f"the target's capture set-up raised {aux['setup_raised']}"))
+        kind = "target_class" if TARGET_CLASS_REFUSED.search(aux["setup_raised"]) else "capture_width"
+        found.append((kind, f"the target's capture set-up raised {aux['setup_raised']}"))
     for name, (built, now) in sorted(result.get("reshaped", {}).items()):
         found.append(("reshaped", f"{name} was built {built} and now holds {now}"))
     embed = next((p for p in result.get("from_target", []) if p.endswith("embed_tokens.weight")), None)

@@ -620,6 +620,86 @@ def _kimi_k25_cases() -> list[Case]:
     ]
 
 
+def _runtime_cases() -> list[Case]:
+    """Issue #27 item 3, runtime semantics beyond weights: where each vLLM runner reads the aux ids (every case is
+    also compared under vLLM's V1 runner, ``vllm-v1`` in run.py; these make the two runners differ), target
+    classes an engine refuses for EAGLE-3, drafter head geometry against the target's, and d2t edge cases."""
+    deepseek, llama = Target("deepseek_v3", 61), Target("llama", 32)
+    out = [
+        Case(
+            "gen_runner_layer_ids_only_llama_32",
+            "eagle_config.layer_ids [5, 10, 20] only: the V2 runner reads them, the V1 runner its default",
+            config={NESTED: None, "eagle_config.layer_ids": [5, 10, 20]},
+            trained_outputs=(4, 9, 19),
+            target=llama,
+        ),
+        Case(
+            "gen_runner_nested_non_default_deepseek_61",
+            "eagle_config ids [3, 12, 25] only, 61-layer DeepSeek-V3: the V1 runner reads them, V2 its default",
+            config={NESTED: [3, 12, 25]},
+            trained_outputs=(2, 11, 24),
+            target=deepseek,
+        ),
+        Case(
+            "gen_runner_top_level_and_nested_llama_32",
+            "top-level [4, 12, 24] and eagle_config [1, 15, 28]: both vLLM runners read the top level first, "
+            "SGLang eagle_config (two keys naming different layers: nothing says which it was trained on)",
+            config={AUX_KEY: [4, 12, 24]},
+            trained_outputs=None,
+            target=llama,
+        ),
+        Case(
+            "gen_runner_narrow_no_embed_llama_32",
+            "a 32-wide drafter without embed_tokens on a 64-wide target: V2 shares the target's embedding "
+            "regardless, V1 keeps its own (unloaded)",
+            hidden=32,
+            trained_outputs=(1, 15, 28),
+            target=llama,
+        ),
+    ]
+    for model_class in ("gemma2", "mixtral", "glm4_moe"):
+        out.append(
+            Case(
+                f"gen_target_class_{model_class}_32",
+                f"a drafter for a 32-layer {model_class} target (a class an engine may refuse EAGLE-3 for)",
+                config={NESTED: None},
+                trained_outputs=None,
+                target=Target(model_class, 32),
+            )
+        )
+    out += [
+        Case(
+            "gen_kv_heads_4_against_target_2",
+            "a drafter with 4 KV heads (k/v stored for them) against a target with 2",
+            config={"num_key_value_heads": 4},
+            add={f"{L}self_attn.k_proj.weight": (D, [H, 2 * H]), f"{L}self_attn.v_proj.weight": (D, [H, 2 * H])},
+        ),
+        Case(
+            "gen_head_dim_32_kv_heads_1_against_target_16_2",
+            "head_dim 32 with one KV head (q/k/v/o stored for it) against a target of head_dim 16, 2 KV heads",
+            config={"head_dim": 32, "num_key_value_heads": 1},
+            add={
+                f"{L}self_attn.q_proj.weight": (D, [128, 2 * H]),
+                f"{L}self_attn.k_proj.weight": (D, [32, 2 * H]),
+                f"{L}self_attn.v_proj.weight": (D, [32, 2 * H]),
+                f"{L}self_attn.o_proj.weight": (D, [H, 128]),
+            },
+        ),
+        Case("gen_d2t_int32", "d2t stored as I32", add={"d2t": ("I32", [128])}),
+        Case("gen_d2t_longer_than_head", "d2t of 160 entries for a 128-row draft head", add={"d2t": ("I64", [160])}),
+        Case("gen_d2t_shorter_than_head", "d2t of 96 entries for a 128-row draft head", add={"d2t": ("I64", [96])}),
+        Case("gen_t2d_without_d2t", "t2d stored, d2t left out (draft vocabulary 128)", drop=("d2t",)),
+        Case(
+            "gen_one_vocab_d2t_no_t2d",
+            "draft_vocab_size = vocab_size with a 256-row head and a 256-entry d2t, no t2d",
+            config={"draft_vocab_size": 256},
+            add={"lm_head.weight": (D, [256, H]), "d2t": ("I64", [256])},
+            drop=("t2d",),
+        ),
+    ]
+    return out
+
+
 GENERATED: list[Case] = [
     *_capture_cases(),
     *_at_depth_cases(),
@@ -629,6 +709,7 @@ GENERATED: list[Case] = [
     *_mla_cases(),
     *_multi_layer_cases(),
     *_eagle31_cases(),
+    *_runtime_cases(),
 ]
 #: Run by the oracle's eagle3_k25 family (worker_k25_<engine>.py): the target is a Kimi-K2.5 wrapper.
 K25_CASES: list[Case] = _kimi_k25_cases()

@@ -245,6 +245,13 @@ def _default_indices_read_by_class() -> None:
     verdict.default_depth = lambda ids: None
 
 
+def _target_classes_not_refused(name: str) -> Callable[[], None]:
+    def apply() -> None:
+        change_engine(name, lambda e: dataclasses.replace(e, refused_targets=frozenset()))
+
+    return apply
+
+
 MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "vllm.aux_ids.reads_eagle_config_layer_ids": (
         "vLLM's V2 runner no longer reads eagle_config.layer_ids (issue #26)",
@@ -294,6 +301,14 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     ),
     "sglang.aux_ids.keys.nested_only": ("SGLang also reads the top-level ids", _sglang_reads_top_level_ids),
     "vllm.llama.d2t.renamed": ("vLLM does not rename d2t to draft_id_to_target_id", _vllm_d2t_not_renamed),
+    "vllm.target_class.supports_eagle3": (
+        "vLLM serves EAGLE-3 on a target class that does not implement SupportsEagle3 (issue #27)",
+        _target_classes_not_refused("vllm"),
+    ),
+    "sglang.target_class.set_eagle3_layers_to_capture": (
+        "SGLang serves EAGLE-3 on a target class without set_eagle3_layers_to_capture (issue #27)",
+        _target_classes_not_refused("sglang"),
+    ),
     "capture.claim.default_indices": (
         "ids that are the default capture's indices (2, n//2, n-3) are read by the target class's convention",
         _default_indices_read_by_class,

@@ -259,6 +259,23 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "width check, but the drafter's layers take hidden_size={hidden}: the first forward fails"
     ),
     "eagle3.vllm.from_target": ("{param}: the drafter has none, so vLLM shares the target's"),
+    "eagle3.vllm.embed_not_shared": (
+        "{param}: the drafter has none, and vLLM's V1 runner shares the target's only when the widths match: the "
+        "target's is {target_width} wide, the drafter's layers take hidden_size={hidden}, so it keeps its own, "
+        "which nothing loads: RANDOM"
+    ),
+    "eagle3.vllm.runner_v1": (
+        "modelled under vLLM's V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0): aux ids from "
+        "eagle_aux_hidden_state_layer_ids, then eagle_config.eagle_aux_hidden_state_layer_ids"
+    ),
+    "eagle3.vllm.target_class_not_eagle3": (
+        "the target's class {architecture} does not implement SupportsEagle3: vLLM's model runner raises "
+        '"Model does not support EAGLE3 interface" when it sets up the aux hidden-state capture, before serving'
+    ),
+    "eagle3.sglang.target_class_not_eagle3": (
+        "the target's class {architecture} has no set_eagle3_layers_to_capture: SGLang raises ValueError at "
+        "start-up (EAGLE-3's aux hidden-state capture requires it)"
+    ),
     "eagle3.vllm.embed_tokens_own": (
         "{name}: vLLM uses the drafter's own embedding (has_own_embed_tokens; shared with the target only "
         "when torch.equal to it), so it must equal the target's; a random one collapses acceptance (--values "

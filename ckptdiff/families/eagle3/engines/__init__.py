@@ -20,7 +20,10 @@ ENGINE_NAMES: tuple[str, ...] = family("eagle3").engines
 def get_engine(name: str) -> Engine:
     if name not in ENGINE_NAMES:
         raise ValueError(f"unknown engine {name!r}; choose from {', '.join(ENGINE_NAMES)}")
-    engine: Engine = importlib.import_module(f"{__name__}.{name}").ENGINE  # a module attribute: Any to mypy
+    from ...engine_settings import current
+
+    module = f"{name}_v1" if name == "vllm" and current().vllm_runner == "v1" else name  # vllm_v1.py: V1 runner
+    engine: Engine = importlib.import_module(f"{__name__}.{module}").ENGINE  # a module attribute: Any to mypy
     return engine
 
 

@@ -121,7 +121,11 @@ def simulate(
         if supported is not None and engine.target_refused is not None and target.model_type is not None:
             if not any(kind in target.model_type for kind in supported):
                 events.add(engine.target_refused, model_type=target.model_type, supported=list(supported))
-    _aux_ids(engine, draft, events)
+    refused = target is not None and target.architecture in engine.refused_targets
+    if refused and engine.target_class_refused is not None and target is not None:
+        events.add(engine.target_class_refused, architecture=target.architecture)
+    else:
+        _aux_ids(engine, draft, events)
     _quantization(engine, loader, draft, events)
     fates = _Fates()
     _load(loader, checkpoint, draft, events, fates)

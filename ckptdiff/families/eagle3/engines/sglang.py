@@ -35,6 +35,7 @@ from .sglang_common import (
 )
 from .sglang_mla import MLA_LOADER
 from .stacking import stacked
+from .target_classes import SGLANG_REFUSED
 
 #: Dtypes of quantized weights; scales and zero points stored beside them.
 QUANTIZED_DTYPES = frozenset({"F8_E4M3", "F8_E5M2", "I8", "U8", "I4", "U4", "F4", "F8_E8M0"})
@@ -239,6 +240,18 @@ ENGINE = Engine(
     label="SGLang",
     version="0.5.23 (installed source)",
     architecture_mapping=(),
+    refused_targets=SGLANG_REFUSED,
+    target_class_refused=Event(
+        "error",
+        "target_class_not_eagle3",
+        "eagle3.sglang.target_class_not_eagle3",
+        Source(
+            REPO,
+            VERSION,
+            "python/sglang/srt/model_executor/model_runner_components/attention_backend_setup.py "
+            "(configure_aux_hidden_state_capture)",
+        ),
+    ),
     loaders=(LLAMA_LOADER, MLA_LOADER),
     unregistered=Event(
         "error",

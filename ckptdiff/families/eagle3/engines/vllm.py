@@ -18,6 +18,7 @@ from .capture import ClassCapture, vllm_default
 from .llama_layer import MAX_LAYERS, Biases, decoder_layers, fc_block, layer_exists
 from .quantized import vllm_ignores
 from .settings import Draft
+from .target_classes import VLLM_REFUSED
 from .vllm_common import (
     AUX,
     BIAS_IGNORED,
@@ -278,6 +279,18 @@ ENGINE = Engine(
     # SpeculativeConfig._verify_args has no target model_type whitelist in this version; older releases
     # refused targets outside a list (vllm#22152, #31254): a rule for such a release sets target_model_types.
     target_model_types=None,
+    refused_targets=VLLM_REFUSED,
+    target_class_refused=Event(
+        "error",
+        "target_class_not_eagle3",
+        "eagle3.vllm.target_class_not_eagle3",
+        Source(
+            REPO,
+            VERSION,
+            "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (set_eagle3_aux_hidden_state_layers: "
+            "supports_eagle3)",
+        ),
+    ),
     target_refused=Event(
         "error",
         "target_not_supported",

@@ -1,0 +1,145 @@
+"""Runtime semantics beyond the weights (issue #27 item 3), end to end from the CLI and the API: vLLM's two model
+runners (``--vllm-runner``), target classes an engine refuses EAGLE-3 for, and the registries' data behind them.
+The oracle (tests/oracle, ``vllm-v1`` and the ``gen_target_class_*`` cases) checks the same against the engines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import ckptdiff
+from ckptdiff.errors import CkptdiffError
+from ckptdiff.families.eagle3.engines.target_classes import SGLANG_REFUSED, VLLM_REFUSED
+from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import write_config, write_safetensors
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")  # eagle_config ids [2, 30, 58], hidden 64
+
+
+def ckptdiff_json(*args: str) -> dict[str, dict]:
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptdiff", *args, "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode in (0, 1), done.stderr
+    return {entry["engine"]: entry for entry in json.loads(done.stdout)["engines"]}
+
+
+def target(folder: Path, architecture: str, model_type: str, layers: int = 61, hidden: int = 64) -> str:
+    write_config(
+        folder,
+        {
+            "architectures": [architecture],
+            "model_type": model_type,
+            "hidden_size": hidden,
+            "num_hidden_layers": layers,
+            "vocab_size": 1024,
+        },
+    )
+    write_safetensors(folder / "model.safetensors", [("model.embed_tokens.weight", "BF16", [1024, hidden])])
+    return str(folder)
+
+
+def events(entry: dict) -> dict[str, dict]:
+    return {event["code"]: event for event in entry["events"]}
+
+
+def test_the_v1_runner_reads_eagle_config_ids_that_the_v2_runner_ignores(tmp_path: Path) -> None:
+    llama = target(tmp_path / "llama", "LlamaForCausalLM", "llama")
+    v2 = events(ckptdiff_json(PUBLISHED, "--engine", "vllm", "--base", llama)["vllm"])
+    v1_entry = ckptdiff_json(PUBLISHED, "--engine", "vllm", "--base", llama, "--vllm-runner", "v1")["vllm"]
+    v1 = events(v1_entry)
+    assert "read" not in v2["aux_ids_default"]["params"] or v2["aux_ids_default"]["params"]["read"] is None
+    assert v1["aux_ids"]["params"]["read"] == ["eagle_config.eagle_aux_hidden_state_layer_ids", [2, 30, 58]]
+    assert v1["aux_ids"]["params"]["captured"] == [1, 29, 57]  # as given: the inputs of layers 2, 30, 58
+    assert "gpu_model_runner.py" in v1["aux_ids"]["source"] and "runner_v1" in v1
+    assert "runner_v1" not in v2 and v1_entry["outcome"] == "loads"
+
+
+def test_each_runner_reads_its_own_keys(tmp_path: Path) -> None:
+    config = json.loads((FIXTURES / "kimi-k2-eagle3-published" / "config.json").read_text())
+    config["eagle_config"] = {"layer_ids": [5, 10, 20], "use_aux_hidden_state": True}
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(config))
+    (drafter / "model.safetensors").write_bytes(
+        (FIXTURES / "kimi-k2-eagle3-published" / "model.safetensors").read_bytes()
+    )
+    llama = target(tmp_path / "llama", "LlamaForCausalLM", "llama", layers=32)
+    v2 = events(ckptdiff_json(str(drafter), "--engine", "vllm", "--base", llama)["vllm"])
+    v1 = events(ckptdiff_json(str(drafter), "--engine", "vllm", "--base", llama, "--vllm-runner", "v1")["vllm"])
+    assert v2["aux_ids"]["params"]["read"] == ["eagle_config.layer_ids", [5, 10, 20]]
+    assert "aux_ids" not in v1 and v1["aux_ids_default"]["params"]["captured"] == [1, 15, 28]  # its default
+
+
+def test_a_narrower_drafter_without_embedding_fails_under_v2_and_keeps_a_random_one_under_v1(tmp_path: Path) -> None:
+    wide = target(tmp_path / "wide", "DeepseekV3ForCausalLM", "deepseek_v3", hidden=128)
+    v2 = ckptdiff_json(PUBLISHED, "--engine", "vllm", "--base", wide)["vllm"]
+    v1 = ckptdiff_json(PUBLISHED, "--engine", "vllm", "--base", wide, "--vllm-runner", "v1")["vllm"]
+    assert "embed_width_mismatch" in events(v2) and v2["outcome"] == "fails"
+    assert "embed_width_mismatch" not in events(v1)
+    embed = events(v1)["embed_not_shared"]
+    assert embed["severity"] == "warning" and "llm_base_proposer.py (_maybe_share_embeddings)" in embed["source"]
+    fates = {p["name"]: p["fate"] for p in v1["parameters"]}
+    assert fates["model.embed_tokens.weight"] == "random"
+
+
+@pytest.mark.parametrize(
+    ("architecture", "model_type", "refused_by"),
+    [
+        ("Gemma2ForCausalLM", "gemma2", {"vllm", "sglang"}),
+        ("MixtralForCausalLM", "mixtral", {"vllm", "sglang"}),
+        ("Glm4MoeForCausalLM", "glm4_moe", {"vllm"}),
+        ("LlamaForCausalLM", "llama", set()),
+    ],
+)
+def test_a_target_class_without_eagle3_capture_is_refused_with_the_engines_words(
+    tmp_path: Path, architecture: str, model_type: str, refused_by: set[str]
+) -> None:
+    base = target(tmp_path / "base", architecture, model_type)
+    entries = ckptdiff_json(PUBLISHED, "--engine", "vllm", "--engine", "sglang", "--base", base)
+    for engine, entry in entries.items():
+        refusal = events(entry).get("target_class_not_eagle3")
+        if engine in refused_by:
+            assert (
+                entry["outcome"] == "fails"
+                and refusal is not None
+                and refusal["params"]["architecture"] == architecture
+            )
+            assert not {"aux_ids", "aux_ids_default", "aux_capture_conditional"} & set(
+                events(entry)
+            )  # nothing captured
+        else:
+            assert refusal is None
+
+
+def test_the_refusal_lists_come_from_the_registries() -> None:
+    assert {"Gemma2ForCausalLM", "MixtralForCausalLM", "Glm4MoeForCausalLM"} <= VLLM_REFUSED
+    assert {"Gemma2ForCausalLM", "MixtralForCausalLM"} <= SGLANG_REFUSED and "Glm4MoeForCausalLM" not in SGLANG_REFUSED
+    served = {
+        "LlamaForCausalLM",
+        "Qwen3ForCausalLM",
+        "Qwen3MoeForCausalLM",
+        "DeepseekV3ForCausalLM",
+        "GptOssForCausalLM",
+    }
+    assert not served & (VLLM_REFUSED | SGLANG_REFUSED)
+
+
+def test_the_api_takes_the_runner_and_refuses_an_unknown_one() -> None:
+    result = ckptdiff.compare(PUBLISHED, engines=["vllm"], vllm_runner="v1")
+    (entry,) = result.engines
+    assert "runner_v1" in {event.code for event in entry.events}
+    default = ckptdiff.compare(PUBLISHED, engines=["vllm"])
+    assert "runner_v1" not in {event.code for event in default.engines[0].events}
+    with pytest.raises(CkptdiffError, match="vllm_runner"):
+        ckptdiff.compare(PUBLISHED, engines=["vllm"], vllm_runner="v3")
