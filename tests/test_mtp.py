@@ -210,7 +210,14 @@ def test_qwen3_next_mtp_tensors_are_read_under_mtp_and_an_export_without_them_is
         write_config(folder, config)
         tensors = [("model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("lm_head.weight", "BF16", [VOCAB, HIDDEN])]
         write_safetensors(folder / "model.safetensors", tensors + [(n, "BF16", [HIDDEN]) for n in mtp])
-    assert outcomes(run(str(full), "vllm", "sglang")) == {"vllm": "loads", "sglang": "loads"}
+    complete = run(str(full), "vllm", "sglang")
+    assert outcomes(complete) == {"vllm": "loads", "sglang": "loads"}
+    # only their presence is checked: how the class stacks them is not modelled, and the verdict says so
+    for engine in ("vllm", "sglang"):
+        assert "mtp_composition_unchecked" in events(complete, engine)
+        (result,) = [r for r in complete.engines if r.engine == engine]
+        assert {fate for name, fate, _ in result.tensors if name.startswith("mtp.")} == {"unchecked"}
+        assert result.parameters == ()
     assert outcomes(run(str(export), "vllm", "sglang")) == {"vllm": "fails", "sglang": "degraded"}
     report = run(str(full), b=str(export))
     assert [f.code for f in report.findings if f.code.startswith("mtp_")] == ["mtp_layers_missing"]
@@ -266,3 +273,12 @@ def test_a_standalone_export_beside_its_target_is_read_at_the_targets_index(tmp_
     report = compare_specs(str(export), None, engines=("vllm", "sglang"), base=base)
     assert outcomes(report) == {"vllm": "loads", "sglang": "degraded"}
     assert events(report, "sglang")["mtp_layer_missing"] == "warning"
+
+
+def test_the_unchecked_qwen3_next_composition_is_shown_by_default(tmp_path, run_cli) -> None:
+    folder = tmp_path / "qwen3-next"
+    write_config(folder, {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": HIDDEN})
+    write_safetensors(folder / "model.safetensors", [("mtp.fc.weight", "BF16", [HIDDEN, 2 * HIDDEN])])
+    done = run_cli(str(folder), "--engine", "vllm")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[mtp_composition_unchecked] 1 mtp.* tensors are there" in " ".join(done.stdout.split())

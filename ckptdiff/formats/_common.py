@@ -202,9 +202,10 @@ def outcomes_line(report: Report) -> str:
 
 
 def shown_unfolded(event: EngineEvent) -> bool:
-    """An event every format shows by default: one that warns or fails, or the notice of a conditional verdict
-    (it says on which targets "loads" holds). Other info events fold away."""
-    return event.severity != "info" or event.code.endswith("_conditional")
+    """An event every format shows by default: one that warns or fails, the notice of a conditional verdict (it
+    says on which targets "loads" holds) or of a check left undone (what "loads" does not cover). Other info
+    events fold away."""
+    return event.severity != "info" or event.code.endswith(("_conditional", "_unchecked"))
 
 
 def event_text(report: Report, event: EngineEvent) -> str:

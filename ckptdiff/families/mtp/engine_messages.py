@@ -26,6 +26,10 @@ _NONE = (
 
 EVENTS: dict[str, str] = {
     "mtp.no_config": "{spec} has no config.json: no MTP layers can be built from it",
+    "mtp.mtp_composition_unchecked": (
+        "{count} mtp.* tensors are there, so the MTP block was exported; how {label}'s {cls} stacks them "
+        "(qkv_proj, gate_up_proj, the experts) is not modelled: ckptdiff cannot say each one fits its parameter"
+    ),
     "mtp.vllm.mtp_not_supported": "vLLM has " + _NONE.replace("{label}", "vLLM"),
     "mtp.sglang.mtp_not_supported": "SGLang has " + _NONE.replace("{label}", "SGLang"),
     "mtp.vllm.mtp_layers_not_announced": (

@@ -257,25 +257,24 @@ def _in_layers(engine: MtpEngine, layers: tuple[int, ...], name: str) -> tuple[i
 def _replay_prefix(
     engine: MtpEngine, chosen: MtpClass, spec: MtpSpec, checkpoint: Checkpoint, events: _Events
 ) -> Fates:
-    """Qwen3-Next's ``mtp.*`` layout: the MTP tensors are read under ``mtp.``, everything else is the target's."""
+    """Qwen3-Next's ``mtp.*`` layout: the MTP tensors are read under ``mtp.``, everything else is the target's.
+    Only their presence is checked: how the class stacks them (``qkv_proj``, ``gate_up_proj``, the experts) is
+    not modelled, so no tensor is said to fill a parameter and the verdict says so."""
     tensors: list[tuple[str, str, str | None]] = []
-    parameters: list[tuple[str, str]] = []
     outside = 0
-    found = False
+    stored = 0
     for name in sorted(checkpoint.tensors):
         if name.startswith("mtp."):
-            found = True
-            param = "model." + name.removeprefix("mtp.") if engine.loads_top_embedding else name
-            tensors.append((name, "renamed" if engine.loads_top_embedding else "loaded", param))
-            parameters.append((param, "loaded"))
-        elif engine.loads_top_embedding and ("embed_tokens" in name or "lm_head" in name):
-            tensors.append((name, "loaded", name))
-            parameters.append((name, "loaded"))
+            stored += 1
+            tensors.append((name, "unchecked", None))
         else:
             outside += 1
             tensors.append((name, "skipped", None))
     if outside:
         events.add(engine.outside, count=outside, layers=[])
-    if not found:
+    if not stored:
         events.add(engine.layer_missing, layer="mtp.*", cls=chosen.name, nextn=spec.nextn)
-    return tensors, parameters
+    else:
+        unchecked = Event("info", "mtp_composition_unchecked", "mtp.mtp_composition_unchecked", chosen.source)
+        events.add(unchecked, count=stored, cls=chosen.name, label=engine.label)
+    return tensors, []
