@@ -37,6 +37,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.convert": 8,  # plan, write, prove: reads sources, replays engines, renders its own plan
     "ckptdiff.config_file": 9,
     "ckptdiff.cli": 10,
+    "ckptdiff.cli_environment": 10,
     "ckptdiff.cli_help": 10,
     "ckptdiff.cli_output": 10,
     "ckptdiff.cli_convert": 10,
