@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from ...base_layouts import architecture as first_architecture
+
 Config = Mapping[str, Any]
 _LAYER = re.compile(r"^(?:model\.)?layers\.(\d+)\.")
 
@@ -69,9 +71,7 @@ class DFlashSpec:
 
     @property
     def architecture(self) -> str | None:
-        architectures = self.config.get("architectures")
-        first = architectures[0] if isinstance(architectures, list) and architectures else None
-        return first if isinstance(first, str) else None
+        return first_architecture(self.config)
 
     @property
     def hidden(self) -> int | None:

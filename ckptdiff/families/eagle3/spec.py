@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ...base_layouts import architecture as first_architecture
 from ...checkpoint import config_at
 from ...dtypes import FLOAT_DTYPES, DType, from_torch_name
 from .detect import is_eagle3 as is_eagle3  # the profile's detector, light for detection
@@ -299,8 +300,7 @@ class DrafterSpec:
 
     @classmethod
     def of(cls, config: Config) -> DrafterSpec:
-        architectures = config.get("architectures")
-        arch = architectures[0] if isinstance(architectures, list) and architectures else None
+        arch = first_architecture(config)
         dtype = setting(config, "torch_dtype", "dtype")
         if dtype is not None and config_dtype(dtype.value) is None:
             dtype = None
@@ -322,7 +322,7 @@ class DrafterSpec:
         return cls(
             config=config,
             layout=layout,
-            architecture=arch if isinstance(arch, str) else None,
+            architecture=arch,
             model_type=setting(config, "model_type"),
             hidden=_positive(setting(config, "hidden_size")),
             target_hidden=_positive(setting(config, "target_hidden_size")),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from ...base_layouts import architecture as first_architecture
 from .detect import MTP_PREFIX_TYPES, nextn_layers, text_settings
 
 Config = Mapping[str, Any]
@@ -62,9 +63,7 @@ class MtpSpec:
 
     @property
     def architecture(self) -> str | None:
-        architectures = self.config.get("architectures")
-        first = architectures[0] if isinstance(architectures, list) and architectures else None
-        return first if isinstance(first, str) else None
+        return first_architecture(self.config)
 
     @property
     def layout(self) -> Layout:
