@@ -108,6 +108,35 @@ def test_an_engine_without_a_class_for_the_family_fails_the_plan(run_cli, tmp_pa
     assert "TensorRT-LLM has no EAGLE-3 class for mla decoder layers" in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("checkpoint", "described"),
+    [
+        ("drafters/mtp-deepseek-v3-nextn-export", "MTP layers"),
+        ("drafters/mtp-deepseek-v3", "MTP layers"),
+        ("dflash/qwen3-8b-dflash-b16", "a DFlash drafter"),
+    ],
+)
+def test_another_familys_checkpoint_is_refused_in_one_line_not_replayed_as_eagle3(
+    run_cli, tmp_path, checkpoint, described
+):
+    result = run_cli("convert", str(FIXTURES / checkpoint), str(tmp_path / "o"), "--to", "vllm")
+
+    assert result.returncode == 2
+    line = one_line(result)
+    assert f"its config.json describes {described}" in line and "convert writes EAGLE-3 drafters only" in line
+    assert "--engine ENGINE" in line
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
+
+
+def test_a_plan_with_many_problems_ends_with_the_first_and_their_count(run_cli, tmp_path):
+    result = run_cli("convert", str(NO_LM_HEAD), str(tmp_path / "o"), "--to", "sglang", "--plan")
+
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ckptdiff: not converted: the plan fails (sglang needs lm_head.weight")
+    assert re.search(r"and \d+ more problems?, listed with the plan\)$", last)
+
+
 # --- writing and proving ---------------------------------------------------------------------------------------
 
 

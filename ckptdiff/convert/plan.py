@@ -109,6 +109,21 @@ class Plan:
         return sum(t.nbytes for t in self.tensors)
 
 
+def _refuse_other_family(source: Checkpoint) -> None:
+    """convert writes EAGLE-3 drafters: another family's checkpoint replayed by EAGLE-3's rules would fail the plan
+    for reasons that are not its own (an MTP layer's tensors "unknown", a DFlash drafter "no class")."""
+    from ..families import detect_family, family
+
+    found = detect_family(source.config)
+    if found is None or found == FAMILY:
+        return
+    raise ConvertRefused(
+        source.spec,
+        f"its config.json describes {family(found).title}; convert writes EAGLE-3 drafters only",
+        f"ckptdiff {source.spec} --engine ENGINE says whether an engine loads it as it is",
+    )
+
+
 def layer_kind(spec: DrafterSpec, names: Sequence[str]) -> str:
     if spec.attention == "mla":
         return MLA
@@ -133,6 +148,7 @@ def build_plan(
         raise ConvertRefused(source.spec, "has no config.json: there is nothing to say which drafter this is")
     if any(not info.file.endswith(".safetensors") for info in source.tensors.values()):
         raise ConvertRefused(source.spec, "is not a safetensors checkpoint: convert reads and writes safetensors")
+    _refuse_other_family(source)
     names = [_renamed(name, renames) for name in source.tensors]
     config, changes = _flattened(source.config)
     spec = DrafterSpec.of(config)
