@@ -283,31 +283,44 @@ def judge(
 # --- running -------------------------------------------------------------------------------------------------------
 
 
+def mark_and_convert(
+    root: Path, name: str, folder: Path, python: str = sys.executable, base: Path | None = None
+) -> tuple[dict[str, Path], list[Verdict]]:
+    """``folder`` marked (under ``root/marked``) and converted for every engine (with ``--base``, when given):
+    engine → converted folder, and convert's refusals."""
+    marked = root / "marked" / (name + AS_PUBLISHED)  # the worker names results by folder name
+    markers = json.dumps({str(k): v for k, v in write_marked(folder, marked).items()})
+    (marked / "markers.json").write_text(markers)
+    converted: dict[str, Path] = {}
+    refused: list[Verdict] = []
+    for engine in ENGINES:
+        out = root / "converted" / engine / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        command = [python, "-m", "ckptdiff", "convert", str(marked), str(out), "--to", engine, "--format", "json", "-q"]
+        done = subprocess.run(
+            command + (["--base", str(base)] if base is not None else []),
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "NO_COLOR": "1"},
+            timeout=600,
+        )
+        if done.returncode != 0:
+            refused.append(Verdict(name, engine, refused=(done.stderr.strip().splitlines() or ["?"])[-1]))
+            continue
+        (out / "markers.json").write_text(markers)
+        converted[engine] = out
+    return converted, refused
+
+
 def convert_all(root: Path, python: str = sys.executable) -> tuple[dict[tuple[str, str], Path], list[Verdict]]:
     """Every source marked and converted for every engine; (source, engine) → converted folder, and refusals."""
     converted: dict[tuple[str, str], Path] = {}
     refused: list[Verdict] = []
     for name, folder in sources().items():
-        marked = root / "marked" / (name + AS_PUBLISHED)  # the worker names results by folder name
-        markers = write_marked(folder, marked)
-        (marked / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
-        for engine in ENGINES:
-            out = root / "converted" / engine / name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run(
-                [python, "-m", "ckptdiff", "convert", str(marked), str(out), "--to", engine, "--format", "json", "-q"],
-                capture_output=True,
-                text=True,
-                cwd=REPO,
-                env={**os.environ, "NO_COLOR": "1"},
-                timeout=600,
-            )
-            if done.returncode != 0:
-                reason = (done.stderr.strip().splitlines() or ["?"])[-1]
-                refused.append(Verdict(name, engine, refused=reason))
-                continue
-            (out / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
-            converted[(name, engine)] = out
+        outs, refusals = mark_and_convert(root, name, folder, python)
+        converted |= {(name, engine): out for engine, out in outs.items()}
+        refused += refusals
         target = target_folder(root, name)
         if not target.exists():  # sources that fit one target share it: one engine start-up for them all
             target.mkdir(parents=True)

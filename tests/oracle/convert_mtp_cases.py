@@ -14,15 +14,12 @@ are read in each engine's own spelling: vLLM's ``model.layers.{N}.mtp_block.*``,
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from convert_cases import AS_PUBLISHED, ENGINES, REPO, Verdict, canonical, expected_sources, run_engines, write_marked
+from convert_cases import Verdict, canonical, expected_sources, mark_and_convert, run_engines
 
 #: The MTP oracle cases converted here, each with a story convert must tell right.
 SOURCES = (
@@ -53,37 +50,9 @@ def convert_all(root: Path, python: str = sys.executable) -> tuple[dict[tuple[st
     targets: dict[str, Path] = {}
     for name, (folder, target) in write_sources(root / "mtp-sources").items():
         targets[name] = target
-        marked = root / "marked" / (name + AS_PUBLISHED)
-        markers = write_marked(folder, marked)
-        (marked / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
-        for engine in ENGINES:
-            out = root / "converted" / engine / name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            command = [
-                python,
-                "-m",
-                "ckptdiff",
-                "convert",
-                str(marked),
-                str(out),
-                "--to",
-                engine,
-                "--base",
-                str(target),
-            ]
-            done = subprocess.run(
-                [*command, "--format", "json", "-q"],
-                capture_output=True,
-                text=True,
-                cwd=REPO,
-                env={**os.environ, "NO_COLOR": "1"},
-                timeout=600,
-            )
-            if done.returncode != 0:
-                refused.append(Verdict(name, engine, refused=(done.stderr.strip().splitlines() or ["?"])[-1]))
-                continue
-            (out / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
-            converted[(name, engine)] = out
+        outs, refusals = mark_and_convert(root, name, folder, python, base=target)
+        converted |= {(name, engine): out for engine, out in outs.items()}
+        refused += refusals
     return converted, targets, refused
 
 
