@@ -14,7 +14,7 @@ import msgspec
 
 from .dtypes import DTYPE_BITS, DType
 from .errors import CkptdiffError, IndexError_
-from .limits import MAX_CONFIG_COUNTS, MAX_JSON_BYTES
+from .limits import MAX_CONFIG_COUNTS, MAX_JSON_BYTES, MAX_LAYER_ID_LISTS
 from .safetensors_header import SafetensorsHeader, TensorEntry, TensorSpan, decode_unescaped, same_text, text_end
 from .strict_json import DuplicateKeyError, has_lone_surrogate, reject_duplicate_keys
 
@@ -426,6 +426,11 @@ def _check_counts(document: dict[str, Any], config_name: str) -> None:
             if limit is not None and isinstance(value, int) and not isinstance(value, bool) and value > limit:
                 raise CkptdiffError(
                     config_name, f"{key} is {value}, more than any model has (ckptdiff reads up to {limit})"
+                )
+            limit = MAX_LAYER_ID_LISTS.get(key)
+            if limit is not None and isinstance(value, list) and len(value) > limit:
+                raise CkptdiffError(
+                    config_name, f"{key} names {len(value)} layers, more than any drafter reads (up to {limit})"
                 )
             if isinstance(value, dict | list):
                 pending.append(value)

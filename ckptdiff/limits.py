@@ -16,3 +16,10 @@ MAX_CONFIG_COUNTS = {
     "num_experts": 4096,
     "num_local_experts": 4096,
 }
+#: Lists of target-layer ids a drafter's config names (EAGLE-3's aux ids, DFlash's target layers), and the most
+#: entries accepted: real drafters name 3 to 8; the capture check's work grows with each id.
+MAX_LAYER_ID_LISTS = {
+    "eagle_aux_hidden_state_layer_ids": 256,
+    "layer_ids": 256,
+    "target_layer_ids": 256,
+}

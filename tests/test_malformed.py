@@ -390,6 +390,13 @@ CASES = [
         "n_routed_experts is 1000000000",
     ),
     Case(
+        "config-20000-aux-ids",
+        with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [%s]}}' % b",".join([b"1"] * 20000)),
+        CkptdiffError,
+        "config.json",
+        "eagle_aux_hidden_state_layer_ids names 20000 layers",
+    ),
+    Case(
         "config-10**9-mtp-layers",
         with_config(b'{"model_type": "deepseek_v3", "num_nextn_predict_layers": 1000000000}'),
         CkptdiffError,
