@@ -38,8 +38,16 @@ TARGET_LAYERS = {"kimi": 61, "llama3.1": 32, "qwen3": 36}
 
 
 def sources() -> dict[str, Path]:
-    """Every published layout in fixtures/: name → folder."""
-    found = {p.name: p for p in sorted((FIXTURES / "drafters").iterdir()) if p.is_dir() and p.name != "bases"}
+    """Every published EAGLE-3 layout in fixtures/: name → folder. The loaders driven here are the EAGLE-3 drivers
+    (worker_<engine>.py): another family's layouts (MTP layers, which convert moves too) are not loaded by this job,
+    and their conversions say "not proven by an engine"."""
+    from ckptdiff.families import detect_family
+
+    found = {
+        p.name: p
+        for p in sorted((FIXTURES / "drafters").iterdir())
+        if p.is_dir() and p.name != "bases" and detect_family(json.loads((p / "config.json").read_text())) == "eagle3"
+    }
     for name in (
         "kimi-k2-eagle3-published",
         "kimi-k25-eagle3-ours",
