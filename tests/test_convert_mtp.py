@@ -52,7 +52,8 @@ def test_a_nextn_export_fails_under_vllm_as_published_and_loads_once_converted(r
     config = json.loads((out / "config.json").read_text())
     assert config["num_hidden_layers"] == 61 and config["num_nextn_predict_layers"] == 1
     provenance = json.loads((out / "convert.json").read_text())
-    assert provenance["engine_proof"].startswith("not proven by an engine")
+    assert provenance["proven_by"] == "ckptdiff and the engine's loader (oracle job)"
+    assert [t["from"]["name"] for t in provenance["tensors"]] == list(source)
     for engine in ("vllm", "sglang"):  # one layout both engines read
         check = run_cli(str(out), "--engine", engine, "--base", str(BASE))
         assert check.returncode == 0, check.stdout

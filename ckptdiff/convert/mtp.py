@@ -125,8 +125,6 @@ def build_mtp_plan(
         config=config,
         changes=changes,
         shards=shards,
-        engine_proven=False,
-        unproven_why="the oracle's convert job loads EAGLE-3 outputs only",
         allowed_events=tuple(allowed_events),
         family=FAMILY,
     )
