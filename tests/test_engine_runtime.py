@@ -93,6 +93,32 @@ def test_a_narrower_drafter_without_embedding_fails_under_v2_and_keeps_a_random_
     assert fates["model.embed_tokens.weight"] == "random"
 
 
+@pytest.mark.parametrize("runner", [(), ("--vllm-runner", "v1")])
+def test_without_aux_hidden_states_no_capture_is_set_up_nor_the_target_class_checked(
+    tmp_path: Path, runner: tuple[str, ...]
+) -> None:
+    """eagle_config.use_aux_hidden_state false: the runners (V2 model_runner.py:412, V1 gpu_model_runner.py:5170) and
+    SGLang (attention_backend_setup.py:54) set no capture up, so neither the ids nor the class matter (the oracle's
+    v1_use_aux_false_* cases observe it under the V1 runner)."""
+    config = json.loads((FIXTURES / "kimi-k2-eagle3-published" / "config.json").read_text())
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": False}
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(config))
+    source = FIXTURES / "kimi-k2-eagle3-published" / "model.safetensors"
+    (drafter / "model.safetensors").write_bytes(source.read_bytes())
+    gemma = target(tmp_path / "gemma2", "Gemma2ForCausalLM", "gemma2", layers=32)
+    entries = ckptdiff_json(str(drafter), "--engine", "vllm", "--engine", "sglang", "--base", gemma, *runner)
+    for engine, entry in entries.items():
+        found = events(entry)
+        assert "target_class_not_eagle3" not in found, engine
+        assert not {"aux_ids", "aux_ids_default", "aux_ids_convention"} & set(found), engine
+        off = found["aux_capture_off"]
+        assert off["severity"] == "info" and "use_aux_hidden_state is false" in off["message"]
+    source_v1 = events(entries["vllm"])["aux_capture_off"]["source"]
+    assert ("gpu_model_runner.py" in source_v1) == bool(runner)
+
+
 @pytest.mark.parametrize(
     ("architecture", "model_type", "refused_by"),
     [
