@@ -442,6 +442,11 @@ from mutate_mtp import MUTATIONS as MTP_MUTATIONS  # noqa: E402
 
 MUTATIONS |= MTP_MUTATIONS
 
+# vLLM's V1 model runner (judged on the vllm_v1 variant's cases, oracle_families.ORACLE_VARIANTS).
+from mutate_v1 import MUTATIONS as V1_MUTATIONS  # noqa: E402
+
+MUTATIONS |= V1_MUTATIONS
+
 
 # ---- DFlash (ckptdiff/families/dflash/engines/): its own block, judged on dflash_check.py's cases
 
