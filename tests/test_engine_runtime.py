@@ -169,3 +169,31 @@ def test_the_api_takes_the_runner_and_refuses_an_unknown_one() -> None:
     assert "runner_v1" not in {event.code for event in default.engines[0].events}
     with pytest.raises(CkptdiffError, match="vllm_runner"):
         ckptdiff.compare(PUBLISHED, engines=["vllm"], vllm_runner="v3")
+
+
+def test_a_dflash_drafter_under_the_v1_runner_is_judged_at_the_v1_runners_capture(tmp_path: Path) -> None:
+    """DFlash under --vllm-runner v1: the target captures where the V1 runner reads ids (an eagle_config section's
+    ids replace the DFlash ones, gpu_model_runner.py _get_eagle3_aux_layers_from_config), so three ids there against
+    fc's five features fail the first forward under V1 only (observed by worker_v1_vllm.py on vLLM's own
+    CPUModelRunner)."""
+    published = FIXTURES / "dflash" / "qwen3-8b-dflash-b16"
+    base = str(FIXTURES / "dflash" / "qwen3-8b-base-header-only")
+    config = json.loads((published / "config.json").read_text())
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [2, 10, 18]}
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(config))
+    for name in (p.name for p in published.glob("*.safetensors")):
+        (drafter / name).write_bytes((published / name).read_bytes())
+    v2 = ckptdiff_json(str(drafter), "--engine", "vllm", "--base", base)["vllm"]
+    v1 = ckptdiff_json(str(drafter), "--engine", "vllm", "--base", base, "--vllm-runner", "v1")["vllm"]
+    assert v2["outcome"] == "loads" and "target_layer_not_captured" not in events(v2)
+    failed = events(v1)["target_layer_not_captured"]
+    assert v1["outcome"] == "fails" and failed["params"]["captured"] == 3 and failed["params"]["features"] == 5
+    assert "gpu_model_runner.py" in failed["source"]
+    assert events(v2)["v1_runner_capture_differs"]["params"]["fails"] is True
+    as_published = [
+        ckptdiff_json(str(published), "--engine", "vllm", "--base", base, *runner)["vllm"]["outcome"]
+        for runner in ((), ("--vllm-runner", "v1"))
+    ]
+    assert as_published == ["loads", "loads"]
