@@ -444,8 +444,9 @@ MUTATIONS |= MTP_MUTATIONS
 
 # vLLM's V1 model runner (judged on the vllm_v1 variant's cases, oracle_families.ORACLE_VARIANTS).
 from mutate_v1 import MUTATIONS as V1_MUTATIONS  # noqa: E402
+from mutate_v1 import V1_DFLASH_MUTATIONS  # noqa: E402
 
-MUTATIONS |= V1_MUTATIONS
+MUTATIONS |= V1_MUTATIONS | V1_DFLASH_MUTATIONS
 
 
 # ---- DFlash (ckptdiff/families/dflash/engines/): its own block, judged on dflash_check.py's cases
@@ -596,6 +597,17 @@ def dflash_found(engines: list[str] | None) -> list[str]:
     return [f"dflash:{d.case}/{d.engine}/{d.subject}" for d in found]
 
 
+def v1_dflash_found(engines: list[str] | None) -> list[str]:
+    """DFlash's disagreements under vLLM's V1 runner (v1_dflash.py), on its cached results."""
+    if engines and "vllm" not in engines:
+        return []
+    from v1_dflash import run as v1_dflash_run
+
+    with open(os.devnull, "w") as quiet:
+        found, _, _ = v1_dflash_run(None, cached_only=True, log=quiet)
+    return [f"v1_dflash:{d.case}/{d.engine}/{d.subject}" for d in found]
+
+
 def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
     """In this process: apply mutation ``name`` (None: none), judge every case of the job (the main split) against
     the cached engine results."""
@@ -605,11 +617,13 @@ def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
 
     if name is not None and name in DFLASH_MUTATIONS:  # DFlash's rules change only DFlash's verdicts
         return {"found": sorted(set(dflash_found(engines)))}
+    if name is not None and name in V1_DFLASH_MUTATIONS:  # DFlash under vLLM's V1 runner: v1_dflash.py's cases
+        return {"found": sorted(set(v1_dflash_found(engines)))}
     with open(os.devnull, "w") as quiet:
         result = run(REPO, engines, None, log=quiet, reporter=in_process_report, cached_only=True, split="main")
     found = {f"{d.case}/{d.engine}/{d.subject}" for d in result.found}
     if name is None:
-        found |= set(dflash_found(engines))
+        found |= set(dflash_found(engines)) | set(v1_dflash_found(engines))
     return {"found": sorted(found)}
 
 

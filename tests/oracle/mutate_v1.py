@@ -90,3 +90,36 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     ),
     "vllm_v1.runner.setting_read": ("--vllm-runner v1 replays the V2 runner's rules", _default_capture_as_v2_keys),
 }
+
+
+def _dflash_v1_runner_ignored() -> None:
+    """DFlash's rules judge the V2 runner's capture whatever --vllm-runner says."""
+    module = importlib.import_module("ckptdiff.families.dflash.engines.vllm")
+    module.ENGINE = dataclasses.replace(module.ENGINE, v1_ids=None)
+
+
+def _dflash_v1_keeps_dflash_ids_beside_eagle_config() -> None:
+    """The V1 runner read as keeping the DFlash ids when an eagle_config section has none of its own."""
+    module = importlib.import_module("ckptdiff.families.dflash.engines.vllm")
+    original = module.ENGINE.v1_ids
+
+    def v1_ids(config: Any) -> Any:
+        eagle = config.get("eagle_config")
+        if isinstance(eagle, dict) and not eagle.get("eagle_aux_hidden_state_layer_ids"):
+            config = {k: v for k, v in config.items() if k != "eagle_config"}
+        return original(config)
+
+    module.ENGINE = dataclasses.replace(module.ENGINE, v1_ids=v1_ids)
+
+
+#: DFlash under the V1 runner (judged on v1_dflash.py's cases by mutate.py).
+V1_DFLASH_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "dflash.vllm_v1.capture.runner_read": (
+        "DFlash under --vllm-runner v1 is judged at the V2 runner's capture",
+        _dflash_v1_runner_ignored,
+    ),
+    "dflash.vllm_v1.capture.empty_eagle_config": (
+        "the V1 runner keeps the DFlash ids when an eagle_config section has no ids of its own",
+        _dflash_v1_keeps_dflash_ids_beside_eagle_config,
+    ),
+}
