@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from pathlib import Path
@@ -572,12 +573,17 @@ def test_attention_biases_are_loaded_by_vllm_and_dropped_by_sglang(tmp_path):
     ]
 
 
-def test_an_event_about_a_tensor_names_it_in_its_message_and_reports_print_it_once():
+def test_an_event_about_a_tensor_names_it_in_its_message_and_reports_print_it_once(tmp_path):
     """Every event with a tensor names it first; the formats print the message as the simulator wrote it."""
     from ckptdiff.formats import render
 
     drafters = FIXTURES / "drafters"
-    report = check(str(drafters / "fp8-qwen3-8b"), base_spec=str(drafters / "bases" / "qwen3-8b"))
+    unquantized = tmp_path / "fp8-without-config"  # FP8 tensors, no quantization_config: SGLang skips the scales
+    shutil.copytree(drafters / "fp8-qwen3-8b", unquantized)
+    config = json.loads((unquantized / "config.json").read_text())
+    del config["quantization_config"]
+    (unquantized / "config.json").write_text(json.dumps(config))
+    report = check(str(unquantized), base_spec=str(drafters / "bases" / "qwen3-8b"))
     events = [e for r in report.engines for e in r.events if e.tensor is not None]
     skipped = [e for e in events if e.code == "skipped_unknown_name"]
 

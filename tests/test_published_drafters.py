@@ -47,12 +47,12 @@ PINNED: dict[str, tuple[str, str, str, str]] = {
     "kimi-k2.5-eagle3-mla": ("kimi-k25", "loads", "loads", "fails"),
     "kimi-k2.6-eagle3.1-mla": ("kimi-k25", "loads", "loads", "fails"),
     "multi-layer-3-qwen3-8b": ("qwen3-8b", "loads", "loads", "fails"),
-    # SGLang builds the drafter with --speculative-draft-model-quantization, not its quantization_config:
-    # without the flag the scales are skipped (FP8 cast, degraded) and packed NVFP4 weights do not fit (fails)
+    # SGLang builds the drafter from its quantization_config (the target's --quantization is the default, and a
+    # draft checkpoint naming another method takes its own), its fc a plain nn.Linear: both load.
     # ignored_layers ["lm_head", "fc"]: vLLM's fp8 method matches full names (model.fc), so fc is quantized and its
     # weight_scale never written (the oracle's gen_ignored_layers_suffixes shows it)
-    "fp8-qwen3-8b": ("qwen3-8b", "degraded", "degraded", "loads"),
-    "modelopt-nvfp4-llama3.1-8b": ("llama3.1-8b", "fails", "loads", "loads"),
+    "fp8-qwen3-8b": ("qwen3-8b", "loads", "degraded", "loads"),
+    "modelopt-nvfp4-llama3.1-8b": ("llama3.1-8b", "loads", "loads", "loads"),
 }
 
 
@@ -315,3 +315,18 @@ def test_sglang_builds_fc_even_without_aux_hidden_states(tmp_path):
 
 def codes_of(result: Any) -> set[str]:
     return {event.code for event in result.events}
+
+
+@pytest.mark.parametrize(("fmt", "bits", "refused"), [("int-quantized", 8, True), ("pack-quantized", 4, False)])
+def test_sglang_has_no_scheme_for_int_weights_unless_pack_quantized(tmp_path, fmt, bits, refused):
+    """compressed-tensors int weights per channel, no activations: SGLang's WNA16 path, pack-quantized only."""
+    config = json.loads((ROOT / "fp8-qwen3-8b/config.json").read_text())
+    group = {"targets": ["Linear"], "weights": {"num_bits": bits, "type": "int", "strategy": "channel"}}
+    config["quantization_config"] = {"quant_method": "compressed-tensors", "format": fmt, "config_groups": {"g": group}}
+    tensors = [(n, d, s) for n, (d, s) in _header(ROOT / "fp8-qwen3-8b").items()]
+    results = outcomes(drafter(tmp_path / "d", config, tensors), BASES / "qwen3-8b", ("sglang",))
+
+    codes = {e.code for e in results["sglang"].events}
+    assert ("quantization_scheme_unsupported" in codes) is refused
+    if refused:
+        assert results["sglang"].outcome == "fails"

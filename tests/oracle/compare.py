@@ -114,6 +114,7 @@ FAILURE_OF: dict[str, tuple[str, str | None]] = {
             "config_invalid",
             "speculators_layer_config_incomplete",
             "quantization_config_invalid",
+            "quantization_scheme_unsupported",
         )
     },
     **{code: ("load", None) for code in ("unknown_name", "shape_mismatch", "d2t_dtype", "missing_weight")},
@@ -141,6 +142,9 @@ ENVIRONMENT = (
     # vLLM's CPU build has no fused-MoE kernel for some sizes (the rebuilt layouts' scaled-down experts)
     (re.compile(r"No (\w+) MoE backend supports the deployment configuration"), "a CPU {0} MoE kernel for these sizes"),
     (re.compile(r"undefined symbol: (\w+)"), "native symbol {0}"),
+    # SGLang's FP8 linear quantizes activations with sgl_kernel's CUDA op, which its CPU build does not define
+    (re.compile(r"name '(sgl_\w+)' is not defined"), "sgl_kernel's {0}"),
+    (re.compile(r"Cannot re-initialize CUDA in forked subprocess"), "CUDA (a CUDA-only path)"),
     (re.compile(r"oracle: the rotary kernel is a stand-in"), "the rotary kernel (vllm._custom_ops stand-in)"),
 )
 

@@ -144,6 +144,14 @@ def _ignore_list_not_read() -> None:
     drafter._quantization = without_ignore
 
 
+def _sglang_builds_unquantized() -> None:
+    change_loader("sglang", "LlamaForCausalLMEagle3", lambda lo: dataclasses.replace(lo, quantization=lambda d: False))
+
+
+def _sglang_any_int_scheme() -> None:
+    engine_module("sglang")._wna16_unsupported = lambda config: False
+
+
 def _sglang_head_from_target_when_one_vocab() -> None:
     def change(param: Any) -> Any:
         if param.name != "lm_head.weight":
@@ -265,6 +273,14 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "spec.quantization.ignored_layers": (
         "the quantization ignore list (ignored_layers, exclude_modules, ignore) is not read (issue #26)",
         _ignore_list_not_read,
+    ),
+    "sglang.quantization.unquantized_build": (
+        "SGLang builds the drafter unquantized, whatever its quantization_config",
+        _sglang_builds_unquantized,
+    ),
+    "sglang.quantization.wna16_any_format": (
+        "SGLang builds compressed-tensors int weight-only groups in any format",
+        _sglang_any_int_scheme,
     ),
     "sglang.lm_head.from_target_when_one_vocab": (
         "SGLang takes the head from the target when the draft vocabulary equals the vocabulary (issue #26)",

@@ -181,10 +181,10 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "config.draft_vocab_size, AttributeError: 'LlamaConfig' object has no attribute 'draft_vocab_size' "
         "(set it, to null for the target's head)"
     ),
-    "eagle3.sglang.quantization_ignored": (
-        "quantization_config ({method}) is not what SGLang builds the drafter with: it uses "
-        "--speculative-draft-model-quantization (default: the target's --quantization), so without that flag "
-        "the layers are unquantized, the scales are skipped and the quantized values cast"
+    "eagle3.sglang.quantization_scheme_unsupported": (
+        "quantization_config (compressed-tensors) quantizes weights to int per channel or group without "
+        "activations, and not in the pack-quantized format at 4 or 8 bits: SGLang has no scheme for it, "
+        'ImportError "Other method (CompressedTensorsW4A16Sparse24) is not supported now" when the layer is built'
     ),
     "eagle3.sglang.dropped.mla": ("{name} is not used by SGLang (skipped)"),
     "eagle3.sglang.unfused_weight.q_a_missing": ("{name}: cached for fusing with q_a_proj, which is missing"),

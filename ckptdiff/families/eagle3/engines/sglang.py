@@ -3,6 +3,9 @@ drafter in sglang_mla.py, what they share in sglang_common.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ...rules import (
     AuxIds,
     Case,
@@ -117,6 +120,19 @@ LLAMA_LOADER = Loader(
     shape_error=SHAPE,
     checks=(
         Case(
+            lambda d: _wna16_unsupported(d.config),
+            Event(
+                "error",
+                "quantization_scheme_unsupported",
+                "eagle3.sglang.quantization_scheme_unsupported",
+                Source(
+                    REPO,
+                    VERSION,
+                    "python/sglang/srt/layers/quantization/compressed_tensors/compressed_tensors.py:733-751",
+                ),
+            ),
+        ),
+        Case(
             lambda d: "draft_vocab_size" not in d.config,
             Event(
                 "error",
@@ -127,21 +143,38 @@ LLAMA_LOADER = Loader(
         ),
     ),
     fc_aux_keys=NESTED_IDS,
-    # The draft's quant config is --speculative-draft-model-quantization (default: the target's --quantization),
-    # not the drafter's quantization_config.
-    quantization=lambda d: False,
-    quantization_refused=(
-        Case(
-            _stores_quantized,
-            Event(
-                "warning",
-                "quantization_ignored",
-                "eagle3.sglang.quantization_ignored",
-                Source(REPO, VERSION, "python/sglang/srt/arg_groups/serving_hook.py", inferred=True),
-            ),
-        ),
-    ),
+    # The draft is built with its own quantization_config: --speculative-draft-model-quantization defaults to the
+    # target's --quantization, and a draft whose checkpoint names another method takes the checkpoint's
+    # (configs/model_config.py _verify_quantization; observed with the loader's quant config, loader.py:837-843).
+    quantization=lambda d: True,
 )
+
+#: Weight bit widths SGLang's compressed-tensors WNA16 scheme takes (compressed_tensors_wNa16.py:60).
+WNA16_BITS = (4, 8)
+
+
+def _wna16_unsupported(config: Mapping[str, Any]) -> bool:
+    """A compressed-tensors group of static int weights per channel or group with no input activations is the
+    WNA16 path, which SGLang builds only from the pack-quantized format at 4 or 8 bits; any other raises
+    ImportError "Other method (CompressedTensorsW4A16Sparse24) is not supported now" when the layer is built."""
+    quant = config.get("quantization_config")
+    if not isinstance(quant, Mapping) or quant.get("quant_method") not in ("compressed-tensors", "compressed_tensors"):
+        return False
+    groups = quant.get("config_groups")
+    for group in groups.values() if isinstance(groups, Mapping) else ():
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        if not isinstance(weights, Mapping) or group.get("input_activations"):
+            continue
+        wna16 = (
+            weights.get("type") == "int"
+            and weights.get("strategy") in ("channel", "group")
+            and not weights.get("dynamic", False)
+        )
+        packed = group.get("format", quant.get("format")) == "pack-quantized" and weights.get("num_bits") in WNA16_BITS
+        if wna16 and not packed:
+            return True
+    return False
+
 
 MODELS = "python/sglang/srt/models/"
 
