@@ -24,15 +24,16 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+REPO = HERE.parent.parent
+for path in (str(HERE), str(REPO)):  # REPO: fixtures/ (the published layouts some families' cases rebuild)
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 from cases import Case  # noqa: E402
 from compare import FAILURE_OF, Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
 from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
 from oracle_families import ORACLE_FAMILIES, all_cases, failure_codes, family_of, oracle_family  # noqa: E402
 
-REPO = HERE.parent.parent
 DEFAULT_OUT = Path("/tmp/oracle-disagreements.txt")
 
 
@@ -183,16 +184,15 @@ def run(
                 continue
             entry = entries.get(pin.engine)
             seen = observed[pin.engine][case.name]
-            inert = family.inert(case, seen) if family.inert is not None else None
-            unread = pin.engine if family.unread else None
-            theirs = engine_view(seen, case, family.names(case), inert, unread)
-            result.captures[(case.name, pin.engine)] = (
-                capture_observed(observed[pin.engine][case.name]),
-                capture_believed(entry),
-            )
+            result.captures[(case.name, pin.engine)] = (capture_observed(seen), capture_believed(entry))
             if entry is None:
-                found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", theirs.outcome)]
+                found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", "(an engine result)")]
+            elif family.judge is not None:
+                found = family.judge(case, pin.engine, seen, entry)
             else:
+                inert = family.inert(case, seen) if family.inert is not None else None
+                unread = pin.engine if family.unread else None
+                theirs = engine_view(seen, case, family.names(case), inert, unread)
                 found = disagreements(case.name, pin.engine, ckptdiff_view(entry, codes), theirs)
             result.found += found
             if not found:
