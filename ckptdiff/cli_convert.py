@@ -131,7 +131,7 @@ def convert_command(
     if plan_only or not plan.ok:
         _echo(render(plan), nl=False, style=style)
         if not plan.ok:
-            _echo(f"ckptdiff: not converted: the plan fails ({'; '.join(plan.problems)})", err=True)
+            _echo(f"ckptdiff: not converted: {_plan_failure(plan.problems)}", err=True)
         sys.exit(outcome.exit_code)
     if fmt == "json":
         _echo(json.dumps(outcome.document, indent=2), style="json")
@@ -157,6 +157,14 @@ def convert_command(
     for warning in proof.warnings:
         _echo(f"  warning: {warning}", err=fmt == "json")
     sys.exit(outcome.exit_code)
+
+
+def _plan_failure(problems: list[str]) -> str:
+    """The last line of a failed plan: its problem, or the first of many (the plan above lists them all)."""
+    if len(problems) == 1:
+        return f"the plan fails ({problems[0]})"
+    more = len(problems) - 1
+    return f"the plan fails ({problems[0]}; and {more} more problem{'s' if more > 1 else ''}, listed with the plan)"
 
 
 def _echo(text: str, *, err: bool = False, nl: bool = True, style: str = "text") -> None:

@@ -108,6 +108,38 @@ def test_an_engine_without_a_class_for_the_family_fails_the_plan(run_cli, tmp_pa
     assert "TensorRT-LLM has no EAGLE-3 class for mla decoder layers" in result.stdout
 
 
+def medusa_heads(folder: Path) -> Path:
+    """A Medusa drafter's layout (medusa_num_heads, medusa_head.{i}.*), the family no pinned engine loads."""
+    write_config(folder, {"architectures": ["MedusaModel"], "medusa_num_heads": 2, "medusa_num_layers": 1})
+    specs = [(f"{i}.0.linear.weight", "BF16", (16, 16)) for i in range(2)]
+    write_safetensors(folder / "model.safetensors", specs, fill="zeros")
+    return folder
+
+
+@pytest.mark.parametrize("checkpoint", ["dflash", "medusa"])
+def test_another_familys_checkpoint_is_refused_in_one_line_not_replayed_as_eagle3(run_cli, tmp_path, checkpoint):
+    source = FIXTURES / "dflash" / "qwen3-8b-dflash-b16" if checkpoint == "dflash" else medusa_heads(tmp_path / "m")
+
+    result = run_cli("convert", str(source), str(tmp_path / "o"), "--to", "vllm")
+
+    assert result.returncode == 2
+    line = one_line(result)
+    described = {"dflash": "a DFlash drafter", "medusa": "a Medusa drafter"}[checkpoint]
+    assert f"its config.json describes {described}" in line
+    assert "convert writes EAGLE-3 drafters and DeepSeek-V3/GLM-layout MTP layers" in line
+    assert "--engine ENGINE" in line
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
+
+
+def test_a_plan_with_many_problems_ends_with_the_first_and_their_count(run_cli, tmp_path):
+    result = run_cli("convert", str(NO_LM_HEAD), str(tmp_path / "o"), "--to", "sglang", "--plan")
+
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("ckptdiff: not converted: the plan fails (sglang needs lm_head.weight")
+    assert re.search(r"and \d+ more problems?, listed with the plan\)$", last)
+
+
 # --- writing and proving ---------------------------------------------------------------------------------------
 
 

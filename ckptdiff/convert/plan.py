@@ -98,7 +98,11 @@ class Plan:
     #: The engine's loader replayed on the planned output (None: the plan failed before it could be).
     check: EngineResult | None = None
     engine_proven: bool = True
+    #: Why no engine has loaded this kind of output here, when none has.
+    unproven_why: str = "no pinned loader here"
     tokenizer: Any = None  # a TokenizerCheck, when one ran
+    #: The drafter family whose rules replay the engine on the output.
+    family: str = FAMILY
 
     @property
     def ok(self) -> bool:
@@ -133,7 +137,7 @@ def build_plan(
         raise ConvertRefused(source.spec, "has no config.json: there is nothing to say which drafter this is")
     if any(not info.file.endswith(".safetensors") for info in source.tensors.values()):
         raise ConvertRefused(source.spec, "is not a safetensors checkpoint: convert reads and writes safetensors")
-    names = [_renamed(name, renames) for name in source.tensors]
+    names = [renamed(name, renames) for name in source.tensors]
     config, changes = _flattened(source.config)
     spec = DrafterSpec.of(config)
     kind = layer_kind(spec, names)
@@ -195,7 +199,7 @@ def build_plan(
 
     tensors = list(planned.values())
     shards = lay_out(tensors, max_shard_size)
-    tensors = [t if t.file == shards.file_of[t.name] else _moved(t, shards.file_of[t.name]) for t in tensors]
+    tensors = [t if t.file == shards.file_of[t.name] else moved_to_file(t, shards.file_of[t.name]) for t in tensors]
     plan = Plan(
         engine=layout.engine,
         label=layout.label,
@@ -214,15 +218,15 @@ def build_plan(
     )
     if not problems:
         plan.check = replay_engine(plan)
-        _judge(plan, allowed_events)
+        judge(plan, allowed_events)
     return plan
 
 
-def _moved(tensor: PlannedTensor, file: str) -> PlannedTensor:
+def moved_to_file(tensor: PlannedTensor, file: str) -> PlannedTensor:
     return PlannedTensor(tensor.name, tensor.dtype, tensor.shape, file, tensor.origin, tensor.transforms)
 
 
-def _renamed(name: str, renames: Sequence[RenameRule]) -> str:
+def renamed(name: str, renames: Sequence[RenameRule]) -> str:
     for rule in renames:
         name = rule.apply(name)
     if not name:
@@ -249,7 +253,7 @@ def _flattened(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[ConfigCh
     return out, changes
 
 
-def _set(config: dict[str, Any], changes: list[ConfigChange], key: str, value: Any, why: str) -> None:
+def set_key(config: dict[str, Any], changes: list[ConfigChange], key: str, value: Any, why: str) -> None:
     holder = config
     *parents, last = key.split(".")
     for part in parents:
@@ -305,19 +309,19 @@ def _patch_config(
     warnings: list[str],
 ) -> None:
     if kind in layout.architectures:
-        _set(config, changes, "architectures", [layout.architectures[kind]], f"{layout.label}'s EAGLE-3 class")
-        _set(config, changes, "model_type", layout.model_types[kind], f"what {layout.label}'s class is built from")
+        set_key(config, changes, "architectures", [layout.architectures[kind]], f"{layout.label}'s EAGLE-3 class")
+        set_key(config, changes, "model_type", layout.model_types[kind], f"what {layout.label}'s class is built from")
     d2t = planned.get("d2t")
     head = planned.get("lm_head.weight")
     draft_vocab = d2t.shape[0] if d2t is not None and d2t.shape else head.shape[0] if head is not None else None
     if draft_vocab is not None:
-        _set(config, changes, "draft_vocab_size", draft_vocab, "the draft vocabulary: d2t's length (lm_head's rows)")
+        set_key(config, changes, "draft_vocab_size", draft_vocab, "the draft vocabulary: d2t's length (lm_head's rows)")
     outputs, conflicts = trained_outputs(config)
     problems.extend(conflicts)
     if outputs is not None and layout.aux is not None:
         ids = [o - layout.aux.offset for o in outputs]
         why = f"the trained target-layer outputs {list(outputs)}, where and as {layout.label} reads them"
-        _set(config, changes, layout.aux.key, ids, why)
+        set_key(config, changes, layout.aux.key, ids, why)
         for key in layout.foreign_aux_keys:
             if key != layout.aux.key:
                 _remove(config, changes, key, f"another engine's convention; {layout.label} would misread it")
@@ -330,9 +334,9 @@ def _patch_config(
         text = text_config(base.config, resolved.layout if resolved else None)
         hidden, positions = text.get("hidden_size"), text.get("max_position_embeddings")
         if isinstance(hidden, int):
-            _set(config, changes, "target_hidden_size", hidden, f"{base.spec}'s hidden size")
+            set_key(config, changes, "target_hidden_size", hidden, f"{base.spec}'s hidden size")
         if isinstance(positions, int):
-            _set(config, changes, "max_position_embeddings", positions, f"{base.spec}'s context length")
+            set_key(config, changes, "max_position_embeddings", positions, f"{base.spec}'s context length")
 
 
 def _base_embedding(source: Checkpoint, base: Checkpoint, resolved: Resolved, spec: DrafterSpec) -> TensorInfo | None:
@@ -371,7 +375,7 @@ def replay_engine(plan: Plan, checkpoint: Checkpoint | None = None) -> EngineRes
     from ..families import simulate
 
     base_config = plan.base.config if plan.base is not None else None
-    return simulate(FAMILY, plan.engine, checkpoint or virtual_checkpoint(plan), "A", base_config)
+    return simulate(plan.family, plan.engine, checkpoint or virtual_checkpoint(plan), "A", base_config)
 
 
 def engine_problems(result: EngineResult, written: Sequence[str], allowed: Sequence[str] = ()) -> list[str]:
@@ -400,7 +404,7 @@ def engine_problems(result: EngineResult, written: Sequence[str], allowed: Seque
     return problems
 
 
-def _judge(plan: Plan, allowed: Sequence[str]) -> None:
+def judge(plan: Plan, allowed: Sequence[str]) -> None:
     from ..formats.messages import event_message
 
     assert plan.check is not None

@@ -33,6 +33,7 @@ def plan_document(plan: Plan) -> dict[str, Any]:
         "engine": plan.engine,
         "proven_by": "ckptdiff and the engine's loader (oracle job)" if plan.engine_proven else "ckptdiff only",
         "engine_proof": None if plan.engine_proven else "not proven by an engine",
+        "engine_proof_reason": None if plan.engine_proven else plan.unproven_why,
         "source": {"spec": plan.source.spec, "revision": plan.source.revision},
         "base": {"spec": plan.base.spec, "revision": plan.base.revision} if plan.base is not None else None,
         "embed": plan.embed,
@@ -82,6 +83,25 @@ def _rows(plan: Plan) -> list[list[str]]:
     return rows
 
 
+#: Tensors left for one reason that are listed by name; more are counted (a full model's main layers: ~90,000).
+LEFT_LISTED = 8
+
+
+def _left_lines(plan: Plan, code: str = "") -> list[str]:
+    """The tensors not written, a line each, or per reason when many share one (convert.json lists them all)."""
+    by_why: dict[str, list[str]] = {}
+    for left in plan.left:
+        by_why.setdefault(left.why, []).append(left.name)
+    lines = []
+    for why, names in by_why.items():
+        if len(names) <= LEFT_LISTED:
+            lines += [f"{code}{name}{code}: {why}" for name in names]
+        else:
+            shown = ", ".join(f"{code}{name}{code}" for name in names[:3])
+            lines.append(f"{len(names)} tensors ({shown}, …): {why}")
+    return lines
+
+
 HEADERS = ["tensor", "from", "transform", "dtype", "shape", "file"]
 
 
@@ -100,7 +120,7 @@ def render_table(plan: Plan) -> str:
         lines.append(f"base: {plan.base.spec} (embedding: {plan.embed})")
     lines += ["", tabulate(_rows(plan), HEADERS, disable_numparse=True)]
     if plan.left:
-        lines += ["", "not written:"] + [f"  {left.name}: {left.why}" for left in plan.left]
+        lines += ["", "not written:"] + [f"  {line}" for line in _left_lines(plan)]
     if plan.changes:
         rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
         lines += ["", "config.json:", tabulate(rows, ["key", "SRC", "written", "why"], disable_numparse=True)]
@@ -124,7 +144,7 @@ def _checks(plan: Plan, indent: str) -> list[str]:
     if plan.check is not None:
         lines += ["", f"engine check on the plan ({plan.label}'s loader replayed): {plan.check.outcome}"]
     if not plan.engine_proven:
-        lines.append(f"{indent}{plan.label}: not proven by an engine (no pinned loader here); ckptdiff's check only")
+        lines.append(f"{indent}{plan.label}: not proven by an engine ({plan.unproven_why}); ckptdiff's check only")
     lines += [f"{indent}warning: {w}" for w in plan.warnings]
     if plan.problems:
         lines += ["", "the plan fails:"] + [f"{indent}{p}" for p in plan.problems]
@@ -144,7 +164,7 @@ def render_markdown(plan: Plan) -> str:
         for r in _rows(plan)
     ]
     if plan.left:
-        lines += ["", "Not written:", ""] + [f"- `{left.name}`: {left.why}" for left in plan.left]
+        lines += ["", "Not written:", ""] + [f"- {line}" for line in _left_lines(plan, code="`")]
     if plan.changes:
         lines += ["", "| config.json key | SRC | written | why |", "|---|---|---|---|"]
         lines += [

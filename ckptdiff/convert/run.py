@@ -24,7 +24,7 @@ from ..sources.base import Source
 from ..version import __version__
 from .plan import ConvertRefused, Embed, Plan, build_plan
 from .prove import Proof, prove
-from .targets import TARGETS
+from .targets import TARGETS, TargetLayout
 from .write import sync_folder, write_durably, write_plan
 
 PARTIAL_SUFFIX = ".partial"
@@ -90,16 +90,7 @@ def convert(
     source = read_source(src_source)
     base_source, base = _read_base(request, options, source)
     tokenizer = _tokenizers(request, source, options)
-    plan = build_plan(
-        source,
-        layout,
-        base=base,
-        embed=request.embed,
-        renames=request.renames,
-        max_shard_size=request.max_shard_size,
-        allow_tokenizer_change=request.allow_tokenizer_change,
-        allowed_events=request.allowed_events,
-    )
+    plan = _plan(request, source, layout, base)
     plan.tokenizer = tokenizer
     outcome = Outcome(plan)
     if request.plan_only or not plan.ok:
@@ -130,6 +121,49 @@ def convert(
     _put_in_place(partial, out)
     outcome.written_to = out
     return outcome
+
+
+#: The families convert writes, and the words of its refusal for the others.
+CONVERTED = ("eagle3", "mtp")
+CONVERTED_WORDS = "EAGLE-3 drafters and DeepSeek-V3/GLM-layout MTP layers"
+
+
+def _plan(request: ConvertRequest, source: Checkpoint, layout: TargetLayout, base: Checkpoint | None) -> Plan:
+    """The plan of SRC's family: EAGLE-3's, or the MTP layers moved; another family's checkpoint is refused rather
+    than replayed by EAGLE-3's rules (which would fail it for reasons not its own)."""
+    from ..families import detect_family, family
+
+    found = detect_family(source.config) if source.config is not None else None
+    if found is not None and found not in CONVERTED:
+        raise ConvertRefused(
+            source.spec,
+            f"its config.json describes {family(found).title}; convert writes {CONVERTED_WORDS}",
+            f"ckptdiff {source.spec} --engine ENGINE says whether an engine loads it as it is",
+        )
+    if found == "mtp":
+        for flag, given in (("--embed", request.embed), ("--from-base", request.from_base)):
+            if given is not None:
+                raise ConvertRefused(flag, "applies to EAGLE-3 drafters; MTP layers keep their own tensors")
+        from .mtp import build_mtp_plan
+
+        return build_mtp_plan(
+            source,
+            layout,
+            base=base,
+            renames=request.renames,
+            max_shard_size=request.max_shard_size,
+            allowed_events=request.allowed_events,
+        )
+    return build_plan(
+        source,
+        layout,
+        base=base,
+        embed=request.embed,
+        renames=request.renames,
+        max_shard_size=request.max_shard_size,
+        allow_tokenizer_change=request.allow_tokenizer_change,
+        allowed_events=request.allowed_events,
+    )
 
 
 def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> None:

@@ -49,6 +49,8 @@ class Family:
     pinned version registers no loader for it (the verdict says so, citing the engine's registry)."""
 
     name: str
+    #: What a checkpoint of the family holds, in words ("a DFlash drafter").
+    title: str
     #: Engines whose loaders the family's rules replay (``--engine``), in the order ``all`` runs them.
     engines: tuple[str, ...] = ()
     no_loader: tuple[str, ...] = ()
@@ -58,10 +60,10 @@ class Family:
 FAMILIES: tuple[Family, ...] = (
     # DFlash first: its architecture or dflash_config decides, even beside an eagle_config section (vLLM and SGLang
     # serve such a drafter as DFlash under method dflash)
-    Family("dflash", engines=("sglang", "vllm")),
-    Family("eagle3", engines=("sglang", "vllm", "trtllm")),
-    Family("mtp", engines=("sglang", "vllm")),
-    Family("medusa", no_loader=("sglang", "vllm")),
+    Family("dflash", "a DFlash drafter", engines=("sglang", "vllm")),
+    Family("eagle3", "an EAGLE-3 drafter", engines=("sglang", "vllm", "trtllm")),
+    Family("mtp", "MTP layers (in a model or a standalone export)", engines=("sglang", "vllm")),
+    Family("medusa", "a Medusa drafter", no_loader=("sglang", "vllm")),
 )
 
 

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +39,16 @@ TARGET_LAYERS = {"kimi": 61, "llama3.1": 32, "qwen3": 36}
 
 
 def sources() -> dict[str, Path]:
-    """Every published layout in fixtures/: name → folder."""
-    found = {p.name: p for p in sorted((FIXTURES / "drafters").iterdir()) if p.is_dir() and p.name != "bases"}
+    """Every published EAGLE-3 layout in fixtures/: name → folder. The loaders driven here are the EAGLE-3 drivers
+    (worker_<engine>.py): another family's layouts (MTP layers, which convert moves too) are not loaded by this job,
+    and their conversions say "not proven by an engine"."""
+    from ckptdiff.families import detect_family
+
+    found = {
+        p.name: p
+        for p in sorted((FIXTURES / "drafters").iterdir())
+        if p.is_dir() and p.name != "bases" and detect_family(json.loads((p / "config.json").read_text())) == "eagle3"
+    }
     for name in (
         "kimi-k2-eagle3-published",
         "kimi-k25-eagle3-ours",
@@ -213,7 +222,13 @@ AS_PUBLISHED = "--as-published"
 
 
 def judge(
-    source: str, engine: str, observed: dict[str, Any], provenance: dict[str, Any], baseline: dict[str, Any] | None
+    source: str,
+    engine: str,
+    observed: dict[str, Any],
+    provenance: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    expected_of: Callable[[str, dict[str, Any]], set[str]] = expected_sources,
+    unused_ok: Callable[[str, dict[str, Any]], bool] = lambda name, observed: False,
 ) -> Verdict:
     """The converted output's load against convert.json: every parameter written (or taken from the target, or
     left unwritten exactly as the source as published leaves it under this engine), each holding the markers of
@@ -234,7 +249,7 @@ def judge(
         if parameter == "hot_token_id" or ENGINE_DEFAULTS.search(parameter):
             continue  # SGLang's d2t attribute is checked through "consumed"; KV-cache scales are the engine's
         verdict.parameters += 1
-        expected = expected_sources(parameter, provenance)
+        expected = expected_of(parameter, provenance)
         if parameter in from_target and not expected:
             continue  # the engine takes it from the target, as convert left it to (the embedding dropped)
         if state in ("unwritten", "partial") and not expected and published.get(parameter) == state:
@@ -256,12 +271,46 @@ def judge(
             verdict.problems.append(f"hot_token_id made from {made}, convert.json says {sorted(d2t)}")
     written = {t["from"]["name"] for t in provenance["tensors"] if t["dtype"] != "BOOL"}
     reached = {n for names in holds.values() for n in names} | set(observed.get("consumed", []))
-    if written - reached:
-        verdict.problems.append(f"written but in no parameter: {sorted(written - reached)}")
+    unused = written - reached
+    for name in sorted(n for n in unused if unused_ok(n, observed)):
+        verdict.notes.append(f"{name} written and not loaded: the engine takes its role from the target")
+    unused = {n for n in unused if not unused_ok(n, observed)}
+    if unused:
+        verdict.problems.append(f"written but in no parameter: {sorted(unused)}")
     return verdict
 
 
 # --- running -------------------------------------------------------------------------------------------------------
+
+
+def mark_and_convert(
+    root: Path, name: str, folder: Path, python: str = sys.executable, base: Path | None = None
+) -> tuple[dict[str, Path], list[Verdict]]:
+    """``folder`` marked (under ``root/marked``) and converted for every engine (with ``--base``, when given):
+    engine → converted folder, and convert's refusals."""
+    marked = root / "marked" / (name + AS_PUBLISHED)  # the worker names results by folder name
+    markers = json.dumps({str(k): v for k, v in write_marked(folder, marked).items()})
+    (marked / "markers.json").write_text(markers)
+    converted: dict[str, Path] = {}
+    refused: list[Verdict] = []
+    for engine in ENGINES:
+        out = root / "converted" / engine / name
+        out.parent.mkdir(parents=True, exist_ok=True)
+        command = [python, "-m", "ckptdiff", "convert", str(marked), str(out), "--to", engine, "--format", "json", "-q"]
+        done = subprocess.run(
+            command + (["--base", str(base)] if base is not None else []),
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env={**os.environ, "NO_COLOR": "1"},
+            timeout=600,
+        )
+        if done.returncode != 0:
+            refused.append(Verdict(name, engine, refused=(done.stderr.strip().splitlines() or ["?"])[-1]))
+            continue
+        (out / "markers.json").write_text(markers)
+        converted[engine] = out
+    return converted, refused
 
 
 def convert_all(root: Path, python: str = sys.executable) -> tuple[dict[tuple[str, str], Path], list[Verdict]]:
@@ -269,26 +318,9 @@ def convert_all(root: Path, python: str = sys.executable) -> tuple[dict[tuple[st
     converted: dict[tuple[str, str], Path] = {}
     refused: list[Verdict] = []
     for name, folder in sources().items():
-        marked = root / "marked" / (name + AS_PUBLISHED)  # the worker names results by folder name
-        markers = write_marked(folder, marked)
-        (marked / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
-        for engine in ENGINES:
-            out = root / "converted" / engine / name
-            out.parent.mkdir(parents=True, exist_ok=True)
-            done = subprocess.run(
-                [python, "-m", "ckptdiff", "convert", str(marked), str(out), "--to", engine, "--format", "json", "-q"],
-                capture_output=True,
-                text=True,
-                cwd=REPO,
-                env={**os.environ, "NO_COLOR": "1"},
-                timeout=600,
-            )
-            if done.returncode != 0:
-                reason = (done.stderr.strip().splitlines() or ["?"])[-1]
-                refused.append(Verdict(name, engine, refused=reason))
-                continue
-            (out / "markers.json").write_text(json.dumps({str(k): v for k, v in markers.items()}))
-            converted[(name, engine)] = out
+        outs, refusals = mark_and_convert(root, name, folder, python)
+        converted |= {(name, engine): out for engine, out in outs.items()}
+        refused += refusals
         target = target_folder(root, name)
         if not target.exists():  # sources that fit one target share it: one engine start-up for them all
             target.mkdir(parents=True)
@@ -310,17 +342,30 @@ def _digest(folder: Path) -> str:
     return sha.hexdigest()
 
 
-def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verdict]:
-    """Each converted output through its engine's loader (results cached by engine, worker and content)."""
+def run_engines(
+    converted: dict[tuple[str, str], Path],
+    root: Path,
+    *,
+    driver: str = "",
+    targets: Mapping[str, Path] | None = None,
+    expected_of: Callable[[str, dict[str, Any]], set[str]] = expected_sources,
+    unused_ok: Callable[[str, dict[str, Any]], bool] = lambda name, observed: False,
+) -> list[Verdict]:
+    """Each converted output through its engine's loader (results cached by engine, worker and content).
+    ``driver``: the worker driver's prefix (``worker_<driver><engine>.py``; "" is EAGLE-3's); ``targets``: each
+    source's target folder (default: the Llama target its config fits)."""
     from engines import PAIR, oracle_home, pins
 
     verdicts: list[Verdict] = []
     for pin in pins():
         if pin.engine not in ENGINES or not pin.installed:
             continue
-        cache = oracle_home() / "results" / f"convert-{pin.engine}-{pin.version}"
+        cache = oracle_home() / "results" / f"convert-{driver}{pin.engine}-{pin.version}"
         cache.mkdir(parents=True, exist_ok=True)
-        code = "".join(p.read_text() for p in (CONVERT_WORKER, HERE / "worker.py", HERE / f"worker_{pin.engine}.py"))
+        drivers = [HERE / f"worker_{driver}{pin.engine}.py"] + (
+            [HERE / f"worker_{driver.rstrip('_')}.py"] if driver else []
+        )
+        code = "".join(p.read_text() for p in (CONVERT_WORKER, HERE / "worker.py", *drivers))
         mine = {src: path for (src, engine), path in converted.items() if engine == pin.engine}
         for src in list(mine):
             mine[src + AS_PUBLISHED] = root / "marked" / (src + AS_PUBLISHED)
@@ -328,7 +373,8 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
         todo: dict[str, list[str]] = {}  # target → sources
         keys = {}
         for src, path in mine.items():
-            target = target_folder(root, src.removesuffix(AS_PUBLISHED))
+            name = src.removesuffix(AS_PUBLISHED)
+            target = targets[name] if targets is not None else target_folder(root, name)
             key = hashlib.sha256(
                 "\0".join((pin.engine, pin.version, pin.requirements, code, _digest(path), _digest(target))).encode()
             ).hexdigest()[:24]
@@ -344,7 +390,7 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
                 env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
                 env.update(CUDA_VISIBLE_DEVICES="", PYTHONNOUSERSITE="1", TOKENIZERS_PARALLELISM="false")
                 # worker.py's command line: ENGINE OUT_DIR CASE_DIR::TARGET_DIR...
-                command = [str(pin.python), str(CONVERT_WORKER), pin.engine, str(out)]
+                command = [str(pin.python), str(CONVERT_WORKER), driver + pin.engine, str(out)]
                 command += [f"{mine[name]}{PAIR}{target}" for name in names]
                 done = subprocess.run(
                     command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=1800
@@ -364,7 +410,7 @@ def run_engines(converted: dict[tuple[str, str], Path], root: Path) -> list[Verd
                 continue
             provenance = json.loads((mine[src] / "convert.json").read_text())
             baseline = results.get(src + AS_PUBLISHED)
-            verdicts.append(judge(src, pin.engine, observed, provenance, baseline))
+            verdicts.append(judge(src, pin.engine, observed, provenance, baseline, expected_of, unused_ok))
     return verdicts
 
 

@@ -142,6 +142,47 @@ def glm_config(**overrides: Any) -> dict[str, Any]:
     return _merged(config, overrides)
 
 
+#: A scaled-down Qwen3-Next (Qwen3NextForCausalLM: gated delta-net layers with a full-attention layer every
+#: full_attention_interval, gated attention (q_proj twice the heads), MoE with a gated shared expert), its MTP block
+#: under ``mtp.*``. No num_nextn_predict_layers key, as Qwen/Qwen3-Next-80B-A3B's config.json.
+QN_HEADS, QN_KV, QN_HEAD_DIM, QN_SHARED = 4, 2, 16, 32
+
+
+def qwen3_next_config(**overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "architectures": ["Qwen3NextForCausalLM"],
+        "model_type": "qwen3_next",
+        "hidden_size": H,
+        "intermediate_size": INTER,
+        "moe_intermediate_size": MOE,
+        "shared_expert_intermediate_size": QN_SHARED,
+        "num_hidden_layers": 4,
+        "full_attention_interval": 4,
+        "num_attention_heads": QN_HEADS,
+        "num_key_value_heads": QN_KV,
+        "head_dim": QN_HEAD_DIM,
+        "linear_num_key_heads": 2,
+        "linear_num_value_heads": 4,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
+        "num_experts": E,
+        "num_experts_per_tok": 1,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [],
+        "norm_topk_prob": True,
+        "partial_rotary_factor": 0.25,
+        "vocab_size": V,
+        "max_position_embeddings": 512,
+        "rms_norm_eps": 1e-6,
+        "hidden_act": "silu",
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
+    }
+    return _merged(config, overrides)
+
+
 def _merged(config: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(config)
     for key, value in overrides.items():
@@ -224,6 +265,46 @@ def mtp_layer(
         out += _linear(m + "gate_proj", (INTER, H), fp8)
         out += _linear(m + "up_proj", (INTER, H), fp8)
         out += _linear(m + "down_proj", (H, INTER), fp8)
+    dropped = tuple(drop)
+    return [t for t in out if not any(piece in t[0] for piece in dropped)]
+
+
+def qwen3_next_mtp(
+    *, layers: int = 1, drop: Iterable[str] = (), experts: int = E, heads: int = QN_HEADS, kv: int = QN_KV
+) -> list[Tensor]:
+    """Qwen3-Next's MTP block (``mtp.``): fc over [embedding; hidden], its two pre-fc norms, the final norm, and
+    ``layers`` full-attention MoE decoder layers (gated q_proj, q/k norms, routed experts, a gated shared expert).
+    ``drop``: pieces of names to leave out."""
+    d = QN_HEAD_DIM
+    out: list[Tensor] = [
+        ("mtp.fc.weight", "BF16", (H, 2 * H)),
+        ("mtp.pre_fc_norm_embedding.weight", "BF16", (H,)),
+        ("mtp.pre_fc_norm_hidden.weight", "BF16", (H,)),
+        ("mtp.norm.weight", "BF16", (H,)),
+    ]
+    for layer in range(layers):
+        p = f"mtp.layers.{layer}."
+        out += [
+            (p + "input_layernorm.weight", "BF16", (H,)),
+            (p + "post_attention_layernorm.weight", "BF16", (H,)),
+            (p + "self_attn.q_proj.weight", "BF16", (2 * heads * d, H)),
+            (p + "self_attn.k_proj.weight", "BF16", (kv * d, H)),
+            (p + "self_attn.v_proj.weight", "BF16", (kv * d, H)),
+            (p + "self_attn.o_proj.weight", "BF16", (H, heads * d)),
+            (p + "self_attn.q_norm.weight", "BF16", (d,)),
+            (p + "self_attn.k_norm.weight", "BF16", (d,)),
+            (p + "mlp.gate.weight", "BF16", (experts, H)),
+            (p + "mlp.shared_expert_gate.weight", "BF16", (1, H)),
+            (p + "mlp.shared_expert.gate_proj.weight", "BF16", (QN_SHARED, H)),
+            (p + "mlp.shared_expert.up_proj.weight", "BF16", (QN_SHARED, H)),
+            (p + "mlp.shared_expert.down_proj.weight", "BF16", (H, QN_SHARED)),
+        ]
+        for e in range(experts):
+            out += [
+                (p + f"mlp.experts.{e}.gate_proj.weight", "BF16", (MOE, H)),
+                (p + f"mlp.experts.{e}.up_proj.weight", "BF16", (MOE, H)),
+                (p + f"mlp.experts.{e}.down_proj.weight", "BF16", (H, MOE)),
+            ]
     dropped = tuple(drop)
     return [t for t in out if not any(piece in t[0] for piece in dropped)]
 

@@ -23,6 +23,8 @@ from mtp_cases import (
     main_tensors,
     mtp_case,
     mtp_layer,
+    qwen3_next_config,
+    qwen3_next_mtp,
 )
 
 MAIN = main_tensors()
@@ -201,7 +203,85 @@ PUBLISHED: list[MtpCase] = [
     _published("mtp_published_deepseek_v3_nextn_export_bf16",
                "the lmsys-style NextN export rebuilt, weights in BF16, beside its DeepSeek-V3 target",
                "mtp-deepseek-v3-nextn-export", base="deepseek-v3", bf16=True),
+    _published("mtp_published_qwen3_next_80b_a3b",
+               "Qwen3-Next-80B-A3B's mtp.* block rebuilt (fixtures/drafters/mtp-qwen3-next-80b-a3b)",
+               "mtp-qwen3-next-80b-a3b"),
+    _published("mtp_published_qwen3_next_80b_a3b_dropped",
+               "Qwen3-Next-80B-A3B rebuilt, exported without its mtp.* tensors", "mtp-qwen3-next-80b-a3b-dropped"),
 ]  # fmt: skip
 
-MTP_CASES: list[MtpCase] = INSIDE + STANDALONE + PUBLISHED
+
+#: Both engines copy the first rows of a q/k/v shard longer than its slot (QKVParallelLinear.weight_loader narrows
+#: it): read in their code, not observable here, where every tensor holds one marker value throughout.
+TRUNCATED = {
+    engine: "a truncated copy looks complete to the oracle (one marker value per tensor)"
+    for engine in ("vllm", "sglang")
+}
+
+
+def _qn(name: str, about: str, tensors: list[Any], **config: Any) -> MtpCase:
+    return mtp_case(name, about, qwen3_next_config(**config), tensors)
+
+
+QN = qwen3_next_mtp()
+
+
+#: Qwen3-Next targets carrying their MTP block under mtp.* (checked with no --base, as users check a target).
+QWEN3_NEXT: list[MtpCase] = [
+    _qn("mtp_qn_full", "a Qwen3-Next target with its complete mtp.* block", MAIN + QN),
+    _qn("mtp_qn_dropped", "the export dropped every mtp.* tensor (0 of 15 exported)", MAIN),
+    _qn("mtp_qn_no_q_proj", "mtp.* without the MTP layer's q_proj (k_proj, v_proj kept)",
+        MAIN + qwen3_next_mtp(drop=("q_proj",))),
+    _qn("mtp_qn_no_k_proj", "mtp.* without the MTP layer's k_proj", MAIN + qwen3_next_mtp(drop=("k_proj",))),
+    _qn("mtp_qn_no_expert", "one routed expert missing", MAIN + qwen3_next_mtp(drop=("experts.1.",))),
+    _qn("mtp_qn_no_expert_down", "one routed expert's down_proj missing",
+        MAIN + qwen3_next_mtp(drop=("experts.1.down_proj",))),
+    _qn("mtp_qn_no_shared_expert", "the shared expert missing (its gate kept)",
+        MAIN + qwen3_next_mtp(drop=("shared_expert.",))),
+    _qn("mtp_qn_no_shared_expert_gate", "the shared expert's gate missing",
+        MAIN + qwen3_next_mtp(drop=("shared_expert_gate",))),
+    _qn("mtp_qn_no_fc", "mtp.fc missing", MAIN + qwen3_next_mtp(drop=("mtp.fc.",))),
+    _qn("mtp_qn_no_pre_fc_norm_hidden", "mtp.pre_fc_norm_hidden missing",
+        MAIN + qwen3_next_mtp(drop=("pre_fc_norm_hidden",))),
+    _qn("mtp_qn_no_final_norm", "mtp.norm missing", MAIN + qwen3_next_mtp(drop=("mtp.norm.",))),
+    _qn("mtp_qn_no_q_norm", "the MTP layer's q_norm missing", MAIN + qwen3_next_mtp(drop=("q_norm",))),
+    _qn("mtp_qn_no_router", "the MTP layer's router (mlp.gate) missing", MAIN + qwen3_next_mtp(drop=("mlp.gate.",))),
+    _qn("mtp_qn_extra_layer", "two MTP layers stored, num_nextn_predict_layers absent (one built)",
+        MAIN + qwen3_next_mtp(layers=2)),
+    _qn("mtp_qn_nextn2_two_layers", "num_nextn_predict_layers 2, two MTP layers stored",
+        MAIN + qwen3_next_mtp(layers=2), num_nextn_predict_layers=2),
+    _qn("mtp_qn_nextn2_one_layer", "num_nextn_predict_layers 2, one MTP layer stored",
+        MAIN + QN, num_nextn_predict_layers=2),
+    _qn("mtp_qn_nextn1", "num_nextn_predict_layers 1 written out", MAIN + QN, num_nextn_predict_layers=1),
+    _qn("mtp_qn_extra_expert", "a third routed expert stored, two configured",
+        MAIN + QN + [(f"mtp.layers.0.mlp.experts.2.{w}_proj.weight", "BF16", (32, H) if w != "down" else (H, 32))
+                     for w in ("gate", "up", "down")]),
+    _qn("mtp_qn_unknown_weight", "an unknown weight in the MTP layer",
+        MAIN + QN + [("mtp.layers.0.self_attn.extra_proj.weight", "BF16", (H, H))]),
+    _qn("mtp_qn_fc_narrow", "mtp.fc [H, H] instead of [H, 2H]",
+        MAIN + qwen3_next_mtp(drop=("mtp.fc.",)) + [("mtp.fc.weight", "BF16", (H, H))]),
+    _qn("mtp_qn_q_proj_ungated", "q_proj without the output gate's half (heads x head_dim rows)",
+        MAIN + qwen3_next_mtp(drop=("q_proj",)) + [("mtp.layers.0.self_attn.q_proj.weight", "BF16", (64, H))]),
+    dataclasses.replace(
+        _qn("mtp_qn_kv_heads_4", "k/v_proj stored for 4 KV heads, the config says 2", MAIN + qwen3_next_mtp(kv=4)),
+        not_comparable=TRUNCATED),
+    _qn("mtp_qn_expert_narrow", "routed experts of width 16, moe_intermediate_size 32",
+        MAIN + qwen3_next_mtp(drop=("experts.",))
+        + [(f"mtp.layers.0.mlp.experts.{e}.{w}_proj.weight", "BF16", (16, H) if w != "down" else (H, 16))
+           for e in range(E) for w in ("gate", "up", "down")]),
+    _qn("mtp_qn_router_experts_3", "the router stored for 3 experts, the config says 2",
+        MAIN + qwen3_next_mtp(drop=("mlp.gate.",)) + [("mtp.layers.0.mlp.gate.weight", "BF16", (3, H))]),
+    # Qwen3-Next-80B-A3B's rebuilt layout (fixtures/drafters/mtp-qwen3-next-80b-a3b: its config keys, 48 layers,
+    # no num_nextn_predict_layers) at the widths above: vLLM's CPU MoE kernel refuses the fixture's hidden size 16
+    _qn("mtp_published_qwen3_next_80b_a3b_widened",
+        "Qwen3-Next-80B-A3B's rebuilt layout (48 layers, its config keys) at the oracle's widths", MAIN + QN,
+        num_hidden_layers=48, rope_theta=10000000, max_position_embeddings=262144, rms_norm_eps=1e-06),
+    _qn("mtp_published_qwen3_next_80b_a3b_dropped_widened",
+        "the same exported without its mtp.* tensors", MAIN,
+        num_hidden_layers=48, rope_theta=10000000, max_position_embeddings=262144, rms_norm_eps=1e-06),
+    _qn("mtp_qn_no_target_embed_head", "the target's own embed_tokens and lm_head missing, mtp.* complete",
+        main_tensors(embed=False, head=False) + QN),
+]  # fmt: skip
+
+MTP_CASES: list[MtpCase] = INSIDE + STANDALONE + PUBLISHED + QWEN3_NEXT
 __all__ = ["MTP_CASES", "E", "FP8_CONFIG", "V"]

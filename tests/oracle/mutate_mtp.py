@@ -96,6 +96,80 @@ def _sglang_stacked_unknown_skipped() -> None:
     _severity("sglang", "stacked_unknown", "warning")
 
 
+def _prefix(name: str, **fields: Any) -> None:
+    """Change the Qwen3-Next class's ``mtp.*`` rules (its PrefixLoad) in engine ``name``."""
+    engine = _engine_module(name).ENGINE
+    classes = tuple(
+        dataclasses.replace(c, prefix=dataclasses.replace(c.prefix, **fields)) if c.prefix is not None else c
+        for c in engine.classes
+    )
+    _change(name, classes=classes)
+
+
+def _prefix_severity(name: str, field: str, severity: str) -> None:
+    load = next(c.prefix for c in _engine_module(name).ENGINE.classes if c.prefix is not None)
+    _prefix(name, **{field: dataclasses.replace(getattr(load, field), severity=severity)})
+
+
+def _vllm_qn_one_layer() -> None:
+    _prefix("vllm", layers_built=lambda spec: 1)
+
+
+def _sglang_qn_nextn_layers() -> None:
+    _prefix("sglang", layers_built=lambda spec: spec.nextn if spec.nextn is not None else 1)
+
+
+def _vllm_qn_strict_everything() -> None:
+    _prefix("vllm", strict=lambda param: True)
+
+
+def _vllm_qn_strict_nothing() -> None:
+    _prefix("vllm", strict=lambda param: False)
+
+
+def _vllm_qn_skips_embed_head() -> None:
+    _prefix("vllm", reads=lambda name: name.startswith("mtp."))
+
+
+def _sglang_qn_extra_expert_skipped() -> None:
+    _prefix_severity("sglang", "extra_expert", "warning")
+
+
+def _vllm_qn_extra_expert_raises() -> None:
+    _prefix_severity("vllm", "extra_expert", "error")
+
+
+def _sglang_qn_keeps_self_attn() -> None:
+    _prefix("sglang", rename=lambda rest: rest if rest.startswith(("fc.", "pre_fc_norm_")) else f"model.{rest}")
+
+
+def _qn_ungated_q() -> None:
+    prefix = importlib.import_module("ckptdiff.families.mtp.engines.prefix")
+    original = prefix.expected
+
+    def ungated(spec: Any, layers: int, moe: Any) -> Any:
+        shapes = original(spec, layers, moe)
+        for name, shape in shapes.items():
+            if name.endswith("q_proj.weight") and shape is not None:
+                shapes[name] = (shape[0] // 2, *shape[1:])
+        return shapes
+
+    prefix.expected = ungated
+
+
+def _qn_stacking_forgotten() -> None:
+    prefix = importlib.import_module("ckptdiff.families.mtp.engines.prefix")
+    prefix.STACKED = tuple(s for s in prefix.STACKED if "self_attn" not in s[0])
+
+
+def _sglang_qn_short_expert_partial() -> None:
+    _prefix("sglang", expert_short_fate="partial")
+
+
+def _sglang_qn_block_missing_raises() -> None:
+    _prefix_severity("sglang", "block_missing", "error")
+
+
 def _nextn_no_transformers_default() -> None:
     detect = importlib.import_module("ckptdiff.families.mtp.detect")
     detect.NEXTN_DEFAULTS.clear()
@@ -154,4 +228,47 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         _nextn_no_transformers_default,
     ),
     "families.order.eagle3_first": ("MTP is detected before EAGLE-3", _mtp_detected_before_eagle3),
+    # ---- Qwen3-Next's mtp.* block (PrefixLoad)
+    "mtp.vllm.qwen3_next.layers_built.nextn": (
+        "vLLM builds one Qwen3-Next MTP layer whatever num_nextn_predict_layers says",
+        _vllm_qn_one_layer,
+    ),
+    "mtp.sglang.qwen3_next.layers_built.one": (
+        "SGLang builds num_nextn_predict_layers Qwen3-Next MTP layers",
+        _sglang_qn_nextn_layers,
+    ),
+    "mtp.vllm.qwen3_next.strict.norms_only": (
+        "vLLM's strict check names every Qwen3-Next MTP parameter no tensor fills",
+        _vllm_qn_strict_everything,
+    ),
+    "mtp.vllm.qwen3_next.strict.norms": ("vLLM's strict check names no RMSNorm", _vllm_qn_strict_nothing),
+    "mtp.vllm.qwen3_next.reads.embed_head": (
+        "vLLM's Qwen3NextMTP skips the target's embed_tokens and lm_head",
+        _vllm_qn_skips_embed_head,
+    ),
+    "mtp.sglang.qwen3_next.extra_expert.raises": (
+        "SGLang skips an expert past num_experts",
+        _sglang_qn_extra_expert_skipped,
+    ),
+    "mtp.vllm.qwen3_next.extra_expert.skipped": (
+        "vLLM raises on an expert past num_experts",
+        _vllm_qn_extra_expert_raises,
+    ),
+    "mtp.sglang.qwen3_next.rename.self_attn": (
+        "SGLang keeps .self_attn in the Qwen3-Next MTP layer's names",
+        _sglang_qn_keeps_self_attn,
+    ),
+    "mtp.qwen3_next.shapes.gated_q": (
+        "q_proj expected without the output gate's half (attn_output_gate ignored)",
+        _qn_ungated_q,
+    ),
+    "mtp.qwen3_next.stacked.qkv": ("q/k/v not stacked into qkv_proj", _qn_stacking_forgotten),
+    "mtp.sglang.qwen3_next.expert_short.altered": (
+        "SGLang leaves a narrower expert's slot partly written (as vLLM)",
+        _sglang_qn_short_expert_partial,
+    ),
+    "mtp.sglang.qwen3_next.block_missing.silent": (
+        "SGLang raises when the mtp.* block is missing",
+        _sglang_qn_block_missing_raises,
+    ),
 }

@@ -5,6 +5,13 @@ carries its MTP layers): the scheduler's start-up steps, the draft ``ModelConfig
 for its NextN class), ``_initialize_model``, ``load_weights_and_postprocess``; then what it takes from the target
 is the drafter's own ``set_embed_and_head`` as speculative/eagle_worker_v2.py calls it for NEXTN, with stand-ins
 of the target's embedding and head.
+
+Qwen3-Next is a hybrid (gated delta-net) model: SGLang's start-up validates its Mamba radix cache strategy and
+refuses the CPU there (arg_groups/mamba_hook.py ``validate_mamba_extra_buffer``: "extra_buffer requires platform
+support for Mamba cache state snapshots"). That check is about the machine's cache, not the checkpoint, so the
+worker answers it (as worker_dflash_sglang.py answers DFLASH's device check): while that validator runs, its
+platform says it supports the snapshots, through the out-of-tree platform interface SGLang asks, as the CUDA
+platform does; every other check runs as shipped.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from worker import free_port, observe, poison, write_markers
 def setup(architectures: list[str]) -> None:
     worker_mtp.widen_markers()
     worker_mtp.rotary_stand_in()
+    answer_mamba_snapshot_check()
     import sglang.srt.configs.model_config  # noqa: F401
     import sglang.srt.distributed.bootstrap  # noqa: F401
     import sglang.srt.model_loader.loader  # noqa: F401
@@ -35,6 +43,36 @@ def setup(architectures: list[str]) -> None:
             ModelRegistry.resolve_model_cls([architecture])
         except Exception:  # not in this version's registry: the case says so when it asks
             pass
+
+
+def answer_mamba_snapshot_check() -> None:
+    """mamba_hook's platform, while ``validate_mamba_extra_buffer`` runs, answers that it supports Mamba cache
+    state snapshots (``support_mamba_cache_extra_buffer``, asked of an out-of-tree platform); anything else as the
+    platform says."""
+    import sglang.srt.arg_groups.mamba_hook as hook
+
+    platform = hook.current_platform
+
+    class AnswersSnapshots:
+        def is_out_of_tree(self) -> bool:
+            return True
+
+        def support_mamba_cache_extra_buffer(self) -> bool:
+            return True
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(platform, name)
+
+    validate = hook.validate_mamba_extra_buffer
+
+    def validate_mamba_extra_buffer(*args: Any, **kwargs: Any) -> Any:
+        hook.current_platform = AnswersSnapshots()
+        try:
+            return validate(*args, **kwargs)
+        finally:
+            hook.current_platform = platform
+
+    hook.validate_mamba_extra_buffer = validate_mamba_extra_buffer
 
 
 def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) -> None:

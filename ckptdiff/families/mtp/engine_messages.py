@@ -27,8 +27,55 @@ _NONE = (
 EVENTS: dict[str, str] = {
     "mtp.no_config": "{spec} has no config.json: no MTP layers can be built from it",
     "mtp.mtp_composition_unchecked": (
-        "{count} mtp.* tensors are there, so the MTP block was exported; how {label}'s {cls} stacks them "
-        "(qkv_proj, gate_up_proj, the experts) is not modelled: ckptdiff cannot say each one fits its parameter"
+        "{count} mtp.* tensors are there, so the MTP block was exported; how {label}'s {cls} loads a quantized "
+        "block (its scales beside the weights) is not modelled: ckptdiff cannot say each one fits its parameter"
+    ),
+    # ---- Qwen3-Next's mtp.* block
+    "mtp.vllm.mtp_block_missing": (
+        "no mtp.* tensor: {cls} loads nothing into its MTP block (fc, pre_fc_norm_*, the MTP layers, norm) and its "
+        'strict check raises ValueError "Following weights were not initialized from checkpoint"'
+    ),
+    "mtp.sglang.mtp_block_missing": (
+        "no mtp.* tensor: SGLang loads nothing into {cls} and says nothing; the whole MTP block (fc, "
+        "pre_fc_norm_*, its layer, norm) stays randomly initialised"
+    ),
+    "mtp.vllm.mtp_unknown_name": (
+        "{name} becomes {candidate}, which vLLM's Qwen3NextMTP does not have (an MTP layer past "
+        'num_nextn_predict_layers, or a weight it never builds): ValueError "There is no module or parameter named"'
+    ),
+    "mtp.sglang.mtp_unknown_name": (
+        "{name} becomes {candidate}, which SGLang's Qwen3NextForCausalLMMTP does not have (it builds one MTP layer "
+        "whatever num_nextn_predict_layers says): KeyError"
+    ),
+    "mtp.vllm.extra_expert": (
+        "{name}: expert index past num_experts ({experts}); vLLM's fused MoE has no slot for it and skips it silently"
+    ),
+    "mtp.sglang.mtp_extra_expert": (
+        "{name}: expert index past num_experts ({experts}); SGLang's expert mapping has no entry for it, so it "
+        "looks up {candidate} as is: KeyError"
+    ),
+    "mtp.shard_short": (
+        "{name} is {got}, fewer rows than its slot of {param} ({want}): the stacked copy narrows past its end "
+        '(RuntimeError "start (0) + length ... exceeds dimension size")'
+    ),
+    "mtp.shard_long": (
+        "{name} is {got}, more rows than its slot of {param} ({want}): the stacked copy takes the first rows and "
+        "drops the rest, silently (num_attention_heads, num_key_value_heads or head_dim differ from the config)"
+    ),
+    "mtp.vllm.expert_short": (
+        "{name} is {got}, narrower than its slot of {param} ({want}): vLLM copies it into part of the slot; the "
+        "rest keeps its initial values, silently (moe_intermediate_size differs from the config)"
+    ),
+    "mtp.sglang.expert_short": (
+        "{name} is {got}, narrower than its slot of {param} ({want}): SGLang fills the slot with values no "
+        "checkpoint tensor holds, silently (moe_intermediate_size differs from the config)"
+    ),
+    "mtp.vllm.outside_mtp_block": (
+        "{count} tensors outside mtp.* are the target's own: Qwen3NextMTP skips them (it reads mtp.* and the "
+        "embedding and head, which the target's replace)"
+    ),
+    "mtp.sglang.outside_mtp_block": (
+        "{count} tensors outside mtp.* are the target's own: Qwen3NextForCausalLMMTP skips every name without mtp"
     ),
     "mtp.vllm.mtp_not_supported": "vLLM has " + _NONE.replace("{label}", "vLLM"),
     "mtp.sglang.mtp_not_supported": "SGLang has " + _NONE.replace("{label}", "SGLang"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
+from .prefix import PrefixLoad
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class MtpClass:
     #: Whether its loader skips a stacked piece whose fused parameter it lacks (SGLang's GLM NextN), rather than
     #: the engine's ``stacked_unknown``.
     skips_stacked_unknown: bool = False
+    #: How it loads the ``mtp.*`` layout (layout "mtp"); None for the DeepSeek layout.
+    prefix: PrefixLoad | None = None
 
     def serves(self, spec: MtpSpec) -> bool:
         return spec.model_type in self.model_types or spec.architecture in self.architectures

@@ -10,6 +10,7 @@ from ....checkpoint import Checkpoint
 from ....report import EngineEvent, EngineResult
 from ...rules import Event
 from ..spec import MtpSpec, is_spec_weight, layer_index
+from . import prefix
 from .model import MtpClass, MtpEngine
 from .shapes import expected_layer
 
@@ -257,24 +258,22 @@ def _in_layers(engine: MtpEngine, layers: tuple[int, ...], name: str) -> tuple[i
 def _replay_prefix(
     engine: MtpEngine, chosen: MtpClass, spec: MtpSpec, checkpoint: Checkpoint, events: _Events
 ) -> Fates:
-    """Qwen3-Next's ``mtp.*`` layout: the MTP tensors are read under ``mtp.``, everything else is the target's.
-    Only their presence is checked: how the class stacks them (``qkv_proj``, ``gate_up_proj``, the experts) is
-    not modelled, so no tensor is said to fill a parameter and the verdict says so."""
-    tensors: list[tuple[str, str, str | None]] = []
-    outside = 0
+    """Qwen3-Next's ``mtp.*`` layout, replayed by :mod:`.prefix` from the class's rules. A quantized checkpoint's
+    block (scales beside the weights) is not modelled: then only its presence is checked, and the verdict says so."""
+    load = chosen.prefix
+    quantized = isinstance(spec.text.get("quantization_config") or spec.config.get("quantization_config"), Mapping)
+    if load is not None and not quantized:
+        shapes = {name: tuple(info.shape) for name, info in checkpoint.tensors.items()}
+        tensors, parameters = prefix.replay(load, chosen.name, spec, shapes, events.add)
+        return list(tensors), list(parameters)
+    fates: list[tuple[str, str, str | None]] = []
     stored = 0
     for name in sorted(checkpoint.tensors):
-        if name.startswith("mtp."):
-            stored += 1
-            tensors.append((name, "unchecked", None))
-        else:
-            outside += 1
-            tensors.append((name, "skipped", None))
-    if outside:
-        events.add(engine.outside, count=outside, layers=[])
+        stored += name.startswith("mtp.")
+        fates.append((name, "unchecked" if name.startswith("mtp.") else "skipped", None))
     if not stored:
         events.add(engine.layer_missing, layer="mtp.*", cls=chosen.name, nextn=spec.nextn)
     else:
         unchecked = Event("info", "mtp_composition_unchecked", "mtp.mtp_composition_unchecked", chosen.source)
         events.add(unchecked, count=stored, cls=chosen.name, label=engine.label)
-    return tensors, []
+    return fates, []

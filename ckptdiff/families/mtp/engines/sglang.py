@@ -7,6 +7,7 @@ from __future__ import annotations
 from ...rules import Event, Source
 from ..spec import MtpSpec
 from .model import Fused, MtpClass, MtpEngine
+from .prefix import PrefixLoad
 
 REPO = "sgl-project/sglang"
 VERSION = "v0.5.23"
@@ -16,6 +17,24 @@ LOADER = Source(
 )
 GLM = Source(REPO, VERSION, "python/sglang/srt/models/glm4_moe_nextn.py")
 QWEN3_NEXT = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next_mtp.py")
+#: Qwen3NextForCausalLM.load_weights(is_mtp=True): names without "mtp" skipped; mtp.fc / pre_fc_norm_* to the top,
+#: the rest mtp → model, ".self_attn" dropped, q/k/v and gate/up stacked, experts by FusedMoE's mapping, anything
+#: else params_dict[name] (KeyError when absent); nothing checks that every parameter was written.
+QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
+#: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
+#: num_experts (qwen2_moe.py:283-289); modelled as built here, unfused: a missing shared expert stays random either
+#: way.
+QN_MOE = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:543-559, qwen2_moe.py:283-289")
+QKV_LOADER = Source(REPO, VERSION, "python/sglang/srt/layers/linear.py:1329-1358 (QKVParallelLinear.weight_loader)")
+
+
+def _sglang_name(rest: str) -> str:
+    """mtp.fc / mtp.pre_fc_norm_* lose their prefix; the rest go under model. without ".self_attn"."""
+    if rest in ("fc.weight", "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight"):
+        return rest
+    return ("model." + rest.replace("mtp", "model")).replace(".self_attn", "")
+
+
 MODEL_CONFIG = Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py (draft architecture override)")
 LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
 
@@ -49,6 +68,30 @@ ENGINE = MtpEngine(
             QWEN3_NEXT,
             architectures=("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"),
             layout="mtp",
+            prefix=PrefixLoad(
+                source=QN_LOAD,
+                reads=lambda name: "mtp" in name,
+                top_level=lambda name: None,
+                rename=_sglang_name,
+                # one decoder layer (num_hidden_layers = 1) whatever num_nextn_predict_layers says
+                # (qwen3_next_mtp.py:66-74)
+                layers_built=lambda spec: 1,
+                moe_layer=lambda spec, index: True,
+                experts="experts",
+                taken=("model.embed_tokens.weight", "lm_head.weight"),
+                strict=lambda param: False,
+                param_missing=Event("warning", "random_init", "mtp.sglang.random_init", QN_LOAD),
+                param_missing_exempt=Event("warning", "random_init", "mtp.sglang.random_init", QN_LOAD),
+                block_missing=Event("warning", "mtp_layer_missing", "mtp.sglang.mtp_block_missing", QN_LOAD),
+                extra_expert=Event("error", "unknown_name", "mtp.sglang.mtp_extra_expert", QN_LOAD),
+                unknown=Event("error", "unknown_name", "mtp.sglang.mtp_unknown_name", QN_LOAD),
+                shape_error=Event("error", "shape_mismatch", "mtp.sglang.shape_mismatch", LOADER_UTILS),
+                shard_short=Event("error", "shape_mismatch", "mtp.shard_short", QKV_LOADER),
+                shard_long=Event("warning", "shard_truncated", "mtp.shard_long", QKV_LOADER),
+                expert_short=Event("warning", "expert_short", "mtp.sglang.expert_short", QN_MOE),
+                expert_short_fate="altered",
+                outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_block", QN_LOAD),
+            ),
         ),
     ),
     registry=MODEL_CONFIG,

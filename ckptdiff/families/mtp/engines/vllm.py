@@ -3,15 +3,23 @@ Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py); the model-type m
 
 from __future__ import annotations
 
+import re
+
 from ...rules import Event, Source
 from ..spec import MtpSpec
 from .model import Fused, MtpClass, MtpEngine
+from .prefix import PrefixLoad, vllm_moe_layer
 
 REPO = "vllm-project/vllm"
 VERSION = "v0.33.0"
 DEEPSEEK = Source(REPO, VERSION, "vllm/model_executor/models/deepseek_mtp.py (DeepSeekMTP.load_weights)")
 GLM = Source(REPO, VERSION, "vllm/model_executor/models/glm4_moe_mtp.py")
 QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py")
+#: Qwen3NextMTP.load_weights: names neither under mtp. nor holding embed_tokens/lm_head are skipped, mtp. → model.
+QN_LOAD = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:230-245 (Qwen3NextMTP.load_weights)")
+QN_MOE = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next.py:131-245 (Qwen3NextSparseMoeBlock, FusedMoE)")
+AUTO_LOADER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py:443 (AutoWeightsLoader)")
+QKV_LOADER = Source(REPO, VERSION, "vllm/model_executor/layers/linear.py:1311-1320 (QKVParallelLinear.weight_loader)")
 SPECULATIVE = Source(REPO, VERSION, "vllm/config/speculative.py (SpeculativeConfig.hf_config_override)")
 SPEC_LAYER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py (get_spec_layer_idx_from_weight_name)")
 TRACK = Source(REPO, VERSION, "vllm/model_executor/model_loader/default_loader.py (track_weights_loading)")
@@ -65,7 +73,37 @@ ENGINE = MtpEngine(
             loads_top_head=True,
             needs_moe=Event("error", "mtp_layer_not_moe", "mtp.vllm.mtp_layer_not_moe", GLM),
         ),
-        MtpClass("Qwen3NextMTP", QWEN3_NEXT, model_types=("qwen3_next", "qwen3_next_mtp"), layout="mtp"),
+        MtpClass(
+            "Qwen3NextMTP",
+            QWEN3_NEXT,
+            model_types=("qwen3_next", "qwen3_next_mtp"),
+            layout="mtp",
+            prefix=PrefixLoad(
+                source=QN_LOAD,
+                reads=lambda name: name.startswith("mtp.") or "embed_tokens" in name or "lm_head" in name,
+                top_level=lambda name: name if name in ("model.embed_tokens.weight", "lm_head.weight") else None,
+                rename=lambda rest: f"model.{rest}",
+                # num_nextn_predict_layers full-attention layers, 1 when absent (qwen3_next_mtp.py:62-96)
+                layers_built=lambda spec: spec.nextn if spec.nextn is not None else 1,
+                moe_layer=vllm_moe_layer,
+                experts="experts.routed_experts",
+                taken=("model.embed_tokens.weight", "lm_head.weight"),
+                # the RMSNorms have no quantization method: the strict check names them; fc, qkv/o_proj, the
+                # router, the shared expert and its gate, the experts are exempt (their modules have one)
+                strict=lambda param: re.search(r"norm(_\w+)?\.weight$", param) is not None,
+                param_missing=Event("error", "missing_weight", "mtp.vllm.missing_weight", TRACK),
+                param_missing_exempt=Event("warning", "random_init", "mtp.vllm.random_init_exempt", TRACK),
+                block_missing=Event("error", "mtp_layer_missing", "mtp.vllm.mtp_block_missing", TRACK),
+                extra_expert=Event("warning", "extra_expert", "mtp.vllm.extra_expert", QN_MOE),
+                unknown=Event("error", "unknown_name", "mtp.vllm.mtp_unknown_name", AUTO_LOADER),
+                shape_error=Event("error", "shape_mismatch", "mtp.vllm.shape_mismatch", LOADER_UTILS),
+                shard_short=Event("error", "shape_mismatch", "mtp.shard_short", QKV_LOADER),
+                shard_long=Event("warning", "shard_truncated", "mtp.shard_long", QKV_LOADER),
+                expert_short=Event("warning", "expert_short", "mtp.vllm.expert_short", QN_MOE),
+                expert_short_fate="partial",
+                outside=Event("info", "outside_mtp_layers", "mtp.vllm.outside_mtp_block", QN_LOAD),
+            ),
+        ),
     ),
     registry=SPECULATIVE,
     no_class=Event("error", "mtp_not_supported", "mtp.vllm.mtp_not_supported", SPECULATIVE),
