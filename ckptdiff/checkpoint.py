@@ -14,7 +14,7 @@ import msgspec
 
 from .dtypes import DTYPE_BITS, DType
 from .errors import CkptdiffError, IndexError_
-from .limits import MAX_JSON_BYTES
+from .limits import MAX_CONFIG_COUNTS, MAX_JSON_BYTES, MAX_LAYER_ID_LISTS
 from .safetensors_header import SafetensorsHeader, TensorEntry, TensorSpan, decode_unescaped, same_text, text_end
 from .strict_json import DuplicateKeyError, has_lone_surrogate, reject_duplicate_keys
 
@@ -406,7 +406,34 @@ def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:
     document = _load_json(raw, config_name, what="config.json")
     if not isinstance(document, dict):
         raise CkptdiffError(config_name, "config.json is not a JSON object")
+    _check_counts(document, config_name)
     return document
+
+
+def _check_counts(document: dict[str, Any], config_name: str) -> None:
+    """A layer or expert count past any real model's is refused (:data:`~ckptdiff.limits.MAX_CONFIG_COUNTS`),
+    wherever the config nests it (text_config, an eagle_config, ...)."""
+    pending: list[Any] = [document]
+    while pending:
+        holder = pending.pop()
+        if isinstance(holder, list):
+            pending += holder
+            continue
+        if not isinstance(holder, dict):
+            continue
+        for key, value in holder.items():
+            limit = MAX_CONFIG_COUNTS.get(key)
+            if limit is not None and isinstance(value, int) and not isinstance(value, bool) and value > limit:
+                raise CkptdiffError(
+                    config_name, f"{key} is {value}, more than any model has (ckptdiff reads up to {limit})"
+                )
+            limit = MAX_LAYER_ID_LISTS.get(key)
+            if limit is not None and isinstance(value, list) and len(value) > limit:
+                raise CkptdiffError(
+                    config_name, f"{key} names {len(value)} layers, more than any drafter reads (up to {limit})"
+                )
+            if isinstance(value, dict | list):
+                pending.append(value)
 
 
 def _load_json(

@@ -140,3 +140,39 @@ def test_the_source_is_never_modified(run_cli, tmp_path):
     run_cli("convert", str(EXPORT), str(tmp_path / "o"), "--to", "vllm", "--base", str(BASE), "-q")
 
     assert {p.name: p.read_bytes() for p in Path(EXPORT).iterdir()} == before
+
+
+# --- from the Hub: only the MTP layer's bytes are read -------------------------------------------------------------
+
+
+@pytest.fixture
+def ckptdiff_hub(hub, run_cli, tmp_path):
+    def run(*args: str):
+        return run_cli(*args, env=hub.client_env(tmp_path / "hf-home"))
+
+    return run
+
+
+def test_a_hub_models_mtp_layer_is_extracted_reading_only_its_bytes(hub, ckptdiff_hub, tmp_path):
+    """A DeepSeek-V3-layout model on the Hub, its main layers in one large shard (64 MiB, sparse) and its MTP layer
+    in another: the main shard is read no further than its header, the MTP shard's tensors byte for byte."""
+    from base_fixtures import write_sharded
+
+    repo = tmp_path / "repo"
+    layer = [(name, dtype, list(shape)) for name, (dtype, shape, _) in stored(FULL / "model.safetensors").items()]
+    main = [(f"model.layers.{i}.mlp.down_proj.weight", "BF16", [1024, 1024]) for i in range(32)]  # 64 MiB
+    write_sharded(repo, json.loads((FULL / "config.json").read_text()), [main, layer])
+    mtp_shard = repo / "model-00002-of-00002.safetensors"
+    write_safetensors(mtp_shard, layer, fill="random", seed=61, metadata={"format": "pt"})
+    hub.add_repo("deepseek-ai/DeepSeek-V3-small", repo)
+    hub.reset_counters()
+
+    result = ckptdiff_hub("convert", "deepseek-ai/DeepSeek-V3-small", str(tmp_path / "out"), "--to", "vllm", "-q")
+
+    assert result.returncode == 0, result.stderr
+    source = {n: held for n, held in stored(mtp_shard).items() if n.startswith("model.layers.61.")}
+    written = stored(tmp_path / "out" / "model-00002-of-00002.safetensors")
+    assert written == source  # the MTP layer alone, byte for byte, in the shard it came from
+    main_gets = [e for e in hub.log if e.path.endswith("model-00001-of-00002.safetensors") and e.method == "GET"]
+    assert sum(e.bytes_sent for e in main_gets) < 64 * 1024  # its header only, never the 64 MiB of main layers
+    assert hub.bytes_sent["resolve"] < (mtp_shard.stat().st_size + 64 * 1024) * 2

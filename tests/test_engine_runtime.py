@@ -93,6 +93,32 @@ def test_a_narrower_drafter_without_embedding_fails_under_v2_and_keeps_a_random_
     assert fates["model.embed_tokens.weight"] == "random"
 
 
+@pytest.mark.parametrize("runner", [(), ("--vllm-runner", "v1")])
+def test_without_aux_hidden_states_no_capture_is_set_up_nor_the_target_class_checked(
+    tmp_path: Path, runner: tuple[str, ...]
+) -> None:
+    """eagle_config.use_aux_hidden_state false: the runners (V2 model_runner.py:412, V1 gpu_model_runner.py:5170) and
+    SGLang (attention_backend_setup.py:54) set no capture up, so neither the ids nor the class matter (the oracle's
+    v1_use_aux_false_* cases observe it under the V1 runner)."""
+    config = json.loads((FIXTURES / "kimi-k2-eagle3-published" / "config.json").read_text())
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], "use_aux_hidden_state": False}
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(config))
+    source = FIXTURES / "kimi-k2-eagle3-published" / "model.safetensors"
+    (drafter / "model.safetensors").write_bytes(source.read_bytes())
+    gemma = target(tmp_path / "gemma2", "Gemma2ForCausalLM", "gemma2", layers=32)
+    entries = ckptdiff_json(str(drafter), "--engine", "vllm", "--engine", "sglang", "--base", gemma, *runner)
+    for engine, entry in entries.items():
+        found = events(entry)
+        assert "target_class_not_eagle3" not in found, engine
+        assert not {"aux_ids", "aux_ids_default", "aux_ids_convention"} & set(found), engine
+        off = found["aux_capture_off"]
+        assert off["severity"] == "info" and "use_aux_hidden_state is false" in off["message"]
+    source_v1 = events(entries["vllm"])["aux_capture_off"]["source"]
+    assert ("gpu_model_runner.py" in source_v1) == bool(runner)
+
+
 @pytest.mark.parametrize(
     ("architecture", "model_type", "refused_by"),
     [
@@ -143,3 +169,31 @@ def test_the_api_takes_the_runner_and_refuses_an_unknown_one() -> None:
     assert "runner_v1" not in {event.code for event in default.engines[0].events}
     with pytest.raises(CkptdiffError, match="vllm_runner"):
         ckptdiff.compare(PUBLISHED, engines=["vllm"], vllm_runner="v3")
+
+
+def test_a_dflash_drafter_under_the_v1_runner_is_judged_at_the_v1_runners_capture(tmp_path: Path) -> None:
+    """DFlash under --vllm-runner v1: the target captures where the V1 runner reads ids (an eagle_config section's
+    ids replace the DFlash ones, gpu_model_runner.py _get_eagle3_aux_layers_from_config), so three ids there against
+    fc's five features fail the first forward under V1 only (observed by worker_v1_vllm.py on vLLM's own
+    CPUModelRunner)."""
+    published = FIXTURES / "dflash" / "qwen3-8b-dflash-b16"
+    base = str(FIXTURES / "dflash" / "qwen3-8b-base-header-only")
+    config = json.loads((published / "config.json").read_text())
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [2, 10, 18]}
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(config))
+    for name in (p.name for p in published.glob("*.safetensors")):
+        (drafter / name).write_bytes((published / name).read_bytes())
+    v2 = ckptdiff_json(str(drafter), "--engine", "vllm", "--base", base)["vllm"]
+    v1 = ckptdiff_json(str(drafter), "--engine", "vllm", "--base", base, "--vllm-runner", "v1")["vllm"]
+    assert v2["outcome"] == "loads" and "target_layer_not_captured" not in events(v2)
+    failed = events(v1)["target_layer_not_captured"]
+    assert v1["outcome"] == "fails" and failed["params"]["captured"] == 3 and failed["params"]["features"] == 5
+    assert "gpu_model_runner.py" in failed["source"]
+    assert events(v2)["v1_runner_capture_differs"]["params"]["fails"] is True
+    as_published = [
+        ckptdiff_json(str(published), "--engine", "vllm", "--base", base, *runner)["vllm"]["outcome"]
+        for runner in ((), ("--vllm-runner", "v1"))
+    ]
+    assert as_published == ["loads", "loads"]

@@ -374,6 +374,35 @@ CASES = [
     Case("config-not-utf8", with_config(b'{"name": "\xff"}'), CkptdiffError, "config.json", "UTF-8"),
     Case("config-list", with_config(b"[7168]"), CkptdiffError, "config.json", "not a JSON object"),
     Case("config-nested", with_config(b"[" * 100_000), CkptdiffError, "config.json", "nests"),
+    # a count the rules loop over, far past any model's: refused before a loop (or a list of names) that long
+    Case(
+        "config-10**9-layers",
+        with_config(b'{"num_hidden_layers": 1000000000}'),
+        CkptdiffError,
+        "config.json",
+        "num_hidden_layers is 1000000000, more than any model has",
+    ),
+    Case(
+        "config-nested-10**9-experts",
+        with_config(b'{"text_config": {"n_routed_experts": 1000000000}}'),
+        CkptdiffError,
+        "config.json",
+        "n_routed_experts is 1000000000",
+    ),
+    Case(
+        "config-20000-aux-ids",
+        with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [%s]}}' % b",".join([b"1"] * 20000)),
+        CkptdiffError,
+        "config.json",
+        "eagle_aux_hidden_state_layer_ids names 20000 layers",
+    ),
+    Case(
+        "config-10**9-mtp-layers",
+        with_config(b'{"model_type": "deepseek_v3", "num_nextn_predict_layers": 1000000000}'),
+        CkptdiffError,
+        "config.json",
+        "num_nextn_predict_layers is 1000000000",
+    ),
     Case(
         "config-1-GB",
         lambda f: sparse(with_config(b"{")(f) / "config.json", 2**30),

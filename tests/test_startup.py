@@ -185,7 +185,12 @@ def test_a_local_comparison_through_the_command_imports_no_heavy_library(tmp_pat
 
 #: Knowledge a comparison of two base models (neither config a drafter's, no --base) does not use: the EAGLE-3
 #: profile loads only for configs its detector claims, the base layouts only for a run with a base.
-DRAFTER_KNOWLEDGE = ("ckptdiff.families.eagle3.profile", "ckptdiff.families.eagle3.spec", "ckptdiff.base_layouts")
+DRAFTER_KNOWLEDGE = (
+    "ckptdiff.families.eagle3.profile",
+    "ckptdiff.families.eagle3.spec",
+    "ckptdiff.base_layouts",
+    "ckptdiff.families.rules",  # the engines' rule vocabulary: only with --engine
+)
 #: The TOML parser: only for a config file, or a pyproject.toml that names ckptdiff.
 TOML_PARSER = ("tomllib", "tomli")
 

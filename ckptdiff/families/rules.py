@@ -136,6 +136,9 @@ class AuxIds:
     #: The capture per target model class (eagle3/engines/capture.py ``ClassCapture``s); empty: ``offset`` and
     #: ``default_outputs`` for every class.
     classes: tuple[Any, ...] = ()
+    #: Said instead of any capture verdict when ``eagle_config.use_aux_hidden_state`` is false: the engine captures
+    #: nothing then, the drafter reads the target's last hidden state (None: not known to switch the capture off).
+    off_without_aux: Event | None = None
 
 
 @dataclass(frozen=True)

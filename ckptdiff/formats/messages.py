@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..families import event_words, finding_words, variant_words
-from ..families.rules import PARAMETER_FATES
 from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report, SideSummary
 from .values_messages import VALUES
 
@@ -172,6 +171,8 @@ def engine_summary(result: EngineResult) -> str:
         parts.append(
             f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random ({_pattern(random_params)})"
         )
+    from ..families.rules import PARAMETER_FATES  # with an engine's events only: the rules load with the engines
+
     for event in events:
         told = event.code in _SKIPPED or PARAMETER_FATES.get(event.code) == "random"
         if event.severity == "warning" and not told:

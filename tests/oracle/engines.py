@@ -151,8 +151,11 @@ def run_engine(
 
 
 def cached_result(cache: Path, name: str, key: str) -> dict[str, Any] | None:
-    """The cached result of case ``name`` under ``key``, or None; a result read counts as used (its time is now)."""
+    """The cached result of case ``name`` under ``key``, or None; a result read counts as used (its time is now).
+    The key is the case's content, not its name: a renamed case finds its result under its old name."""
     path = cache / f"{name}-{key}.json"
+    if not path.is_file():
+        path = next(iter(sorted(cache.glob(f"*-{key}.json"))), path)
     try:
         loaded: dict[str, Any] = json.loads(path.read_text())
     except FileNotFoundError:

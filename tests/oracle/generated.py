@@ -24,9 +24,10 @@ DEPTHS = (32, 36, 61, 94)
 def sglang_outputs(model_class: str, ids: list[int], n: int) -> tuple[int, ...]:
     """The target-layer outputs SGLang's set_eagle3_layers_to_capture + forward capture for ``ids``, as documented
     per class (the story of a SpecForge drafter): Llama/Qwen add 1 and capture a layer's input; DeepSeek-V2 adds
-    1 only when the first id is 1; GPT-OSS keeps the ids when their maximum is the depth."""
+    1 only when the first id is 1, and never reaches index n (DeepseekV2Model.forward, as SGLang's capture of
+    gen_capture_last_is_depth_deepseek_v3_36 shows); GPT-OSS keeps the ids when their maximum is the depth."""
     if model_class == "deepseek_v3":
-        loop = [i + 1 for i in ids] if ids[0] == 1 else list(ids)
+        loop = [i for i in ([i + 1 for i in ids] if ids[0] == 1 else list(ids)) if i < n]
     elif model_class == "gpt_oss":
         loop = list(ids) if max(ids) == n else [i + 1 for i in ids]
     else:
@@ -657,6 +658,22 @@ def _runtime_cases() -> list[Case]:
             target=llama,
         ),
     ]
+    out.append(
+        Case(
+            "gen_use_aux_false_top_level_ids_gemma2_32",
+            "eagle_config.use_aux_hidden_state false, top-level ids [4, 12, 24], no fc, on a 32-layer gemma2 target: "
+            "no capture is set up, so neither the ids nor the class (which refuses EAGLE-3 capture) matter",
+            config={"eagle_config.use_aux_hidden_state": False, AUX_KEY: [4, 12, 24]},
+            drop=("fc.weight",),
+            trained_outputs=None,
+            target=Target("gemma2", 32),
+            not_comparable={
+                "vllm": "worker_vllm.py sets the capture up whatever use_aux_hidden_state says, where vLLM's V2 runner "
+                "does so only when requires_aux_hidden_states (model_runner.py:412); the vllm_v1 variant runs its "
+                "runner's own condition (gpu_model_runner.py:5170)"
+            },
+        )
+    )
     for model_class in ("gemma2", "mixtral", "glm4_moe"):
         out.append(
             Case(

@@ -443,10 +443,28 @@ from mutate_dflash import MUTATIONS as DFLASH_MUTATIONS  # noqa: E402
 from mutate_mtp import MUTATIONS as MTP_MUTATIONS  # noqa: E402
 
 MUTATIONS |= MTP_MUTATIONS
+
+# vLLM's V1 model runner (judged on the vllm_v1 variant's cases, oracle_families.ORACLE_VARIANTS).
+from mutate_v1 import MUTATIONS as V1_MUTATIONS  # noqa: E402
+from mutate_v1 import V1_DFLASH_MUTATIONS  # noqa: E402
+
+MUTATIONS |= V1_MUTATIONS | V1_DFLASH_MUTATIONS
 MUTATIONS |= DFLASH_MUTATIONS
 #: Mutations whose rules only one family's drafters reach: judged on that family's cases only (the baseline run
 #: judges every case, so each such family's cases are in it).
 SCOPE: dict[str, str] = {name: DFLASH_FAMILY for name in DFLASH_MUTATIONS}
+
+
+def v1_dflash_found(engines: list[str] | None) -> list[str]:
+    """DFlash's disagreements under vLLM's V1 runner (v1_dflash.py), on its cached results."""
+    if engines and "vllm" not in engines:
+        return []
+    from run import in_process_report
+    from v1_dflash import run as v1_dflash_run
+
+    with open(os.devnull, "w") as quiet:
+        found, _, _ = v1_dflash_run(None, cached_only=True, log=quiet, reporter=in_process_report)
+    return [f"v1_dflash:{d.case}/{d.engine}/{d.subject}" for d in found]
 
 
 def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
@@ -457,6 +475,8 @@ def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
     from run import in_process_report, run
 
     families = [SCOPE[name]] if name in SCOPE else None
+    if name is not None and name in V1_DFLASH_MUTATIONS:  # DFlash under vLLM's V1 runner: v1_dflash.py's cases
+        return {"found": sorted(set(v1_dflash_found(engines)))}
     with open(os.devnull, "w") as quiet:
         result = run(
             REPO,
@@ -468,7 +488,10 @@ def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
             split="main",
             families=families,
         )
-    return {"found": sorted({f"{d.case}/{d.engine}/{d.subject}" for d in result.found})}
+    found = {f"{d.case}/{d.engine}/{d.subject}" for d in result.found}
+    if name is None:
+        found |= set(v1_dflash_found(engines))
+    return {"found": sorted(found)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -165,6 +165,47 @@ ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class OracleVariant:
+    """An engine setting compared as an engine of its own: the same engine environment driven by another worker
+    module, ckptdiff run with the arguments that select the same setting, over cases of the families above."""
+
+    name: str
+    #: The pinned engine whose environment runs it (pins.txt).
+    engine: str
+    #: What it sets, in words (the table's label).
+    setting: str
+    #: Its worker driver: ``worker_<driver><engine>.py``; results cached under results/<driver><engine>-<version>/.
+    driver: str
+    #: ckptdiff's arguments that select the same setting.
+    args: tuple[str, ...]
+    #: Its cases (each of a family above, by ``family_of``: written and compared as that family's).
+    cases: Callable[[], list[Any]]
+    #: The worker files besides worker.py and the driver whose text keys its cached results.
+    shared: tuple[str, ...] = ()
+
+
+def _v1_cases() -> list[Any]:
+    from v1_cases import V1_CASES
+
+    return list(V1_CASES)
+
+
+#: vLLM's V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0): vLLM's own CPUModelRunner and V1 proposer, observed by
+#: worker_v1_vllm.py, against ``ckptdiff --vllm-runner v1``.
+ORACLE_VARIANTS: tuple[OracleVariant, ...] = (
+    OracleVariant(
+        "vllm_v1",
+        "vllm",
+        "V1 model runner, VLLM_USE_V2_MODEL_RUNNER=0",
+        driver="v1_",
+        args=("--vllm-runner", "v1"),
+        cases=_v1_cases,
+        shared=("worker_vllm.py",),
+    ),
+)
+
+
 def family_of(case: Any) -> str:
     """The family a case belongs to (EAGLE-3's cases predate the field)."""
     return str(getattr(case, "family", "eagle3"))

@@ -1,12 +1,14 @@
 """The oracle job for any checkout: every case through the pinned engines and through ckptdiff, and where they differ.
 
     python tests/oracle/run.py [--ckptdiff-root PATH] [--engine vllm] [--case NAME ...] [--split held-out]
-                               [--family mtp] [--capture] [--out FILE]
+                               [--family mtp] [--capture] [--no-variants] [--out FILE]
 
 Prints one line per disagreement (case, engine, subject, what ckptdiff says, what the engine did) and a
 count per engine and split; writes the same to --out (default /tmp/oracle-disagreements.txt). ``--capture``
 also prints, per case and engine, the target layers the engine captured (observed from its own classes)
-beside the ones ckptdiff says. Exit 0: none; 1: some; 2: an engine environment is missing
+beside the ones ckptdiff says. An engine setting compared as an engine of its own (``ORACLE_VARIANTS``
+in oracle_families.py: vLLM's V1 model runner, ``vllm_v1``) runs with its engine unless ``--no-variants``.
+Exit 0: none; 1: some; 2: an engine environment is missing
 (tests/oracle/install_engines.sh) or a run broke.
 """
 
@@ -32,9 +34,33 @@ for path in (str(HERE), str(REPO)):  # REPO: fixtures/ (the published layouts so
 from cases import Case  # noqa: E402
 from compare import FAILURE_OF, Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
 from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
-from oracle_families import ORACLE_FAMILIES, all_cases, failure_codes, family_of, oracle_family  # noqa: E402
+from oracle_families import (  # noqa: E402
+    ORACLE_FAMILIES,
+    ORACLE_VARIANTS,
+    OracleVariant,
+    all_cases,
+    failure_codes,
+    family_of,
+    oracle_family,
+)
 
 DEFAULT_OUT = Path("/tmp/oracle-disagreements.txt")
+
+
+@dataclass(frozen=True)
+class VariantPin(Pin):
+    """An engine setting compared as an engine of its own (``engine`` is the variant's name, e.g. ``vllm_v1``)."""
+
+    of: str = ""
+    setting: str = ""
+
+    @property
+    def label(self) -> str:
+        return f"{self.of} {self.version} ({self.setting})"
+
+
+def variant_pin(variant: OracleVariant, pin: Pin) -> VariantPin:
+    return VariantPin(variant.name, pin.version, pin.requirements, of=pin.engine, setting=variant.setting)
 
 
 @dataclass
@@ -49,9 +75,12 @@ class Result:
     #: (case, engine) → (what the engine captured, what ckptdiff says it captures), for --capture
     captures: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
 
+    #: A variant's own cases (engine name → cases), where they are not ``cases``.
+    cases_of: dict[str, list[Case]] = field(default_factory=dict)
+
     def comparable(self, engine: str) -> list[Case]:
         off = {case for case, each, _ in self.not_comparable if each == engine}
-        return [c for c in self.cases if c.name not in off]
+        return [c for c in self.cases_of.get(engine, self.cases) if c.name not in off]
 
     def agrees(self, engine: str, split: str | None = None) -> tuple[int, int]:
         """(cases that agree, cases compared) under ``engine``, in ``split`` (None: all)."""
@@ -68,7 +97,7 @@ class Result:
                 f"{pin.label}: {compared} cases compared, {agree} agree, "
                 f"{cases_off} disagree ({sum(1 for d in self.found if d.engine == pin.engine)} disagreements)"
             )
-            for split in sorted({c.split for c in self.cases} - {"main"}):
+            for split in sorted({c.split for c in self.cases_of.get(pin.engine, self.cases)} - {"main"}):
                 agree, compared = self.agrees(pin.engine, split)
                 if compared:
                     lines.append(f"  {split}: {agree} of {compared} agree ({100 * agree / compared:.1f} %)")
@@ -86,13 +115,15 @@ class Result:
         return "\n".join(lines) + "\n"
 
 
-def ckptdiff_report(root: Path, case_dir: Path, target: Path | None, engines: list[str]) -> dict[str, Any]:
+def ckptdiff_report(
+    root: Path, case_dir: Path, target: Path | None, engines: list[str], extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """ckptdiff's JSON report on one case, from the checkout at ``root``, run as a user runs it (``target`` None:
-    the case is checked on its own, as a target carrying MTP layers is)."""
+    the case is checked on its own, as a target carrying MTP layers is; ``extra``: more arguments, a variant's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
     env.update(PYTHONPATH=str(root), NO_COLOR="1", HF_HUB_OFFLINE="1")
     base = ["--base", str(target)] if target is not None else []
-    command = [sys.executable, "-m", "ckptdiff", str(case_dir), *base, "--format", "json"]
+    command = [sys.executable, "-m", "ckptdiff", str(case_dir), *base, "--format", "json", *extra]
     for engine in engines:
         command += ["--engine", engine]
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=root)
@@ -101,7 +132,9 @@ def ckptdiff_report(root: Path, case_dir: Path, target: Path | None, engines: li
     return json.loads(completed.stdout)
 
 
-def in_process_report(case_dir: Path, target: Path | None, engines: list[str]) -> dict[str, Any]:
+def in_process_report(
+    case_dir: Path, target: Path | None, engines: list[str], extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """ckptdiff's JSON report on one case from the ckptdiff imported here (mutate.py: with a rule changed)."""
     import contextlib
     import io
@@ -111,7 +144,7 @@ def in_process_report(case_dir: Path, target: Path | None, engines: list[str]) -
     from ckptdiff.cli import command
 
     base = ["--base", str(target)] if target is not None else []
-    args = [str(case_dir), *base, "--format", "json", "--no-step-summary"]
+    args = [str(case_dir), *base, "--format", "json", "--no-step-summary", *extra]
     for engine in engines:
         args += ["--engine", engine]
     out = io.StringIO()
@@ -132,13 +165,27 @@ def run(
     reporter: Any = None,
     cached_only: bool = False,
     families: list[str] | None = None,
+    variants: bool = True,
 ) -> Result:
     wanted = [pin for pin in pins() if not engine_names or pin.engine in engine_names]
     every = [case for case in all_cases() if not families or family_of(case) in families]
     cases = [case for case in every if (not case_names or case.name in case_names) and split in (None, case.split)]
-    if case_names and len(cases) != len(set(case_names)):
-        unknown = sorted(set(case_names) - {c.name for c in every})
-        raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
+    chosen = {
+        variant: [
+            case
+            for case in variant.cases()
+            if (not case_names or case.name in case_names)
+            and split in (None, case.split)
+            and (not families or family_of(case) in families)
+        ]
+        for variant in ORACLE_VARIANTS
+        if variants and any(pin.engine == variant.engine for pin in wanted)
+    }
+    if case_names:
+        known = {c.name for c in every} | {c.name for each in ORACLE_VARIANTS for c in each.cases()}
+        unknown = sorted(set(case_names) - known)
+        if unknown:
+            raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
     result = Result(wanted, cases)
     with tempfile.TemporaryDirectory(prefix="ckptdiff-oracle-cases-") as scratch:
         # name → (the checkpoint ckptdiff checks, its --base or None: the checkpoint is its own target)
@@ -151,39 +198,90 @@ def run(
             here = family.write(Path(scratch) / family.name, mine)
             written |= here
             for pin in wanted:
-                pairs = {
-                    c.name: (here[c.name][0], here[c.name][1] or here[c.name][0])
-                    for c in mine
-                    if pin.engine not in c.not_comparable
-                }
                 observed[pin.engine] |= run_engine(
-                    pin, pairs, log, cached_only=cached_only, driver=family.driver, shared=family.shared
+                    pin,
+                    _pairs(here, mine, pin.engine),
+                    log,
+                    cached_only=cached_only,
+                    driver=family.driver,
+                    shared=family.shared,
                 )
         names = [pin.engine for pin in wanted]
-        if reporter is not None:
-            reports = {c.name: reporter(*written[c.name], names) for c in cases}
-        else:
-            with ThreadPoolExecutor(max_workers=2) as pool:
-                reports = dict(
-                    zip(
-                        [c.name for c in cases],
-                        pool.map(lambda c: ckptdiff_report(root, *written[c.name], names), cases),
-                    )
-                )
-    codes = {**FAILURE_OF, **failure_codes()}
+        reports = _reports(root, reporter, cases, written, names, ())
+        codes = {**FAILURE_OF, **failure_codes()}
+        _judge(result, cases, wanted, {pin.engine: pin.engine for pin in wanted}, observed, reports, codes)
+        for variant, mine in chosen.items():
+            if not mine:
+                continue
+            pin = next(pin for pin in wanted if pin.engine == variant.engine)
+            column = variant_pin(variant, pin)
+            result.engines.append(column)
+            result.cases_of[column.engine] = mine
+            here = {}
+            for family in ORACLE_FAMILIES:
+                group = [c for c in mine if family_of(c) == family.name]
+                if group:
+                    here |= family.write(Path(scratch) / variant.name / family.name, group)
+            seen = run_engine(
+                pin,
+                _pairs(here, mine, column.engine),
+                log,
+                cached_only=cached_only,
+                driver=variant.driver,
+                shared=variant.shared,
+            )
+            variant_reports = _reports(root, reporter, mine, here, [pin.engine], variant.args)
+            _judge(result, mine, [column], {column.engine: pin.engine}, {column.engine: seen}, variant_reports, codes)
+    return result
+
+
+def _pairs(here: dict[str, tuple[Path, Path | None]], cases: list[Case], engine: str) -> dict[str, tuple[Path, Path]]:
+    """The worker's (checkpoint, target) per case: a case with no --base is its own target."""
+    return {
+        c.name: (here[c.name][0], here[c.name][1] or here[c.name][0]) for c in cases if engine not in c.not_comparable
+    }
+
+
+def _reports(
+    root: Path,
+    reporter: Any,
+    cases: list[Case],
+    written: dict[str, tuple[Path, Path | None]],
+    names: list[str],
+    extra: tuple[str, ...],
+) -> dict[str, dict[str, Any]]:
+    """ckptdiff's JSON report per case: run as a user runs it, or by ``reporter`` (mutate.py: in process)."""
+    if reporter is not None:
+        return {c.name: reporter(*written[c.name], names, extra) for c in cases}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        found = pool.map(lambda c: ckptdiff_report(root, *written[c.name], names, extra), cases)
+        return dict(zip([c.name for c in cases], found))
+
+
+def _judge(
+    result: Result,
+    cases: list[Case],
+    columns: list[Pin],
+    entry_of: dict[str, str],
+    observed: dict[str, dict[str, dict[str, Any]]],
+    reports: dict[str, dict[str, Any]],
+    codes: dict[str, tuple[str, str | None]],
+) -> None:
+    """Every case under every column (an engine, or a variant whose ckptdiff entry is its engine's, ``entry_of``):
+    not comparable, agreeing, or its disagreements, into ``result``."""
     for case in cases:
         family = oracle_family(family_of(case))
         entries = {entry["engine"]: entry for entry in reports[case.name].get("engines", [])}
-        for pin in wanted:
+        for pin in columns:
             if pin.engine in case.not_comparable:
                 result.not_comparable.append((case.name, pin.engine, case.not_comparable[pin.engine]))
                 continue
-            lacking = environment_failure(observed[pin.engine][case.name])
+            seen = observed[pin.engine][case.name]
+            lacking = environment_failure(seen)
             if lacking is not None:
                 result.not_comparable.append((case.name, pin.engine, f"environment: this machine lacks {lacking}"))
                 continue
-            entry = entries.get(pin.engine)
-            seen = observed[pin.engine][case.name]
+            entry = entries.get(entry_of[pin.engine])
             result.captures[(case.name, pin.engine)] = (capture_observed(seen), capture_believed(entry))
             if entry is None:
                 found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", "(an engine result)")]
@@ -191,13 +289,12 @@ def run(
                 found = family.judge(case, pin.engine, seen, entry)
             else:
                 inert = family.inert(case, seen) if family.inert is not None else None
-                unread = pin.engine if family.unread else None
+                unread = entry_of[pin.engine] if family.unread else None
                 theirs = engine_view(seen, case, family.names(case), inert, unread)
                 found = disagreements(case.name, pin.engine, ckptdiff_view(entry, codes), theirs)
             result.found += found
             if not found:
                 result.agreeing[pin.engine] = result.agreeing.get(pin.engine, 0) + 1
-    return result
 
 
 def capture_observed(result: dict[str, Any]) -> str:
@@ -234,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the table is also written")
     parser.add_argument("--split", choices=("main", "held-out"), help="only the cases of this split")
     parser.add_argument("--capture", action="store_true", help="print the observed capture beside ckptdiff's")
+    parser.add_argument("--no-variants", action="store_true", help="skip the engine settings compared as engines")
     parser.add_argument(
         "--family", action="append", choices=[f.name for f in ORACLE_FAMILIES], help="only this family's cases"
     )
@@ -244,7 +342,14 @@ def main(argv: list[str] | None = None) -> int:
         labels = ", ".join(pin.label for pin in missing)
         print(f"oracle: no environment for {labels}: run bash tests/oracle/install_engines.sh", file=sys.stderr)
         return 2
-    result = run(args.ckptdiff_root.resolve(), args.engine, args.case, split=args.split, families=args.family)
+    result = run(
+        args.ckptdiff_root.resolve(),
+        args.engine,
+        args.case,
+        split=args.split,
+        families=args.family,
+        variants=not args.no_variants,
+    )
     text = f"ckptdiff at {args.ckptdiff_root.resolve()}\n" + result.table()
     if args.capture:
         text += "\n" + capture_table(result)

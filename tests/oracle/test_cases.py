@@ -279,3 +279,19 @@ def test_the_oracle_job_without_engines_fails_in_one_line(tmp_path: Path) -> Non
     lines = [line for line in completed.stdout.splitlines() if "not installed" in line]
     assert len(lines) == 1 and "install_engines.sh" in lines[0], completed.stdout[-2000:]
     assert "passed" not in completed.stdout and "skipped" not in completed.stdout
+
+
+def test_the_v1_runner_variant_has_its_own_worker_cache_and_cases(tmp_path: Path) -> None:
+    """vLLM's V1 runner is compared as an engine of its own: its own worker module (so the V2 results stay
+    cached), ckptdiff run with --vllm-runner v1, at least 10 distinct cases, each written as its family writes it."""
+    from oracle_families import ORACLE_VARIANTS
+
+    (variant,) = [v for v in ORACLE_VARIANTS if v.name == "vllm_v1"]
+    assert variant.engine == "vllm" and variant.args == ("--vllm-runner", "v1")
+    assert (HERE / f"worker_{variant.driver}{variant.engine}.py").is_file() and variant.driver
+    cases = variant.cases()
+    assert len({c.name for c in cases}) == len(cases) >= 10
+    written = write_all(tmp_path, cases)
+    assert len({digest(path) + case.target.name for case, path in zip(cases, written.values())}) == len(cases)
+    text = (HERE / "worker_v1_vllm.py").read_text()
+    assert 'os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"' in text and "ckptdiff" not in text.split('"""')[2]

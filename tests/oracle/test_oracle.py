@@ -15,7 +15,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 from engines import pins  # noqa: E402
-from oracle_families import all_cases  # noqa: E402
+from oracle_families import ORACLE_VARIANTS, all_cases  # noqa: E402
 from run import DEFAULT_OUT, REPO, Result, run  # noqa: E402
 
 pytestmark = pytest.mark.oracle
@@ -40,7 +40,19 @@ def test_ckptdiff_says_what_the_engine_does(oracle: Result, case: str, engine: s
     assert not found, f"{case} under {engine}: subject / ckptdiff says / engine did\n{rows}"
 
 
+@pytest.mark.parametrize(
+    ("variant", "case"),
+    [(variant.name, case.name) for variant in ORACLE_VARIANTS for case in variant.cases() if case.split == "main"],
+)
+def test_ckptdiff_says_what_the_engine_does_under_its_settings(oracle: Result, variant: str, case: str) -> None:
+    """An engine setting compared as an engine of its own (vLLM's V1 model runner: ``ckptdiff --vllm-runner v1``
+    against vLLM's own V1 runner)."""
+    test_ckptdiff_says_what_the_engine_does(oracle, case, variant)
+
+
 def test_enough_comparable_cases(oracle: Result) -> None:
     """At least 150 cases compared under each engine (not comparable ones do not count)."""
     for pin in pins():
         assert len(oracle.comparable(pin.engine)) >= 150, pin.label
+    for variant in ORACLE_VARIANTS:  # and at least 10 under each engine setting
+        assert len(oracle.comparable(variant.name)) >= 10, variant.name

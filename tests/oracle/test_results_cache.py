@@ -61,3 +61,11 @@ def test_results_unused_for_long_are_dropped_when_the_folder_is_written(tmp_path
     store_result(cache, "new_case", _key(2), _produce(tmp_path, 2))
     assert cached_result(cache, "old_case", _key(1)) is None
     assert [p.name for p in cache.iterdir()] == [f"new_case-{_key(2)}.json"]
+
+
+def test_a_renamed_case_finds_its_result_by_key(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    store_result(cache, "basic", _key(7), _produce(tmp_path, 7))
+    assert cached_result(cache, "dflash_basic", _key(7)) == {"value": 7}
+    assert cached_result(cache, "dflash_basic", _key(8)) is None

@@ -84,6 +84,10 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "{captured} target hidden states are captured ({read}) but fc takes {fc_aux} x "
         "target_hidden_size={target_hidden}: the fc matmul fails on the first forward"
     ),
+    "eagle3.aux_capture_off": (
+        "eagle_config.use_aux_hidden_state is false: {label} captures no target hidden states (nor checks the "
+        "target's class for it) and the drafter reads the target's last hidden state{ignored}"
+    ),
     "eagle3.aux_ids": "reads {key}={ids}: captures the outputs of target layers {outputs} ({convention}){ignored}",
     "eagle3.aux_ids_convention": (
         "{key}={ids} starts at {first}, which is SGLang's convention (id k = output of layer k; the first id is "

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ....checkpoint import Checkpoint
@@ -369,14 +370,20 @@ def _against_target(
         width = len(captured) * target_hidden if target_hidden is not None else None
         return len(captured) != features or (width is not None and fc_in is not None and width != fc_in), len(captured)
 
-    indices = tuple(i + shift for i in ids) if ids else None
+    from ...engine_settings import current
+
+    v2 = tuple(i + shift for i in ids) if ids else None
+    v1 = engine.v1_ids(spec.config) if engine.v1_ids is not None else None
+    # --vllm-runner v1: the V1 runner's capture (gpu_model_runner.py _get_eagle3_aux_layers_from_config), observed
+    # by the oracle's vllm_v1 variant; fc is the same drafter's under both runners.
+    on_v1 = engine.v1_ids is not None and current().vllm_runner == "v1"
+    indices = v1 if on_v1 else v2
     failed, captured = fails(indices)
     if failed:
-        events.add(engine.not_captured, ids=list(ids) if ids else None, layers=layers, captured=captured,
+        event = replace(engine.not_captured, source=engine.v1_differs.source) if on_v1 and engine.v1_differs else None
+        events.add(event or engine.not_captured, ids=list(ids) if ids else None, layers=layers, captured=captured,
                    features=features)  # fmt: skip
-    if engine.v1_ids is not None and engine.v1_differs is not None:
-        v1 = engine.v1_ids(spec.config)
-        if v1 != indices:
-            v1_failed, _ = fails(v1)
-            events.add(engine.v1_differs, v1=list(v1) if v1 else None, v2=list(indices) if indices else None,
-                       fails=v1_failed and not failed)  # fmt: skip
+    if engine.v1_ids is not None and engine.v1_differs is not None and v1 != v2:
+        v1_failed, _ = fails(v1)
+        events.add(engine.v1_differs, v1=list(v1) if v1 else None, v2=list(v2) if v2 else None,
+                   fails=v1_failed and not failed)  # fmt: skip

@@ -121,7 +121,9 @@ def simulate(
         if supported is not None and engine.target_refused is not None and target.model_type is not None:
             if not any(kind in target.model_type for kind in supported):
                 events.add(engine.target_refused, model_type=target.model_type, supported=list(supported))
-    refused = target is not None and target.architecture in engine.refused_targets
+    # The class is checked when the capture is set up, which an engine skips when use_aux_hidden_state is false.
+    capturing = draft.use_aux or engine.aux_ids.off_without_aux is None
+    refused = capturing and target is not None and target.architecture in engine.refused_targets
     if refused and engine.target_class_refused is not None and target is not None:
         events.add(engine.target_class_refused, architecture=target.architecture)
     else:
@@ -303,6 +305,11 @@ def _moved(name: str, param: str) -> bool:
 
 
 def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
+    if not draft.use_aux and engine.aux_ids.off_without_aux is not None:
+        # Nothing is captured: which ids it would read, and on which layers, does not matter.
+        unread = [[found.key, list(found.value)] for found in draft.spec.aux_ids]
+        events.add(engine.aux_ids.off_without_aux, None, ignored=unread, engine=engine.name)
+        return
     if engine.aux_ids.classes and not engine.aux_ids.from_serving_config:
         class_capture(engine, draft, events)
         return

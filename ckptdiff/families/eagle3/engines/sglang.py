@@ -272,6 +272,18 @@ ENGINE = Engine(
         source=TARGET_LLAMA,
         # layers_to_capture = [id + 1]: captured before layer id+1, so the last layer's output (id n-1) never is.
         valid=lambda n: range(-1, n - 1),
+        off_without_aux=Event(
+            "info",
+            "aux_capture_off",
+            "eagle3.aux_capture_off",
+            Source(
+                REPO,
+                VERSION,
+                "python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py:189 "
+                "(eagle_use_aux_hidden_state), attention_backend_setup.py:54 (the capture set up only when it is "
+                "true)",
+            ),
+        ),
         classes=CAPTURES,
     ),
     config_checks=(

@@ -275,6 +275,17 @@ ENGINE = Engine(
         source=AUX,
         valid=lambda n: range(0, n + 1),
         classes=CAPTURES,
+        off_without_aux=Event(
+            "info",
+            "aux_capture_off",
+            "eagle3.aux_capture_off",
+            Source(
+                REPO,
+                VERSION,
+                "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:15 (requires_aux_hidden_states), "
+                "vllm/v1/worker/gpu/model_runner.py:412 (the capture set up only when it is true)",
+            ),
+        ),
     ),
     # SpeculativeConfig._verify_args has no target model_type whitelist in this version; older releases
     # refused targets outside a list (vllm#22152, #31254): a rule for such a release sets target_model_types.

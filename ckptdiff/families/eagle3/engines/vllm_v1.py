@@ -23,6 +23,13 @@ from .vllm_common import EMBED, REPO, VERSION
 RUNNER = Source(REPO, VERSION, "vllm/v1/worker/gpu_model_runner.py (_get_eagle3_aux_layers_from_config)")
 SETUP = Source(REPO, VERSION, "vllm/v1/worker/gpu_model_runner.py (_setup_eagle3_aux_hidden_state_outputs)")
 SHARE = Source(REPO, VERSION, "vllm/v1/spec_decode/llm_base_proposer.py (_maybe_share_embeddings)")
+#: use_aux_hidden_state false: the runner sets no capture up (and checks no target class).
+NO_AUX = Source(
+    REPO,
+    VERSION,
+    "vllm/v1/spec_decode/llm_base_proposer.py:1674 (_get_eagle3_use_aux_hidden_state_from_config), "
+    "vllm/v1/worker/gpu_model_runner.py:652 (use_aux_hidden_state_outputs), :5170 (no set-up without it)",
+)
 KEYS = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
 
 EMBED_V1 = replace(
@@ -35,6 +42,10 @@ EMBED_V1 = replace(
         *EMBED.absent[1:],
     ),
 )
+
+
+def _source(event: Event | None, source: Source) -> Event | None:
+    return replace(event, source=source) if event is not None else None
 
 
 def _param(param: Param) -> Param:
@@ -50,6 +61,7 @@ def _engine(engine: Engine) -> Engine:
         source=RUNNER,
         default_event=replace(engine.aux_ids.default_event, source=RUNNER),
         classes=classes,
+        off_without_aux=_source(engine.aux_ids.off_without_aux, NO_AUX),
     )
     runner = Case(lambda d: True, Event("info", "runner_v1", "eagle3.vllm.runner_v1", RUNNER))
     return replace(
