@@ -1,6 +1,7 @@
 """Runtime semantics beyond the weights (issue #27 item 3), end to end from the CLI and the API: vLLM's two model
 runners (``--vllm-runner``), target classes an engine refuses EAGLE-3 for, and the registries' data behind them.
-The oracle (tests/oracle, ``vllm-v1`` and the ``gen_target_class_*`` cases) checks the same against the engines."""
+The oracle (tests/oracle: the ``vllm_v1`` variant, v1_dflash.py and the ``gen_target_class_*`` cases) checks the
+same against the engines."""
 
 from __future__ import annotations
 

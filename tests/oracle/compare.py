@@ -60,8 +60,8 @@ from cases import HIDDEN, VOCAB, Case, tensors_of
 #: Names no loader uses by design: skipping them is not a degradation.
 INERT = re.compile(r"(^|\.)(t2d|mask_hidden|rotary_emb\.inv_freq)$")
 #: Parameters an engine fills itself when the checkpoint has none (attention KV-cache quantization scales,
-#: set to 1.0 by the attention layer): not compared.
-ENGINE_DEFAULTS = re.compile(r"\.attn\.(k|v|q|prob)_(scale|zero_point)$")
+#: set to 1.0 by the attention layer; SGLang's MLA has two, attn_mha and attn_mqa): not compared.
+ENGINE_DEFAULTS = re.compile(r"\.attn(_mha|_mqa)?\.(k|v|q|prob)_(scale|zero_point)$")
 #: Parameters an engine builds and loads but whose forward never reads them, by engine: left unwritten, they do
 #: not degrade the drafter. Derived from the forward's code (the first forward is not run here), at the pinned
 #: versions: vLLM's decoder layers after the first call input_layernorm(hidden_states, residual) and never

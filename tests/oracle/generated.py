@@ -622,8 +622,8 @@ def _kimi_k25_cases() -> list[Case]:
 
 
 def _runtime_cases() -> list[Case]:
-    """Issue #27 item 3, runtime semantics beyond weights: where each vLLM runner reads the aux ids (every case is
-    also compared under vLLM's V1 runner, ``vllm-v1`` in run.py; these make the two runners differ), target
+    """Issue #27 item 3, runtime semantics beyond weights: where each vLLM runner reads the aux ids (these are also
+    compared under vLLM's V1 runner, the ``vllm_v1`` variant of v1_cases.py; they make the two runners differ), target
     classes an engine refuses for EAGLE-3, drafter head geometry against the target's, and d2t edge cases."""
     deepseek, llama = Target("deepseek_v3", 61), Target("llama", 32)
     out = [
