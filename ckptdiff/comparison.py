@@ -86,8 +86,11 @@ def check_checkpoint(
     policy = policy or Policy()
     family = None if profile in (AUTO, NONE) else profile
     results = simulate_engines(engines, [("A", checkpoint)], base, policy, family)
+    served = family or (detect_family(checkpoint.config) if profile == AUTO else None)
+    chosen = get_profile(served) if served is not None else None
+    variants = chosen.variants_of(checkpoint.config, checkpoint.tensors.keys()) if chosen is not None else ()
     report = Report(
-        a=SideSummary.of(checkpoint),
+        a=SideSummary.of(checkpoint, variants=variants),
         b=None,
         tensors=(),
         base=SideSummary.of(base) if base is not None else None,
@@ -153,8 +156,8 @@ def compare_checkpoints(
         layout = msgspec.convert(resolved.to_dict(), Layout) if resolved is not None else None
     results = simulate_engines(engines, [("A", a), ("B", b)], base, policy, profile.name if profile else None)
     report = Report(
-        a=SideSummary.of(a),
-        b=SideSummary.of(b),
+        a=SideSummary.of(a, variants=profile.variants_of(a.config, a.tensors.keys()) if profile else ()),
+        b=SideSummary.of(b, variants=profile.variants_of(b.config, b.tensors.keys()) if profile else ()),
         tensors=rows,
         config=config_diffs,
         findings=tuple(findings),

@@ -306,9 +306,11 @@ class SideSummary(msgspec.Struct, frozen=True, omit_defaults=True):
     dtypes: dict[str, DtypeTotals]
     #: For a base model: where it keeps its text model.
     layout: Layout | None = None
+    #: The variants of its drafter family this side is (codes, e.g. ``mla``, ``eagle3.1``; the formats say them).
+    variants: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, checkpoint: Checkpoint, *, layout: Layout | None = None) -> SideSummary:
+    def of(cls, checkpoint: Checkpoint, *, layout: Layout | None = None, variants: tuple[str, ...] = ()) -> SideSummary:
         dtypes = checkpoint.dtype_totals()  # one pass over the tensors; the totals add up from it
         kind: SideKind = "store" if checkpoint.kind == "store" else "local" if checkpoint.kind == "local" else "hub"
         return cls(
@@ -322,6 +324,7 @@ class SideSummary(msgspec.Struct, frozen=True, omit_defaults=True):
             bytes=sum(nbytes for _, nbytes in dtypes.values()),
             dtypes={dtype: DtypeTotals(p, b) for dtype, (p, b) in dtypes.items()},
             layout=layout,
+            variants=variants,
         )
 
     @property

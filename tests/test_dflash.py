@@ -259,3 +259,40 @@ def test_every_dflash_event_and_finding_is_worded(tmp_path) -> None:
     assert "dflash_hidden_mismatch" in messages.FINDINGS and "16 wide" in messages.FINDINGS[finding.code](
         finding.params
     )
+
+
+def test_a_drafter_attention_other_than_the_targets_runs_in_both_and_is_said(tmp_path, run_cli) -> None:
+    # KV-cache spec unification (#27): neither engine checks the drafter's head_dim / KV heads against the target's
+    config = {**DRAFTER, "num_key_value_heads": 2}
+    folder = tmp_path / "kv2"
+    write_config(folder, config)
+    kv = [(n, d, [2 * 8, shape[1]] if n.endswith(("k_proj.weight", "v_proj.weight")) else shape)
+          for n, d, shape in drafter_tensors(config)]  # fmt: skip
+    write_safetensors(folder / "model.safetensors", kv)
+    done = run_cli(str(folder), "--engine", "vllm", "--engine", "sglang", "--base", str(QWEN3_BASE), "-v")
+    assert done.returncode == 0, done.stdout
+    assert "vllm A: loads" in done.stdout and "sglang A: loads" in done.stdout
+    assert "(head_dim 8, 2 KV heads) is not the target's (head_dim 8, 1 KV heads): vLLM runs it" in done.stdout
+    assert "kv_cache_planning.py:1143" in done.stdout and "dflash_utils.py:121" in done.stdout
+    report = json.loads(
+        run_cli(str(folder), "--engine", "sglang", "--base", str(QWEN3_BASE), "--format", "json").stdout
+    )
+    (event,) = [e for e in report["engines"][0]["events"] if e["code"] == "draft_kv_cache"]
+    assert event["severity"] == "info"
+    # 2 KV heads x (k + v) x head_dim 8 x 5 layers x 2 bytes (bfloat16)
+    assert event["params"]["bytes_per_token"] == 2 * 2 * 8 * 5 * 2
+    assert "a KV pool of its own" in event["message"]
+
+
+def test_an_mla_target_is_named_and_the_same_attention_says_nothing(tmp_path) -> None:
+    mla = tmp_path / "mla-base"
+    shutil.copytree(QWEN3_BASE, mla)
+    target = json.loads((mla / "config.json").read_text())
+    (mla / "config.json").write_text(json.dumps({**target, "kv_lora_rank": 32, "qk_rope_head_dim": 8}))
+    said = engines(PUBLISHED, mla)
+    for result in said.values():
+        (event,) = [e for e in result.events if e.code == "draft_kv_cache"]
+        assert event.params["target_mla"] and event.params["target_head_dim"] == 40
+        assert "MLA, one 40-wide latent per token" in event_message(event)
+    same = engines(PUBLISHED, QWEN3_BASE)
+    assert not [e for result in same.values() for e in result.events if e.code == "draft_kv_cache"]

@@ -111,6 +111,10 @@ def test_the_k25_mla_drafters_load_on_a_k25_base_from_the_command_line(name: str
     assert found["vllm"]["outcome"] == found["sglang"]["outcome"] == "loads"
     aux = [e["message"] for e in found["sglang"]["events"] if e["code"] == "aux_ids"]
     assert aux and "[1, 29, 57] on this 61-layer DeepSeek-V2/V3 target" in aux[0]
+    # the target's embedding replaces the drafter's through the MLA drafter class's own set_embed
+    embedding = [e for e in found["sglang"]["events"] if e["code"] == "from_target" and "embed" in e["message"]]
+    assert embedding and all("kimi_k25_eagle3.py:404 (Eagle3DeepseekV2ForCausalLM.set_embed)" in e["source"]
+                             for e in embedding)  # fmt: skip
 
 
 def test_vllm_mla_loads_fc_without_aux(tmp_path: Path) -> None:

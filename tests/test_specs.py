@@ -46,6 +46,12 @@ def test_a_malformed_url_is_refused_before_any_request(spec):
         parse_spec(spec)
 
 
+@pytest.mark.parametrize("spec", ["~\0", "./a\0b", "org/na\0me"])
+def test_a_nul_character_is_one_clear_error(spec):
+    with pytest.raises(SourceError, match="holds a NUL character"):
+        parse_spec(spec)
+
+
 def test_a_signed_url_is_refused_and_its_signature_never_shown():
     with pytest.raises(SourceError) as error:
         parse_spec("https://host/m/model.safetensors?X-Amz-Signature=0123456789abcdef&X-Amz-Expires=60")

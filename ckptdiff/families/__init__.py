@@ -7,8 +7,8 @@ A family's folder (``families/<name>/``) holds everything that family knows:
   injects, checks whose findings are codes + params);
 - ``engines/``: per engine, its load rules as data citing the engine's files at the pinned version, and
   ``simulate(engine, checkpoint, side, base_config)`` replaying them (events are codes + params);
-- ``messages.py``: ``FINDINGS`` (finding code → words) and ``engine_messages.py``: ``EVENTS`` (event wording
-  key → template), which the formats' catalogue registers.
+- ``messages.py``: ``FINDINGS`` (finding code → words), ``VARIANTS`` (the profile's variant codes → words) and
+  ``engine_messages.py``: ``EVENTS`` (event wording key → template), which the formats' catalogue registers.
 
 Adding a family is one folder and one line in ``FAMILIES``. What is generic stays outside: naming patterns
 (:mod:`ckptdiff.naming`) and base layouts (:mod:`ckptdiff.base_layouts`) take roles, not a family.
@@ -129,6 +129,14 @@ def finding_words() -> dict[str, Callable[[Mapping[str, Any]], str]]:
     out: dict[str, Callable[[Mapping[str, Any]], str]] = {}
     for each in FAMILIES:
         out |= import_module(f"{__name__}.{each.name}.messages").FINDINGS
+    return out
+
+
+def variant_words() -> dict[str, str]:
+    """Every family's variant code → its words (``messages.VARIANTS``; the formats name a side's variants)."""
+    out: dict[str, str] = {}
+    for each in FAMILIES:
+        out |= getattr(import_module(f"{__name__}.{each.name}.messages"), "VARIANTS", {})
     return out
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +57,11 @@ class Profile:
     #: The findings as reported with ``--engine``: those that describe what engines do in prose give way to the
     #: engines' own events (None: unchanged).
     engine_view: Callable[[list[Finding]], list[Finding]] | None = None
+    #: The variants of the family a side is (config, tensor names → codes; words in its ``messages.VARIANTS``).
+    variants: Callable[[Config | None, Collection[str]], tuple[str, ...]] | None = None
+
+    def variants_of(self, config: Config | None, names: Collection[str]) -> tuple[str, ...]:
+        return self.variants(config, names) if self.variants is not None else ()
 
     def injected_weights(self, config: Config | None) -> tuple[InjectedWeight, ...]:
         return self.injects(config) if self.injects is not None else self.injected

@@ -27,7 +27,7 @@ from ._common import (
 )
 from .collapse import DisplayRow
 from .drift import drift_section
-from .messages import allowed_by_text, finding_message, headline, rules_applied
+from .messages import allowed_by_text, finding_message, headline, rules_applied, variant_lines
 
 #: How many failing tensors or patterns the verdict names before "and N more".
 NAMED_REASONS = 20
@@ -242,6 +242,7 @@ def _sides(report: Report) -> list[str]:
     out += [_side("B", report.b)] if report.b is not None else []
     out += [_side("base", report.base)] if report.base is not None else []
     out += [f"<li><strong>profile</strong>: {escape(report.profile)}</li>"] if report.profile else []
+    out += [f"<li><strong>variant</strong> ({label}): {escape(words)}</li>" for label, words in variant_lines(report)]
     return out + ["</ul>"]
 
 

@@ -17,7 +17,7 @@ import xml.etree.ElementTree as ET
 from ..report import Report, TensorRow
 from . import RenderOptions
 from ._common import config_cells, event_line, note_text, shape_dtype, side_display
-from .messages import allowed_by_text, finding_message, headline, rules_applied
+from .messages import allowed_by_text, finding_message, headline, rules_applied, variants_text
 
 
 def escape(value: str) -> str:
@@ -61,6 +61,8 @@ def render(report: Report, options: RenderOptions) -> str:
         if report.base.layout is not None:
             facts.append(("base.layout", report.base.layout.description))
     facts += [("profile", report.profile or "none"), ("fail_on", report.fail_on)]
+    sides = [("a", report.a)] + ([("b", report.b)] if report.b is not None else [])
+    facts += [(f"{label}.variants", variants_text(side)) for label, side in sides if side.variants]
     facts += [(f"rule.{i}", rule) for i, rule in enumerate(rules_applied(report), 1)]
     if report.command:
         facts.append(("command", report.command))

@@ -32,7 +32,7 @@ from ._common import (
     value_cells,
 )
 from .collapse import DisplayRow, collapse, expand_pattern
-from .messages import finding_message, headline, rules_applied
+from .messages import finding_message, headline, rules_applied, variant_lines
 
 _MARK = {"compatible": "✅", "incompatible": "❌"}
 _OUTCOME_MARK = {"loads": "✅", "degraded": "⚠️", "fails": "❌"}
@@ -245,6 +245,7 @@ class _Rendering:
             out.append(_side("base", report.base))
         if report.profile:
             out.append(f"- **profile**: {report.profile}")
+        out += [f"- **variant** ({label}): {escape(words)}" for label, words in variant_lines(report)]
         return out + [""]
 
     # --- tensors ---------------------------------------------------------------------------------------------

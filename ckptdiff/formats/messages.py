@@ -13,8 +13,8 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..families import event_words, finding_words
-from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report
+from ..families import event_words, finding_words, variant_words
+from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report, SideSummary
 from .values_messages import VALUES
 
 #: What each kind of rule does to the rows it matches, for "rules applied".
@@ -24,6 +24,21 @@ _EFFECT = {
     "allow_extra": "accepted as extra in B",
     "allow_dtype_change": "accepted with a dtype change",
 }
+
+
+def variant_lines(report: Report) -> list[tuple[str, str]]:
+    """(side label, its variants in words) for each side whose drafter is a variant of its family (MLA, EAGLE 3.1,
+    multi-layer, an MTP layout); one ``("A and B", ...)`` when both sides are the same variants."""
+    sides = [("A", report.a)] + ([("B", report.b)] if report.b is not None else [])
+    if len(sides) == 2 and report.a.variants == sides[1][1].variants:
+        sides = [("A and B", report.a)]
+    return [(label, variants_text(side)) for label, side in sides if side.variants]
+
+
+def variants_text(side: SideSummary) -> str:
+    """A side's variant codes in their family's words (a code no family words shows as itself)."""
+    words = variant_words()
+    return "; ".join(words.get(code, code) for code in side.variants)
 
 
 def plural(n: int, word: str) -> str:

@@ -25,7 +25,7 @@ from ._common import (
     side_display_with_layout,
     value_cells,
 )
-from .messages import finding_message, headline, rules_applied
+from .messages import finding_message, headline, rules_applied, variant_lines
 
 _COLORS = {
     "match": "32",
@@ -72,6 +72,7 @@ def render(report: Report, options: RenderOptions, terminal: Terminal | None = N
         lines.append(f"base: {printable(side_display_with_layout(report.base))}")
     if report.profile:
         lines.append(f"profile: {report.profile}")
+    lines += [f"variant ({label}): {printable(words)}" for label, words in variant_lines(report)]
     if report.b is not None:  # one checkpoint on its own: nothing compared
         lines += ["", *_tensor_table(report, options, terminal, paint, failing_only=False)]
     if report.config:

@@ -99,6 +99,8 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
             )
         _refuse_store_credentials(spec, scheme, rest.partition("/")[0])
         return StoreSpec(f"{scheme}://{rest}", scheme)
+    if "\0" in spec:  # no path or repo id holds one (expanduser would raise ValueError on it)
+        raise SourceError(display_spec(spec), "holds a NUL character: no file, folder or Hub repo id has one")
     try:
         expanded = Path(spec).expanduser()
     except RuntimeError:  # ~user for a user that does not exist

@@ -5,10 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,11 @@ WORKER = HERE / "worker.py"
 TIMEOUT_S = 3600
 #: Between a case's folder and its target's on the worker's command line.
 PAIR = "::"
+#: The results cache keeps, per case name, this many results of distinct keys (the most recently used ones), so
+#: checkouts whose worker files or cases differ (worktrees, branches, families) do not evict each other's...
+KEEP_PER_CASE = 4
+#: ...and drops any result no run has used for this long.
+KEEP_UNUSED_DAYS = 30
 
 
 def oracle_home() -> Path:
@@ -108,9 +115,9 @@ def run_engine(
     results: dict[str, dict[str, Any]] = {}
     todo: dict[str, tuple[Path, Path]] = {}
     for name, paths in cases.items():
-        cached = cache / f"{name}-{keys[name]}.json"
-        if cached.is_file():
-            results[name] = json.loads(cached.read_text())
+        cached = cached_result(cache, name, keys[name])
+        if cached is not None:
+            results[name] = cached
         else:
             todo[name] = paths
     label = f"{pin.label} ({driver.rstrip('_')})" if driver else pin.label
@@ -137,17 +144,49 @@ def run_engine(
                     f"oracle worker for {pin.label} wrote no result for {name} (exit {completed.returncode}):\n{tail}"
                 )
             results[name] = json.loads(produced.read_text())
-            fresh = cache / f"{name}-{keys[name]}.json"
-            for stale in cache.glob(f"{name}-*.json"):
-                if stale != fresh:
-                    stale.unlink(missing_ok=True)
-            # Atomic, so two runs sharing the cache never read half a file.
-            partial = cache / f".{name}-{keys[name]}.{os.getpid()}"
-            shutil.copy(produced, partial)
-            os.replace(partial, fresh)
+            store_result(cache, name, keys[name], produced)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return results
+
+
+def cached_result(cache: Path, name: str, key: str) -> dict[str, Any] | None:
+    """The cached result of case ``name`` under ``key``, or None; a result read counts as used (its time is now).
+    The key is the case's content, not its name: a renamed case finds its result under its old name."""
+    path = cache / f"{name}-{key}.json"
+    if not path.is_file():
+        path = next(iter(sorted(cache.glob(f"*-{key}.json"))), path)
+    try:
+        loaded: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    try:
+        os.utime(path)
+    except OSError:  # a cache shared read-only: the result still counts
+        pass
+    return loaded
+
+
+def store_result(cache: Path, name: str, key: str, produced: Path) -> None:
+    """Cache ``produced`` as case ``name``'s result under ``key`` beside the results of its other keys, then keep the
+    ``KEEP_PER_CASE`` most recently used of them and drop every result unused for ``KEEP_UNUSED_DAYS``."""
+    # Atomic, so two runs sharing the cache never read half a file.
+    partial = cache / f".{name}-{key}.{os.getpid()}"
+    shutil.copy(produced, partial)
+    os.replace(partial, cache / f"{name}-{key}.json")
+    mine = re.compile(rf"^{re.escape(name)}-[0-9a-f]{{24}}\.json$")
+    versions = []
+    for path in cache.glob("*.json"):
+        try:
+            used = path.stat().st_mtime
+        except FileNotFoundError:  # another run pruned it meanwhile
+            continue
+        if time.time() - used > KEEP_UNUSED_DAYS * 86400:
+            path.unlink(missing_ok=True)
+        elif mine.match(path.name):
+            versions.append((used, path))
+    for _, stale in sorted(versions, reverse=True)[KEEP_PER_CASE:]:
+        stale.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":  # exit 0 when every pinned environment is installed, else name what is missing

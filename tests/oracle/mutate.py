@@ -454,6 +454,8 @@ MUTATIONS.update(VARIANT_MUTATIONS)
 
 
 # The other families' mutations, each in its own module.
+from mutate_dflash import FAMILY as DFLASH_FAMILY  # noqa: E402
+from mutate_dflash import MUTATIONS as DFLASH_MUTATIONS  # noqa: E402
 from mutate_mtp import MUTATIONS as MTP_MUTATIONS  # noqa: E402
 
 MUTATIONS |= MTP_MUTATIONS
@@ -463,183 +465,48 @@ from mutate_v1 import MUTATIONS as V1_MUTATIONS  # noqa: E402
 from mutate_v1 import V1_DFLASH_MUTATIONS  # noqa: E402
 
 MUTATIONS |= V1_MUTATIONS | V1_DFLASH_MUTATIONS
-
-
-# ---- DFlash (ckptdiff/families/dflash/engines/): its own block, judged on dflash_check.py's cases
-
-
-def change_dflash(name: str, **fields: Any) -> None:
-    """Replace fields of DFlash engine ``name``'s rules (``DFlashEngine`` data) as the registry will return them."""
-    import importlib
-
-    module = importlib.import_module(f"ckptdiff.families.dflash.engines.{name}")
-    module.ENGINE = dataclasses.replace(module.ENGINE, **fields)
-
-
-def _dflash_vllm_unknown_name_skipped() -> None:
-    import importlib
-
-    unknown = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.unknown
-    change_dflash("vllm", unknown=dataclasses.replace(unknown, severity="info"))
-
-
-def _dflash_sglang_model_prefix_kept() -> None:
-    change_dflash("sglang", strips_model_prefix=False)
-
-
-def _dflash_vllm_eagle_aux_ids_not_read() -> None:
-    import importlib
-
-    keys = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.ids_keys
-    change_dflash("vllm", ids_keys=tuple(k for k in keys if k.key != "eagle_aux_hidden_state_layer_ids"))
-
-
-def _dflash_sglang_ids_not_checked_at_startup() -> None:
-    change_dflash("sglang", ids_vs_target=None)
-
-
-def _dflash_vllm_midlayer_not_aliased() -> None:
-    import importlib
-
-    aliases = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.aliases
-    change_dflash("vllm", aliases=tuple(a for a in aliases if "midlayer" not in a.pattern))
-
-
-def _dflash_vllm_fc_from_hidden_size() -> None:
-    change_dflash("vllm", fc_hidden_keys=("hidden_size",))
-
-
-def _dflash_sglang_uses_carried_embedding() -> None:
-    change_dflash("sglang", own_embedding=True, own_head=True)
-
-
-def _dflash_vllm_rotary_caches_kept() -> None:
-    import importlib
-
-    discards = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.discards
-    change_dflash("vllm", discards=tuple(d for d in discards if "rotary" not in d[0]))
-
-
-def _dflash_sglang_encoder_not_aliased() -> None:
-    change_dflash("sglang", aliases=())
-
-
-def _dflash_vllm_fc_kept_without_aux() -> None:
-    change_dflash("vllm", aux_flag_drops_fc=False)
-
-
-def _dflash_sglang_default_ids_need_no_depth() -> None:
-    change_dflash("sglang", ids_vs_trained_depth=None)
-
-
-def _dflash_vllm_v1_reads_like_v2() -> None:
-    import importlib
-
-    vllm = importlib.import_module("ckptdiff.families.dflash.engines.vllm")
-
-    def like_v2(config: Any) -> Any:
-        from ckptdiff.families.dflash.engines.replay import read_ids
-
-        _, ids, shift = read_ids(vllm.ENGINE, config)
-        return tuple(i + shift for i in ids) if isinstance(ids, list) and ids else None
-
-    change_dflash("vllm", v1_ids=like_v2)
-
-
-def _dflash_sglang_qwen2_captures() -> None:
-    change_dflash("sglang", refused_targets=())
-
-
-DFLASH_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
-    "dflash.vllm.v1_ids": (
-        "vLLM's V1 model runner reads the target layer ids as the V2 runner does",
-        _dflash_vllm_v1_reads_like_v2,
-    ),
-    "dflash.sglang.refused_targets": (
-        "SGLang captures DFlash states from every target class (Qwen2's has no set_dflash_layers_to_capture)",
-        _dflash_sglang_qwen2_captures,
-    ),
-    "dflash.vllm.unknown_name.raises": (
-        "vLLM's DFlash loader skips an unknown name instead of raising",
-        _dflash_vllm_unknown_name_skipped,
-    ),
-    "dflash.sglang.model_prefix.stripped": (
-        "SGLang's DFlash loader keeps a model. prefix",
-        _dflash_sglang_model_prefix_kept,
-    ),
-    "dflash.vllm.ids_keys.eagle_aux_first": (
-        "vLLM reads no EAGLE-3 aux ids for a DFlash drafter",
-        _dflash_vllm_eagle_aux_ids_not_read,
-    ),
-    "dflash.sglang.ids_vs_target": (
-        "SGLang does not check the target layer ids against the target's depth at start-up",
-        _dflash_sglang_ids_not_checked_at_startup,
-    ),
-    "dflash.vllm.aliases.midlayer": ("vLLM does not read midlayer.* as layers.0", _dflash_vllm_midlayer_not_aliased),
-    "dflash.vllm.fc_hidden_keys.target_hidden_size": (
-        "vLLM sizes fc's input with hidden_size, not target_hidden_size",
-        _dflash_vllm_fc_from_hidden_size,
-    ),
-    "dflash.sglang.own_embedding": (
-        "SGLang's DFlash drafter uses a carried embedding and head",
-        _dflash_sglang_uses_carried_embedding,
-    ),
-    "dflash.vllm.discards.rotary_caches": (
-        "vLLM keeps a rotary cache (rotary_emb.inv_freq) and looks a parameter up for it",
-        _dflash_vllm_rotary_caches_kept,
-    ),
-    "dflash.sglang.aliases.encoder": (
-        "SGLang does not read encoder.fc / encoder.output_norm_enc as fc / hidden_norm",
-        _dflash_sglang_encoder_not_aliased,
-    ),
-    "dflash.vllm.aux_flag_drops_fc": (
-        "vLLM builds fc whatever use_aux_hidden_state says",
-        _dflash_vllm_fc_kept_without_aux,
-    ),
-    "dflash.sglang.ids_vs_trained_depth": (
-        "SGLang builds DFlashDraftModel whatever its ids and num_target_layers",
-        _dflash_sglang_default_ids_need_no_depth,
-    ),
-}
 MUTATIONS |= DFLASH_MUTATIONS
-
-
-def dflash_found(engines: list[str] | None) -> list[str]:
-    """The DFlash cases' disagreements with the rules as they are now, on the cached engine results."""
-    from dflash_check import run as dflash_run
-
-    with open(os.devnull, "w") as quiet:
-        found, _, _ = dflash_run(engines, None, cached_only=True, log=quiet)
-    return [f"dflash:{d.case}/{d.engine}/{d.subject}" for d in found]
+#: Mutations whose rules only one family's drafters reach: judged on that family's cases only (the baseline run
+#: judges every case, so each such family's cases are in it).
+SCOPE: dict[str, str] = {name: DFLASH_FAMILY for name in DFLASH_MUTATIONS}
 
 
 def v1_dflash_found(engines: list[str] | None) -> list[str]:
     """DFlash's disagreements under vLLM's V1 runner (v1_dflash.py), on its cached results."""
     if engines and "vllm" not in engines:
         return []
+    from run import in_process_report
     from v1_dflash import run as v1_dflash_run
 
     with open(os.devnull, "w") as quiet:
-        found, _, _ = v1_dflash_run(None, cached_only=True, log=quiet)
+        found, _, _ = v1_dflash_run(None, cached_only=True, log=quiet, reporter=in_process_report)
     return [f"v1_dflash:{d.case}/{d.engine}/{d.subject}" for d in found]
 
 
 def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
-    """In this process: apply mutation ``name`` (None: none), judge every case of the job (the main split) against
-    the cached engine results."""
+    """In this process: apply mutation ``name`` (None: none), judge every case of the job (the main split; a
+    family-scoped mutation's family's) against the cached engine results."""
     if name is not None:
         MUTATIONS[name][1]()
     from run import in_process_report, run
 
-    if name is not None and name in DFLASH_MUTATIONS:  # DFlash's rules change only DFlash's verdicts
-        return {"found": sorted(set(dflash_found(engines)))}
+    families = [SCOPE[name]] if name in SCOPE else None
     if name is not None and name in V1_DFLASH_MUTATIONS:  # DFlash under vLLM's V1 runner: v1_dflash.py's cases
         return {"found": sorted(set(v1_dflash_found(engines)))}
     with open(os.devnull, "w") as quiet:
-        result = run(REPO, engines, None, log=quiet, reporter=in_process_report, cached_only=True, split="main")
+        result = run(
+            REPO,
+            engines,
+            None,
+            log=quiet,
+            reporter=in_process_report,
+            cached_only=True,
+            split="main",
+            families=families,
+        )
     found = {f"{d.case}/{d.engine}/{d.subject}" for d in result.found}
     if name is None:
-        found |= set(dflash_found(engines)) | set(v1_dflash_found(engines))
+        found |= set(v1_dflash_found(engines))
     return {"found": sorted(found)}
 
 

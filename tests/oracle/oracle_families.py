@@ -2,9 +2,13 @@
 them in the engines, how they are written, and the failure codes its rules add to compare.py's vocabulary.
 
 Adding a family to the oracle: its cases (objects with ``name``, ``about``, ``split``, ``not_comparable``,
-``trained_outputs``), ``worker_<driver><engine>.py`` per engine (``setup(architectures)`` and ``case(case_dir,
-target_dir, marked, result)``, run by worker.py), a ``write`` that puts them on disk, and one line in
-``ORACLE_FAMILIES``. run.py, test_oracle.py and mutate.py then run, compare and mutate them with the others.
+``family``, ``trained_outputs``; every name starts with the family's ``prefix``), ``worker_<driver><engine>.py``
+per engine (``setup(architectures)``, the worker's start-up, run once before the cases: where an engine refuses
+this machine at start-up for a reason that is not the drafter's, it answers that one check there; and ``case(
+case_dir, target_dir, marked, result)``, run by worker.py per case), a ``write`` that puts them on disk, and one
+line in ``ORACLE_FAMILIES``. run.py, test_oracle.py and mutate.py then run, compare and mutate them with the others.
+A family whose outcomes and stages are not compare.py's (DFlash: the DFLASH worker's start-up check after the
+load) brings its own ``judge``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from compare import Disagreement
+
+#: (case, engine, what the engine did, ckptdiff's engines[] entry for it) → where they differ.
+Judge = Callable[[Any, str, Mapping[str, Any], Mapping[str, Any]], list[Disagreement]]
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,11 @@ class OracleFamily:
     failure_of: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
     #: EAGLE-3's later layers' norms an engine never reads (compare.UNREAD) are no degradation in its cases.
     unread: bool = False
+    #: What every case name of the family starts with: names are the job's and the results cache's handle on a
+    #: case, unique across families ("": EAGLE-3's, which predate the prefixes).
+    prefix: str = ""
+    #: The family's own comparison (None: compare.py's engine_view / ckptdiff_view / disagreements).
+    judge: Judge | None = None
 
 
 def _eagle3_cases() -> list[Any]:
@@ -79,6 +93,30 @@ def _mtp_inert(case: Any, result: Mapping[str, Any]) -> Callable[[str], bool]:
     return inert(case, result)
 
 
+def _dflash_cases() -> list[Any]:
+    from dflash_cases import CASES
+
+    return list(CASES)
+
+
+def _dflash_write(root: Path, cases: list[Any]) -> dict[str, tuple[Path, Path | None]]:
+    from dflash_cases import write_cases
+
+    return dict(write_cases(root, tuple(cases)))
+
+
+def _dflash_names(case: Any) -> list[str]:
+    from dflash_cases import names_of
+
+    return names_of(case)
+
+
+def _dflash_judge(case: Any, engine: str, observed: Mapping[str, Any], entry: Mapping[str, Any]) -> list[Disagreement]:
+    from dflash_judge import judge
+
+    return judge(case, engine, observed, entry)
+
+
 ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
     OracleFamily("eagle3", _eagle3_cases, _eagle3_write, _eagle3_names, unread=True),
     OracleFamily(
@@ -88,6 +126,7 @@ ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
         lambda case: list(case.names),
         driver="mtp_",
         shared=("worker_mtp.py",),
+        prefix="mtp_",
         inert=_mtp_inert,
         failure_of={
             "mtp_not_supported": ("config", None),
@@ -109,6 +148,19 @@ ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
         driver="k25_",
         shared=("worker_vllm.py", "worker_sglang.py", "k25_target.py"),
         unread=True,
+        prefix="gen_k25_",
+    ),
+    # DFlash drafters against tiny targets, run by worker_dflash_<engine>.py (their setup answers SGLang's
+    # start-up refusal of the CPU; their capture tracing and SGLang set-up are the EAGLE-3 drivers')
+    OracleFamily(
+        "dflash",
+        _dflash_cases,
+        _dflash_write,
+        _dflash_names,
+        driver="dflash_",
+        shared=("worker_vllm.py", "worker_sglang.py"),
+        prefix="dflash_",
+        judge=_dflash_judge,
     ),
 )
 
@@ -164,12 +216,16 @@ def oracle_family(name: str) -> OracleFamily:
 
 
 def all_cases() -> list[Any]:
-    """Every family's cases, EAGLE-3's first; names are unique across families."""
+    """Every family's cases, EAGLE-3's first; each name starts with its family's prefix, and names are unique
+    across families."""
     found = [case for each in ORACLE_FAMILIES for case in each.cases()]
     names = [case.name for case in found]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"oracle case names must be unique across families: {repeated}")
+    unprefixed = sorted(c.name for c in found if not c.name.startswith(oracle_family(family_of(c)).prefix))
+    if unprefixed:
+        raise ValueError(f"oracle case names must start with their family's prefix: {unprefixed}")
     return found
 
 

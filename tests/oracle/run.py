@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
+REPO = HERE.parent.parent
+for path in (str(HERE), str(REPO)):  # REPO: fixtures/ (the published layouts some families' cases rebuild)
+    if path not in sys.path:
+        sys.path.insert(0, path)
 
 from cases import Case  # noqa: E402
 from compare import FAILURE_OF, Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
@@ -42,7 +44,6 @@ from oracle_families import (  # noqa: E402
     oracle_family,
 )
 
-REPO = HERE.parent.parent
 DEFAULT_OUT = Path("/tmp/oracle-disagreements.txt")
 
 
@@ -281,13 +282,15 @@ def _judge(
                 result.not_comparable.append((case.name, pin.engine, f"environment: this machine lacks {lacking}"))
                 continue
             entry = entries.get(entry_of[pin.engine])
-            inert = family.inert(case, seen) if family.inert is not None else None
-            unread = entry_of[pin.engine] if family.unread else None
-            theirs = engine_view(seen, case, family.names(case), inert, unread)
             result.captures[(case.name, pin.engine)] = (capture_observed(seen), capture_believed(entry))
             if entry is None:
-                found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", theirs.outcome)]
+                found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", "(an engine result)")]
+            elif family.judge is not None:
+                found = family.judge(case, pin.engine, seen, entry)
             else:
+                inert = family.inert(case, seen) if family.inert is not None else None
+                unread = entry_of[pin.engine] if family.unread else None
+                theirs = engine_view(seen, case, family.names(case), inert, unread)
                 found = disagreements(case.name, pin.engine, ckptdiff_view(entry, codes), theirs)
             result.found += found
             if not found:

@@ -1,8 +1,8 @@
 """DFlash drafters under vLLM's V1 model runner (``VLLM_USE_V2_MODEL_RUNNER=0``): the DFlash oracle's cases
 (dflash_cases.py) and three written for V1, through vLLM's own CPUModelRunner (worker_v1dflash_vllm.py, the
 V1 worker of worker_v1_vllm.py), against ``ckptdiff --vllm-runner v1`` with the DFlash oracle's comparison
-(dflash_check.judge: outcome, stage of failure, the tensor a load raised on, each parameter's fate, the tensors
-used).
+(dflash_judge.judge, the DFlash family's: outcome, stage of failure, the tensor a load raised on, each parameter's
+fate, the tensors used).
 
     python tests/oracle/v1_dflash.py [--case NAME] [--cached-only]
 
@@ -61,13 +61,13 @@ SHARED = ("worker_v1_vllm.py", "worker_vllm.py")
 
 
 def run(
-    names: list[str] | None = None, cached_only: bool = False, log: Any = sys.stderr
+    names: list[str] | None = None, cached_only: bool = False, log: Any = sys.stderr, reporter: Any = None
 ) -> tuple[list[Any], int, list[str]]:
-    """Every case through vLLM's V1 runner and ckptdiff --vllm-runner v1: the disagreements, the cases compared,
-    and the cases vLLM cannot be asked about here (with why)."""
-    from dflash_check import judge
-
-    from ckptdiff.families.engine_settings import EngineSettings, using
+    """Every case through vLLM's V1 runner and ckptdiff --vllm-runner v1 (its JSON report; ``reporter``: run.py's
+    in_process_report, mutate.py's): the disagreements, the cases compared, and the cases vLLM cannot be asked
+    about here (with why)."""
+    from dflash_judge import judge
+    from run import ckptdiff_report
 
     chosen = [case for case in CASES if not names or case.name in names]
     (pin,) = [pin for pin in pins() if pin.engine == "vllm"]
@@ -79,10 +79,15 @@ def run(
         paths = write_cases(Path(scratch), tuple(chosen))
         asked = {c.name: paths[c.name] for c in chosen if "vllm" not in c.not_comparable}
         observed = run_engine(pin, asked, log=log, cached_only=cached_only, driver=DRIVER, shared=SHARED)
-        with using(EngineSettings(vllm_runner="v1")):
-            for case in chosen:
-                if case.name in asked:
-                    found += judge(case, "vllm", observed[case.name], *paths[case.name])
+        for case in chosen:
+            if case.name in asked:
+                report = (
+                    reporter(*paths[case.name], ["vllm"], ("--vllm-runner", "v1"))
+                    if reporter
+                    else (ckptdiff_report(REPO, *paths[case.name], ["vllm"], ("--vllm-runner", "v1")))
+                )
+                (entry,) = report["engines"]
+                found += judge(case, "vllm", observed[case.name], entry)
     return found, len(asked), skipped
 
 
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         print(missing)
         return 2
     for row in found:
-        print(f"{row.case:36} {row.subject}: ckptdiff {row.ckptdiff} / engine {row.observed}")
+        print(f"{row.case:36} {row.subject}: ckptdiff {row.ckptdiff} / engine {row.engine_did}")
     for line in skipped:
         print(f"not comparable: {line}")
     print(f"dflash oracle, vLLM's V1 runner: {compared} cases, {len(found)} disagreement(s)")

@@ -136,7 +136,17 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
         result["from_target"] = share_from_target(model, target_dir)
     result["stage"] = "worker"
     check_mask_token(draft, target_dir)
+    result["draft_kv_bytes_per_token"] = draft_kv_bytes(model_config, draft.require_num_layers())
     result["stage"] = "done"
+
+
+def draft_kv_bytes(model_config: Any, layers: int) -> int | None:
+    """The bytes per token the DFLASH draft's own KV pool costs, as the target's pool configurator resolves it at
+    start-up (mem_cache/draft_kv_budget.py, resolve_dflash_draft_cell_size: from the draft's own attention)."""
+    from sglang.srt.mem_cache.draft_kv_budget import resolve_dflash_draft_cell_size
+
+    found = resolve_dflash_draft_cell_size(draft_model_config=model_config, draft_num_layers=layers, attn_tp_size=1)
+    return int(found) if found is not None else None
 
 
 def check_mask_token(draft: Any, target_dir: str) -> None:

@@ -114,7 +114,38 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
                 "v1_ids": safely(lambda: {"ids": _v1_aux_ids(spec)}).get("ids"),
             }
             result["head_rows"] = head_rows(model)
+        result["stage"] = "kv"
+        result["kv"] = kv_cache_groups(config, target_dir)
         result["stage"] = "done"
+
+
+def kv_cache_groups(config: Any, target_dir: str) -> dict[str, Any]:
+    """How vLLM's start-up groups the KV caches of the drafter's attention layers (registered by its construction)
+    with the target's: the target's own class built on the CPU under the engine config (its attention layers join
+    the same forward context), then vLLM's own get_kv_cache_spec and get_kv_cache_groups over every layer. A raise
+    building the target is no observation (``unobserved``); one in the grouping is the engine's (``error``)."""
+    import torch
+    from vllm.config import set_current_vllm_config
+    from vllm.model_executor.model_loader import get_model_loader
+    from vllm.utils.torch_utils import set_default_torch_dtype
+    from vllm.v1.core.kv_cache_planning import get_kv_cache_groups
+    from vllm.v1.worker.gpu.attn_utils import get_kv_cache_spec
+
+    with set_current_vllm_config(config):
+        try:
+            loader = get_model_loader(config.load_config)
+            with set_default_torch_dtype(config.model_config.dtype), torch.device("cpu"):
+                loader.create_model(vllm_config=config, model_config=config.model_config)
+            specs = get_kv_cache_spec(config)
+        except Exception as error:  # the target's class on this machine, not the drafter
+            return {"unobserved": f"{type(error).__name__}: {error}"[:500]}
+        layers = {name: [type(spec).__name__, spec.num_kv_heads, spec.head_size, spec.page_size_bytes]
+                  for name, spec in specs.items()}  # fmt: skip
+        try:
+            groups = get_kv_cache_groups(config, specs)
+        except Exception as error:  # the engine refuses to start
+            return {"layers": layers, "error": {"type": type(error).__name__, "message": str(error)[:1000]}}
+    return {"layers": layers, "groups": [[type(g.kv_cache_spec).__name__, len(g.layer_names)] for g in groups]}
 
 
 def refuse_uncapturable_target(config: Any, spec: Any) -> None:

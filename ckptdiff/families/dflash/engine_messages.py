@@ -27,6 +27,12 @@ def _key(value: Any, params: Params) -> str:
     return str(value) if value else "no key; built from the target's depth, one per drafter layer"
 
 
+def _target_attention(params: Params) -> str:
+    if params.get("target_mla"):
+        return f"MLA, one {params.get('target_head_dim')}-wide latent per token"
+    return f"head_dim {params.get('target_head_dim')}, {params.get('target_kv_heads')} KV heads"
+
+
 PARAM_WORDS: dict[str, Callable[[Any, Params], str]] = {"ids": _ids, "key": _key}
 DERIVED: dict[str, Callable[[Params], Any]] = {"needs": _needs}
 #: Headline phrases for the events that make an engine refuse (code → template).
@@ -149,6 +155,17 @@ EVENTS: dict[str, Any] = {
         f"{_ids(p.get('v2'), p) if p.get('v2') else 'its class default'} (V1 reads no top-level target_layer_ids and "
         "lets eagle_config's ids replace the DFlash ones)"
         + ("; there the first forward fails on fc's width" if p.get("fails") else "")
+    ),
+    "dflash.vllm.draft_kv_cache": lambda p: (
+        f"the drafter's attention (head_dim {p.get('head_dim')}, {p.get('kv_heads')} KV heads) is not the target's "
+        f"({_target_attention(p)}): vLLM runs it; its {p.get('layers')} layers join the target's in one KV-cache "
+        "group of per-layer page sizes (UniformTypeKVCacheSpecs), and nothing checks one against the other"
+    ),
+    "dflash.sglang.draft_kv_cache": lambda p: (
+        f"the drafter's attention (head_dim {p.get('head_dim')}, {p.get('kv_heads')} KV heads) is not the target's "
+        f"({_target_attention(p)}): SGLang runs it; the draft has a KV pool of its own sized from its own attention"
+        + (f" ({p['bytes_per_token']} bytes per token in {p.get('dtype')})" if p.get("bytes_per_token") else "")
+        + ", and nothing checks one against the other"
     ),
     "dflash.vllm.target_unknown": (
         "no --base: this verdict holds for a target with {needs}; which target layers vLLM captures is checked "

@@ -173,6 +173,13 @@ def _sided(render: Callable[[Params], str]) -> Callable[[Params], str]:
     return lambda params: on_sides(params, render(params))
 
 
+#: The EAGLE-3 variants a drafter can be (DrafterSpec.variants).
+VARIANTS: dict[str, str] = {
+    "mla": "MLA attention (DeepSeek-V2/V3, Kimi-K2.5)",
+    "eagle3.1": "EAGLE 3.1 (fc_norm, norm_before_fc or norm_output)",
+    "multi-layer": "multi-layer (more than one decoder layer)",
+}
+
 #: EAGLE-3 finding code → its text from its params.
 FINDINGS: dict[str, Callable[[Params], str]] = {
     code: _sided(render)

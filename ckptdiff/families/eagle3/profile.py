@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -464,6 +464,11 @@ def engine_view(findings: list[Finding]) -> list[Finding]:
     return out
 
 
+def variants(config: Config | None, names: Collection[str]) -> tuple[str, ...]:
+    """The EAGLE-3 variants a side's drafter is (words in messages.VARIANTS)."""
+    return DrafterSpec.of(config).variants if config is not None else ()
+
+
 PROFILE = Profile(
     name="eagle3",
     detect=is_eagle3,
@@ -473,4 +478,5 @@ PROFILE = Profile(
     convention=naming_convention,
     review=review,
     engine_view=engine_view,
+    variants=variants,
 )

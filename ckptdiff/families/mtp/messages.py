@@ -34,6 +34,13 @@ def _unannounced(params: Params) -> str:
     )
 
 
+#: The MTP layouts a side can be (profile.variants).
+VARIANTS: dict[str, str] = {
+    "nextn_layers": "DeepSeek-V3/GLM-4.5 MTP layers (model.layers.{N+i}: enorm, hnorm, eh_proj, shared_head)",
+    "mtp_block": "Qwen3-Next mtp.* block",
+    "mtp_export": "standalone MTP/NextN export (its architecture is the MTP head's)",
+}
+
 FINDINGS: dict[str, Callable[[Params], str]] = {
     "mtp_layers_missing": _missing,
     "mtp_layers_unannounced": _unannounced,

@@ -3,10 +3,12 @@ quantization that dropped them), or stores MTP layers it does not announce."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ...checkpoint import Checkpoint
 from ...report import Finding, TensorRow
-from ..model import Profile
-from .detect import detect
+from ..model import Config, Profile
+from .detect import MTP_ARCHITECTURE_WORDS, detect
 from .spec import MtpSpec
 
 
@@ -38,4 +40,16 @@ def review(
     return rows, [*side_findings(a, "A"), *side_findings(b, "B")]
 
 
-PROFILE = Profile(name="mtp", detect=detect, review=review)
+def variants(config: Config | None, names: Collection[str]) -> tuple[str, ...]:
+    """The MTP layout a side is (words in messages.VARIANTS): DeepSeek-V3/GLM-4.5 layers after the main ones or
+    Qwen3-Next's ``mtp.*`` block, and whether it is a standalone export (its architecture names the MTP head)."""
+    if config is None:
+        return ()
+    spec = MtpSpec.of(config, names)
+    layout = "mtp_block" if spec.layout == "mtp" else "nextn_layers"
+    architecture = spec.architecture or ""
+    export = any(word in architecture for word in MTP_ARCHITECTURE_WORDS)
+    return (layout, "mtp_export") if export else (layout,)
+
+
+PROFILE = Profile(name="mtp", detect=detect, review=review, variants=variants)

@@ -125,3 +125,7 @@ class DFlashEngine:
     #: engine has one), and what is said when they differ from the default runner's ({v1}, {v2}, {fails}).
     v1_ids: Callable[[Mapping[str, Any]], Ids | None] | None = None
     v1_differs: Event | None = None
+    #: Against the target (``--base``): the drafter's attention (head_dim, KV heads) differing from the target's, and
+    #: how the engine's KV cache takes it (neither pinned engine checks one against the other) ({head_dim},
+    #: {kv_heads}, {layers}, {target_head_dim}, {target_kv_heads}, {target_mla}, {bytes_per_token}, {dtype}).
+    draft_kv_cache: Event | None = None

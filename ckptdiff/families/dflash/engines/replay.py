@@ -296,6 +296,43 @@ def _parameters(
     return out
 
 
+#: Bytes per element of the KV cache in the drafter's dtype (``--dtype auto``: its torch_dtype; SGLang's draft KV
+#: cache follows the draft model's dtype unless --speculative-draft-kv-cache-dtype says otherwise).
+_KV_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def _attention_vs_target(engine: DFlashEngine, spec: DFlashSpec, target: Mapping[str, Any], events: _Events) -> None:
+    """The drafter's attention against the target's: a head_dim or KV-head count of its own (or an MLA target) is
+    said, with how the engine's KV cache takes it; the two are never checked against each other."""
+    if engine.draft_kv_cache is None or spec.head_dim is None or spec.kv_heads is None or not spec.layers:
+        return
+    mla = _int(target.get("kv_lora_rank")) is not None
+    head_dim: int | None
+    kv_heads: int | None
+    if mla:  # one latent per token: kv_lora_rank + the rope part
+        head_dim, kv_heads = (_int(target.get("kv_lora_rank")) or 0) + (_int(target.get("qk_rope_head_dim")) or 0), 1
+    else:
+        heads, hidden = _int(target.get("num_attention_heads")), _int(target.get("hidden_size"))
+        head_dim = _int(target.get("head_dim")) or (hidden // heads if hidden and heads else None)
+        kv_heads = _int(target.get("num_key_value_heads")) or heads
+    if head_dim is None or kv_heads is None or (not mla and (head_dim, kv_heads) == (spec.head_dim, spec.kv_heads)):
+        return
+    dtype = spec.config.get("torch_dtype") or spec.config.get("dtype")
+    width = _KV_BYTES.get(dtype) if isinstance(dtype, str) else None
+    per_token = spec.kv_heads * 2 * spec.head_dim * spec.layers * width if width else None
+    events.add(
+        engine.draft_kv_cache,
+        head_dim=spec.head_dim,
+        kv_heads=spec.kv_heads,
+        layers=spec.layers,
+        target_head_dim=head_dim,
+        target_kv_heads=kv_heads,
+        target_mla=mla,
+        bytes_per_token=per_token,
+        dtype=dtype if width else None,
+    )
+
+
 def _against_target(
     engine: DFlashEngine,
     spec: DFlashSpec,
@@ -314,6 +351,7 @@ def _against_target(
     mask = _int(spec.mask_token_id.value)
     if mask is not None and target_vocab is not None and mask >= target_vocab:
         events.add(engine.mask_vs_target, mask_token_id=mask, vocab=target_vocab, key=spec.mask_token_id.key)
+    _attention_vs_target(engine, spec, target, events)
     layers = _int(target.get("num_hidden_layers"))
     if engine.not_captured is None or layers is None or not features or not spec.use_aux_hidden_state:
         return

@@ -141,4 +141,12 @@ ENGINE = DFlashEngine(
     ),  # fmt: skip
     target_refused=Event("error", "target_not_capturable", "dflash.sglang.target_not_capturable", TARGET_CAPTURE),
     target_class_unknown=Event("info", "target_class_unknown", "dflash.sglang.target_class_unknown", TARGET_CAPTURE),
+    # The draft runner keeps a KV pool of its own, budgeted from the draft's own attention geometry
+    # (mem_cache/draft_kv_budget.py:14, resolve_dflash_draft_cell_size, which calls this)
+    draft_kv_cache=Event(
+        "info",
+        "draft_kv_cache",
+        "dflash.sglang.draft_kv_cache",
+        at("python/sglang/srt/speculative/dflash_utils.py:121 (dflash_draft_cell_size_per_token)"),
+    ),
 )

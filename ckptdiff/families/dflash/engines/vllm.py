@@ -42,6 +42,9 @@ def _looks_up(architecture: str) -> str:
     return architecture if keep else f"DFlash{architecture}"
 
 
+#: The drafter's attention layers are registered beside the target's and grouped with them at start-up: full
+#: attention of any head size (MLA included, a FullAttentionSpec) makes one group of per-layer page sizes.
+KV_GROUPS = at("vllm/v1/core/kv_cache_planning.py:1143 (get_kv_cache_groups: UniformTypeKVCacheSpecs.from_specs)")
 V1_IDS = at("vllm/v1/worker/gpu_model_runner.py:5190 (GPUModelRunner._get_eagle3_aux_layers_from_config)")
 
 
@@ -153,4 +156,5 @@ ENGINE = DFlashEngine(
     target_class_unknown=Event("info", "target_class_unknown", "dflash.vllm.target_class_unknown", TARGET_CAPTURE),
     v1_ids=v1_capture_ids,
     v1_differs=Event("info", "v1_runner_capture_differs", "dflash.vllm.v1_runner_capture_differs", V1_IDS),
+    draft_kv_cache=Event("info", "draft_kv_cache", "dflash.vllm.draft_kv_cache", KV_GROUPS),
 )

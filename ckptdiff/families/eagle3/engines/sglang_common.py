@@ -48,46 +48,34 @@ def _d2t_against_rows(d: Draft) -> int:
     return length - rows if rows is not None and length is not None else 0
 
 
-EMBED_WIDTH = Event(
-    "error",
-    "embed_width_mismatch",
-    "eagle3.sglang.embed_width_mismatch",
-    TARGET_LLAMA.inferring(),
-)
+def embed_param(set_embed: Source, replaced_by: Source) -> Param:
+    """The drafter's embedding, which the EAGLE-3 worker replaces by the target's through the drafter class's
+    ``set_embed`` (``set_embed``: where that method is read; ``replaced_by``: where the replacement is said)."""
+    width = Event("error", "embed_width_mismatch", "eagle3.sglang.embed_width_mismatch", set_embed.inferring())
+    return Param(
+        "model.embed_tokens.weight",
+        lambda d: d.shape("embed_tokens.weight"),
+        set_embed,
+        absent=(
+            Case(_too_narrow, width),
+            Case(_replaced, Event("info", "from_target", "eagle3.sglang.from_target.embedding", replaced_by)),
+            Case(
+                lambda d: True,
+                Event("warning", "random_init", "eagle3.sglang.random_init.own_embedding", set_embed),
+            ),
+        ),
+        loaded=(
+            Case(_too_narrow, width),
+            Case(
+                _replaced,
+                Event("info", "embed_tokens_overridden", "eagle3.sglang.embed_tokens_overridden", set_embed),
+            ),
+        ),
+    )
 
-EMBED = Param(
-    "model.embed_tokens.weight",
-    lambda d: d.shape("embed_tokens.weight"),
-    TARGET_LLAMA,
-    absent=(
-        Case(_too_narrow, EMBED_WIDTH),
-        Case(
-            _replaced,
-            Event("info", "from_target", "eagle3.sglang.from_target.embedding", LLAMA),
-        ),
-        Case(
-            lambda d: True,
-            Event(
-                "warning",
-                "random_init",
-                "eagle3.sglang.random_init.own_embedding",
-                TARGET_LLAMA,
-            ),
-        ),
-    ),
-    loaded=(
-        Case(_too_narrow, EMBED_WIDTH),
-        Case(
-            _replaced,
-            Event(
-                "info",
-                "embed_tokens_overridden",
-                "eagle3.sglang.embed_tokens_overridden",
-                TARGET_LLAMA,
-            ),
-        ),
-    ),
-)
+
+#: LlamaForCausalLMEagle3 (llama_eagle3.py) inherits LlamaForCausalLM's set_embed (llama.py).
+EMBED = embed_param(TARGET_LLAMA, LLAMA)
 
 LM_HEAD = Param(
     "lm_head.weight",

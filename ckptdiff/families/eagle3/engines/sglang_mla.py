@@ -3,9 +3,16 @@ served for Kimi-K2.5 and DeepSeek-V3 targets)."""
 
 from __future__ import annotations
 
-from ...rules import Case, Drop, Event, Loader, Rename
+from ...rules import Case, Drop, Event, Loader, Rename, Source
 from .llama_layer import decoder_layers, fc_block
-from .sglang_common import EMBED, HOT_TOKENS, KIMI, LM_HEAD, NESTED_IDS, NORM, RANDOM, SHAPE
+from .sglang_common import HOT_TOKENS, KIMI, LM_HEAD, NESTED_IDS, NORM, RANDOM, REPO, SHAPE, VERSION, embed_param
+
+#: Eagle3DeepseekV2ForCausalLM's own set_embed: the target's embedding replaces the drafter's unless
+#: target_hidden_size is set (not None) and differs from hidden_size.
+KIMI_SET_EMBED = Source(
+    REPO, VERSION, "python/sglang/srt/models/kimi_k25_eagle3.py:404 (Eagle3DeepseekV2ForCausalLM.set_embed)"
+)
+EMBED = embed_param(KIMI_SET_EMBED, KIMI_SET_EMBED)
 
 MLA_LOADER = Loader(
     architectures=("Eagle3DeepseekV2ForCausalLM",),

@@ -2,37 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from ... import family
+from ...engine_rules import EngineRules
 
 if TYPE_CHECKING:
-    from ....checkpoint import Checkpoint
-    from ....report import EngineResult
     from .model import MtpEngine
 
+RULES: EngineRules[MtpEngine] = EngineRules("mtp", __name__)
 #: The engines with a pinned MTP loader: those its registry line names.
-ENGINE_NAMES: tuple[str, ...] = family("mtp").engines
-
-
-def get_engine(name: str) -> MtpEngine:
-    if name not in ENGINE_NAMES:
-        raise ValueError(f"unknown engine {name!r}; choose from {', '.join(ENGINE_NAMES)}")
-    engine: MtpEngine = importlib.import_module(f"{__name__}.{name}").ENGINE
-    return engine
-
-
-def simulate(
-    name: str, checkpoint: Checkpoint, side: str, base_config: Mapping[str, Any] | None = None
-) -> EngineResult:
-    """What engine ``name`` does with ``checkpoint``'s MTP layers served as its drafter."""
-    from .replay import simulate as replay
-
-    return replay(get_engine(name), checkpoint, side, base_config)
-
-
-def support(name: str) -> tuple[tuple[str, str], ...]:
-    """The support table's cell: each class the engine builds from MTP layers, and where that was read."""
-    return tuple((each.name, str(each.source)) for each in get_engine(name).classes)
+ENGINE_NAMES: tuple[str, ...] = RULES.names
+get_engine, simulate, support = RULES.get_engine, RULES.simulate, RULES.support

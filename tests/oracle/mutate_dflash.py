@@ -1,0 +1,153 @@
+"""The DFlash family's mutations (mutate.py runs them with the others): one plausible mistake each in the DFlash
+load rules (ckptdiff/families/dflash/engines/, ``DFlashEngine`` data), named by the rule it changes. They change
+only DFlash drafters' verdicts, so mutate.py judges them on the DFlash family's cases (``FAMILY``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+#: The oracle family (oracle_families.py) whose cases these mutations are judged on.
+FAMILY = "dflash"
+
+
+def change_dflash(name: str, **fields: Any) -> None:
+    """Replace fields of DFlash engine ``name``'s rules (``DFlashEngine`` data) as the registry will return them."""
+    module = importlib.import_module(f"ckptdiff.families.dflash.engines.{name}")
+    module.ENGINE = dataclasses.replace(module.ENGINE, **fields)
+
+
+def _dflash_vllm_unknown_name_skipped() -> None:
+    unknown = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.unknown
+    change_dflash("vllm", unknown=dataclasses.replace(unknown, severity="info"))
+
+
+def _dflash_sglang_model_prefix_kept() -> None:
+    change_dflash("sglang", strips_model_prefix=False)
+
+
+def _dflash_vllm_eagle_aux_ids_not_read() -> None:
+    keys = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.ids_keys
+    change_dflash("vllm", ids_keys=tuple(k for k in keys if k.key != "eagle_aux_hidden_state_layer_ids"))
+
+
+def _dflash_sglang_ids_not_checked_at_startup() -> None:
+    change_dflash("sglang", ids_vs_target=None)
+
+
+def _dflash_vllm_midlayer_not_aliased() -> None:
+    aliases = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.aliases
+    change_dflash("vllm", aliases=tuple(a for a in aliases if "midlayer" not in a.pattern))
+
+
+def _dflash_vllm_fc_from_hidden_size() -> None:
+    change_dflash("vllm", fc_hidden_keys=("hidden_size",))
+
+
+def _dflash_sglang_uses_carried_embedding() -> None:
+    change_dflash("sglang", own_embedding=True, own_head=True)
+
+
+def _dflash_vllm_rotary_caches_kept() -> None:
+    discards = importlib.import_module("ckptdiff.families.dflash.engines.vllm").ENGINE.discards
+    change_dflash("vllm", discards=tuple(d for d in discards if "rotary" not in d[0]))
+
+
+def _dflash_sglang_encoder_not_aliased() -> None:
+    change_dflash("sglang", aliases=())
+
+
+def _dflash_vllm_fc_kept_without_aux() -> None:
+    change_dflash("vllm", aux_flag_drops_fc=False)
+
+
+def _dflash_sglang_default_ids_need_no_depth() -> None:
+    change_dflash("sglang", ids_vs_trained_depth=None)
+
+
+def _dflash_vllm_v1_reads_like_v2() -> None:
+    vllm = importlib.import_module("ckptdiff.families.dflash.engines.vllm")
+
+    def like_v2(config: Any) -> Any:
+        from ckptdiff.families.dflash.engines.replay import read_ids
+
+        _, ids, shift = read_ids(vllm.ENGINE, config)
+        return tuple(i + shift for i in ids) if isinstance(ids, list) and ids else None
+
+    change_dflash("vllm", v1_ids=like_v2)
+
+
+def _dflash_sglang_qwen2_captures() -> None:
+    change_dflash("sglang", refused_targets=())
+
+
+def _dflash_draft_kv_cache_refused(name: str) -> None:
+    event = _engine(name).ENGINE.draft_kv_cache
+    change_dflash(name, draft_kv_cache=dataclasses.replace(event, severity="error"))
+
+
+def _engine(name: str) -> Any:
+    return importlib.import_module(f"ckptdiff.families.dflash.engines.{name}")
+
+
+MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "dflash.vllm.draft_kv_cache.runs": (
+        "vLLM refuses a drafter whose head_dim / KV heads are not the target's (its KV-cache grouping does not)",
+        lambda: _dflash_draft_kv_cache_refused("vllm"),
+    ),
+    "dflash.sglang.draft_kv_cache.runs": (
+        "SGLang refuses a drafter whose head_dim / KV heads are not the target's (the draft's KV pool is its own)",
+        lambda: _dflash_draft_kv_cache_refused("sglang"),
+    ),
+    "dflash.vllm.v1_ids": (
+        "vLLM's V1 model runner reads the target layer ids as the V2 runner does",
+        _dflash_vllm_v1_reads_like_v2,
+    ),
+    "dflash.sglang.refused_targets": (
+        "SGLang captures DFlash states from every target class (Qwen2's has no set_dflash_layers_to_capture)",
+        _dflash_sglang_qwen2_captures,
+    ),
+    "dflash.vllm.unknown_name.raises": (
+        "vLLM's DFlash loader skips an unknown name instead of raising",
+        _dflash_vllm_unknown_name_skipped,
+    ),
+    "dflash.sglang.model_prefix.stripped": (
+        "SGLang's DFlash loader keeps a model. prefix",
+        _dflash_sglang_model_prefix_kept,
+    ),
+    "dflash.vllm.ids_keys.eagle_aux_first": (
+        "vLLM reads no EAGLE-3 aux ids for a DFlash drafter",
+        _dflash_vllm_eagle_aux_ids_not_read,
+    ),
+    "dflash.sglang.ids_vs_target": (
+        "SGLang does not check the target layer ids against the target's depth at start-up",
+        _dflash_sglang_ids_not_checked_at_startup,
+    ),
+    "dflash.vllm.aliases.midlayer": ("vLLM does not read midlayer.* as layers.0", _dflash_vllm_midlayer_not_aliased),
+    "dflash.vllm.fc_hidden_keys.target_hidden_size": (
+        "vLLM sizes fc's input with hidden_size, not target_hidden_size",
+        _dflash_vllm_fc_from_hidden_size,
+    ),
+    "dflash.sglang.own_embedding": (
+        "SGLang's DFlash drafter uses a carried embedding and head",
+        _dflash_sglang_uses_carried_embedding,
+    ),
+    "dflash.vllm.discards.rotary_caches": (
+        "vLLM keeps a rotary cache (rotary_emb.inv_freq) and looks a parameter up for it",
+        _dflash_vllm_rotary_caches_kept,
+    ),
+    "dflash.sglang.aliases.encoder": (
+        "SGLang does not read encoder.fc / encoder.output_norm_enc as fc / hidden_norm",
+        _dflash_sglang_encoder_not_aliased,
+    ),
+    "dflash.vllm.aux_flag_drops_fc": (
+        "vLLM builds fc whatever use_aux_hidden_state says",
+        _dflash_vllm_fc_kept_without_aux,
+    ),
+    "dflash.sglang.ids_vs_trained_depth": (
+        "SGLang builds DFlashDraftModel whatever its ids and num_target_layers",
+        _dflash_sglang_default_ids_need_no_depth,
+    ),
+}
