@@ -337,6 +337,35 @@ WRITTEN: list[Case] = [
             **{f"{LAYER}{n}.weight_scale": ("F32", []) for n, _ in FP8_LAYER},
         },
     ),
+    # SGLang builds the drafter from its own quantization_config: FP8 parameters whose scales no tensor fills
+    # (observable on the CPU: the load ends before SGLang's CUDA-only FP8 kernels run)
+    Case(
+        "fp8_config_over_bf16_weights",
+        "a quantization_config (fp8, static activations) over BF16 layer weights: FP8 layers built, scales unwritten",
+        config={"quantization_config": {"quant_method": "fp8", "activation_scheme": "static"}},
+    ),
+    # compressed-tensors int8 weight-only, not pack-quantized: SGLang has no scheme for it (ImportError at build)
+    Case(
+        "compressed_tensors_int8_weight_only_unpacked",
+        "compressed-tensors int8 weight-only per channel in the int-quantized format",
+        config={
+            "quantization_config": {
+                "quant_method": "compressed-tensors",
+                "format": "int-quantized",
+                "ignore": ["lm_head", "re:.*fc$"],
+                "config_groups": {
+                    "group_0": {
+                        "targets": ["Linear"],
+                        "weights": {"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True},
+                    }
+                },
+            }
+        },
+        add={
+            **{f"{LAYER}{n}.weight": ("I8", s) for n, s in FP8_LAYER},
+            **{f"{LAYER}{n}.weight_scale": ("F32", [s[0], 1]) for n, s in FP8_LAYER},
+        },
+    ),
     Case(
         "modelopt_fp8_exclude_modules",
         "a ModelOpt FP8 export: FP8 layer weights with weight and input scales, fc and lm_head excluded",
