@@ -15,13 +15,11 @@ ENGINE --base BASE`` does.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ..base_layouts import text_config
 from ..checkpoint import Checkpoint
 from ..naming import RenameRule
-from .layout import lay_out
 from .plan import (
     ConfigChange,
     ConvertRefused,
@@ -30,7 +28,7 @@ from .plan import (
     Plan,
     PlannedTensor,
     judge,
-    moved_to_file,
+    laid_out,
     renamed,
     replay_engine,
     set_key,
@@ -39,8 +37,6 @@ from .targets import TargetLayout
 
 #: The family whose rules judge the output.
 FAMILY = "mtp"
-#: A decoder layer's prefix, whichever wrapper names it (the MTP spec's own pattern, with the prefix kept).
-_LAYER = re.compile(r"^(?P<prefix>(?:model\.language_model\.|language_model\.model\.|model\.)?layers\.)(?P<i>\d+)\.")
 
 
 def target_layers(source: Checkpoint, base: Checkpoint | None, stored: Sequence[int]) -> tuple[int, str]:
@@ -73,7 +69,7 @@ def build_mtp_plan(
 ) -> Plan:
     """The plan that moves ``source``'s MTP layers to where ``layout.engine`` reads them beside ``base``."""
     from ..families import family
-    from ..families.mtp.spec import MtpSpec
+    from ..families.mtp.spec import MtpSpec, split_layer
 
     assert source.config is not None  # build_plan refused a checkpoint without one
     if layout.engine not in family(FAMILY).engines:
@@ -96,12 +92,12 @@ def build_mtp_plan(
     planned: list[PlannedTensor] = []
     left: list[Left] = []
     for (original, info), name in zip(source.tensors.items(), names):
-        found = _LAYER.match(name)
-        index = int(found["i"]) if found else None
-        if found is None or index not in moved_to:
+        split = split_layer(name)
+        if split is None or split[1] not in moved_to:
             left.append(Left(original, "not an MTP layer's: the engines take the main model from the target"))
             continue
-        out = f"{found['prefix']}{moved_to[index]}.{name[found.end() :]}"
+        prefix, index, rest = split
+        out = f"{prefix}{moved_to[index]}.{rest}"
         transforms = ("copy",) if out == original else ("rename",)
         planned.append(PlannedTensor(out, info.dtype, info.shape, info.file, Origin("source", info), transforms))
 
@@ -112,8 +108,7 @@ def build_mtp_plan(
         config["text_config"] = dict(config["text_config"])
     set_key(config, changes, f"{text_key}num_hidden_layers", first, f"{where}: the engines read MTP layer i at N + i")
     set_key(config, changes, f"{text_key}num_nextn_predict_layers", len(stored), "the MTP layers written")
-    shards = lay_out(planned, max_shard_size)
-    tensors = [t if t.file == shards.file_of[t.name] else moved_to_file(t, shards.file_of[t.name]) for t in planned]
+    tensors, shards = laid_out(planned, max_shard_size)
     plan = Plan(
         engine=layout.engine,
         label=layout.label,

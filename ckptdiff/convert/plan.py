@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..base_layouts import Resolved, recognise, text_config
@@ -197,9 +197,7 @@ def build_plan(
     if base is not None:
         _check_vocabulary(spec, base, resolved, allow_tokenizer_change, problems)
 
-    tensors = list(planned.values())
-    shards = lay_out(tensors, max_shard_size)
-    tensors = [t if t.file == shards.file_of[t.name] else moved_to_file(t, shards.file_of[t.name]) for t in tensors]
+    tensors, shards = laid_out(list(planned.values()), max_shard_size)
     plan = Plan(
         engine=layout.engine,
         label=layout.label,
@@ -222,8 +220,10 @@ def build_plan(
     return plan
 
 
-def moved_to_file(tensor: PlannedTensor, file: str) -> PlannedTensor:
-    return PlannedTensor(tensor.name, tensor.dtype, tensor.shape, file, tensor.origin, tensor.transforms)
+def laid_out(tensors: Sequence[PlannedTensor], max_shard_size: int | None) -> tuple[list[PlannedTensor], ShardLayout]:
+    """The planned tensors placed in their output shards (each tensor's ``file`` the one it is written to)."""
+    shards = lay_out(tensors, max_shard_size)
+    return [replace(t, file=shards.file_of[t.name]) for t in tensors], shards
 
 
 def renamed(name: str, renames: Sequence[RenameRule]) -> str:

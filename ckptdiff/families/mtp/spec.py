@@ -23,17 +23,26 @@ Layout = Literal["deepseek", "mtp"]
 
 #: The tensors of an MTP layer that are not its decoder block (vLLM's ``_rewrite_spec_layer_name`` list).
 SPEC_WEIGHTS = ("embed_tokens", "enorm", "hnorm", "eh_proj", "shared_head")
-_LAYER = re.compile(r"^(?:model\.language_model\.|language_model\.model\.|model\.)?layers\.(\d+)\.")
+_LAYER = re.compile(
+    r"^(?P<prefix>(?:model\.language_model\.|language_model\.model\.|model\.)?layers\.)(?P<index>\d+)\."
+)
 
 
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def layer_index(name: str) -> int | None:
-    """``model.layers.61.enorm.weight`` → 61 (also ``layers.61.``, ``model.language_model.layers.61.``)."""
+def split_layer(name: str) -> tuple[str, int, str] | None:
+    """``model.layers.61.enorm.weight`` → (``model.layers.``, 61, ``enorm.weight``) (also ``layers.61.``,
+    ``model.language_model.layers.61.``); None for a name outside the decoder layers."""
     found = _LAYER.match(name)
-    return int(found.group(1)) if found else None
+    return (found["prefix"], int(found["index"]), name[found.end() :]) if found else None
+
+
+def layer_index(name: str) -> int | None:
+    """``model.layers.61.enorm.weight`` → 61."""
+    split = split_layer(name)
+    return split[1] if split else None
 
 
 def is_spec_weight(name: str) -> bool:
