@@ -204,3 +204,31 @@ def test_the_rebuilt_fp8_export_loads_and_a_bf16_block_under_its_config_is_told_
     assert bf16.returncode == 1
     assert bf16.stdout.count("[weight_cast_to_fp8] mtp.layers.0.self_attn.qkv_proj: 3 weight(s) stored BF16") == 2
     assert "sglang A: degraded" in bf16.stdout and "vllm A: degraded" in bf16.stdout
+
+
+def test_the_scale_grids_at_full_size_are_the_published_exports() -> None:
+    """Qwen3-Next-80B-A3B's real widths under block 128: the weight_scale_inv shapes the FP8 export stores
+    (q_proj [64, 16], k/v_proj [4, 16], o_proj [16, 32], an expert's gate/up [4, 16] and down [16, 4])."""
+    from ckptdiff.families.mtp.engines.prefix import linears, vllm_moe_layer
+    from ckptdiff.families.mtp.spec import MtpSpec
+
+    real = {
+        **CONFIG,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "num_experts": 512,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+    }
+    config = {**PUBLISHED, "weight_block_size": [128, 128]}
+    plan = prefix_quant.plan(vllm.QN_QUANT, config, linears(MtpSpec.of(real, ()), 1, vllm_moe_layer))
+    assert plan is not None
+    p = "layers.0."
+    assert plan.scales[p + "self_attn.q_proj.weight_scale_inv"] == (64, 16)
+    assert plan.scales[p + "self_attn.k_proj.weight_scale_inv"] == (4, 16)
+    assert plan.scales[p + "self_attn.o_proj.weight_scale_inv"] == (16, 32)
+    assert plan.scales[p + "mlp.experts.511.up_proj.weight_scale_inv"] == (4, 16)
+    assert plan.scales[p + "mlp.experts.0.down_proj.weight_scale_inv"] == (16, 4)
+    assert "fc.weight_scale_inv" not in plan.scales  # modules_to_not_convert names mtp.fc
