@@ -35,6 +35,8 @@ FROM_CATALOGUE = (
     "aux_negative_id",
     "use_aux_false_with_fc",
     "use_aux_false_no_fc",
+    "use_aux_null_with_fc",
+    "use_aux_zero_no_fc",
     "own_embed",
     "narrow_drafter_own_embed",
     "narrow_drafter_no_embed",
