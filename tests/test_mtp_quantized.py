@@ -248,3 +248,13 @@ def test_layers_that_are_not_whole_blocks_are_refused_when_built(tmp_path) -> No
     refusal = result(experts, "vllm").events[0]  # SGLang refuses qkv first (k/v's 8 rows)
     assert refusal.code == "quantization_config_invalid" and refusal.params["module"] == "mtp.layers.0.mlp.experts"
     assert codes(experts, "sglang") == {"quantization_config_invalid": "error"}
+
+
+def test_an_fp8_block_without_a_quantization_config_fails_both_naming_the_lost_config(tmp_path) -> None:
+    """mtp_qn_fp8_block_without_config: every linear built unquantized, so each scale has no parameter."""
+    report = run(tmp_path / "lost", block(), None)
+    for engine in ("vllm", "sglang"):
+        assert result(report, engine).outcome == "fails"
+        first = result(report, engine).events[0]
+        assert first.code == "unknown_name" and "no quantization_config" in event_message(first)
+        assert "mtp_quantized_block" not in codes(report, engine)

@@ -356,6 +356,8 @@ QWEN3_NEXT_QUANTIZED: list[MtpCase] = [
     _qn_quant("mtp_qn_fp8_q_proj_ignored_alone", "modules_to_not_convert names q_proj but not k/v_proj",
               MAIN + QN_FP8, {**QN_FP8_CONFIG, "modules_to_not_convert": [
                   *QN_FP8_CONFIG["modules_to_not_convert"], "mtp.layers.0.self_attn.q_proj"]}),
+    _qn("mtp_qn_fp8_block_without_config", "the FP8 block with its scales, no quantization_config (lost in export)",
+        MAIN + QN_FP8),
     # weight_block_size against the layers' rows: refused when the layer is built (vLLM: before its kernel is chosen)
     _qn_quant("mtp_qn_fp8_block_48", "weight_block_size 48: q_proj's 128 rows are not whole blocks (experts 48 wide)",
               MAIN + qwen3_next_mtp(fp8=True, block=48, moe=48), {**QN_FP8_CONFIG, "weight_block_size": [48, 48]},

@@ -113,7 +113,7 @@ EVENTS: dict[str, str] = {
     ),
     "mtp.sglang.scale_unexpected": (
         "{name}: SGLang builds {module} unquantized ({because}), so it has no {candidate}: KeyError (a name ending "
-        "in _scale is asserted to hold 1.0 instead)"
+        "in _scale: AssertionError unless it holds 1.0)"
     ),
     "mtp.mixed_shards": (
         '{module}: the ignore list skips some but not all of its shards: ValueError "Detected some but not all '

@@ -190,6 +190,7 @@ def replay(
             add(event, **refusal)
             return [], []
         want |= quant.scales
+    if quant is not None and quant.quantized_target:
         quantized = [f"mtp.{m}" for m, linear in quant.linears.items() if linear.quantized]
         plain = [f"mtp.{m} ({linear.why})" for m, linear in quant.linears.items() if not linear.quantized]
         add(
@@ -280,9 +281,9 @@ def replay(
     if outside:
         add(load.outside, count=outside)
     # a quantized target: vLLM's strict check is off, so nothing it leaves unfilled is named
-    lax = quant is not None and quant.rules.param_missing is not None
+    lax = quant is not None and quant.quantized_target and quant.rules.param_missing is not None
     if not stored:
-        quiet = quant.rules.block_missing if quant is not None else None
+        quiet = quant.rules.block_missing if quant is not None and quant.quantized_target else None
         add(quiet or load.block_missing, cls=cls, layer="mtp.*")
         for key, fate in params.items():
             if fate == "missing":
@@ -309,7 +310,7 @@ def _missing(load: PrefixLoad, params: dict[str, str], add: Any, quant: QuantPla
     """Parameters (or shards) no tensor filled: the strict check names them, or they keep their initial values;
     a quantized linear's scales keep theirs."""
     reported: set[str] = set()
-    lax = quant.rules.param_missing if quant is not None else None
+    lax = quant.rules.param_missing if quant is not None and quant.quantized_target else None
     for key, fate in params.items():
         if fate != "missing":
             continue

@@ -119,6 +119,9 @@ class QuantPlan:
     rules: PrefixQuant
     linears: dict[str, Linear] = field(default_factory=dict)
     scales: dict[str, Shape | None] = field(default_factory=dict)
+    #: False for a checkpoint without a quantization_config that stores FP8 weights or scales in its block: every
+    #: linear is built unquantized, and the strict check is as for any unquantized target.
+    quantized_target: bool = True
     #: Why the engine refuses to build the block (event, params), in the order it builds its layers: it raises at
     #: the first.
     refused: list[tuple[Event, dict[str, Any]]] = field(default_factory=list)
@@ -209,6 +212,21 @@ def _check_blocks(out: QuantPlan, module: str, dims: list[tuple[int, int] | None
     bad = next((r for r in checked if r % block), None)
     if bad is not None:
         out.refused.append((out.rules.misaligned, {"module": f"mtp.{module}", "rows": bad, "block": block}))
+
+
+def unquantized(rules: PrefixQuant, linears: Mapping[str, tuple[int, int] | None]) -> QuantPlan:
+    """A block without a quantization_config: every linear built unquantized, so FP8 weights are read unscaled and
+    their scales have no parameter (an export that lost its quantization_config)."""
+    out = QuantPlan(Fp8Scheme(None, False, (), None), rules, quantized_target=False)
+    for name in linears:
+        module = module_of(name)
+        out.linears[module] = Linear(module, False, "the checkpoint has no quantization_config", None)
+    return out
+
+
+def stores_fp8(names: Mapping[str, str]) -> bool:
+    """Whether a block (``names``: checkpoint name → dtype) holds an FP8 weight or a scale tensor under ``mtp.``."""
+    return any(name.startswith("mtp.") and (is_scale(name) or dtype.startswith("F8_")) for name, dtype in names.items())
 
 
 def _experts_skipped(rules: PrefixQuant, ignored: list[str], asked: str) -> bool:

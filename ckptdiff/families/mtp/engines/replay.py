@@ -264,11 +264,15 @@ def _replay_prefix(
     load = chosen.prefix
     config = spec.text.get("quantization_config") or spec.config.get("quantization_config")
     quant = None
-    if load is not None and load.quant is not None and isinstance(config, Mapping):
-        quant = prefix_quant.plan(load.quant, config, prefix.linears(spec, load.layers_built(spec), load.moe_layer))
+    dtypes = {name: info.dtype for name, info in checkpoint.tensors.items()}
+    if load is not None and load.quant is not None:
+        linears = prefix.linears(spec, load.layers_built(spec), load.moe_layer)
+        if isinstance(config, Mapping):
+            quant = prefix_quant.plan(load.quant, config, linears)
+        elif prefix_quant.stores_fp8(dtypes):  # FP8 weights or scales, no quantization_config
+            quant = prefix_quant.unquantized(load.quant, linears)
     if load is not None and (quant is not None or not isinstance(config, Mapping)):
         shapes = {name: tuple(info.shape) for name, info in checkpoint.tensors.items()}
-        dtypes = {name: info.dtype for name, info in checkpoint.tensors.items()}
         tensors, parameters = prefix.replay(load, chosen.name, spec, shapes, events.add, dtypes, quant)
         return list(tensors), list(parameters)
     fates: list[tuple[str, str, str | None]] = []
