@@ -179,6 +179,13 @@ class S3Server:
                 client.upload_file(str(path), bucket, key)
         self.reset_counters()
 
+    def clear_faults(self) -> None:
+        """No fault, hook or latency left from a test: the server is the whole run's."""
+        for faults in (self.generated, self.ignore_range, self.endless, self.short_after, self.drop_after):
+            faults.clear()
+        self.hooks.clear()
+        self.latency = 0.0
+
     def reset_counters(self) -> None:
         with self.lock:
             self.requests.clear()
