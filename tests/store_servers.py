@@ -199,7 +199,7 @@ class S3Server:
         import boto3
         import requests
 
-        requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=10)  # 3 IAM calls go unsigned
+        requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=60)  # 3 IAM calls go unsigned
         try:
             iam = boto3.client(
                 "iam",
@@ -215,7 +215,7 @@ class S3Server:
             key = iam.create_access_key(UserName=user)["AccessKey"]
             yield key["AccessKeyId"], key["SecretAccessKey"]
         finally:
-            requests.post(f"{self.endpoint}/moto-api/reset-auth", data=str(2**62).encode(), timeout=10)
+            requests.post(f"{self.endpoint}/moto-api/reset-auth", data=str(2**62).encode(), timeout=60)
 
 
 def point_aws_chain_at(server: S3Server, monkeypatch: Any) -> S3Server:

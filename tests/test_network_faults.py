@@ -346,9 +346,9 @@ def test_a_signal_while_the_hub_stalls_is_one_line_and_exit_128_plus_it(hub, tmp
         env=env,
     )
     try:
-        assert arrived.wait(60)
+        assert arrived.wait(120)
         child.send_signal(stop)
-        stdout, stderr = child.communicate(timeout=60)
+        stdout, stderr = child.communicate(timeout=120)
     finally:
         child.kill()
     assert (child.returncode, stdout, stderr) == (128 + stop, "", "ckptdiff: interrupted\n")
