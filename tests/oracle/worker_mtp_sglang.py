@@ -128,7 +128,7 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
         try:
             return load_weights(weights)
         finally:
-            snapshot.update(observe(model, markers, built))
+            snapshot.update(observe(WithoutEngineDefaults(model), markers, built))
 
     model.load_weights = load_then_observe
     try:
@@ -136,7 +136,7 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
             model, loader._get_all_weights(model_config, model), torch.device("cpu")
         )
     finally:
-        result.update(snapshot or observe(model, markers, built))
+        result.update(snapshot or observe(WithoutEngineDefaults(model), markers, built))
         result["aux"] = {"uses_aux": False}  # a NextN drafter reads the target's last hidden state only
     result["stage"] = "share"
     result["from_target"] = share_from_target(model, target_dir)
@@ -158,6 +158,20 @@ def poison_but_engine_defaults(model: Any) -> dict[str, list[int]]:
         if name in kept:
             param.data.copy_(kept[name])
     return built
+
+
+class WithoutEngineDefaults:
+    """The model as ``worker.observe`` sees it: without the engine-set KV-cache scales. They hold the 1.0 they were
+    built with, which is also the first tensor's marker: observed, they would make that tensor (the target's
+    embed_tokens) look loaded. They are compared on neither side (compare.ENGINE_DEFAULTS)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Any:
+        for name, param in self.model.named_parameters(*args, **kwargs):
+            if not ENGINE_DEFAULTS.search(name):
+                yield name, param
 
 
 def share_from_target(model: Any, target_dir: str) -> list[str]:
