@@ -323,9 +323,10 @@ def test_qwen3_next_shapes_against_the_config(tmp_path) -> None:
     assert outcomes(extra) == {"vllm": "degraded", "sglang": "fails"}
 
 
-def test_a_quantized_qwen3_next_block_is_checked_for_presence_only_and_says_so(tmp_path) -> None:
-    fp8 = {"quant_method": "fp8", "weight_block_size": [128, 128]}
-    folder = qwen3_next(tmp_path / "fp8", qwen3_next_mtp(), quantization_config=fp8)
+def test_a_qwen3_next_block_quantized_other_than_fp8_is_checked_for_presence_only_and_says_so(tmp_path) -> None:
+    """FP8 blocks are modelled (test_mtp_quantized.py); compressed-tensors, AWQ, GPTQ and ModelOpt are not."""
+    compressed = {"quant_method": "compressed-tensors", "ignore": ["lm_head"], "config_groups": {}}
+    folder = qwen3_next(tmp_path / "ct", qwen3_next_mtp(), quantization_config=compressed)
     report = run(folder, "vllm", "sglang")
     for result in report.engines:
         assert "mtp_composition_unchecked" in events(report, result.engine)

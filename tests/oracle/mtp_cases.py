@@ -183,6 +183,28 @@ def qwen3_next_config(**overrides: Any) -> dict[str, Any]:
     return _merged(config, overrides)
 
 
+def qwen3_next_fp8_ignored(layers: int = 4, interval: int = 4) -> list[str]:
+    """modules_to_not_convert as Qwen/Qwen3-Next-80B-A3B-Instruct-FP8's config.json lists it, for a target of
+    ``layers`` layers: the head, every layer's norms, router and shared-expert gate, the gated delta-net layers'
+    small pieces, the full-attention layers' q/k norms, and in the MTP block mtp.fc, its norms and gates."""
+    out = ["lm_head"]
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        out += [p + "input_layernorm", p + "mlp.gate", p + "mlp.shared_expert_gate", p + "post_attention_layernorm"]
+        if (i + 1) % interval:
+            out += [p + f"linear_attn.{n}" for n in ("A_log", "conv1d", "dt_bias", "in_proj_ba", "norm")]
+        else:
+            out += [p + "self_attn.k_norm", p + "self_attn.q_norm"]
+    m = "mtp.layers.0."
+    out += ["mtp.fc", m + "input_layernorm", m + "mlp.gate", m + "mlp.shared_expert_gate"]
+    out += [m + "post_attention_layernorm", m + "self_attn.k_norm", m + "self_attn.q_norm"]
+    return out + ["mtp.norm", "mtp.pre_fc_norm_embedding", "mtp.pre_fc_norm_hidden"]
+
+
+#: Qwen/Qwen3-Next-80B-A3B-Instruct-FP8's quantization_config (block 128 scaled down to the tiny shapes' 16).
+QN_FP8_CONFIG = {**FP8_CONFIG, "modules_to_not_convert": qwen3_next_fp8_ignored()}
+
+
 def _merged(config: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(config)
     for key, value in overrides.items():
@@ -270,14 +292,23 @@ def mtp_layer(
 
 
 def qwen3_next_mtp(
-    *, layers: int = 1, drop: Iterable[str] = (), experts: int = E, heads: int = QN_HEADS, kv: int = QN_KV
+    *,
+    layers: int = 1,
+    drop: Iterable[str] = (),
+    experts: int = E,
+    heads: int = QN_HEADS,
+    kv: int = QN_KV,
+    fp8: bool = False,
+    fp8_fc: bool = False,
 ) -> list[Tensor]:
     """Qwen3-Next's MTP block (``mtp.``): fc over [embedding; hidden], its two pre-fc norms, the final norm, and
     ``layers`` full-attention MoE decoder layers (gated q_proj, q/k norms, routed experts, a gated shared expert).
-    ``drop``: pieces of names to leave out."""
+    ``drop``: pieces of names to leave out. ``fp8``: the linears Qwen/Qwen3-Next-80B-A3B-Instruct-FP8 quantizes
+    (q/k/v/o_proj, the shared expert, the routed experts) stored as FP8 blocks with their ``weight_scale_inv``;
+    ``fp8_fc``: mtp.fc too (the published export keeps it BF16, in modules_to_not_convert)."""
     d = QN_HEAD_DIM
     out: list[Tensor] = [
-        ("mtp.fc.weight", "BF16", (H, 2 * H)),
+        *_linear("mtp.fc", (H, 2 * H), fp8_fc),
         ("mtp.pre_fc_norm_embedding.weight", "BF16", (H,)),
         ("mtp.pre_fc_norm_hidden.weight", "BF16", (H,)),
         ("mtp.norm.weight", "BF16", (H,)),
@@ -287,23 +318,23 @@ def qwen3_next_mtp(
         out += [
             (p + "input_layernorm.weight", "BF16", (H,)),
             (p + "post_attention_layernorm.weight", "BF16", (H,)),
-            (p + "self_attn.q_proj.weight", "BF16", (2 * heads * d, H)),
-            (p + "self_attn.k_proj.weight", "BF16", (kv * d, H)),
-            (p + "self_attn.v_proj.weight", "BF16", (kv * d, H)),
-            (p + "self_attn.o_proj.weight", "BF16", (H, heads * d)),
+            *_linear(p + "self_attn.q_proj", (2 * heads * d, H), fp8),
+            *_linear(p + "self_attn.k_proj", (kv * d, H), fp8),
+            *_linear(p + "self_attn.v_proj", (kv * d, H), fp8),
+            *_linear(p + "self_attn.o_proj", (H, heads * d), fp8),
             (p + "self_attn.q_norm.weight", "BF16", (d,)),
             (p + "self_attn.k_norm.weight", "BF16", (d,)),
             (p + "mlp.gate.weight", "BF16", (experts, H)),
             (p + "mlp.shared_expert_gate.weight", "BF16", (1, H)),
-            (p + "mlp.shared_expert.gate_proj.weight", "BF16", (QN_SHARED, H)),
-            (p + "mlp.shared_expert.up_proj.weight", "BF16", (QN_SHARED, H)),
-            (p + "mlp.shared_expert.down_proj.weight", "BF16", (H, QN_SHARED)),
+            *_linear(p + "mlp.shared_expert.gate_proj", (QN_SHARED, H), fp8),
+            *_linear(p + "mlp.shared_expert.up_proj", (QN_SHARED, H), fp8),
+            *_linear(p + "mlp.shared_expert.down_proj", (H, QN_SHARED), fp8),
         ]
         for e in range(experts):
             out += [
-                (p + f"mlp.experts.{e}.gate_proj.weight", "BF16", (MOE, H)),
-                (p + f"mlp.experts.{e}.up_proj.weight", "BF16", (MOE, H)),
-                (p + f"mlp.experts.{e}.down_proj.weight", "BF16", (H, MOE)),
+                *_linear(p + f"mlp.experts.{e}.gate_proj", (MOE, H), fp8),
+                *_linear(p + f"mlp.experts.{e}.up_proj", (MOE, H), fp8),
+                *_linear(p + f"mlp.experts.{e}.down_proj", (H, MOE), fp8),
             ]
     dropped = tuple(drop)
     return [t for t in out if not any(piece in t[0] for piece in dropped)]

@@ -14,6 +14,7 @@ from typing import Any
 
 from mtp_cases import (
     FP8_CONFIG,
+    QN_FP8_CONFIG,
     E,
     H,
     MtpCase,
@@ -307,5 +308,92 @@ QWEN3_NEXT: list[MtpCase] = [
         main_tensors(embed=False, head=False) + QN),
 ]  # fmt: skip
 
-MTP_CASES: list[MtpCase] = INSIDE + STANDALONE + PUBLISHED + QWEN3_NEXT
+
+def _qn_quant(name: str, about: str, tensors: list[Any], quantization: dict[str, Any], **config: Any) -> MtpCase:
+    return _qn(name, about, tensors, quantization_config=quantization, **config)
+
+
+QN_FP8 = qwen3_next_mtp(fp8=True)
+#: The MTP block's quantizable linears by their checkpoint module names (vLLM's exact ignore matching).
+QN_BLOCK_MODULES = [
+    "mtp.fc",
+    *(f"mtp.layers.0.self_attn.{p}_proj" for p in ("q", "k", "v", "o")),
+    *(f"mtp.layers.0.mlp.shared_expert.{p}_proj" for p in ("gate", "up", "down")),
+    "mtp.layers.0.mlp.experts",
+]
+QN_FP8_BLOCK_IGNORED = {
+    **QN_FP8_CONFIG,
+    "modules_to_not_convert": [*QN_FP8_CONFIG["modules_to_not_convert"], *QN_BLOCK_MODULES[1:]],
+}
+QN_FP8_FC_QUANTIZED = {
+    **QN_FP8_CONFIG,
+    "modules_to_not_convert": [m for m in QN_FP8_CONFIG["modules_to_not_convert"] if m != "mtp.fc"],
+}
+QN_FP8_PER_TENSOR = {
+    "quant_method": "fp8",
+    "activation_scheme": "dynamic",
+    "modules_to_not_convert": QN_FP8_CONFIG["modules_to_not_convert"],
+}
+
+
+def _per_tensor(tensors: list[Any]) -> list[Any]:
+    out = []
+    for name, dtype, shape in tensors:
+        if name.endswith(".weight_scale_inv"):
+            out.append((name.replace("weight_scale_inv", "weight_scale"), "F32", ()))
+        else:
+            out.append((name, dtype, shape))
+    return out
+
+
+#: Quantized Qwen3-Next targets: the MTP block as Qwen/Qwen3-Next-80B-A3B-Instruct-FP8 stores it, and the ways
+#: quantized exports leave it (no scales, BF16 under an FP8 config, the block ignored, mtp.fc quantized, ...).
+QWEN3_NEXT_QUANTIZED: list[MtpCase] = [
+    _qn_quant("mtp_qn_fp8_published", "the MTP block as the published FP8 export stores it (mtp.fc BF16)",
+              MAIN + QN_FP8, QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_no_scales", "FP8 MTP block weights without their weight_scale_inv",
+              MAIN + qwen3_next_mtp(fp8=True, drop=("weight_scale_inv",)), QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_bf16_block", "the published FP8 config, the MTP block left BF16 (no scales)",
+              MAIN + QN, QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_block_ignored", "FP8 config whose modules_to_not_convert names every MTP linear, block BF16",
+              MAIN + QN, QN_FP8_BLOCK_IGNORED),
+    _qn_quant("mtp_qn_fp8_fc_quantized", "mtp.fc quantized too (FP8 + scale), the config not ignoring it",
+              MAIN + qwen3_next_mtp(fp8=True, fp8_fc=True), QN_FP8_FC_QUANTIZED),
+    _qn_quant("mtp_qn_fp8_fc_stored_fp8_ignored", "mtp.fc stored FP8 + scale while the config keeps it BF16",
+              MAIN + qwen3_next_mtp(fp8=True, fp8_fc=True), QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_o_proj_scale_per_tensor", "o_proj's weight_scale_inv one value instead of blocks",
+              MAIN + qwen3_next_mtp(fp8=True, drop=("o_proj.weight_scale_inv",))
+              + [("mtp.layers.0.self_attn.o_proj.weight_scale_inv", "F32", (1, 1))], QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_router_scale", "a weight_scale_inv for the router (which no engine quantizes)",
+              MAIN + QN_FP8 + [("mtp.layers.0.mlp.gate.weight_scale_inv", "F32", (1, 4))], QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_no_expert", "FP8 MTP block, one routed expert missing",
+              MAIN + qwen3_next_mtp(fp8=True, drop=("experts.1.",)), QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_dropped", "the FP8 export dropped every mtp.* tensor", MAIN, QN_FP8_CONFIG),
+    _qn_quant("mtp_qn_fp8_q_proj_ignored_alone", "modules_to_not_convert names q_proj but not k/v_proj",
+              MAIN + QN_FP8, {**QN_FP8_CONFIG, "modules_to_not_convert": [
+                  *QN_FP8_CONFIG["modules_to_not_convert"], "mtp.layers.0.self_attn.q_proj"]}),
+    # per-tensor FP8 (no weight_block_size): vLLM builds it on this CPU, its MoE too (SGLang's per-tensor FP8
+    # post-processing needs sgl_kernel: not comparable there)
+    _qn_quant("mtp_qn_fp8_per_tensor", "FP8 per-tensor (no weight_block_size): weight_scale per linear",
+              MAIN + _per_tensor(QN_FP8), QN_FP8_PER_TENSOR),
+    _qn_quant("mtp_qn_fp8_pt_no_scales", "FP8 per-tensor, the MTP block's weight_scale tensors dropped",
+              MAIN + [t for t in _per_tensor(QN_FP8) if not t[0].endswith("weight_scale")], QN_FP8_PER_TENSOR),
+    _qn_quant("mtp_qn_fp8_pt_bf16_block", "FP8 per-tensor config, the MTP block left BF16 (no scales)",
+              MAIN + QN, QN_FP8_PER_TENSOR),
+    _qn_quant("mtp_qn_fp8_pt_dropped", "FP8 per-tensor target exported without any mtp.* tensor",
+              MAIN, QN_FP8_PER_TENSOR),
+    _qn_quant("mtp_qn_fp8_pt_fc_stored_fp8_ignored", "mtp.fc stored FP8 + weight_scale, the config keeps it BF16",
+              MAIN + _per_tensor(qwen3_next_mtp(fp8=True, fp8_fc=True)), QN_FP8_PER_TENSOR),
+    _qn_quant("mtp_qn_fp8_pt_router_scale", "a weight_scale for the router, FP8 per-tensor",
+              MAIN + _per_tensor(QN_FP8) + [("mtp.layers.0.mlp.gate.weight_scale", "F32", ())], QN_FP8_PER_TENSOR),
+    _qn_quant("mtp_qn_fp8_pt_no_expert", "FP8 per-tensor, one routed expert missing",
+              MAIN + _per_tensor(qwen3_next_mtp(fp8=True, drop=("experts.1.",))), QN_FP8_PER_TENSOR),
+    _qn_quant("mtp_qn_fp8_pt_fc_quantized", "FP8 per-tensor, mtp.fc quantized too and not ignored",
+              MAIN + _per_tensor(qwen3_next_mtp(fp8=True, fp8_fc=True)), {**QN_FP8_PER_TENSOR, "modules_to_not_convert":
+                  QN_FP8_FC_QUANTIZED["modules_to_not_convert"]}),
+    _qn_quant("mtp_qn_fp8_q_proj_scale_missing", "q_proj's weight_scale_inv missing (k/v kept)",
+              MAIN + qwen3_next_mtp(fp8=True, drop=("q_proj.weight_scale_inv",)), QN_FP8_CONFIG),
+]  # fmt: skip
+
+MTP_CASES: list[MtpCase] = INSIDE + STANDALONE + PUBLISHED + QWEN3_NEXT + QWEN3_NEXT_QUANTIZED
 __all__ = ["MTP_CASES", "E", "FP8_CONFIG", "V"]

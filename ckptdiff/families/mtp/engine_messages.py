@@ -78,6 +78,44 @@ EVENTS: dict[str, str] = {
     "mtp.sglang.outside_mtp_block": (
         "{count} tensors outside mtp.* are the target's own: Qwen3NextForCausalLMMTP skips every name without mtp"
     ),
+    # ---- a quantized (FP8) mtp.* block
+    "mtp.vllm.scale_missing": (
+        "{param} is not in the checkpoint: vLLM builds this layer FP8-quantized ({scheme}), and with a quantized "
+        "target its strict check is off, so the scale keeps its initial values, silently: the layer computes with "
+        "garbage scales"
+    ),
+    "mtp.sglang.scale_missing": (
+        "{param} is never loaded: SGLang builds this layer FP8-quantized ({scheme}) and does not report missing "
+        "weights, so the scale keeps its initial values: the layer computes with garbage scales"
+    ),
+    "mtp.vllm.weight_cast_to_fp8": (
+        "{name} is {dtype}, but vLLM builds {module} FP8-quantized ({because}): its weight loader copies the tensor "
+        "into the FP8 weight as it is, cast without a scale, silently"
+    ),
+    "mtp.sglang.weight_cast_to_fp8": (
+        "{name} is {dtype}, but SGLang builds {module} FP8-quantized ({because}): its weight loader copies the tensor "
+        "into the FP8 weight as it is, cast without a scale, silently"
+    ),
+    "mtp.weight_unscaled": (
+        "{name} is {dtype}, but {module} is built unquantized ({because}): the FP8 values are copied in as they are, "
+        "without their scale, silently"
+    ),
+    "mtp.vllm.scale_unexpected": (
+        '{name}: vLLM builds {module} unquantized ({because}), so it has no {candidate}: ValueError "There is no '
+        'module or parameter named"'
+    ),
+    "mtp.sglang.scale_unexpected": (
+        "{name}: SGLang builds {module} unquantized ({because}), so it has no {candidate}: KeyError (a name ending "
+        "in _scale is asserted to hold 1.0 instead)"
+    ),
+    "mtp.mixed_shards": (
+        '{module}: the ignore list skips some but not all of its shards: ValueError "Detected some but not all '
+        'shards ... are quantized" when the layer is built'
+    ),
+    "mtp.vllm.mtp_block_missing_quantized": (
+        "no mtp.* tensor: {cls} loads nothing into its MTP block, and with a quantized target vLLM's strict check "
+        "is off: the whole block (fc, pre_fc_norm_*, the MTP layers, norm) stays randomly initialised, silently"
+    ),
     "mtp.vllm.mtp_not_supported": "vLLM has " + _NONE.replace("{label}", "vLLM"),
     "mtp.sglang.mtp_not_supported": "SGLang has " + _NONE.replace("{label}", "SGLang"),
     "mtp.vllm.mtp_layers_not_announced": (

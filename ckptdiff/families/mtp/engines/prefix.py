@@ -17,6 +17,7 @@ from typing import Any
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
+from .prefix_quant import PLAIN_WHY, PrefixQuant, QuantPlan, is_scale
 
 Shape = tuple[int, ...]
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.(\w+)$")
@@ -73,6 +74,8 @@ class PrefixLoad:
     expert_short_fate: str
     #: Tensors it skips as the target's own ({count}).
     outside: Event
+    #: How it builds the block's linears under an FP8 quantization_config (None: not modelled).
+    quant: PrefixQuant | None = None
 
 
 def _int(text: Mapping[str, Any], key: str, default: int | None = None) -> int | None:
@@ -154,11 +157,38 @@ def parameter_of(load: PrefixLoad, rest: str) -> tuple[str, str | None]:
     return load.rename(rest), None
 
 
-def replay(load: PrefixLoad, cls: str, spec: MtpSpec, shapes: Mapping[str, tuple[int, ...]], add: Any) -> Any:
-    """Replay ``load`` over the checkpoint (``shapes``: name → shape); ``add(event, tensor, **params)`` records an
-    event. Returns (tensor fates, parameter fates)."""
+def linears(spec: MtpSpec, layers: int, moe: Callable[[MtpSpec, int], bool]) -> dict[str, tuple[int, int] | None]:
+    """The block's linear layers an engine may quantize, by checkpoint name after ``mtp.`` (unfused) → (rows,
+    columns) of their weight: mtp.fc, q/k/v/o_proj, the shared expert's and the routed experts' projections (the
+    router and the shared expert's gate are never quantized: both engines build them without a quant config)."""
+    out: dict[str, tuple[int, int] | None] = {}
+    for rest, shape in expected(spec, layers, moe).items():
+        module = rest.removesuffix(".weight")
+        if module == rest or shape is None or len(shape) != 2 or module.endswith(("mlp.gate", "shared_expert_gate")):
+            continue
+        out[module] = (shape[0], shape[1])
+    return out
+
+
+def replay(
+    load: PrefixLoad,
+    cls: str,
+    spec: MtpSpec,
+    shapes: Mapping[str, tuple[int, ...]],
+    add: Any,
+    dtypes: Mapping[str, str] | None = None,
+    quant: QuantPlan | None = None,
+) -> Any:
+    """Replay ``load`` over the checkpoint (``shapes``: name → shape, ``dtypes``: name → dtype); ``add(event, tensor,
+    **params)`` records an event; ``quant``: the block's FP8 plan when the checkpoint is quantized. Returns (tensor
+    fates, parameter fates)."""
     built = load.layers_built(spec)
     want = expected(spec, built, load.moe_layer)
+    if quant is not None:
+        if quant.refused is not None:
+            add(quant.rules.mixed_shards, module=quant.refused)
+            return [], []
+        want |= quant.scales
     experts = _int(spec.text, "num_experts", 0) or 0
     params: dict[str, str] = {}  # parameter (with its shard) → fate
     slot: dict[str, tuple[str, Shape | None]] = {}  # rest → (parameter with shard, shape)
@@ -200,7 +230,13 @@ def replay(load: PrefixLoad, cls: str, spec: MtpSpec, shapes: Mapping[str, tuple
                 continue
         if rest not in slot:
             base = parameter_of(load, rest)[0]
-            add(load.unknown, name, name=name, candidate=base)
+            if quant is not None and is_scale(rest):
+                linear = quant.linear_of(rest)
+                module = f"mtp.{linear.module}" if linear else name.rpartition(".")[0]
+                why = linear.why if linear else PLAIN_WHY
+                add(quant.rules.scale_unexpected, name, name=name, module=module, because=why, candidate=base)
+            else:
+                add(load.unknown, name, name=name, candidate=base)
             tensors.append((name, "error", None))
             raised = True
             continue
@@ -227,27 +263,55 @@ def replay(load: PrefixLoad, cls: str, spec: MtpSpec, shapes: Mapping[str, tuple
             continue
         params[key] = "loaded"
         tensors.append((name, "loaded", key))
+        if quant is not None and dtypes is not None and rest.endswith(".weight"):
+            _check_dtype(quant, name, rest, dtypes.get(name), add)
     if outside:
         add(load.outside, count=outside)
+    # a quantized target: vLLM's strict check is off, so nothing it leaves unfilled is named
+    lax = quant is not None and quant.rules.param_missing is not None
     if not stored:
-        add(load.block_missing, cls=cls, layer="mtp.*")
+        quiet = quant.rules.block_missing if quant is not None else None
+        add(quiet or load.block_missing, cls=cls, layer="mtp.*")
         for key, fate in params.items():
             if fate == "missing":
-                params[key] = "missing" if load.strict(key) else "random"
+                params[key] = "missing" if load.strict(key) and not lax else "random"
     elif not raised:
-        _missing(load, params, add)
+        _missing(load, params, add, quant)
     return tensors, sorted(params.items())
 
 
-def _missing(load: PrefixLoad, params: dict[str, str], add: Any) -> None:
-    """Parameters (or shards) no tensor filled: the strict check names them, or they keep their initial values."""
+def _check_dtype(quant: QuantPlan, name: str, rest: str, dtype: str | None, add: Any) -> None:
+    """A weight whose dtype does not fit the parameter the engine built: cast to FP8 without a scale, or FP8 read
+    without its scale."""
+    linear = quant.linear_of(rest)
+    if linear is None or dtype is None:
+        return
+    fp8 = dtype.startswith("F8_")
+    if linear.quantized and not fp8:
+        add(quant.rules.weight_cast, name, name=name, dtype=dtype, module=f"mtp.{linear.module}", because=linear.why)
+    elif not linear.quantized and fp8:
+        add(
+            quant.rules.weight_unscaled, name, name=name, dtype=dtype, module=f"mtp.{linear.module}", because=linear.why
+        )
+
+
+def _missing(load: PrefixLoad, params: dict[str, str], add: Any, quant: QuantPlan | None = None) -> None:
+    """Parameters (or shards) no tensor filled: the strict check names them, or they keep their initial values;
+    a quantized linear's scales keep theirs."""
     reported: set[str] = set()
+    lax = quant.rules.param_missing if quant is not None else None
     for key, fate in params.items():
         if fate != "missing":
             continue
         base = re.sub(r"\[\w+\]$", "", key)
-        strict = load.strict(base)
+        strict = load.strict(base) and lax is None
         params[key] = "missing" if strict else "random"
-        if base not in reported:
-            reported.add(base)
+        if base in reported:
+            continue
+        reported.add(base)
+        if quant is not None and is_scale(base):
+            add(quant.rules.scale_missing, param=base, scheme=quant.scheme.describe)
+        elif lax is not None:
+            add(lax, param=base)
+        else:
             add(load.param_missing if strict else load.param_missing_exempt, param=base)

@@ -10,7 +10,7 @@ from ....checkpoint import Checkpoint
 from ....report import EngineEvent, EngineResult
 from ...rules import Event
 from ..spec import MtpSpec, is_spec_weight, layer_index
-from . import prefix
+from . import prefix, prefix_quant
 from .model import Fp8Load, MtpClass, MtpEngine
 from .shapes import expected_layer
 
@@ -319,13 +319,18 @@ def _in_layers(engine: MtpEngine, layers: tuple[int, ...], name: str) -> tuple[i
 def _replay_prefix(
     engine: MtpEngine, chosen: MtpClass, spec: MtpSpec, checkpoint: Checkpoint, events: _Events
 ) -> Fates:
-    """Qwen3-Next's ``mtp.*`` layout, replayed by :mod:`.prefix` from the class's rules. A quantized checkpoint's
-    block (scales beside the weights) is not modelled: then only its presence is checked, and the verdict says so."""
+    """Qwen3-Next's ``mtp.*`` layout, replayed by :mod:`.prefix` from the class's rules; an FP8 block with the
+    engine's FP8 rules (:mod:`.prefix_quant`). Another quantization (compressed-tensors, AWQ, GPTQ, ModelOpt) is not
+    modelled: then only the block's presence is checked, and the verdict says so."""
     load = chosen.prefix
-    quantized = isinstance(spec.text.get("quantization_config") or spec.config.get("quantization_config"), Mapping)
-    if load is not None and not quantized:
+    config = spec.text.get("quantization_config") or spec.config.get("quantization_config")
+    quant = None
+    if load is not None and load.quant is not None and isinstance(config, Mapping):
+        quant = prefix_quant.plan(load.quant, config, prefix.linears(spec, load.layers_built(spec), load.moe_layer))
+    if load is not None and (quant is not None or not isinstance(config, Mapping)):
         shapes = {name: tuple(info.shape) for name, info in checkpoint.tensors.items()}
-        tensors, parameters = prefix.replay(load, chosen.name, spec, shapes, events.add)
+        dtypes = {name: info.dtype for name, info in checkpoint.tensors.items()}
+        tensors, parameters = prefix.replay(load, chosen.name, spec, shapes, events.add, dtypes, quant)
         return list(tensors), list(parameters)
     fates: list[tuple[str, str, str | None]] = []
     stored = 0

@@ -12,6 +12,7 @@ from ...rules import Event, Source
 from ..spec import MtpSpec
 from .model import Fp8Load, Fused, MtpClass, MtpEngine
 from .prefix import PrefixLoad
+from .prefix_quant import PrefixQuant
 
 REPO = "sgl-project/sglang"
 VERSION = "v0.5.23"
@@ -116,6 +117,57 @@ FP8 = Fp8Load(
 )
 
 
+#: Fp8Config: ignored_layers or modules_to_not_convert, each entry kept with and without a leading "model.",
+#: matched on module-path boundaries; fused modules by their shards only (Qwen3NextForCausalLMMTP never sets the
+#: packed mapping: the fallback's qkv/gate_up shards), the routed experts also by any entry naming experts that
+#: contains the module's name.
+QN_FP8_SKIP = Source(
+    REPO,
+    VERSION,
+    "python/sglang/srt/layers/quantization/fp8.py:346-414 (Fp8Config.from_config, get_quant_method), "
+    "utils.py:48-125 (_module_path_match, is_layer_skipped)",
+)
+#: mtp.fc is a plain nn.Linear; the MTP layer is built as model.layers.0 (Qwen3NextModel(prefix="model")), so
+#: the config is asked about model.layers.0.*, not the checkpoint's mtp.layers.0.*.
+QN_PREFIXES = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next_mtp.py:60-74")
+#: Only a plain column-parallel weight's loader refuses a wider tensor (copy_with_check); the block's qkv, gate_up,
+#: row-parallel and expert loaders copy a BF16 tensor into the FP8 weight as it is.
+QN_PARAMS = Source(REPO, VERSION, "python/sglang/srt/layers/parameter.py:51-79,145-175,215-338")
+#: A name no parameter takes: params_dict[name] (KeyError), or a name ending in _scale asserted to hold 1.0.
+QN_SCALE_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1259-1275 (load_weights)")
+
+
+def _sglang_ignored(entries: list[str]) -> list[str]:
+    """Fp8Config.from_config keeps each entry both without and with a leading ``model.``."""
+    out: list[str] = []
+    for entry in entries:
+        base = entry.removeprefix("model.")
+        out += [base, f"model.{base}"]
+    return out
+
+
+def _path_match(entry: str, name: str) -> bool:
+    """_module_path_match: the entry is the module, one of its parents, or a dotted run inside its path."""
+    entry, name = entry.rstrip("."), name.rstrip(".")
+    return entry == name or name.startswith(entry + ".") or f".{entry}." in f".{name}."
+
+
+QN_QUANT = PrefixQuant(
+    source=QN_FP8_SKIP,
+    ignore_keys=("ignored_layers", "modules_to_not_convert"),
+    normalise=_sglang_ignored,
+    module=lambda module: None if module == "fc" else f"model.{module}",
+    matches=_path_match,
+    never_why="SGLang builds {module} as a plain nn.Linear, whatever the config",
+    scale_missing=Event("warning", "scale_missing", "mtp.sglang.scale_missing", QN_LOAD),
+    weight_cast=Event("warning", "weight_cast_to_fp8", "mtp.sglang.weight_cast_to_fp8", QN_PARAMS),
+    weight_unscaled=Event("warning", "fp8_weight_unscaled", "mtp.weight_unscaled", QN_PREFIXES),
+    scale_unexpected=Event("error", "unknown_name", "mtp.sglang.scale_unexpected", QN_SCALE_LOAD),
+    mixed_shards=Event("error", "quantization_config_invalid", "mtp.mixed_shards", QN_FP8_SKIP),
+    fused_name_skips=False,
+)
+
+
 def _layers(spec: MtpSpec, target: MtpSpec | None = None) -> tuple[int, ...]:
     """nextn_layer_id: 0 when num_hidden_layers is 1 (a standalone NextN export), else num_hidden_layers, both
     from the draft's own config (``speculative_draft_model_path``), whatever the target's."""
@@ -169,6 +221,7 @@ ENGINE = MtpEngine(
                 expert_short=Event("warning", "expert_short", "mtp.sglang.expert_short", QN_MOE),
                 expert_short_fate="altered",
                 outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_block", QN_LOAD),
+                quant=QN_QUANT,
             ),
         ),
     ),

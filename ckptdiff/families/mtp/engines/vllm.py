@@ -9,6 +9,7 @@ from ...rules import Event, Source
 from ..spec import MtpSpec
 from .model import Fused, MtpClass, MtpEngine
 from .prefix import PrefixLoad, vllm_moe_layer
+from .prefix_quant import PrefixQuant
 
 REPO = "vllm-project/vllm"
 VERSION = "v0.33.0"
@@ -25,6 +26,38 @@ SPEC_LAYER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py (get_spe
 TRACK = Source(REPO, VERSION, "vllm/model_executor/model_loader/default_loader.py (track_weights_loading)")
 EAGLE_UTILS = Source(REPO, VERSION, "vllm/v1/worker/gpu/spec_decode/eagle/utils.py (load_eagle_model)")
 LOADER_UTILS = Source(REPO, VERSION, "vllm/model_executor/model_loader/weight_utils.py (default_weight_loader)")
+#: Fp8Config: ignored_layers, else modules_to_not_convert, matched exactly against each module's prefix; fused
+#: modules by their shards (or their own name), the routed experts by any entry naming experts that contains it.
+QN_FP8_SKIP = Source(
+    REPO,
+    VERSION,
+    "vllm/model_executor/layers/quantization/fp8.py:158-205 (Fp8Config.from_config, get_quant_method), "
+    "utils/quant_utils.py:619-693 (is_layer_skipped, exact)",
+)
+#: The MTP block's modules are named under mtp. (maybe_prefix(prefix, "mtp")), mtp.fc quantized with the rest
+#: (only modelopt_fp4 keeps it plain); the router (GateLinear) and shared_expert_gate never take the quant config.
+QN_PREFIXES = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:70-96,194-196, qwen3_next.py:190-202")
+#: A quantized linear's parameters: weight (FP8), weight_scale_inv (blocks) or weight_scale (per tensor),
+#: input_scale (static activations); weight loaders copy a wider tensor into the FP8 weight as it is.
+QN_FP8_WEIGHTS = Source(REPO, VERSION, "vllm/model_executor/layers/quantization/fp8.py:282-345 (create_weights)")
+#: The strict "weights were not initialized" check runs for unquantized models only.
+STRICT_OFF = Source(REPO, VERSION, "vllm/model_executor/model_loader/default_loader.py:510-523")
+QN_QUANT = PrefixQuant(
+    source=QN_FP8_SKIP,
+    ignore_keys=("ignored_layers", "modules_to_not_convert"),
+    normalise=list,
+    module=lambda module: f"mtp.{module}",
+    matches=lambda entry, name: entry == name,
+    never_why="",
+    scale_missing=Event("warning", "scale_missing", "mtp.vllm.scale_missing", STRICT_OFF),
+    weight_cast=Event("warning", "weight_cast_to_fp8", "mtp.vllm.weight_cast_to_fp8", QN_FP8_WEIGHTS),
+    weight_unscaled=Event("warning", "fp8_weight_unscaled", "mtp.weight_unscaled", QN_PREFIXES),
+    scale_unexpected=Event("error", "unknown_name", "mtp.vllm.scale_unexpected", AUTO_LOADER),
+    mixed_shards=Event("error", "quantization_config_invalid", "mtp.mixed_shards", QN_FP8_SKIP),
+    param_missing=Event("warning", "random_init", "mtp.vllm.random_init", STRICT_OFF),
+    block_missing=Event("warning", "mtp_layer_missing", "mtp.vllm.mtp_block_missing_quantized", STRICT_OFF),
+    fused_name_skips=True,
+)
 
 
 def _layers(spec: MtpSpec, target: MtpSpec | None = None) -> tuple[int, ...]:
@@ -102,6 +135,7 @@ ENGINE = MtpEngine(
                 expert_short=Event("warning", "expert_short", "mtp.vllm.expert_short", QN_MOE),
                 expert_short_fate="partial",
                 outside=Event("info", "outside_mtp_layers", "mtp.vllm.outside_mtp_block", QN_LOAD),
+                quant=QN_QUANT,
             ),
         ),
     ),
