@@ -11,12 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 FIXTURES = REPO / "fixtures"
+
+# Hypothesis times its examples (a deadline, a "too slow" health check): none may fail because the machine is loaded
+settings.register_profile("ckptdiff", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("ckptdiff")
+
 #: Every JSON report the suite writes is checked against docs/report.schema.json (tests/report_json.py).
 pytest_plugins = ("report_json",)
 
@@ -216,7 +222,9 @@ def s3(s3_server, monkeypatch):
     """This process's AWS chain pointed at the moto server (environment variables, as a user would set them)."""
     from store_servers import point_aws_chain_at
 
-    return point_aws_chain_at(s3_server, monkeypatch)
+    yield point_aws_chain_at(s3_server, monkeypatch)
+    s3_server.hooks.clear()  # the server is the whole run's: a test's faults end with it
+    s3_server.latency = 0.0
 
 
 @pytest.fixture

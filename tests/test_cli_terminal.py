@@ -292,7 +292,8 @@ def test_tab_completes_a_path_in_bash(tmp_path, on_path):
         screen = ""
         for key in keys:
             subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
-        for _ in range(100):  # the completion runs a Python process: wait for the screen to show it
+        deadline = time.monotonic() + 120  # a guard against a hang, never reached by a slow machine
+        while time.monotonic() < deadline:  # the completion runs a Python process: wait for the screen to show it
             capture = ["tmux", "capture-pane", "-p", "-t", session]
             screen = subprocess.run(capture, capture_output=True, text=True).stdout
             if "ckptdiff drafters/ours-step-100/" in screen:

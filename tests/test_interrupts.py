@@ -1,20 +1,27 @@
 """Ctrl-C and SIGTERM end a run by cancelling it (#30 findings 13 and 14): the real command in a subprocess, its
-stderr on a terminal (a pty), a pair on moto's S3 server whose requests each wait, so a copy is under way when
-the signal comes. Whatever the signal and wherever the pass runs (threads, --jobs worker processes): exit
-128 + the signal, the bar cleared and then one line, no ``.partial`` file or scratch folder left, no worker alive.
+stderr on a terminal (a pty), a pair on moto's S3 server. The copy's ranged reads wait at the server
+(tests/request_gate.py) until the test lets them go, so the signal comes while a copy is under way and a bar is on
+the terminal, every time, however loaded the machine. Whatever the signal and however the pass was to run
+(threads, --jobs worker processes): exit 128 + the signal, the bar cleared and then one line, no read started
+after the signal, no ``.partial`` file or scratch folder left, no process of the run alive.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import pty
 import signal
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 import uuid
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -22,10 +29,13 @@ pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
 from conftest import REPO, cli_env  # noqa: E402
+from request_gate import HANG, RequestGate  # noqa: E402
 
+from ckptdiff.progress import DELAY  # noqa: E402
+from ckptdiff.sources.file_copy import COPY_CHUNK, IN_FLIGHT  # noqa: E402
 from fixtures.generate import write_safetensors  # noqa: E402
 
-#: One F32 tensor of 48 MiB a side: six ranged reads of a copy, each waiting at the server.
+#: One F32 tensor of 48 MiB a side: seven ranged reads of a copy (six of COPY_CHUNK and the header's bytes).
 ELEMENTS = 12 * 1024 * 1024
 
 
@@ -37,6 +47,25 @@ def slow_pair(s3_server, tmp_path_factory) -> tuple[str, str]:
     s3_server.upload(root / "a", "interrupts/a")
     s3_server.upload(root / "b", "interrupts/b")
     return "s3://interrupts/a", "s3://interrupts/b"
+
+
+def copy_reads(asked: set[tuple[str, int]]):
+    """A gate's test: the ranged GETs a --values copy makes of an ``interrupts/`` object (a header read asks for the
+    first bytes only), each noted as (object, first byte): a read the client retried (s3fs gives up waiting after
+    15 s, should the test be that slow) counts once."""
+
+    def matches(environ: dict[str, Any]) -> bool:
+        path = unquote(environ.get("PATH_INFO", "")).lstrip("/")
+        wanted = environ.get("HTTP_RANGE", "").removeprefix("bytes=").split("-")
+        if environ["REQUEST_METHOD"] != "GET" or not path.startswith("interrupts/") or len(wanted) != 2:
+            return False
+        first, last = int(wanted[0]), int(wanted[1])
+        if first % COPY_CHUNK or (first == 0 and last + 1 < COPY_CHUNK):
+            return False
+        asked.add((path, first))
+        return True
+
+    return matches
 
 
 def processes_marked(marker: str) -> list[int]:
@@ -63,7 +92,10 @@ def test_a_signal_during_values_cleans_up_and_says_one_line(s3_server, slow_pair
     env = cli_env(tmp_path, {**s3_server.env, "TMPDIR": str(scratch), marker.split("=")[0]: marker.split("=")[1]})
     env["PYTHONPATH"] = str(REPO)
     controller, terminal = pty.openpty()
-    s3_server.latency = 0.4
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns: tqdm draws in them
+    asked: set[tuple[str, int]] = set()
+    gate = RequestGate(copy_reads(asked))
+    s3_server.hooks.append(gate)
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", "ckptdiff", *slow_pair, "--values", *jobs],
@@ -78,25 +110,32 @@ def test_a_signal_during_values_cleans_up_and_says_one_line(s3_server, slow_pair
         reader = threading.Thread(target=_drain, args=(controller, written), daemon=True)
         reader.start()
         try:
-            deadline = time.monotonic() + 120
-            while not any(scratch.rglob("*.partial")):  # a copy is under way
+            gate.wait_held(IN_FLIGHT)  # side A's copy has its first reads in flight, all waiting at the server
+            assert [path.name for path in scratch.rglob("*.partial")] == ["model.safetensors.partial"]
+            time.sleep(DELAY)  # the bar, made before the first read, is past its delay: its next advance draws it
+            gate.let_through(1)
+            deadline = time.monotonic() + HANG
+            while b"%|" not in written:  # the bar, drawn on the terminal by that read's bytes
                 assert child.poll() is None and time.monotonic() < deadline, bytes(written)
-                time.sleep(0.02)
-            time.sleep(1.2)  # past the bars' delay: one is on the terminal
+                time.sleep(0.01)
+            gate.wait_held(IN_FLIGHT)  # the read that replaced it waits too: the copy is under way
             child.send_signal(stop)
-            child.communicate(timeout=120)
+            gate.open()  # the reads in flight end (the clean-up waits for them), and no other may start
+            child.communicate(timeout=HANG)
         finally:
             child.kill()
-        reader.join(10)
+        reader.join(HANG)
     finally:
-        s3_server.latency = 0.0
+        gate.open()
+        s3_server.hooks.remove(gate)
         os.close(controller)
 
     assert child.returncode == 128 + stop, bytes(written)
-    screen = bytes(written).decode(errors="replace").replace("\r\n", "\n")
-    assert screen.split("\r")[-1].endswith("\nckptdiff: interrupted\n") or screen.split("\r")[-1] == (
-        "ckptdiff: interrupted\n"
-    ), screen  # the bar's line was cleared before the message
+    *_, bar, cleared, last = bytes(written).decode(errors="replace").replace("\r\n", "\n").split("\r")
+    assert bar.startswith("s3://interrupts/a:") and cleared.strip() == "", bytes(written)  # the bar, then cleared
+    assert last == "ckptdiff: interrupted\n", bytes(written)  # the one line, at the start of the cleared line
+    # the reads started before the signal, none after it: B's copy never began
+    assert asked == {("interrupts/a/model.safetensors", n * COPY_CHUNK) for n in range(IN_FLIGHT + 1)}
     assert [path.name for path in scratch.rglob("*")] == []  # no .partial file, no scratch folder
     assert processes_marked(marker) == []  # no worker outlived the run
 

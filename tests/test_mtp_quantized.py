@@ -127,8 +127,9 @@ def test_an_ignore_list_naming_the_block_as_the_checkpoint_does_is_missed_by_sgl
     report = run(tmp_path / "ignored", block("bf16"), ignored)
     assert result(report, "vllm").outcome == "loads"
     assert result(report, "sglang").outcome == "degraded"
-    cast = {e.tensor: e for e in result(report, "sglang").events if e.code == "weight_cast_to_fp8"}
-    assert "asks about model.layers.0.self_attn.qkv_proj" in event_message(cast["mtp.layers.0.self_attn.q_proj.weight"])
+    cast = {e.params["module"]: e for e in result(report, "sglang").events if e.code == "weight_cast_to_fp8"}
+    qkv = event_message(cast["mtp.layers.0.self_attn.qkv_proj"])
+    assert "but the engine asks about model.layers.0.self_attn.qkv_proj, which no entry names" in qkv
 
 
 def test_mtp_fc_quantized_fails_sglang_whose_fc_is_a_plain_linear(tmp_path) -> None:
@@ -182,3 +183,52 @@ def test_each_engine_reads_its_own_ignore_keys_and_matching() -> None:
     assert sglang.QN_QUANT.matches("layers.0.mlp", "model.layers.0.mlp.experts")
     assert not sglang.QN_QUANT.matches("mlp.gate", "model.layers.0.mlp.gate_up_proj")
     assert not vllm.QN_QUANT.matches("mtp.layers.0.mlp", "mtp.layers.0.mlp.experts")
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "drafters"
+
+
+def test_the_rebuilt_fp8_export_loads_and_a_bf16_block_under_its_config_is_told_from_the_cli(tmp_path, run_cli) -> None:
+    """fixtures/drafters/mtp-qwen3-next-80b-a3b-fp8 (rebuilt from Qwen/Qwen3-Next-80B-A3B-Instruct-FP8) loads under
+    both engines; its config over the BF16 block (an FP8 export that left the block unquantized) is degraded under
+    both, each layer named once."""
+    from fixtures.published_drafters import MTP_LAYOUTS, qwen3_next_mtp_tensors, target_own
+
+    published = run_cli(str(FIXTURES / "mtp-qwen3-next-80b-a3b-fp8"), "--engine", "vllm", "--engine", "sglang")
+    assert published.returncode == 0, published.stdout + published.stderr
+    assert "compatible: vllm A loads, sglang A loads" in published.stdout
+    config, _, _ = MTP_LAYOUTS["mtp-qwen3-next-80b-a3b-fp8"]
+    write_config(tmp_path / "bf16", config)
+    write_safetensors(tmp_path / "bf16" / "model.safetensors", target_own() + qwen3_next_mtp_tensors())
+    bf16 = run_cli(str(tmp_path / "bf16"), "--engine", "vllm", "--engine", "sglang")
+    assert bf16.returncode == 1
+    assert bf16.stdout.count("[weight_cast_to_fp8] mtp.layers.0.self_attn.qkv_proj: 3 weight(s) stored BF16") == 2
+    assert "sglang A: degraded" in bf16.stdout and "vllm A: degraded" in bf16.stdout
+
+
+def test_the_scale_grids_at_full_size_are_the_published_exports() -> None:
+    """Qwen3-Next-80B-A3B's real widths under block 128: the weight_scale_inv shapes the FP8 export stores
+    (q_proj [64, 16], k/v_proj [4, 16], o_proj [16, 32], an expert's gate/up [4, 16] and down [16, 4])."""
+    from ckptdiff.families.mtp.engines.prefix import linears, vllm_moe_layer
+    from ckptdiff.families.mtp.spec import MtpSpec
+
+    real = {
+        **CONFIG,
+        "hidden_size": 2048,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "num_experts": 512,
+        "moe_intermediate_size": 512,
+        "shared_expert_intermediate_size": 512,
+    }
+    config = {**PUBLISHED, "weight_block_size": [128, 128]}
+    plan = prefix_quant.plan(vllm.QN_QUANT, config, linears(MtpSpec.of(real, ()), 1, vllm_moe_layer))
+    assert plan is not None
+    p = "layers.0."
+    assert plan.scales[p + "self_attn.q_proj.weight_scale_inv"] == (64, 16)
+    assert plan.scales[p + "self_attn.k_proj.weight_scale_inv"] == (4, 16)
+    assert plan.scales[p + "self_attn.o_proj.weight_scale_inv"] == (16, 32)
+    assert plan.scales[p + "mlp.experts.511.up_proj.weight_scale_inv"] == (4, 16)
+    assert plan.scales[p + "mlp.experts.0.down_proj.weight_scale_inv"] == (16, 4)
+    assert "fc.weight_scale_inv" not in plan.scales  # modules_to_not_convert names mtp.fc

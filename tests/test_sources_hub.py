@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from huggingface_hub import constants, hf_hub_download, snapshot_download
+from request_gate import RequestGate
 from torch_files import write_torch_file
 
 import ckptdiff.progress as progress_module
@@ -109,26 +110,32 @@ def test_a_branch_that_moves_is_followed_and_a_tag_stays(hub_client, tmp_path):
     assert tagged.revision == first and "fc.weight" in tagged.tensors
 
 
+def is_shard_read(request) -> bool:
+    return request.method == "GET" and request.path.endswith(".safetensors")
+
+
 def test_shards_are_read_in_parallel_on_a_bounded_pool(hub_client, tmp_path):
     hub_client.add_repo("org/base", write_kimi_k2_base(tmp_path / "base", layers=12, experts=1))
-    hub_client.latency = 0.05  # long enough for the workers' requests to overlap
+    hub_client.hooks.append(RequestGate(is_shard_read, until=3))  # 3 at once, however loaded the machine
+    hub_client.latency = 0.05  # then long enough for a wider pool's requests to overlap
 
     resolve("org/base", SourceOptions(jobs=3))
 
     # 3 header workers, plus config.json and the index downloading beside them
-    assert 2 <= hub_client.max_in_flight["resolve"] <= 3 + 2
+    assert 3 <= hub_client.max_in_flight["resolve"] <= 3 + 2
     assert hub_client.requests["resolve"] == 1 + 1 + 12
 
 
 def test_both_sides_share_one_bound_on_header_reads(hub_client, tmp_path):
     for repo in ("org/a", "org/b"):
         hub_client.add_repo(repo, write_kimi_k2_base(tmp_path / repo, layers=12, experts=1))
-    hub_client.latency = 0.05
+    hub_client.hooks.append(RequestGate(is_shard_read, until=5))  # 5 at once, however loaded the machine
+    hub_client.latency = 0.05  # then long enough for two pools' requests to overlap
 
     resolve_both("org/a", "org/b", SourceOptions(jobs=5))
 
     # 5 header reads for the two sides together, plus config.json and the index of each side beside them
-    assert 2 <= hub_client.max_in_flight["resolve"] <= 5 + 4
+    assert 5 <= hub_client.max_in_flight["resolve"] <= 5 + 4
     assert hub_client.requests["resolve"] == 2 * (1 + 1 + 12)
 
 

@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("s3fs")
 pytest.importorskip("moto.server")
 
+from request_gate import RequestGate  # noqa: E402
 from store_servers import ACCESS_KEY, SECRET_KEY  # noqa: E402
 
 from ckptdiff.errors import SourceError  # noqa: E402
@@ -94,11 +95,15 @@ def test_a_sharded_checkpoint_reads_its_index_and_each_shards_header(s3, tmp_pat
 def test_shards_are_read_in_parallel_on_a_pool_of_jobs(s3, tmp_path):
     base = write_sharded(tmp_path / "base", shards=8)
     s3.upload(base, "models/eight")
+    # the first 3 header reads wait at the server until all 3 are there (so 3 are in flight together, however
+    # loaded the machine); then every request waits 0.05 s, so a pool wider than 3 would show as more at once
+    s3.hooks.append(RequestGate(lambda environ: environ["PATH_INFO"].endswith(".safetensors"), until=3))
     s3.latency = 0.05
     try:
         resolve("s3://models/eight", SourceOptions(jobs=3))
     finally:
         s3.latency = 0.0
+        s3.hooks.clear()
     # 3 header reads, plus config.json and the index beside them
     assert 3 <= s3.max_in_flight <= 3 + 2
     assert sum(n for key, n in s3.requests.items() if key.endswith(".safetensors")) == 8

@@ -27,8 +27,11 @@ def released() -> Iterator[threading.Event]:
 
 @pytest.fixture
 def hub_cli(hub: HubEmulator, run_cli, tmp_path: Path):
+    """The CLI against the emulator, with long timeouts (a request it answers is never timed out by a loaded
+    machine) unless the test sets a short one."""
+
     def run(*args: str, **env: str):
-        base = {**hub.client_env(tmp_path / "hf"), "HF_HUB_DOWNLOAD_TIMEOUT": "1"}
+        base = {**hub.client_env(tmp_path / "hf"), "HF_HUB_DOWNLOAD_TIMEOUT": "60", "HF_HUB_ETAG_TIMEOUT": "60"}
         return run_cli(*args, env={**base, **env}, timeout=60)
 
     return run
@@ -86,7 +89,7 @@ def test_a_trickled_config_json_times_out_by_its_own_size(hub, hub_cli, released
 
     hub.hooks.append(trickle)
 
-    result = hub_cli("org/drafter", str(PUBLISHED))
+    result = hub_cli("org/drafter", str(PUBLISHED), HF_HUB_DOWNLOAD_TIMEOUT="1")
 
     line = one_line(result, "org/drafter@", "timed out")
     assert "no local file" not in line  # the Hub knew the repo: no doubt that it exists

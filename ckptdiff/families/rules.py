@@ -23,6 +23,7 @@ PARAMETER_FATES: dict[str, str] = {
     "embed_width_mismatch": "from_target",
     "embed_not_shared": "random",
     "random_init": "random",
+    "scale_missing": "random",
     "lm_head_random": "random",
     "missing_weight": "missing",
     "d2t_missing": "default",

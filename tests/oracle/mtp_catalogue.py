@@ -231,6 +231,9 @@ PUBLISHED: list[MtpCase] = [
     _published("mtp_published_qwen3_next_80b_a3b",
                "Qwen3-Next-80B-A3B's mtp.* block rebuilt (fixtures/drafters/mtp-qwen3-next-80b-a3b)",
                "mtp-qwen3-next-80b-a3b"),
+    _published("mtp_published_qwen3_next_80b_a3b_fp8",
+               "Qwen3-Next-80B-A3B-Instruct-FP8's mtp.* block rebuilt (fixtures/drafters/mtp-qwen3-next-80b-a3b-fp8)",
+               "mtp-qwen3-next-80b-a3b-fp8"),
     _published("mtp_published_qwen3_next_80b_a3b_dropped",
                "Qwen3-Next-80B-A3B rebuilt, exported without its mtp.* tensors", "mtp-qwen3-next-80b-a3b-dropped"),
 ]  # fmt: skip

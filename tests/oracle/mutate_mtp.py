@@ -216,6 +216,50 @@ def _mtp_detected_before_eagle3() -> None:
     families.FAMILIES = tuple(sorted(families.FAMILIES, key=lambda f: order.get(f.name, 2)))
 
 
+def _quant(name: str, **fields: Any) -> None:
+    """A change to the engine's FP8 rules for Qwen3-Next's mtp.* block (PrefixQuant)."""
+    load = next(c.prefix for c in _engine_module(name).ENGINE.classes if c.prefix is not None)
+    assert load.quant is not None
+    _prefix(name, quant=dataclasses.replace(load.quant, **fields))
+
+
+def _sglang_qn_asks_checkpoint_names() -> None:
+    _quant("sglang", module=lambda module: None if module == "fc" else f"mtp.{module}")
+
+
+def _sglang_qn_fc_quantized() -> None:
+    _quant("sglang", module=lambda module: f"model.{module}")
+
+
+def _vllm_qn_strict_when_quantized() -> None:
+    _quant("vllm", param_missing=None, block_missing=None)
+
+
+def _vllm_qn_mixed_shards_allowed() -> None:
+    load = next(c.prefix for c in _engine_module("vllm").ENGINE.classes if c.prefix is not None)
+    assert load.quant is not None
+    _quant("vllm", mixed_shards=dataclasses.replace(load.quant.mixed_shards, severity="warning"))
+
+
+def _sglang_qn_cast_refused() -> None:
+    load = next(c.prefix for c in _engine_module("sglang").ENGINE.classes if c.prefix is not None)
+    assert load.quant is not None
+    _quant("sglang", weight_cast=dataclasses.replace(load.quant.weight_cast, severity="error"))
+
+
+def _qn_scale_shapes_unchecked() -> None:
+    quant = importlib.import_module("ckptdiff.families.mtp.engines.prefix_quant")
+    original = quant.plan
+
+    def plan(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        if out is not None:
+            out.scales = dict.fromkeys(out.scales)
+        return out
+
+    quant.plan = plan
+
+
 MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "mtp.vllm.layer_ids.every_nextn_layer": ("vLLM reads only layer N, not N..N+n-1", _vllm_reads_first_layer_only),
     "mtp.sglang.nextn_allowed.one": ("SGLang accepts num_nextn_predict_layers != 1", _sglang_accepts_any_count),
@@ -331,4 +375,26 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         "SGLang raises when the mtp.* block is missing",
         _sglang_qn_block_missing_raises,
     ),
+    # ---- a quantized (FP8) Qwen3-Next mtp.* block (PrefixQuant)
+    "mtp.sglang.qwen3_next.quant.module.model_prefix": (
+        "SGLang asks its FP8 config about the checkpoint's mtp.* names (not its model.layers.0.* modules)",
+        _sglang_qn_asks_checkpoint_names,
+    ),
+    "mtp.sglang.qwen3_next.quant.fc.plain_linear": (
+        "SGLang builds mtp.fc FP8-quantized like the rest (not a plain nn.Linear)",
+        _sglang_qn_fc_quantized,
+    ),
+    "mtp.vllm.qwen3_next.quant.strict_off": (
+        "vLLM's strict check stays on for a quantized target's MTP block",
+        _vllm_qn_strict_when_quantized,
+    ),
+    "mtp.vllm.qwen3_next.quant.mixed_shards.refused": (
+        "vLLM builds a fused linear whose shards the ignore list splits",
+        _vllm_qn_mixed_shards_allowed,
+    ),
+    "mtp.sglang.qwen3_next.quant.weight_cast.silent": (
+        "SGLang refuses a BF16 weight into the MTP block's FP8 parameters (as a plain column-parallel loader does)",
+        _sglang_qn_cast_refused,
+    ),
+    "mtp.qwen3_next.quant.scale_shapes": ("the block scales' shapes are not checked", _qn_scale_shapes_unchecked),
 }

@@ -79,6 +79,14 @@ EVENTS: dict[str, str] = {
         "{count} tensors outside mtp.* are the target's own: Qwen3NextForCausalLMMTP skips every name without mtp"
     ),
     # ---- a quantized (FP8) mtp.* block
+    "mtp.vllm.quantized_block": (
+        "vLLM builds {quantized} FP8-quantized ({scheme}) and {plain} unquantized; each FP8 layer's scales are "
+        "checked beside its weights"
+    ),
+    "mtp.sglang.quantized_block": (
+        "SGLang builds {quantized} FP8-quantized ({scheme}) and {plain} unquantized; each FP8 layer's scales are "
+        "checked beside its weights"
+    ),
     "mtp.vllm.scale_missing": (
         "{param} is not in the checkpoint: vLLM builds this layer FP8-quantized ({scheme}), and with a quantized "
         "target its strict check is off, so the scale keeps its initial values, silently: the layer computes with "
@@ -89,16 +97,16 @@ EVENTS: dict[str, str] = {
         "weights, so the scale keeps its initial values: the layer computes with garbage scales"
     ),
     "mtp.vllm.weight_cast_to_fp8": (
-        "{name} is {dtype}, but vLLM builds {module} FP8-quantized ({because}): its weight loader copies the tensor "
-        "into the FP8 weight as it is, cast without a scale, silently"
+        "{module}: {count} weight(s) stored {dtype} ({name}, ...), but vLLM builds it FP8-quantized ({because}): its "
+        "weight loader copies each into the FP8 weight as it is, cast without a scale, silently"
     ),
     "mtp.sglang.weight_cast_to_fp8": (
-        "{name} is {dtype}, but SGLang builds {module} FP8-quantized ({because}): its weight loader copies the tensor "
-        "into the FP8 weight as it is, cast without a scale, silently"
+        "{module}: {count} weight(s) stored {dtype} ({name}, ...), but SGLang builds it FP8-quantized ({because}): "
+        "its weight loader copies each into the FP8 weight as it is, cast without a scale, silently"
     ),
     "mtp.weight_unscaled": (
-        "{name} is {dtype}, but {module} is built unquantized ({because}): the FP8 values are copied in as they are, "
-        "without their scale, silently"
+        "{module}: {count} weight(s) stored {dtype} ({name}, ...), but it is built unquantized ({because}): the FP8 "
+        "values are copied in as they are, without their scale, silently"
     ),
     "mtp.vllm.scale_unexpected": (
         '{name}: vLLM builds {module} unquantized ({because}), so it has no {candidate}: ValueError "There is no '

@@ -189,6 +189,14 @@ def replay(
             add(quant.rules.mixed_shards, module=quant.refused)
             return [], []
         want |= quant.scales
+        quantized = [f"mtp.{m}" for m, linear in quant.linears.items() if linear.quantized]
+        plain = [f"mtp.{m} ({linear.why})" for m, linear in quant.linears.items() if not linear.quantized]
+        add(
+            quant.rules.built,
+            quantized=", ".join(quantized) or "none",
+            plain=", ".join(plain) or "none",
+            scheme=quant.scheme.describe,
+        )
     experts = _int(spec.text, "num_experts", 0) or 0
     params: dict[str, str] = {}  # parameter (with its shard) → fate
     slot: dict[str, tuple[str, Shape | None]] = {}  # rest → (parameter with shard, shape)
@@ -202,6 +210,7 @@ def replay(
     tensors: list[tuple[str, str, str | None]] = []
     outside = 0
     stored = sorted(name for name in shapes if name.startswith("mtp."))
+    misfits: dict[tuple[Event, str, str, str], list[str]] = {}  # (event, module, dtype, because) → weights
     raised = False
     for name in sorted(shapes):
         got = tuple(shapes[name])
@@ -264,7 +273,9 @@ def replay(
         params[key] = "loaded"
         tensors.append((name, "loaded", key))
         if quant is not None and dtypes is not None and rest.endswith(".weight"):
-            _check_dtype(quant, name, rest, dtypes.get(name), add)
+            _misfit(quant, name, rest, dtypes.get(name), misfits)
+    for (event, module, dtype, because), names in misfits.items():
+        add(event, None, module=module, dtype=dtype, because=because, count=len(names), name=names[0])
     if outside:
         add(load.outside, count=outside)
     # a quantized target: vLLM's strict check is off, so nothing it leaves unfilled is named
@@ -280,19 +291,17 @@ def replay(
     return tensors, sorted(params.items())
 
 
-def _check_dtype(quant: QuantPlan, name: str, rest: str, dtype: str | None, add: Any) -> None:
-    """A weight whose dtype does not fit the parameter the engine built: cast to FP8 without a scale, or FP8 read
-    without its scale."""
+def _misfit(quant: QuantPlan, name: str, rest: str, dtype: str | None, misfits: dict[Any, list[str]]) -> None:
+    """A weight whose dtype does not fit the parameter the engine built (cast to FP8 without a scale, or FP8 read
+    without its scale), gathered per module: one event each."""
     linear = quant.linear_of(rest)
     if linear is None or dtype is None:
         return
     fp8 = dtype.startswith("F8_")
-    if linear.quantized and not fp8:
-        add(quant.rules.weight_cast, name, name=name, dtype=dtype, module=f"mtp.{linear.module}", because=linear.why)
-    elif not linear.quantized and fp8:
-        add(
-            quant.rules.weight_unscaled, name, name=name, dtype=dtype, module=f"mtp.{linear.module}", because=linear.why
-        )
+    if linear.quantized == fp8:
+        return
+    event = quant.rules.weight_cast if linear.quantized else quant.rules.weight_unscaled
+    misfits.setdefault((event, f"mtp.{linear.module}", dtype, linear.why), []).append(name)
 
 
 def _missing(load: PrefixLoad, params: dict[str, str], add: Any, quant: QuantPlan | None = None) -> None:

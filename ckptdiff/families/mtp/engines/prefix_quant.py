@@ -52,6 +52,8 @@ class PrefixQuant:
     weight_unscaled: Event
     #: A scale tensor of a module built unquantized: no parameter takes it ({name}, {module}, {why}).
     scale_unexpected: Event
+    #: Which of the block's linears it builds FP8 and which unquantized ({quantized}, {plain}, {scheme}).
+    built: Event
     #: Some but not all shards of a fused linear skipped: the config is refused at construction ({module}).
     mixed_shards: Event
     #: The block's parameters no tensor fills, quantized target (vLLM's strict check is off) ({param}); None: as
@@ -168,7 +170,7 @@ def plan(
         if skipped:
             out.linears[module] = Linear(module, False, f"{key} names it", asked)
             continue
-        why = f"the quantization_config ({scheme.describe}) quantizes it"
+        why = f"quantization_config {scheme.describe}; {key} does not name it"
         named = [e for e in scheme.ignored if any(rules.matches(e, n) for n in rules.normalise(unfused))]
         if named and asked != f"mtp.{module}":
             why = f"{key} names it as {named[0]}, but the engine asks about {asked}, which no entry names"

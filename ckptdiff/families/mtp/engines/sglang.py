@@ -164,6 +164,7 @@ QN_QUANT = PrefixQuant(
     weight_unscaled=Event("warning", "fp8_weight_unscaled", "mtp.weight_unscaled", QN_PREFIXES),
     scale_unexpected=Event("error", "unknown_name", "mtp.sglang.scale_unexpected", QN_SCALE_LOAD),
     mixed_shards=Event("error", "quantization_config_invalid", "mtp.mixed_shards", QN_FP8_SKIP),
+    built=Event("info", "mtp_quantized_block", "mtp.sglang.quantized_block", QN_FP8_SKIP),
     fused_name_skips=False,
 )
 

@@ -54,6 +54,7 @@ QN_QUANT = PrefixQuant(
     weight_unscaled=Event("warning", "fp8_weight_unscaled", "mtp.weight_unscaled", QN_PREFIXES),
     scale_unexpected=Event("error", "unknown_name", "mtp.vllm.scale_unexpected", AUTO_LOADER),
     mixed_shards=Event("error", "quantization_config_invalid", "mtp.mixed_shards", QN_FP8_SKIP),
+    built=Event("info", "mtp_quantized_block", "mtp.vllm.quantized_block", QN_FP8_SKIP),
     param_missing=Event("warning", "random_init", "mtp.vllm.random_init", STRICT_OFF),
     block_missing=Event("warning", "mtp_layer_missing", "mtp.vllm.mtp_block_missing_quantized", STRICT_OFF),
     fused_name_skips=True,
