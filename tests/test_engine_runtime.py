@@ -121,6 +121,76 @@ def test_without_aux_hidden_states_no_capture_is_set_up_nor_the_target_class_che
 
 
 @pytest.mark.parametrize(
+    ("eagle_config", "top_level", "off"),
+    [
+        ({"use_aux_hidden_state": None}, {}, True),
+        ({"use_aux_hidden_state": 0}, {}, True),
+        ({"use_aux_hidden_state": "false"}, {}, False),
+        ({}, {"use_aux_hidden_state": False}, False),
+    ],
+)
+def test_use_aux_hidden_state_is_read_by_its_truth_value_in_eagle_config_only(
+    tmp_path: Path, eagle_config: dict, top_level: dict, off: bool
+) -> None:
+    """The engines read ``eagle_config.get("use_aux_hidden_state", True)`` and test its truth value (vLLM
+    eagle3_utils.py:15, SGLang spec_aux_hidden_state.py:189): null and 0 turn the capture off, a string does not, a
+    top-level key is never read (the oracle's vllm_v2 variant observes each on the V2 runner's own load_model)."""
+    config = json.loads((FIXTURES / "kimi-k2-eagle3-published" / "config.json").read_text())
+    config["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [1, 15, 28], **eagle_config}
+    config.update(top_level)
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(json.dumps(config))
+    weights = (FIXTURES / "kimi-k2-eagle3-published" / "model.safetensors").read_bytes()
+    (drafter / "model.safetensors").write_bytes(weights)
+    gemma = target(tmp_path / "gemma2", "Gemma2ForCausalLM", "gemma2", layers=32)
+    for runner in ((), ("--vllm-runner", "v1")):
+        entries = ckptdiff_json(str(drafter), "--engine", "vllm", "--engine", "sglang", "--base", gemma, *runner)
+        for engine, entry in entries.items():
+            found = events(entry)
+            assert ("aux_capture_off" in found) == off, (engine, runner)
+            assert ("target_class_not_eagle3" in found) == (not off), (engine, runner)
+
+
+def test_a_speculators_config_turns_the_capture_off_in_its_transformer_layer_config(tmp_path: Path) -> None:
+    """vLLM builds a speculators drafter's config from its transformer_layer_config (speculators/base.py): an
+    eagle_config there turns the capture off, one at the speculators config's top level is never read."""
+    llama = target(tmp_path / "llama", "LlamaForCausalLM", "llama", layers=32)
+    layer = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_hidden_layers": 1,
+        "vocab_size": 1024,
+        "rms_norm_eps": 1e-5,
+        "hidden_act": "silu",
+        "max_position_embeddings": 2048,
+    }
+    found = {}
+    for where in ("top", "layer"):
+        config = {
+            "architectures": ["Eagle3Speculator"],
+            "speculators_model_type": "eagle3",
+            "draft_vocab_size": 1024,
+            "transformer_layer_config": dict(layer),
+            "speculators_config": {
+                "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+                "verifier": {"name_or_path": "target", "architectures": ["LlamaForCausalLM"]},
+            },
+        }
+        holder = config if where == "top" else config["transformer_layer_config"]
+        holder["eagle_config"] = {"use_aux_hidden_state": False}
+        drafter = tmp_path / where
+        write_config(drafter, config)
+        write_safetensors(drafter / "model.safetensors", [("fc.weight", "BF16", [64, 192])])
+        found[where] = events(ckptdiff_json(str(drafter), "--engine", "vllm", "--base", llama)["vllm"])
+    assert "aux_capture_off" not in found["top"] and "aux_capture_off" in found["layer"]
+
+
+@pytest.mark.parametrize(
     ("architecture", "model_type", "refused_by"),
     [
         ("Gemma2ForCausalLM", "gemma2", {"vllm", "sglang"}),

@@ -232,3 +232,19 @@ def test_the_scale_grids_at_full_size_are_the_published_exports() -> None:
     assert plan.scales[p + "mlp.experts.511.up_proj.weight_scale_inv"] == (4, 16)
     assert plan.scales[p + "mlp.experts.0.down_proj.weight_scale_inv"] == (16, 4)
     assert "fc.weight_scale_inv" not in plan.scales  # modules_to_not_convert names mtp.fc
+
+
+def test_layers_that_are_not_whole_blocks_are_refused_when_built(tmp_path) -> None:
+    """mtp_qn_fp8_block_48 (SGLang: qkv's shards), mtp_qn_fp8_only_experts_width_48_block_32 (vLLM) and
+    mtp_qn_fp8_expert_width_48_block_32 (SGLang): a routed expert's width must be whole blocks for both engines; a
+    fused layer's shards only for SGLang (vLLM lets such a fused layer through)."""
+    config = {**PUBLISHED, "weight_block_size": [12, 12]}  # q_proj's 32 rows, k/v's 8: not whole blocks of 12
+    fused = run(
+        tmp_path / "fused", block(), {**config, "modules_to_not_convert": [*IGNORED, "mtp.layers.0.mlp.experts"]}
+    )
+    assert codes(fused, "sglang") == {"quantization_config_invalid": "error"}
+    assert "quantization_config_invalid" not in codes(fused, "vllm")
+    experts = run(tmp_path / "experts", block(), {**PUBLISHED, "weight_block_size": [16, 16]})  # experts 8 wide
+    refusal = result(experts, "vllm").events[0]  # SGLang refuses qkv first (k/v's 8 rows)
+    assert refusal.code == "quantization_config_invalid" and refusal.params["module"] == "mtp.layers.0.mlp.experts"
+    assert codes(experts, "sglang") == {"quantization_config_invalid": "error"}

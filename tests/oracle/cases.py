@@ -136,6 +136,10 @@ def base_config(case: Case) -> dict[str, Any]:
     return config
 
 
+#: A ``Case.config`` value written as JSON ``null`` (None removes the key).
+JSON_NULL = object()
+
+
 def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
     *sections, last = dotted.split(".")
     holder = config
@@ -144,7 +148,7 @@ def _set(config: dict[str, Any], dotted: str, value: Any) -> None:
     if value is None:
         holder.pop(last, None)
     else:
-        holder[last] = value
+        holder[last] = None if value is JSON_NULL else value
 
 
 def _layer(prefix: str, first: bool, dtype: str, attention: str, hidden: int) -> Tensors:

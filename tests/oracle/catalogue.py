@@ -7,7 +7,18 @@ from __future__ import annotations
 
 import json
 
-from cases import AUX_KEY, DRAFT_VOCAB, HIDDEN, INTERMEDIATE, KIMI_ROPE, VOCAB, Case, base_config, tensors_of
+from cases import (
+    AUX_KEY,
+    DRAFT_VOCAB,
+    HIDDEN,
+    INTERMEDIATE,
+    JSON_NULL,
+    KIMI_ROPE,
+    VOCAB,
+    Case,
+    base_config,
+    tensors_of,
+)
 from generated import GENERATED
 from heldout import HELD_OUT
 
@@ -157,6 +168,21 @@ WRITTEN: list[Case] = [
         "use_aux_false_no_fc",
         "eagle_config.use_aux_hidden_state false, no fc",
         config={"eagle_config.use_aux_hidden_state": False},
+        drop=("fc.weight",),
+        trained_outputs=None,
+    ),
+    # The engines read the flag by its truth value (vLLM eagle3_utils.py:15, llama_eagle3.py:180; SGLang
+    # spec_aux_hidden_state.py:189, attention_backend_setup.py:54): null and 0 are false.
+    Case(
+        "use_aux_null_with_fc",
+        "eagle_config.use_aux_hidden_state null, fc stored",
+        config={"eagle_config.use_aux_hidden_state": JSON_NULL},
+        trained_outputs=None,
+    ),
+    Case(
+        "use_aux_zero_no_fc",
+        "eagle_config.use_aux_hidden_state 0, no fc",
+        config={"eagle_config.use_aux_hidden_state": 0},
         drop=("fc.weight",),
         trained_outputs=None,
     ),

@@ -40,6 +40,12 @@ failure (when both fail)     where it fails, one of ``config`` (reading the conf
                              disagreement of its own). Stages must be equal; a tensor must be among
                              ckptdiff's error tensors of that stage; a key must be named by one of its
                              messages; forward defects must be the same set.
+capture set-up (a runner)    where the worker watched a model runner's own load (vLLM's V1 and V2 runners:
+                             ``aux.runner_uses_aux``, the runner's own flag, and whether it called its set-up),
+                             whether the target captures at all: the runner set none up exactly when ckptdiff
+                             says ``aux_capture_off``; when it did and the states were traced, the target
+                             layers whose outputs it captures equal ckptdiff's (``captured`` of its capture
+                             event), ``runner_capture``.
 environment                  an engine raise that is about this machine, not the drafter (a CPU kernel or
                              instruction set the wheel lacks, ``ENVIRONMENT``): the case is not comparable
                              under that engine, named with the kernel, and never counted.
@@ -264,7 +270,8 @@ def engine_view(
     unobserved = None
     if aux.get("uses_aux", True) and "outputs" not in aux:
         unobserved = f"the capture was not observed: {aux.get('capture_error', 'no capture recorded')}"
-    elif case.trained_outputs is not None and aux.get("uses_aux", True):
+    elif case.trained_outputs is not None and aux.get("uses_aux", True) and aux.get("runner_uses_aux") is not False:
+        # (a runner that set no capture up hands the drafter the last hidden state: runner_capture judges that)
         if sorted(set(case.trained_outputs)) != aux["outputs"]:
             degraded.append(f"captures outputs {aux['outputs']}, trained on {sorted(case.trained_outputs)}")
     outcome = "fails" if fails else "degraded" if degraded else "loads"
@@ -311,7 +318,7 @@ def _forward_failures(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The first forward's defects: (kind, in words)."""
     found = []
     aux = result.get("aux") or {}
-    if aux.get("uses_aux", True) and aux.get("fc_in") is not None and "outputs" in aux and not aux.get("setup_raised"):
+    if _fc_applied(aux) and aux.get("fc_in") is not None and "outputs" in aux and not aux.get("setup_raised"):
         width = len(aux["outputs"]) * HIDDEN
         if width != aux["fc_in"]:
             found.append(
@@ -330,6 +337,17 @@ def _forward_failures(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     if hot and hot.get("rows") is not None and hot["length"] < hot["rows"]:
         found.append(("token_map", f"hot_token_id has {hot['length']} entries for a {hot['rows']}-row head"))
     return found
+
+
+def _fc_applied(aux: Mapping[str, Any]) -> bool:
+    """Whether the first forward runs the drafter's fc over the captured states: not when the drafter itself skips
+    it (``uses_aux``: Llama/Qwen3 drafters with use_aux_hidden_state false), nor when vLLM's V2 runner set no
+    capture up (its speculator then hands the drafter the last hidden state as is:
+    v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py:210, ``if aux_hidden_states`` ... ``else``). The V1
+    proposer calls the drafter's combine_hidden_states whatever the runner captured (llm_base_proposer.py:549)."""
+    if not aux.get("uses_aux", True):
+        return False
+    return not (aux.get("runner") == "v2" and aux.get("runner_uses_aux") is False)
 
 
 def _same_weight(tensor: str, parameter: str) -> bool:
@@ -447,3 +465,37 @@ def _because(view: View, limit: int = 240) -> str:
     reasons = "; ".join(r + (f" x{n}" if n > 1 else "") for r, n in counts.items())
     text = f"{view.outcome} ({reasons})" if reasons else view.outcome
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: ckptdiff's capture events that say which target layers' outputs the engine captures (params ``captured``).
+CAPTURE_DECIDED = ("aux_ids", "aux_ids_default", "aux_ids_convention")
+
+
+def runner_capture(case: str, engine: str, result: Mapping[str, Any], entry: Mapping[str, Any]) -> list[Disagreement]:
+    """A model runner's capture decision, observed on the runner itself (``aux.runner_uses_aux``: vLLM's V1 and V2
+    runner drivers), against ckptdiff's: no capture set up exactly when ckptdiff says ``aux_capture_off``, and, when
+    one was set up and traced, its captured outputs equal those of ckptdiff's capture event. Observations without
+    the runner's flag (the EAGLE-3 job's, which sets the capture up itself) are not judged here."""
+    aux = result.get("aux") or {}
+    if "runner_uses_aux" not in aux or result.get("raised"):
+        return []
+    events = entry.get("events", [])
+    off_said = any(e["code"] == "aux_capture_off" for e in events)
+    off_did = not aux["runner_uses_aux"] or aux.get("set_up_called") is False
+    found = []
+    if off_said != off_did:
+        said = "aux_capture_off: no capture set up" if off_said else "a capture set up"
+        did = f"runner_uses_aux {aux['runner_uses_aux']}" + (
+            f", set-up called {aux['set_up_called']}" if "set_up_called" in aux else ""
+        )
+        found.append(Disagreement(case, engine, "capture set-up", said, did))
+    if off_did or off_said or "outputs" not in aux or aux.get("capture_error"):
+        return found
+    decided = [e for e in events if e["code"] in CAPTURE_DECIDED and "captured" in (e.get("params") or {})]
+    believed = sorted({int(i) for e in decided for i in e["params"]["captured"]})
+    if not decided:
+        said = "(no capture event with captured)"
+        found.append(Disagreement(case, engine, "runner_capture", said, str(aux["outputs"])))
+    elif believed != aux["outputs"]:
+        found.append(Disagreement(case, engine, "runner_capture", f"outputs {believed}", f"outputs {aux['outputs']}"))
+    return found

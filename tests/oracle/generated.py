@@ -669,8 +669,8 @@ def _runtime_cases() -> list[Case]:
             target=Target("gemma2", 32),
             not_comparable={
                 "vllm": "worker_vllm.py sets the capture up whatever use_aux_hidden_state says, where vLLM's V2 runner "
-                "does so only when requires_aux_hidden_states (model_runner.py:412); the vllm_v1 variant runs its "
-                "runner's own condition (gpu_model_runner.py:5170)"
+                "does so only when requires_aux_hidden_states (model_runner.py:412); the vllm_v2 and vllm_v1 "
+                "variants run their runner's own condition (model_runner.py:412, gpu_model_runner.py:5170)"
             },
         )
     )

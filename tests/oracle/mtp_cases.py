@@ -218,10 +218,10 @@ def _merged(config: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, A
 # ---- tensors
 
 
-def _linear(name: str, shape: tuple[int, int], fp8: bool) -> list[Tensor]:
+def _linear(name: str, shape: tuple[int, int], fp8: bool, block: int = BLOCK) -> list[Tensor]:
     if not fp8:
         return [(name + ".weight", "BF16", shape)]
-    blocks = (-(-shape[0] // BLOCK), -(-shape[1] // BLOCK))
+    blocks = (-(-shape[0] // block), -(-shape[1] // block))
     return [(name + ".weight", "F8_E4M3", shape), (name + ".weight_scale_inv", "F32", blocks)]
 
 
@@ -300,15 +300,18 @@ def qwen3_next_mtp(
     kv: int = QN_KV,
     fp8: bool = False,
     fp8_fc: bool = False,
+    block: int = BLOCK,
+    moe: int = MOE,
 ) -> list[Tensor]:
     """Qwen3-Next's MTP block (``mtp.``): fc over [embedding; hidden], its two pre-fc norms, the final norm, and
     ``layers`` full-attention MoE decoder layers (gated q_proj, q/k norms, routed experts, a gated shared expert).
     ``drop``: pieces of names to leave out. ``fp8``: the linears Qwen/Qwen3-Next-80B-A3B-Instruct-FP8 quantizes
     (q/k/v/o_proj, the shared expert, the routed experts) stored as FP8 blocks with their ``weight_scale_inv``;
-    ``fp8_fc``: mtp.fc too (the published export keeps it BF16, in modules_to_not_convert)."""
+    ``fp8_fc``: mtp.fc too (the published export keeps it BF16, in modules_to_not_convert); ``block``: their scale
+    grid; ``moe``: the routed experts' width."""
     d = QN_HEAD_DIM
     out: list[Tensor] = [
-        *_linear("mtp.fc", (H, 2 * H), fp8_fc),
+        *_linear("mtp.fc", (H, 2 * H), fp8_fc, block),
         ("mtp.pre_fc_norm_embedding.weight", "BF16", (H,)),
         ("mtp.pre_fc_norm_hidden.weight", "BF16", (H,)),
         ("mtp.norm.weight", "BF16", (H,)),
@@ -318,23 +321,23 @@ def qwen3_next_mtp(
         out += [
             (p + "input_layernorm.weight", "BF16", (H,)),
             (p + "post_attention_layernorm.weight", "BF16", (H,)),
-            *_linear(p + "self_attn.q_proj", (2 * heads * d, H), fp8),
-            *_linear(p + "self_attn.k_proj", (kv * d, H), fp8),
-            *_linear(p + "self_attn.v_proj", (kv * d, H), fp8),
-            *_linear(p + "self_attn.o_proj", (H, heads * d), fp8),
+            *_linear(p + "self_attn.q_proj", (2 * heads * d, H), fp8, block),
+            *_linear(p + "self_attn.k_proj", (kv * d, H), fp8, block),
+            *_linear(p + "self_attn.v_proj", (kv * d, H), fp8, block),
+            *_linear(p + "self_attn.o_proj", (H, heads * d), fp8, block),
             (p + "self_attn.q_norm.weight", "BF16", (d,)),
             (p + "self_attn.k_norm.weight", "BF16", (d,)),
             (p + "mlp.gate.weight", "BF16", (experts, H)),
             (p + "mlp.shared_expert_gate.weight", "BF16", (1, H)),
-            *_linear(p + "mlp.shared_expert.gate_proj", (QN_SHARED, H), fp8),
-            *_linear(p + "mlp.shared_expert.up_proj", (QN_SHARED, H), fp8),
-            *_linear(p + "mlp.shared_expert.down_proj", (H, QN_SHARED), fp8),
+            *_linear(p + "mlp.shared_expert.gate_proj", (QN_SHARED, H), fp8, block),
+            *_linear(p + "mlp.shared_expert.up_proj", (QN_SHARED, H), fp8, block),
+            *_linear(p + "mlp.shared_expert.down_proj", (H, QN_SHARED), fp8, block),
         ]
         for e in range(experts):
             out += [
-                *_linear(p + f"mlp.experts.{e}.gate_proj", (MOE, H), fp8),
-                *_linear(p + f"mlp.experts.{e}.up_proj", (MOE, H), fp8),
-                *_linear(p + f"mlp.experts.{e}.down_proj", (H, MOE), fp8),
+                *_linear(p + f"mlp.experts.{e}.gate_proj", (moe, H), fp8, block),
+                *_linear(p + f"mlp.experts.{e}.up_proj", (moe, H), fp8, block),
+                *_linear(p + f"mlp.experts.{e}.down_proj", (H, moe), fp8, block),
             ]
     dropped = tuple(drop)
     return [t for t in out if not any(piece in t[0] for piece in dropped)]

@@ -375,6 +375,20 @@ QWEN3_NEXT_QUANTIZED: list[MtpCase] = [
     _qn_quant("mtp_qn_fp8_q_proj_ignored_alone", "modules_to_not_convert names q_proj but not k/v_proj",
               MAIN + QN_FP8, {**QN_FP8_CONFIG, "modules_to_not_convert": [
                   *QN_FP8_CONFIG["modules_to_not_convert"], "mtp.layers.0.self_attn.q_proj"]}),
+    # weight_block_size against the layers' rows: refused when the layer is built (vLLM: before its kernel is chosen)
+    _qn_quant("mtp_qn_fp8_block_48", "weight_block_size 48: q_proj's 128 rows are not whole blocks (experts 48 wide)",
+              MAIN + qwen3_next_mtp(fp8=True, block=48, moe=48), {**QN_FP8_CONFIG, "weight_block_size": [48, 48]},
+              moe_intermediate_size=48),
+    _qn_quant("mtp_qn_fp8_expert_width_48_block_32", "moe_intermediate_size 48 under 32-row blocks",
+              MAIN + qwen3_next_mtp(fp8=True, block=32, moe=48), {**QN_FP8_CONFIG, "weight_block_size": [32, 32]},
+              moe_intermediate_size=48),
+    _qn_quant("mtp_qn_fp8_only_experts_width_48_block_32",
+              "only the routed experts FP8 (attention and shared expert ignored, BF16), 48 wide under 32-row blocks",
+              MAIN + [t for t in qwen3_next_mtp(fp8=True, block=32, moe=48) if "experts." in t[0]]
+              + [t for t in qwen3_next_mtp(moe=48) if "experts." not in t[0]],
+              {**QN_FP8_CONFIG, "weight_block_size": [32, 32], "modules_to_not_convert": [
+                  *QN_FP8_CONFIG["modules_to_not_convert"], *QN_BLOCK_MODULES[1:-1]]},
+              moe_intermediate_size=48),
     # per-tensor FP8 (no weight_block_size): vLLM builds it on this CPU, its MoE too (SGLang's per-tensor FP8
     # post-processing needs sgl_kernel: not comparable there)
     _qn_quant("mtp_qn_fp8_per_tensor", "FP8 per-tensor (no weight_block_size): weight_scale per linear",

@@ -465,6 +465,10 @@ from mutate_v1 import MUTATIONS as V1_MUTATIONS  # noqa: E402
 from mutate_v1 import V1_DFLASH_MUTATIONS  # noqa: E402
 
 MUTATIONS |= V1_MUTATIONS | V1_DFLASH_MUTATIONS
+# Whether the target captures at all: vLLM's V2 runner (the vllm_v2 variant's cases) and the drafter's flag.
+from mutate_v2 import MUTATIONS as V2_MUTATIONS  # noqa: E402
+
+MUTATIONS |= V2_MUTATIONS
 MUTATIONS |= DFLASH_MUTATIONS
 #: Mutations whose rules only one family's drafters reach: judged on that family's cases only (the baseline run
 #: judges every case, so each such family's cases are in it).

@@ -260,6 +260,21 @@ def _qn_scale_shapes_unchecked() -> None:
     quant.plan = plan
 
 
+def _sglang_qn_fused_blocks_unchecked() -> None:
+    _quant("sglang", checks_fused_shards=False)
+
+
+def _qn_expert_width_unchecked() -> None:
+    quant = importlib.import_module("ckptdiff.families.mtp.engines.prefix_quant")
+    original = quant._check_blocks
+
+    def check(out: Any, module: str, dims: Any, block: int) -> None:
+        if not module.endswith(".experts"):
+            original(out, module, dims, block)
+
+    quant._check_blocks = check
+
+
 MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "mtp.vllm.layer_ids.every_nextn_layer": ("vLLM reads only layer N, not N..N+n-1", _vllm_reads_first_layer_only),
     "mtp.sglang.nextn_allowed.one": ("SGLang accepts num_nextn_predict_layers != 1", _sglang_accepts_any_count),
@@ -397,4 +412,12 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         _sglang_qn_cast_refused,
     ),
     "mtp.qwen3_next.quant.scale_shapes": ("the block scales' shapes are not checked", _qn_scale_shapes_unchecked),
+    "mtp.sglang.qwen3_next.quant.fused_block_shape": (
+        "SGLang lets a fused FP8 layer whose shards are not whole blocks through (as vLLM)",
+        _sglang_qn_fused_blocks_unchecked,
+    ),
+    "mtp.qwen3_next.quant.expert_width_blocks": (
+        "a routed expert width that is not whole blocks is built",
+        _qn_expert_width_unchecked,
+    ),
 }

@@ -49,8 +49,8 @@ def _shares_embedding_regardless() -> None:
 
 def _engine_captures_without_aux(name: str) -> Callable[[], None]:
     """An engine's default rules set the capture up with use_aux_hidden_state false (SGLang's: its worker calls
-    configure_aux_hidden_state_capture with the flag; vLLM V2's worker sets the capture up regardless, so no V2
-    case can judge the V2 rule)."""
+    configure_aux_hidden_state_capture with the flag; vLLM V2's rule: mutate_v2.py, judged on the vllm_v2
+    variant, whose worker runs the V2 runner's own load_model)."""
 
     def change() -> None:
         module = importlib.import_module(f"ckptdiff.families.eagle3.engines.{name}")

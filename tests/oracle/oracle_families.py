@@ -193,8 +193,15 @@ def _v1_cases() -> list[Any]:
     return list(V1_CASES)
 
 
+def _v2_cases() -> list[Any]:
+    from v2_cases import V2_CASES
+
+    return list(V2_CASES)
+
+
 #: vLLM's V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0): vLLM's own CPUModelRunner and V1 proposer, observed by
-#: worker_v1_vllm.py, against ``ckptdiff --vllm-runner v1``.
+#: worker_v1_vllm.py, against ``ckptdiff --vllm-runner v1``. vLLM's default (V2) runner driven through its own
+#: load_model (worker_v2_vllm.py: whether it sets the capture up at all, and where), against ckptdiff's default.
 ORACLE_VARIANTS: tuple[OracleVariant, ...] = (
     OracleVariant(
         "vllm_v1",
@@ -204,6 +211,15 @@ ORACLE_VARIANTS: tuple[OracleVariant, ...] = (
         args=("--vllm-runner", "v1"),
         cases=_v1_cases,
         shared=("worker_vllm.py",),
+    ),
+    OracleVariant(
+        "vllm_v2",
+        "vllm",
+        "V2 model runner (the default), its own load_model",
+        driver="v2_",
+        args=(),
+        cases=_v2_cases,
+        shared=("worker_vllm.py", "worker_v1_vllm.py"),
     ),
 )
 

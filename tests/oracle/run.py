@@ -32,7 +32,15 @@ for path in (str(HERE), str(REPO)):  # REPO: fixtures/ (the published layouts so
         sys.path.insert(0, path)
 
 from cases import Case  # noqa: E402
-from compare import FAILURE_OF, Disagreement, ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
+from compare import (  # noqa: E402
+    FAILURE_OF,
+    Disagreement,
+    ckptdiff_view,
+    disagreements,
+    engine_view,
+    environment_failure,
+    runner_capture,
+)
 from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
 from oracle_families import (  # noqa: E402
     ORACLE_FAMILIES,
@@ -292,6 +300,7 @@ def _judge(
                 unread = entry_of[pin.engine] if family.unread else None
                 theirs = engine_view(seen, case, family.names(case), inert, unread)
                 found = disagreements(case.name, pin.engine, ckptdiff_view(entry, codes), theirs)
+                found += runner_capture(case.name, pin.engine, seen, entry)  # a runner's own set-up, where watched
             result.found += found
             if not found:
                 result.agreeing[pin.engine] = result.agreeing.get(pin.engine, 0) + 1

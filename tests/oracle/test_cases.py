@@ -16,7 +16,7 @@ if str(HERE) not in sys.path:
 
 from cases import TARGET_NAME, Case, digest, tensors_of, write_all  # noqa: E402
 from catalogue import CASES  # noqa: E402
-from compare import ckptdiff_view, disagreements, engine_view, environment_failure  # noqa: E402
+from compare import ckptdiff_view, disagreements, engine_view, environment_failure, runner_capture  # noqa: E402
 
 REPO = HERE.parent.parent
 
@@ -295,3 +295,69 @@ def test_the_v1_runner_variant_has_its_own_worker_cache_and_cases(tmp_path: Path
     assert len({digest(path) + case.target.name for case, path in zip(cases, written.values())}) == len(cases)
     text = (HERE / "worker_v1_vllm.py").read_text()
     assert 'os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"' in text and "ckptdiff" not in text.split('"""')[2]
+
+
+def test_the_v2_runner_variant_runs_the_runners_own_load_model_on_its_own_cases(tmp_path: Path) -> None:
+    """vLLM's default runner driven through its own load_model is compared as an engine of its own: its own worker
+    module (so the EAGLE-3 job's results stay cached), ckptdiff with its default runner, distinct cases where
+    use_aux_hidden_state is false, null, 0, absent, true or a string, over capturing and refusing target classes."""
+    from oracle_families import ORACLE_VARIANTS
+
+    (variant,) = [v for v in ORACLE_VARIANTS if v.name == "vllm_v2"]
+    assert variant.engine == "vllm" and variant.args == () and variant.driver == "v2_"
+    cases = variant.cases()
+    assert len({c.name for c in cases}) == len(cases) >= 30
+    written = write_all(tmp_path, cases)
+    assert len({digest(path) + case.target.name for case, path in zip(cases, written.values())}) == len(cases)
+    flags = set()
+    for path in written.values():
+        config = json.loads((path / "config.json").read_text())
+        holder = config.get("transformer_layer_config", config) if "speculators_model_type" in config else config
+        eagle = holder.get("eagle_config") or {}
+        flags.add(repr(eagle.get("use_aux_hidden_state", "absent")))
+    assert {"False", "None", "0", "'absent'", "True", "'false'"} <= flags
+    classes = {case.target.model_class for case in cases}
+    capturing = {"llama", "qwen3", "qwen2", "qwen3_moe", "deepseek_v3", "gpt_oss"}
+    assert capturing | {"gemma2", "mixtral", "glm4_moe"} <= classes
+    text = (HERE / "worker_v2_vllm.py").read_text()
+    assert "runner.load_model(model=target)" in text and "ckptdiff" not in text.split('"""')[2]
+
+
+def _runner_observed(uses: bool, outputs: list[int] | None = None, **aux: object) -> dict:
+    seen = {"uses_aux": True, "runner_uses_aux": uses, "runner": "v2", "set_up_called": uses, **aux}
+    if outputs is not None:
+        seen["outputs"] = outputs
+    return {"raised": None, "stage": "done", "aux": seen}
+
+
+def _capture_event(code: str, captured: list[int] | None = None) -> dict:
+    params = {"captured": captured} if captured is not None else {}
+    return {"severity": "info", "code": code, "tensor": None, "message": "", "params": params}
+
+
+def test_a_runners_capture_decision_is_compared_with_aux_capture_off_and_the_layers_captured() -> None:
+    off = _entry("loads", [_capture_event("aux_capture_off")])
+    on = _entry("loads", [_capture_event("aux_ids", [1, 15, 28])])
+    assert runner_capture("c", "vllm_v2", _runner_observed(False, []), off) == []
+    assert runner_capture("c", "vllm_v2", _runner_observed(True, [1, 15, 28]), on) == []
+    said = runner_capture("c", "vllm_v2", _runner_observed(False, []), on)
+    assert [(d.subject, d.ckptdiff) for d in said] == [("capture set-up", "a capture set up")]
+    said = runner_capture("c", "vllm_v2", _runner_observed(True, [1, 15, 28]), off)
+    assert [d.subject for d in said] == ["capture set-up"]
+    moved = runner_capture("c", "vllm_v2", _runner_observed(True, [0, 14, 27]), on)
+    assert [(d.subject, d.ckptdiff, d.engine_did) for d in moved] == [
+        ("runner_capture", "outputs [1, 15, 28]", "outputs [0, 14, 27]")
+    ]
+    refused = _runner_observed(True, None, capture_error="RuntimeError: Model does not support EAGLE3 interface")
+    assert runner_capture("c", "vllm_v2", refused, _entry("fails", [_error("target_class_not_eagle3")])) == []
+    # The EAGLE-3 job sets the capture up itself (no runner flag): not judged here.
+    assert runner_capture("c", "vllm", {"raised": None, "aux": {"outputs": [1, 15, 28]}}, off) == []
+
+
+def test_without_a_capture_the_v2_runner_never_runs_fc_and_v1_does() -> None:
+    """V2's speculator hands the drafter the last hidden state when nothing was captured (no fc: an MLA drafter's
+    fc, built regardless, never runs); V1's proposer calls combine_hidden_states whatever was captured."""
+    base = {"uses_aux": True, "runner_uses_aux": False, "fc_in": 192, "outputs": []}
+    v2 = engine_view(_observed(aux={**base, "runner": "v2"}), BASIC)
+    v1 = engine_view(_observed(aux={**base, "runner": "v1"}), BASIC)
+    assert v2.outcome != "fails" and v1.outcome == "fails"

@@ -35,6 +35,8 @@ FROM_CATALOGUE = (
     "aux_negative_id",
     "use_aux_false_with_fc",
     "use_aux_false_no_fc",
+    "use_aux_null_with_fc",
+    "use_aux_zero_no_fc",
     "own_embed",
     "narrow_drafter_own_embed",
     "narrow_drafter_no_embed",
@@ -156,12 +158,24 @@ V1_ONLY: tuple[Case, ...] = (
 )
 
 
+#: Written for the V2 runner (v2_cases.py), where V1 reads use_aux_hidden_state the same way
+#: (llm_base_proposer.py:1686): null, a top-level key, a speculators config at either level.
+FROM_V2 = (
+    "v2_use_aux_null_gemma2_32",
+    "v2_use_aux_top_level_false_gemma2_32",
+    "v2_speculators_use_aux_false_top",
+    "v2_speculators_use_aux_false_layer",
+)
+
+
 def _v1_cases() -> list[Case]:
-    by_name = {case.name: case for case in CASES}
-    missing = [name for name in FROM_CATALOGUE if name not in by_name]
+    from v2_cases import V2_ONLY
+
+    by_name = {case.name: case for case in (*CASES, *V2_ONLY)}
+    missing = [name for name in (*FROM_CATALOGUE, *FROM_V2) if name not in by_name]
     if missing:
         raise ValueError(f"v1_cases.py names cases the catalogue no longer has: {missing}")
-    return [*(by_name[name] for name in FROM_CATALOGUE), *V1_ONLY]
+    return [*(by_name[name] for name in (*FROM_CATALOGUE, *FROM_V2)), *V1_ONLY]
 
 
 V1_CASES: list[Case] = _v1_cases()

@@ -73,6 +73,20 @@ def _norm_before_fc(config: Config) -> bool:
     return bool(config.get("norm_before_fc"))
 
 
+def _use_aux(config: Config, speculators: bool) -> bool:
+    """``eagle_config.use_aux_hidden_state`` as the engines read it: absent, true; else its truth value (null and 0
+    are false, any string true): ``.get("use_aux_hidden_state", True)`` then ``if`` in vLLM (eagle3_utils.py:15,
+    llm_base_proposer.py:1686, llama_eagle3.py:180) and SGLang (spec_aux_hidden_state.py:189,
+    attention_backend_setup.py:54). A speculators config's drafter config is its ``transformer_layer_config``
+    (vLLM speculators/base.py, extract_transformers_pre_trained_config): the eagle_config there counts, never the
+    top level's (the oracle's ``v2_speculators_use_aux_false_*`` cases)."""
+    holder = config.get("transformer_layer_config") if speculators else config
+    eagle = holder.get("eagle_config") if isinstance(holder, Mapping) else None
+    if not isinstance(eagle, Mapping) or "use_aux_hidden_state" not in eagle:
+        return True
+    return bool(eagle["use_aux_hidden_state"])
+
+
 def _ids(value: Any) -> tuple[int, ...] | None:
     if isinstance(value, list) and value and all(isinstance(i, int) and not isinstance(i, bool) for i in value):
         return tuple(value)
@@ -280,7 +294,7 @@ class DrafterSpec:
     #: Aux layer ids at every location the config sets them (see AUX_LOCATIONS), in that order.
     aux_ids: tuple[Setting, ...]
     num_aux_hidden_states: Setting | None
-    use_aux: bool  # eagle_config.use_aux_hidden_state (default true)
+    use_aux: bool  # eagle_config.use_aux_hidden_state's truth value (default true; _use_aux)
     #: eagle_config.norm_before_fc, else the top-level key: both engines read it so (EAGLE 3.1's input_norm).
     norm_before_fc: bool
     #: The top-level ``fc_norm`` or the legacy ``use_aux_norm`` (SGLang's reading; the engines read
@@ -318,7 +332,6 @@ class DrafterSpec:
                 section.get("proposal_methods"),
                 section.get("verifier"),
             )
-        use_aux = lookup(config, "eagle_config.use_aux_hidden_state")
         return cls(
             config=config,
             layout=layout,
@@ -339,7 +352,7 @@ class DrafterSpec:
             mla=mla,
             aux_ids=aux,
             num_aux_hidden_states=_positive(setting(config, "num_aux_hidden_states")),
-            use_aux=use_aux is not False,
+            use_aux=_use_aux(config, layout == "speculators"),
             norm_before_fc=_norm_before_fc(config),
             fc_norm=bool(config.get("fc_norm") or config.get("use_aux_norm")),
             fc_norm_key=bool(config.get("fc_norm")),

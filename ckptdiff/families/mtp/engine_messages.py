@@ -120,6 +120,10 @@ EVENTS: dict[str, str] = {
         '{module}: the ignore list skips some but not all of its shards: ValueError "Detected some but not all '
         'shards ... are quantized" when the layer is built'
     ),
+    "mtp.block_misaligned": (
+        "{module}: {rows} rows are not a whole number of weight_block_size's {block}-row blocks: ValueError \"... "
+        'is not divisible by weight quantization block_n" when the layer is built'
+    ),
     "mtp.vllm.mtp_block_missing_quantized": (
         "no mtp.* tensor: {cls} loads nothing into its MTP block, and with a quantized target vLLM's strict check "
         "is off: the whole block (fc, pre_fc_norm_*, the MTP layers, norm) stays randomly initialised, silently"

@@ -185,8 +185,9 @@ def replay(
     built = load.layers_built(spec)
     want = expected(spec, built, load.moe_layer)
     if quant is not None:
-        if quant.refused is not None:
-            add(quant.rules.mixed_shards, module=quant.refused)
+        if quant.refused:
+            event, refusal = quant.refused[0]
+            add(event, **refusal)
             return [], []
         want |= quant.scales
         quantized = [f"mtp.{m}" for m, linear in quant.linears.items() if linear.quantized]

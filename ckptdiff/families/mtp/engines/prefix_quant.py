@@ -54,6 +54,11 @@ class PrefixQuant:
     scale_unexpected: Event
     #: Which of the block's linears it builds FP8 and which unquantized ({quantized}, {plain}, {scheme}).
     built: Event
+    #: Whether it refuses a fused layer (qkv, gate_up) whose shards are not whole blocks (vLLM lets a fused layer with
+    #: such a shard through: allow_fp8_block_shape_mismatch); a routed expert's width is checked by both.
+    checks_fused_shards: bool
+    #: A quantized layer whose rows are not whole blocks: refused when it is built ({module}, {rows}, {block}).
+    misaligned: Event
     #: Some but not all shards of a fused linear skipped: the config is refused at construction ({module}).
     mixed_shards: Event
     #: The block's parameters no tensor fills, quantized target (vLLM's strict check is off) ({param}); None: as
@@ -114,7 +119,9 @@ class QuantPlan:
     rules: PrefixQuant
     linears: dict[str, Linear] = field(default_factory=dict)
     scales: dict[str, Shape | None] = field(default_factory=dict)
-    refused: str | None = None  # a fused module whose shards disagree
+    #: Why the engine refuses to build the block (event, params), in the order it builds its layers: it raises at
+    #: the first.
+    refused: list[tuple[Event, dict[str, Any]]] = field(default_factory=list)
 
     def linear_of(self, rest: str) -> Linear | None:
         """The linear a checkpoint name (after ``mtp.``) belongs to, by its module (``q_proj`` → qkv_proj)."""
@@ -164,7 +171,7 @@ def plan(
         else:
             votes = {_skipped(rules, ignored, f"{head}.{name.rpartition('.')[2]}") for name in names}
             if len(votes) > 1 and not (rules.fused_name_skips and _skipped(rules, ignored, asked)):
-                out.refused = f"mtp.{module}"
+                out.refused.append((rules.mixed_shards, {"module": f"mtp.{module}"}))
             skipped = True in votes or (rules.fused_name_skips and _skipped(rules, ignored, asked))
             unfused = [f"mtp.{name}" for name in names]
         if skipped:
@@ -175,6 +182,8 @@ def plan(
         if named and asked != f"mtp.{module}":
             why = f"{key} names it as {named[0]}, but the engine asks about {asked}, which no entry names"
         out.linears[module] = Linear(module, True, why, asked)
+        if scheme.block is not None:
+            _check_blocks(out, module, [linears[name] for name in names], scheme.block[0])
         for name in names:
             dims = linears[name]
             if scheme.block is not None:
@@ -185,6 +194,21 @@ def plan(
             if scheme.static:
                 out.scales[f"{name}.input_scale"] = None
     return out
+
+
+def _check_blocks(out: QuantPlan, module: str, dims: list[tuple[int, int] | None], block: int) -> None:
+    """validate_fp8_block_shape(_moe): a routed expert's width (both engines) and a fused layer's shards (SGLang)
+    must be whole blocks of rows, else the layer is refused when it is built."""
+    rows = [d[0] for d in dims if d is not None]
+    if module.endswith(".experts"):
+        checked = rows[:1]  # gate_proj's rows: moe_intermediate_size
+    elif len(rows) > 1 and out.rules.checks_fused_shards:
+        checked = rows
+    else:
+        return
+    bad = next((r for r in checked if r % block), None)
+    if bad is not None:
+        out.refused.append((out.rules.misaligned, {"module": f"mtp.{module}", "rows": bad, "block": block}))
 
 
 def _experts_skipped(rules: PrefixQuant, ignored: list[str], asked: str) -> bool:

@@ -152,6 +152,10 @@ def _path_match(entry: str, name: str) -> bool:
     return entry == name or name.startswith(entry + ".") or f".{entry}." in f".{name}."
 
 
+#: A fused layer's shards (every one) and a routed expert's width must be whole blocks.
+QN_BLOCK_SHAPE = Source(
+    REPO, VERSION, "python/sglang/srt/layers/quantization/fp8.py:570-611,1586-1601 (validate_block_quant_shapes)"
+)
 QN_QUANT = PrefixQuant(
     source=QN_FP8_SKIP,
     ignore_keys=("ignored_layers", "modules_to_not_convert"),
@@ -165,6 +169,8 @@ QN_QUANT = PrefixQuant(
     scale_unexpected=Event("error", "unknown_name", "mtp.sglang.scale_unexpected", QN_SCALE_LOAD),
     mixed_shards=Event("error", "quantization_config_invalid", "mtp.mixed_shards", QN_FP8_SKIP),
     built=Event("info", "mtp_quantized_block", "mtp.sglang.quantized_block", QN_FP8_SKIP),
+    checks_fused_shards=True,
+    misaligned=Event("error", "quantization_config_invalid", "mtp.block_misaligned", QN_BLOCK_SHAPE),
     fused_name_skips=False,
 )
 

@@ -42,6 +42,13 @@ QN_PREFIXES = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.p
 QN_FP8_WEIGHTS = Source(REPO, VERSION, "vllm/model_executor/layers/quantization/fp8.py:282-345 (create_weights)")
 #: The strict "weights were not initialized" check runs for unquantized models only.
 STRICT_OFF = Source(REPO, VERSION, "vllm/model_executor/model_loader/default_loader.py:510-523")
+#: A routed expert's width must be whole blocks (validate_fp8_block_shape_moe); a fused layer with a shard that is
+#: not is let through (linear.py: allow_fp8_block_shape_mismatch skips validate_fp8_block_shape).
+QN_BLOCK_SHAPE = Source(
+    REPO,
+    VERSION,
+    "vllm/model_executor/layers/quantization/utils/fp8_utils.py:1296-1373, layers/linear.py:562-581",
+)
 QN_QUANT = PrefixQuant(
     source=QN_FP8_SKIP,
     ignore_keys=("ignored_layers", "modules_to_not_convert"),
@@ -57,6 +64,8 @@ QN_QUANT = PrefixQuant(
     built=Event("info", "mtp_quantized_block", "mtp.vllm.quantized_block", QN_FP8_SKIP),
     param_missing=Event("warning", "random_init", "mtp.vllm.random_init", STRICT_OFF),
     block_missing=Event("warning", "mtp_layer_missing", "mtp.vllm.mtp_block_missing_quantized", STRICT_OFF),
+    checks_fused_shards=False,
+    misaligned=Event("error", "quantization_config_invalid", "mtp.block_misaligned", QN_BLOCK_SHAPE),
     fused_name_skips=True,
 )
 
