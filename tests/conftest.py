@@ -223,8 +223,7 @@ def s3(s3_server, monkeypatch):
     from store_servers import point_aws_chain_at
 
     yield point_aws_chain_at(s3_server, monkeypatch)
-    s3_server.hooks.clear()  # the server is the whole run's: a test's faults end with it
-    s3_server.latency = 0.0
+    s3_server.clear_faults()
 
 
 @pytest.fixture

@@ -179,6 +179,13 @@ class S3Server:
                 client.upload_file(str(path), bucket, key)
         self.reset_counters()
 
+    def clear_faults(self) -> None:
+        """No fault, hook or latency left from a test: the server is the whole run's."""
+        for faults in (self.generated, self.ignore_range, self.endless, self.short_after, self.drop_after):
+            faults.clear()
+        self.hooks.clear()
+        self.latency = 0.0
+
     def reset_counters(self) -> None:
         with self.lock:
             self.requests.clear()
@@ -192,7 +199,7 @@ class S3Server:
         import boto3
         import requests
 
-        requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=10)  # 3 IAM calls go unsigned
+        requests.post(f"{self.endpoint}/moto-api/reset-auth", data=b"4", timeout=60)  # 3 IAM calls go unsigned
         try:
             iam = boto3.client(
                 "iam",
@@ -208,7 +215,7 @@ class S3Server:
             key = iam.create_access_key(UserName=user)["AccessKey"]
             yield key["AccessKeyId"], key["SecretAccessKey"]
         finally:
-            requests.post(f"{self.endpoint}/moto-api/reset-auth", data=str(2**62).encode(), timeout=10)
+            requests.post(f"{self.endpoint}/moto-api/reset-auth", data=str(2**62).encode(), timeout=60)
 
 
 def point_aws_chain_at(server: S3Server, monkeypatch: Any) -> S3Server:

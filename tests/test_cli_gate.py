@@ -330,7 +330,7 @@ def run_on_a_terminal(*args: str, env: dict[str, str]) -> bytes:
         if not chunk:
             break
         out += chunk
-    process.wait(timeout=60)
+    process.wait(timeout=120)
     os.close(leader)
     return out
 

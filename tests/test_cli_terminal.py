@@ -216,7 +216,7 @@ def test_a_closed_pipe_is_quiet():
             stderr=subprocess.PIPE,
             text=True,
             cwd=Path(__file__).resolve().parent.parent,
-            timeout=60,
+            timeout=120,
         )
     finally:
         os.close(write_end)
@@ -277,7 +277,7 @@ def on_path(tmp_path) -> dict[str, str]:
 def test_click_completion_hands_specs_and_files_to_the_shell(tmp_path, on_path, words, answer):
     env = {**os.environ, **on_path, "COMP_WORDS": words, "COMP_CWORD": str(len(words.split()) - 1)}
     env["_CKPTDIFF_COMPLETE"] = "bash_complete"
-    done = subprocess.run(["ckptdiff"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=60)
+    done = subprocess.run(["ckptdiff"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
     assert done.returncode == 0 and done.stdout.splitlines() == [answer]
 
 

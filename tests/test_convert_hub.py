@@ -248,7 +248,7 @@ def test_ctrl_c_during_the_write_leaves_nothing_that_looks_complete(hub, seed, t
     )
     assert entered.wait(120), process.communicate(timeout=5)
     process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
+    _, stderr = process.communicate(timeout=120)
     release.set()
 
     assert process.returncode == 130, stderr

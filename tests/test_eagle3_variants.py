@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -100,12 +98,18 @@ def test_the_variants_are_named() -> None:
 
 
 @pytest.mark.parametrize("name", ["kimi-k2.5-eagle3-mla", "kimi-k2.6-eagle3.1-mla"])
-def test_the_k25_mla_drafters_load_on_a_k25_base_from_the_command_line(name: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "ckptdiff", str(ROOT / name), "--base", str(BASES / "kimi-k25"), "--engine", "vllm",
-         "--engine", "sglang", "--format", "json"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-    )  # fmt: skip
+def test_the_k25_mla_drafters_load_on_a_k25_base_from_the_command_line(run_cli, name: str) -> None:
+    done = run_cli(
+        str(ROOT / name),
+        "--base",
+        str(BASES / "kimi-k25"),
+        "--engine",
+        "vllm",
+        "--engine",
+        "sglang",
+        "--format",
+        "json",
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     found = {entry["engine"]: entry for entry in json.loads(done.stdout)["engines"]}
     assert found["vllm"]["outcome"] == found["sglang"]["outcome"] == "loads"

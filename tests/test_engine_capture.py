@@ -5,11 +5,10 @@ fails a conditional verdict, a target class no rule names, and the generated tab
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import CliRun, run_in_process
 
 from ckptdiff.families.eagle3.engines import get_engine
 from ckptdiff.families.eagle3.engines.capture import capture_for, documented_table
@@ -21,18 +20,12 @@ PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 KIMI_K2_BASE = str(FIXTURES / "kimi-k2-base-header-only")
 
 
-def ckptdiff(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ckptdiff", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=300,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"},
-    )
+def ckptdiff(*args: str, cwd: Path = REPO) -> CliRun:
+    """The command line in this process (click's runner), offline, with no colour."""
+    return run_in_process(list(args), {"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}, cwd)
 
 
-def engines_of(completed: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+def engines_of(completed: CliRun) -> dict[str, dict]:
     return {entry["engine"]: entry for entry in json.loads(completed.stdout)["engines"]}
 
 

@@ -6,11 +6,10 @@ same against the engines."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_in_process
 
 import ckptdiff
 from ckptdiff.errors import CkptdiffError
@@ -23,13 +22,9 @@ PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")  # eagle_config ids [2, 3
 
 
 def ckptdiff_json(*args: str) -> dict[str, dict]:
-    done = subprocess.run(
-        [sys.executable, "-m", "ckptdiff", *args, "--format", "json"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"},
+    """The command line's JSON report (in this process: click's runner), offline, by engine."""
+    done = run_in_process(
+        [*args, "--format", "json"], {"PATH": "/usr/bin:/bin", "NO_COLOR": "1", "HF_HUB_OFFLINE": "1"}, REPO
     )
     assert done.returncode in (0, 1), done.stderr
     return {entry["engine"]: entry for entry in json.loads(done.stdout)["engines"]}

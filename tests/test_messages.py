@@ -9,8 +9,6 @@ from __future__ import annotations
 import ast
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -105,12 +103,25 @@ def test_a_values_summary_names_a_bytes_only_change_by_its_note() -> None:
     )
 
 
-def json_report(*args: str) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "ckptdiff", *args, "--format", "json"], capture_output=True, text=True, cwd=ROOT
-    )
-    assert done.returncode in (0, 1), done.stderr
-    return json.loads(done.stdout)
+@pytest.fixture(scope="module")
+def json_report(tmp_path_factory):
+    """``ckptdiff args --format json`` (in this process: the words are the point, not the process), each command
+    line run once for the module's tests."""
+    from conftest import cli_env, run_in_process
+    from report_json import validate_if_report
+
+    env = cli_env(tmp_path_factory.mktemp("messages"), None)
+    reports: dict[tuple[str, ...], dict] = {}
+
+    def report(*args: str) -> dict:
+        if args not in reports:
+            done = run_in_process([*args, "--format", "json"], env, ROOT)
+            assert done.returncode in (0, 1), done.stderr
+            validate_if_report(done.stdout)
+            reports[args] = json.loads(done.stdout)
+        return reports[args]
+
+    return report
 
 
 PAIRS = [
@@ -122,7 +133,7 @@ BASES = {"qwen3": "qwen3-8b", "llama3.1": "llama3.1-8b"}
 
 
 @pytest.mark.parametrize("a, b", PAIRS)
-def test_a_json_reports_profile_findings_are_worded_again_from_their_params(a: str, b: str) -> None:
+def test_a_json_reports_profile_findings_are_worded_again_from_their_params(json_report, a: str, b: str) -> None:
     base = next((f"fixtures/drafters/bases/{v}" for k, v in BASES.items() if k in a), "fixtures/drafters/bases/kimi-k2")
     for args in ((a, b), (a, b, "--base", base), (a, b, "--base", base, "--engine", "all")):
         for found in json_report(*args)["findings"]:
@@ -131,7 +142,9 @@ def test_a_json_reports_profile_findings_are_worded_again_from_their_params(a: s
 
 
 @pytest.mark.parametrize("a, b", PAIRS)
-def test_a_json_reports_engine_events_are_worded_again_from_their_wording_and_params(a: str, b: str) -> None:
+def test_a_json_reports_engine_events_are_worded_again_from_their_wording_and_params(
+    json_report, a: str, b: str
+) -> None:
     base = next((f"fixtures/drafters/bases/{v}" for k, v in BASES.items() if k in a), "fixtures/drafters/bases/kimi-k2")
     events = [
         event

@@ -172,8 +172,12 @@ def test_a_server_that_never_answers_times_out_with_one_line(hub, ckptdiff, rele
     assert_one_clear_line(result, "org/drafter", "timed out", "HF_HUB_DOWNLOAD_TIMEOUT")
 
 
-def test_a_server_that_trickles_times_out_with_one_line(hub, ckptdiff, released):
-    """64 bytes every 0.2 s, each well within the read timeout: 100 kB would take five minutes."""
+def test_a_server_that_trickles_times_out_with_one_line(hub, ckptdiff, released, monkeypatch):
+    """64 bytes every 0.2 s, each well within the read timeout: 100 kB would take five minutes. The floor is raised
+    from 16 to 128 kB/s here (the run is in this process), so the body's deadline comes after 2.8 s, not 8."""
+    from ckptdiff.sources import hub_http
+
+    monkeypatch.setattr(hub_http, "MIN_BODY_RATE", 128 * 1024)
     hub.add_repo("org/drafter", PUBLISHED)
     size = (PUBLISHED / "model.safetensors").stat().st_size
 
@@ -342,9 +346,9 @@ def test_a_signal_while_the_hub_stalls_is_one_line_and_exit_128_plus_it(hub, tmp
         env=env,
     )
     try:
-        assert arrived.wait(60)
+        assert arrived.wait(120)
         child.send_signal(stop)
-        stdout, stderr = child.communicate(timeout=60)
+        stdout, stderr = child.communicate(timeout=120)
     finally:
         child.kill()
     assert (child.returncode, stdout, stderr) == (128 + stop, "", "ckptdiff: interrupted\n")

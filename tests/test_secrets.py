@@ -222,15 +222,12 @@ def test_a_short_access_key_id_like_localstacks_test_is_not_scrubbed_everywhere(
 
 
 @pytest.mark.parametrize("debug", [False, True], ids=["plain", "debug"])
-def test_an_s3_secret_is_never_printed_even_when_denied(run_cli, debug):
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
-    from store_servers import SECRET_KEY, S3Server
+def test_an_s3_secret_is_never_printed_even_when_denied(run_cli, s3, debug):
+    from store_servers import SECRET_KEY
 
-    with S3Server() as s3:
-        s3.upload(PUBLISHED, "private/drafter")
-        with s3.require_auth():
-            result = run_cli("s3://private/drafter", OURS, *(["--debug"] if debug else []), env=s3.env)
+    s3.upload(PUBLISHED, "private/drafter")
+    with s3.require_auth():
+        result = run_cli("s3://private/drafter", OURS, *(["--debug"] if debug else []), env=s3.env)
     assert result.returncode == 2 and "access denied" in result.stderr
     if debug:
         assert "Traceback" in result.stderr  # --debug shows the traceback, scrubbed

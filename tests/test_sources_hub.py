@@ -149,7 +149,7 @@ def test_by_default_every_shard_of_both_sides_is_in_flight_at_once(hub_client, t
     def hold_until_all_arrive(request) -> bool:
         if request.path.endswith(".safetensors"):
             try:
-                together.wait(timeout=60)
+                together.wait(timeout=120)
             except threading.BrokenBarrierError:
                 pass  # fewer than 24 at once: answered anyway, and the assertion below says so
         return False  # then answered as usual
@@ -179,7 +179,7 @@ def test_a_pairs_reads_are_under_way_while_the_comparison_loads(hub_client, tmp_
     reached: list[bool] = []
 
     report = compare_specs(
-        "org/a", "org/b", meanwhile=lambda: reached.append(all(listings.acquire(timeout=60) for _ in "ab"))
+        "org/a", "org/b", meanwhile=lambda: reached.append(all(listings.acquire(timeout=120) for _ in "ab"))
     )
 
     assert reached == [True] and report.verdict == "compatible"

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are a P
 
 def raised_without_waiting(call: Callable[[], object]) -> BaseException | None:
     """What ``call`` raised. It runs on a thread of its own so that a read that blocks (the defect) leaves the
-    suite running: after a minute it counts as blocked."""
+    suite running: after two minutes it counts as blocked."""
     outcome: list[BaseException | None] = []
 
     def run() -> None:
@@ -36,7 +36,7 @@ def raised_without_waiting(call: Callable[[], object]) -> BaseException | None:
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    thread.join(60)
+    thread.join(120)
     assert outcome, "the read blocked on the FIFO"
     return outcome[0]
 

@@ -38,7 +38,7 @@ print(json.dumps(sorted(sys.modules)), file=sys.__stderr__)
 def top_level_modules_after(*args: str) -> set[str]:
     """Run ``ckptdiff args`` in a fresh interpreter (no args: only import the CLI); the packages it imported."""
     done = subprocess.run(
-        [sys.executable, "-c", IMPORTED_BY, *args], capture_output=True, text=True, cwd=REPO, timeout=60
+        [sys.executable, "-c", IMPORTED_BY, *args], capture_output=True, text=True, cwd=REPO, timeout=120
     )
     return {name.split(".")[0] for name in json.loads(done.stderr.strip().splitlines()[-1])}
 

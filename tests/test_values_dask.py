@@ -90,29 +90,23 @@ def test_a_worker_that_cannot_see_a_local_file_says_so(pair: tuple[Path, Path], 
 
 
 def test_a_worker_reads_a_store_side_itself_and_keeps_no_copy(
-    pair: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    pair: tuple[Path, Path], s3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A task on an s3:// pair, as a Dask worker runs it: the worker copies the two shards from the store (its
     own AWS chain), computes what the local files give, and removes the copies when the task ends."""
-    pytest.importorskip("s3fs")
-    pytest.importorskip("moto.server")
     import tempfile
-
-    from store_servers import S3Server, point_aws_chain_at
 
     scratch = tmp_path / "worker-tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    with S3Server() as server:
-        s3 = point_aws_chain_at(server, monkeypatch)
-        s3.upload(pair[0], "runs/a")
-        s3.upload(pair[1], "runs/b")
-        a, b = resolve("s3://runs/a"), resolve("s3://runs/b")
-        pairs = [Pair(0, a.tensors[name], 1, b.tensors[name]) for name in sorted(a.tensors)]
-        sides = [SideSpec("A", a.spec, a.revision), SideSpec("B", b.spec, b.revision)]
-        task = next(task for task in shard_tasks(sides, pairs) if len(task.pairs) == 6)
-        stats, error = run_task(task)
-        read = s3.bytes_sent
+    s3.upload(pair[0], "runs/a")
+    s3.upload(pair[1], "runs/b")
+    a, b = resolve("s3://runs/a"), resolve("s3://runs/b")
+    pairs = [Pair(0, a.tensors[name], 1, b.tensors[name]) for name in sorted(a.tensors)]
+    sides = [SideSpec("A", a.spec, a.revision), SideSpec("B", b.spec, b.revision)]
+    task = next(task for task in shard_tasks(sides, pairs) if len(task.pairs) == 6)
+    stats, error = run_task(task)
+    read = s3.bytes_sent
     assert error is None and stats is not None
     shard = task.pairs[0].a.file
     assert read[f"runs/a/{shard}"] >= (pair[0] / shard).stat().st_size  # the worker fetched it, not the driver
@@ -149,17 +143,18 @@ def test_local_processes_give_the_same_report(pair: tuple[Path, Path], run_cli) 
 
 
 @pytest.mark.dask
-def test_a_dask_cluster_gives_the_same_report(pair: tuple[Path, Path], cluster, run_cli) -> None:
-    """`ckptdiff A B --values --scheduler tcp://...`: JSON equal to the in-process run's, bit for bit."""
+def test_a_dask_cluster_gives_the_same_report_and_both_workers_take_tasks(
+    pair: tuple[Path, Path], cluster, run_cli
+) -> None:
+    """`ckptdiff A B --values --scheduler tcp://...`: JSON equal to the in-process run's, bit for bit; the library's
+    pass on the cluster too, and each of its two workers ran tasks. One test, so that a run starts one cluster
+    (each xdist worker starts its own for the tests it runs)."""
+    from distributed import Client
+
     here = report_of(run_cli, str(pair[0]), str(pair[1]))
     on_dask = report_of(run_cli, str(pair[0]), str(pair[1]), "--scheduler", cluster.scheduler_address)
     assert on_dask == here
     assert any(row.get("values") and not row["values"]["equal"] for row in here["tensors"])
-
-
-@pytest.mark.dask
-def test_both_workers_take_tasks(pair: tuple[Path, Path], cluster) -> None:
-    from distributed import Client
 
     a, b = resolve(str(pair[0])), resolve(str(pair[1]))
     compare_values(a, b, list(a.tensors), options=ValuesOptions(scheduler=cluster.scheduler_address))

@@ -123,12 +123,14 @@ def test_a_web_server_redirect_loop_says_so(hub, run_cli, tmp_path):
 
 
 def test_a_web_server_trickling_a_header_times_out(hub, released, monkeypatch):
-    """64 bytes every 0.2 s (320 B/s) against the 16 kB/s floor: the read ends by its deadline, in one line."""
+    """64 bytes every 0.2 s (320 B/s) against the floor (16 kB/s, raised here so that the test waits less): the read
+    ends by its deadline, in one line."""
     pytest.importorskip("aiohttp")
     from ckptdiff.errors import SourceError
     from ckptdiff.sources import resolve, store_reads
 
-    monkeypatch.setattr(store_reads, "READ_TIMEOUT", 1.0)  # the grace; the rest of the deadline is the rate
+    monkeypatch.setattr(store_reads, "READ_TIMEOUT", 1.0)  # the grace; the rest of the deadline is the rate,
+    monkeypatch.setattr(store_reads, "MIN_BODY_RATE", 128 * 1024)  # here 128 kB/s: a deadline of 1.8 s, not 7
     hub.add_repo("org/drafter", PUBLISHED)
 
     def trickle(request: Request) -> bool:
@@ -149,5 +151,5 @@ def test_a_web_server_trickling_a_header_times_out(hub, released, monkeypatch):
 
     hub.hooks.append(trickle)
 
-    with pytest.raises(SourceError, match=r"timed out: the server sent \d+ of \d+ bytes, slower than 16 kB/s"):
+    with pytest.raises(SourceError, match=r"timed out: the server sent \d+ of \d+ bytes, slower than 128 kB/s"):
         resolve(f"{hub.endpoint}/org/drafter/resolve/main/model.safetensors")
