@@ -147,6 +147,27 @@ def test_use_aux_hidden_state_is_read_by_its_truth_value_in_eagle_config_only(
             assert ("target_class_not_eagle3" in found) == (not off), (engine, runner)
 
 
+def test_without_a_capture_only_the_v1_runner_runs_the_mla_drafters_fc(tmp_path: Path) -> None:
+    """use_aux_hidden_state false: V1's proposer calls combine_hidden_states whatever was captured
+    (llm_base_proposer.py:549), and the MLA drafter applies its fc there unconditionally (deepseek_eagle3.py:368):
+    fc, sized for three aux states, gets the last hidden state. V2 hands that state over without fc; a Llama
+    drafter's combine skips fc itself (the oracle's gen_mla_use_aux_false under vllm_v1 and vllm_v2)."""
+    found = {}
+    for name, source in (("mla", FIXTURES / "drafters" / "kimi-k2.5-eagle3-mla"), ("llama", Path(PUBLISHED))):
+        config = json.loads((source / "config.json").read_text())
+        config["eagle_config"]["use_aux_hidden_state"] = False
+        drafter = tmp_path / name
+        drafter.mkdir()
+        (drafter / "config.json").write_text(json.dumps(config))
+        (drafter / "model.safetensors").write_bytes((source / "model.safetensors").read_bytes())
+        for runner in ("v2", "v1"):
+            entry = ckptdiff_json(str(drafter), "--engine", "vllm", "--vllm-runner", runner)["vllm"]
+            found[name, runner] = events(entry)
+    fc = found["mla", "v1"]["fc_without_capture"]
+    assert fc["severity"] == "error" and "llm_base_proposer.py:549" in fc["source"]
+    assert not any("fc_without_capture" in found[key] for key in (("mla", "v2"), ("llama", "v1"), ("llama", "v2")))
+
+
 def test_a_speculators_config_turns_the_capture_off_in_its_transformer_layer_config(tmp_path: Path) -> None:
     """vLLM builds a speculators drafter's config from its transformer_layer_config (speculators/base.py): an
     eagle_config there turns the capture off, one at the speculators config's top level is never read."""

@@ -125,6 +125,7 @@ FAILURE_OF: dict[str, tuple[str, str | None]] = {
     },
     **{code: ("load", None) for code in ("unknown_name", "shape_mismatch", "d2t_dtype", "missing_weight")},
     "aux_count_mismatch": ("forward", "capture_width"),
+    "fc_without_capture": ("forward", "capture_width"),
     "aux_id_out_of_range": ("forward", "capture_width"),
     "target_hidden_mismatch": ("forward", "capture_width"),
     "embed_width_mismatch": ("forward", "embed_width"),
@@ -319,11 +320,12 @@ def _forward_failures(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     found = []
     aux = result.get("aux") or {}
     if _fc_applied(aux) and aux.get("fc_in") is not None and "outputs" in aux and not aux.get("setup_raised"):
-        width = len(aux["outputs"]) * HIDDEN
+        if aux.get("runner_uses_aux") is False:  # no capture: the runner hands over the last hidden state
+            width, states = HIDDEN, "the last hidden state is"
+        else:
+            width, states = len(aux["outputs"]) * HIDDEN, f"{len(aux['outputs'])} captured states are"
         if width != aux["fc_in"]:
-            found.append(
-                ("capture_width", f"fc reads {aux['fc_in']} but {len(aux['outputs'])} captured states are {width} wide")
-            )
+            found.append(("capture_width", f"fc reads {aux['fc_in']} but {states} {width} wide"))
     if aux.get("setup_raised"):
         kind = "target_class" if TARGET_CLASS_REFUSED.search(aux["setup_raised"]) else "capture_width"
         found.append((kind, f"the target's capture set-up raised {aux['setup_raised']}"))

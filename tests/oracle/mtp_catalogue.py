@@ -35,20 +35,24 @@ def _ds(name: str, about: str, tensors: list[Any], **config: Any) -> MtpCase:
     return mtp_case(name, about, deepseek_config(**config), tensors)
 
 
-#: SGLang's FP8 NextN draft as its loader builds it (with the quantization config: loader.py:837-843) loads in ways
-#: ckptdiff's rules do not model yet, observed here: eh_proj is a plain nn.Linear, so its weight_scale_inv is
-#: skipped and the FP8 weight read unscaled; a BF16 MTP layer in an FP8 target raises ValueError "Downcasting not
-#: allowed"; weight_scale_inv parameters no tensor fills stay unwritten. Known disagreements, listed, not compared
-#: until modelled (vLLM's are not comparable here anyway: no FP8 block kernel without AMX).
-SGLANG_FP8 = {
-    "sglang": "SGLang's FP8 NextN load is not modelled yet (eh_proj's scale skipped, BF16 into FP8 refused, unfilled "
-    "scales): known disagreements"
-}
-
-
 def _fp8(name: str, about: str, tensors: list[Any], **config: Any) -> MtpCase:
-    case = _ds(name, about, tensors, quantization_config=FP8_CONFIG, **config)
-    return dataclasses.replace(case, not_comparable=SGLANG_FP8)
+    """A block-FP8 target (DeepSeek-V3's quantization_config): SGLang builds its NextN draft with it, as its own
+    loader passes it (loader.py:837-843); vLLM's CPU build has no FP8 block kernel without AMX (an environment
+    raise: not comparable there by itself)."""
+    return _ds(name, about, tensors, quantization_config=FP8_CONFIG, **config)
+
+
+def _in_bf16(tensors: list[Any], *pieces: str) -> list[Any]:
+    """``tensors`` with the FP8 weights whose names hold one of ``pieces`` stored in BF16, without their scales (a
+    quantizer that left those linears out)."""
+    out = []
+    for name, dtype, shape in tensors:
+        if any(piece in name for piece in pieces):
+            if name.endswith("weight_scale_inv"):
+                continue
+            dtype = "BF16" if dtype == "F8_E4M3" else dtype
+        out.append((name, dtype, shape))
+    return out
 
 
 def _glm(name: str, about: str, tensors: list[Any], **config: Any) -> MtpCase:
@@ -143,6 +147,21 @@ INSIDE: list[MtpCase] = [
     _fp8("mtp_ds_fp8_bf16_layer", "FP8 target, MTP layer left in BF16 (no scales)", MAIN + mtp_layer(2)),
     _fp8("mtp_ds_fp8_no_scales", "FP8 MTP layer weights without their weight_scale_inv",
          MAIN + mtp_layer(2, fp8=True, drop=("weight_scale_inv",))),
+    _fp8("mtp_ds_fp8_eh_proj_bf16", "FP8 MTP layer with eh_proj in BF16 (as the rebuilt DeepSeek-V3 layout stores it)",
+         MAIN + _in_bf16(mtp_layer(2, fp8=True), "eh_proj")),
+    _fp8("mtp_ds_fp8_eh_proj_unscaled", "FP8 MTP layer, eh_proj FP8 without its weight_scale_inv",
+         MAIN + mtp_layer(2, fp8=True, drop=("eh_proj.weight_scale_inv",))),
+    _fp8("mtp_ds_fp8_kv_b_bf16", "FP8 MTP layer, kv_b_proj alone left in BF16",
+         MAIN + _in_bf16(mtp_layer(2, fp8=True), "kv_b_proj")),
+    _fp8("mtp_ds_fp8_o_proj_bf16", "FP8 MTP layer, o_proj alone left in BF16 (a loader without a dtype check)",
+         MAIN + _in_bf16(mtp_layer(2, fp8=True), "o_proj")),
+    _fp8("mtp_ds_fp8_experts_bf16", "FP8 MTP layer, the routed and shared experts left in BF16",
+         MAIN + _in_bf16(mtp_layer(2, fp8=True), "experts")),
+    _fp8("mtp_ds_fp8_no_q_a_scale", "FP8 MTP layer without q_a_proj's weight_scale_inv",
+         MAIN + mtp_layer(2, fp8=True, drop=("q_a_proj.weight_scale_inv",))),
+    _fp8("mtp_ds_fp8_scale_f64", "FP8 MTP layer, kv_b_proj's weight_scale_inv stored in F64",
+         MAIN + [(n, "F64" if n.endswith("kv_b_proj.weight_scale_inv") else d, s)
+                 for n, d, s in mtp_layer(2, fp8=True)]),
     # ---- GLM-4.5
     _glm("mtp_glm_full", "a GLM-4.5 target with its MoE MTP layer", MAIN + mtp_layer(2, family="glm")),
     _glm("mtp_glm_dropped", "a GLM-4.5 target whose export dropped the MTP layer", MAIN),

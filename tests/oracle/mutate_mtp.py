@@ -175,6 +175,41 @@ def _nextn_no_transformers_default() -> None:
     detect.NEXTN_DEFAULTS.clear()
 
 
+def _sglang_fp8(**fields: Any) -> None:
+    """SGLang's DeepSeek NextN class with its FP8 rules changed (``fp8=None``: not modelled)."""
+    engine = _engine_module("sglang").ENGINE
+    first = engine.classes[0]
+    fp8 = None if fields.get("fp8", True) is None else dataclasses.replace(first.fp8, **fields)
+    _change("sglang", classes=(dataclasses.replace(first, fp8=fp8), *engine.classes[1:]))
+
+
+def _sglang_fp8_not_modelled() -> None:
+    _sglang_fp8(fp8=None)
+
+
+def _sglang_fp8_no_scale_params() -> None:
+    _sglang_fp8(scales=lambda quant: ())
+
+
+def _sglang_fp8_no_dtype_check() -> None:
+    _sglang_fp8(checked=())
+
+
+def _sglang_fp8_scale_missing_raises() -> None:
+    first = _engine_module("sglang").ENGINE.classes[0]
+    assert first.fp8 is not None
+    _sglang_fp8(scale_missing=dataclasses.replace(first.fp8.scale_missing, severity="error"))
+
+
+def _sglang_fp8_scales_written_apart() -> None:
+    engine = _engine_module("sglang").ENGINE
+    _change("sglang", joined=tuple(j for j in engine.joined if not j.endswith("weight_scale_inv")))
+
+
+def _sglang_fp8_checks_fp8_params_only() -> None:
+    _sglang_fp8(refuses=lambda tensor, parameter: parameter.startswith("F8_") and not tensor.startswith("F8_"))
+
+
 def _mtp_detected_before_eagle3() -> None:
     families = importlib.import_module("ckptdiff.families")
     order = {"mtp": 0, "eagle3": 1}
@@ -287,6 +322,31 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         _nextn_no_transformers_default,
     ),
     "families.order.eagle3_first": ("MTP is detected before EAGLE-3", _mtp_detected_before_eagle3),
+    # ---- SGLang's block-FP8 NextN layer (sglang.py FP8)
+    "mtp.sglang.fp8.modelled": (
+        "SGLang's FP8 NextN build not modelled: scales taken as they come, no dtype check, eh_proj's scale loaded",
+        _sglang_fp8_not_modelled,
+    ),
+    "mtp.sglang.fp8.scales_built": (
+        "SGLang's FP8 linears and experts get no weight_scale_inv parameter",
+        _sglang_fp8_no_scale_params,
+    ),
+    "mtp.sglang.fp8.dtype_refused": (
+        "SGLang's q_b_proj/kv_b_proj loaders cast a BF16 tensor into their FP8 weight (no copy_with_check)",
+        _sglang_fp8_no_dtype_check,
+    ),
+    "mtp.sglang.fp8.joined_scales": (
+        "SGLang writes q_a_proj's and kv_a_proj_with_mqa's scales apart (only their weights are joined)",
+        _sglang_fp8_scales_written_apart,
+    ),
+    "mtp.sglang.fp8.dtype_rank": (
+        "SGLang's dtype check refuses only a non-FP8 tensor into an FP8 weight (an F64 scale into F32 accepted)",
+        _sglang_fp8_checks_fp8_params_only,
+    ),
+    "mtp.sglang.fp8.scale_missing_silent": (
+        "SGLang raises on an FP8 scale no tensor fills",
+        _sglang_fp8_scale_missing_raises,
+    ),
     # ---- Qwen3-Next's mtp.* block (PrefixLoad)
     "mtp.vllm.qwen3_next.layers_built.nextn": (
         "vLLM builds one Qwen3-Next MTP layer whatever num_nextn_predict_layers says",

@@ -60,6 +60,16 @@ def _engine_captures_without_aux(name: str) -> Callable[[], None]:
     return change
 
 
+def _mla_fc_skipped_without_capture() -> None:
+    """V1 read as V2: with use_aux_hidden_state false the MLA drafter's fc is never run."""
+    module = _v1()
+    loaders = tuple(
+        dataclasses.replace(lo, checks=tuple(c for c in lo.checks if c is not module.FC_WITHOUT_CAPTURE))
+        for lo in module.ENGINE.loaders
+    )
+    module.ENGINE = dataclasses.replace(module.ENGINE, loaders=loaders)
+
+
 def _default_capture_as_v2_keys() -> None:
     """The V1 engine is V2's (the runner setting ignored)."""
     module = _v1()
@@ -89,6 +99,10 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         _engine_captures_without_aux("sglang"),
     ),
     "vllm_v1.runner.setting_read": ("--vllm-runner v1 replays the V2 runner's rules", _default_capture_as_v2_keys),
+    "vllm_v1.mla.fc_without_capture": (
+        "vLLM's V1 runner never runs the MLA drafter's fc when use_aux_hidden_state is false (as V2)",
+        _mla_fc_skipped_without_capture,
+    ),
 }
 
 

@@ -136,6 +136,8 @@ ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
             "mtp_layer_count_unsupported": ("load", None),
             "mtp_layer_missing": ("load", None),
             "mtp_layer_not_moe": ("construction", None),
+            # SGLang's copy_with_check refuses a wider tensor into an FP8 parameter (parameter.py:72-75)
+            "dtype_refused": ("load", None),
         },
     ),
     # EAGLE-3 drafters against a Kimi-K2.5 target (a wrapper: its text model's sizes in text_config, its capture

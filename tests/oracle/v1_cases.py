@@ -9,7 +9,9 @@ What the V1 runner decides, each in the pinned code (vLLM 0.33.0):
   ``eagle_config`` section's ``eagle_aux_hidden_state_layer_ids`` in their place), else the class's default
   (``_setup_eagle3_aux_hidden_state_outputs``, which also refuses a class without ``SupportsEagle3``);
 - the embedding and head taken from the target: ``_maybe_share_embeddings`` (only at the same width),
-  ``_maybe_share_lm_head``.
+  ``_maybe_share_lm_head``;
+- with use_aux_hidden_state false, the MLA drafter's fc still runs, over the last hidden state
+  (``llm_base_proposer.py:549``; derived: the first forward is not run here).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ FROM_CATALOGUE = (
     "speculators_two_aux_ids",
     "speculators_own_embed",
     "mla_basic",
+    "gen_mla_use_aux_false",
     "gen_layer_ids_with_top_level",
     "gen_runner_layer_ids_only_llama_32",
     "gen_runner_nested_non_default_deepseek_61",

@@ -268,6 +268,11 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "target's is {target_width} wide, the drafter's layers take hidden_size={hidden}, so it keeps its own, "
         "which nothing loads: RANDOM"
     ),
+    "eagle3.vllm.fc_without_capture": (
+        "eagle_config.use_aux_hidden_state is false, so vLLM's V1 runner captures no target hidden states, yet its "
+        "proposer runs the MLA drafter's fc (built for the aux states whatever the flag says) over the target's "
+        "last hidden state: the first forward fails on fc's width"
+    ),
     "eagle3.vllm.runner_v1": (
         "modelled under vLLM's V1 model runner (VLLM_USE_V2_MODEL_RUNNER=0): aux ids from "
         "eagle_aux_hidden_state_layer_ids, then eagle_config.eagle_aux_hidden_state_layer_ids"

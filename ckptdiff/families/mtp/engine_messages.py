@@ -17,6 +17,7 @@ SUMMARIES: dict[str, str] = {
     "mtp_layer_not_moe": "no MoE layer among its MTP layers",
     "mtp_layer_count_unsupported": "num_nextn_predict_layers={nextn} is not supported",
     "mtp_layer_missing": "MTP layer {layer} not in the checkpoint",
+    "dtype_refused": "{name} is {got}, its parameter {want}: refused",
 }
 
 _NONE = (
@@ -186,6 +187,20 @@ EVENTS: dict[str, str] = {
     "mtp.vllm.random_init": (
         "{param} is not in the checkpoint; the target is quantized, so vLLM's strict check is off and it keeps its "
         "initial values, silently"
+    ),
+    "mtp.sglang.fp8_weight_unscaled": (
+        "{name} is {dtype} beside its scales {scales}, but SGLang's NextN layer builds eh_proj as a plain "
+        "nn.Linear whatever the quantization_config: the FP8 values are copied in as they are and the scales are "
+        'skipped ("not found in params_dict"), so eh_proj computes with weights off by their block scales, silently'
+    ),
+    "mtp.sglang.dtype_refused": (
+        "{name} is {got} but SGLang's {param} is {want} (FP8 quantization_config): its loader refuses to narrow a "
+        'tensor (ValueError "Downcasting not allowed", or "Unsupported copy between dtypes"), raised once every '
+        "tensor was handed over"
+    ),
+    "mtp.sglang.fp8_scale_missing": (
+        "{param} is not in the checkpoint: SGLang builds it for the FP8 weight beside it and never reports it "
+        "unwritten; that weight is used with the scale it was built with, not a trained one, silently"
     ),
     "mtp.sglang.random_init": (
         "{param} is never loaded: SGLang does not report missing weights, so it stays randomly initialised"

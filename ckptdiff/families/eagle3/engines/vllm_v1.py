@@ -9,16 +9,20 @@ The drafter is built and loaded by the same model loader; two things differ:
   (``_setup_eagle3_aux_hidden_state_outputs``), captured by the same classes;
 - the embedding (``v1/spec_decode/llm_base_proposer.py``, ``_maybe_share_embeddings``): a drafter without its own
   shares the target's only when the widths are equal; otherwise it keeps its own, which nothing loads (V2 shares
-  it regardless and the first forward fails on the width).
+  it regardless and the first forward fails on the width);
+- with ``use_aux_hidden_state`` false, what the drafter's fc gets: V1's proposer calls ``combine_hidden_states``
+  whatever was captured, which the MLA drafter applies fc in (``FC_WITHOUT_CAPTURE``); V2's speculator hands the
+  last hidden state over without it.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from ...rules import Case, Engine, Event, Param, Source
+from ...rules import Case, Engine, Event, Loader, Param, Source
 from . import vllm
 from .vllm_common import EMBED, REPO, VERSION
+from .vllm_mla import MLA_LOADER
 
 RUNNER = Source(REPO, VERSION, "vllm/v1/worker/gpu_model_runner.py (_get_eagle3_aux_layers_from_config)")
 SETUP = Source(REPO, VERSION, "vllm/v1/worker/gpu_model_runner.py (_setup_eagle3_aux_hidden_state_outputs)")
@@ -31,6 +35,23 @@ NO_AUX = Source(
     "vllm/v1/worker/gpu_model_runner.py:652 (use_aux_hidden_state_outputs), :5170 (no set-up without it)",
 )
 KEYS = ("eagle_aux_hidden_state_layer_ids", "eagle_config.eagle_aux_hidden_state_layer_ids")
+#: use_aux_hidden_state false with the MLA drafter: V1's proposer combines whatever the runner captured, and the MLA
+#: drafter's combine_hidden_states runs fc unconditionally (its fc is built whatever the flag says): fc, sized for
+#: the aux states, gets the target's last hidden state (V2 hands that state over without fc).
+FC_WITHOUT_CAPTURE = Case(
+    lambda d: not d.use_aux and d.fc_aux != 1,
+    Event(
+        "error",
+        "fc_without_capture",
+        "eagle3.vllm.fc_without_capture",
+        Source(
+            REPO,
+            VERSION,
+            "vllm/v1/spec_decode/llm_base_proposer.py:549 (combine_hidden_states, whatever was captured), "
+            "vllm/model_executor/models/deepseek_eagle3.py:368 (fc applied unconditionally)",
+        ),
+    ),
+)
 
 EMBED_V1 = replace(
     EMBED,
@@ -52,8 +73,15 @@ def _param(param: Param) -> Param:
     return EMBED_V1 if param is EMBED else param
 
 
+def _loader(loader: Loader) -> Loader:
+    loader = replace(loader, params=tuple(map(_param, loader.params)))
+    if loader.architectures == MLA_LOADER.architectures:
+        loader = replace(loader, checks=(*loader.checks, FC_WITHOUT_CAPTURE))
+    return loader
+
+
 def _engine(engine: Engine) -> Engine:
-    loaders = tuple(replace(loader, params=tuple(map(_param, loader.params))) for loader in engine.loaders)
+    loaders = tuple(map(_loader, engine.loaders))
     classes = tuple(replace(c, setup=SETUP) for c in engine.aux_ids.classes)
     aux = replace(
         engine.aux_ids,

@@ -3,12 +3,42 @@ which layers it reads, how it names their parameters, and what it says when some
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
 from .prefix import PrefixLoad
+
+
+@dataclass(frozen=True)
+class Fp8Load:
+    """How a class builds and loads its MTP layer under an FP8 ``quantization_config``: which of the block's
+    weights are built quantized and the scale parameters each gets, which linears stay plain whatever the config
+    (their scales have no parameter), and whose loaders refuse a tensor of a wider type than the parameter."""
+
+    source: Source
+    #: Whether the checkpoint's quantization_config selects this scheme.
+    applies: Callable[[Mapping[str, Any]], bool]
+    #: The parameters a quantized weight gets beside it (``weight_scale_inv``; ``weight_scale``, ``input_scale``),
+    #: from the quantization_config.
+    scales: Callable[[Mapping[str, Any]], tuple[str, ...]]
+    #: Whether a block weight (its name after the layer prefix) is built quantized.
+    quantized: Callable[[str], bool]
+    #: The dtype (safetensors name) of a quantized weight and of its scales.
+    weight_dtype: str
+    scale_dtype: str
+    #: Spec linears built plain (``eh_proj``: nn.Linear): an FP8 weight is copied in unscaled, its scales skipped.
+    plain: tuple[str, ...]
+    plain_unscaled: Event  # {name}, {dtype}, {scales}
+    #: Pieces of block names whose parameters' loader checks the dtype; ``refuses(tensor dtype, parameter
+    #: dtype)``: whether that check raises.
+    checked: tuple[str, ...]
+    refuses: Callable[[str, str], bool]
+    dtype_refused: Event  # {name}, {param}, {got}, {want}
+    #: A scale parameter no tensor fills ({param}).
+    scale_missing: Event
 
 
 @dataclass(frozen=True)
@@ -31,6 +61,8 @@ class MtpClass:
     skips_stacked_unknown: bool = False
     #: How it loads the ``mtp.*`` layout (layout "mtp"); None for the DeepSeek layout.
     prefix: PrefixLoad | None = None
+    #: How it builds and loads an FP8-quantized MTP layer (None: not modelled; scales are then taken as they come).
+    fp8: Fp8Load | None = None
 
     def serves(self, spec: MtpSpec) -> bool:
         return spec.model_type in self.model_types or spec.architecture in self.architectures

@@ -11,7 +11,7 @@ from ....report import EngineEvent, EngineResult
 from ...rules import Event
 from ..spec import MtpSpec, is_spec_weight, layer_index
 from . import prefix, prefix_quant
-from .model import MtpClass, MtpEngine
+from .model import Fp8Load, MtpClass, MtpEngine
 from .shapes import expected_layer
 
 #: Suffixes of the scale tensors a quantized linear layer stores beside its weight (FP8 block, per tensor).
@@ -100,6 +100,8 @@ def _replay_layers(
 ) -> Fates:
     layers = engine.layer_ids(spec, target)
     experts = spec.experts
+    quant = _quantization(spec)
+    fp8 = chosen.fp8 if chosen.fp8 is not None and quant is not None and chosen.fp8.applies(quant) else None
     params: dict[str, tuple[int, ...] | None] = {}
     layer_of: dict[str, int] = {}  # parameter → the MTP layer that fills it
     for layer in layers:
@@ -109,13 +111,19 @@ def _replay_layers(
             param = _param_of(engine, layer, rest)
             params.setdefault(param, shape)
             layer_of.setdefault(param, layer)
+            if fp8 is not None and quant is not None and not is_spec_weight(f".{rest}") and fp8.quantized(rest):
+                for kind in fp8.scales(quant):  # built beside the quantized weight, filled or not
+                    scale_param = _param_of(engine, layer, rest.removesuffix("weight") + kind)
+                    params.setdefault(scale_param, None)
+                    layer_of.setdefault(scale_param, layer)
     taken = {t.format(layer=layer) for t in engine.taken for layer in layers}
     for name in taken:
         params.setdefault(name, None)
-    quantized = isinstance(spec.text.get("quantization_config") or spec.config.get("quantization_config"), Mapping)
+    quantized = quant is not None
     filled: dict[str, str] = {}
     writers: dict[str, list[str]] = {}  # parameter → the tensors written into it, in the loader's (sorted) order
     tensors: dict[str, tuple[str, str | None]] = {}
+    plain: dict[str, list[tuple[str, str]]] = {}  # a plain linear's weight → its tensors stored and their parameters
     touched: set[int] = set()
     outside: list[str] = []
     unread: dict[int, int] = {}
@@ -151,7 +159,14 @@ def _replay_layers(
             continue
         param = _param_of(engine, found, rest)
         base = _base(param)
-        if any(rest.endswith(suffix) for suffix in SCALE_SUFFIXES) and quantized:
+        scale = any(rest.endswith(suffix) for suffix in SCALE_SUFFIXES)
+        linear = _plain(fp8, rest) if fp8 is not None else None
+        if linear is not None:
+            plain.setdefault(f"{name[: len(name) - len(rest)]}{linear}.weight", []).append((name, base))
+            if scale:  # a plain linear has no scale parameter: "not found in params_dict", skipped
+                tensors[name] = ("skipped", None)
+                continue
+        if scale and quantized and fp8 is None:
             params.setdefault(param, None)
         if param not in params:
             stacked = param != base and expert is None
@@ -165,12 +180,21 @@ def _replay_layers(
             tensors[name] = ("error", param)
             filled[param] = "error"
             continue
+        if fp8 is not None and any(piece in rest for piece in fp8.checked):
+            want_dtype = fp8.scale_dtype if scale else fp8.weight_dtype
+            if fp8.refuses(info.dtype, want_dtype):
+                events.add(fp8.dtype_refused, name, name=name, param=base, got=info.dtype, want=want_dtype)
+                tensors[name] = ("error", param)
+                filled[param] = "error"
+                continue
         touched.add(found)
         moved = base.removeprefix("model.") != name.removeprefix("model.")
         writers.setdefault(param, []).append(name)
         tensors[name] = ("renamed" if moved else "loaded", param)
         filled[param] = "loaded"
     _join(engine, params, filled, tensors)
+    if fp8 is not None:
+        _plain_events(fp8, engine, plain, checkpoint, events)
     # A parameter written twice keeps the last tensor written before the load raised (if it does).
     raised_at = min((name for name, (fate, _) in tensors.items() if fate == "error"), default=None)
     for names in writers.values():
@@ -190,6 +214,7 @@ def _replay_layers(
     for layer in missing_layers:
         events.add(engine.layer_missing, layer=layer, cls=chosen.name, nextn=spec.nextn)
     parameters: list[tuple[str, str]] = []
+    told: set[str] = set()  # a fused parameter's unwritten shards are told once
     for param in params:
         if param in taken:
             parameters.append((param, "from_target"))
@@ -197,9 +222,11 @@ def _replay_layers(
         if param in filled:
             parameters.append((param, filled[param]))
             continue
-        absent = _absent_event(engine, quantized, _base(param))
+        absent = _absent_event(engine, quantized, _base(param), fp8)
         parameters.append((param, "random" if absent.severity == "warning" else "missing"))
-        if layer_of.get(param) not in missing_layers:  # a whole missing layer is told once, by its event
+        # a whole missing layer is told once, by its event
+        if layer_of.get(param) not in missing_layers and _base(param) not in told:
+            told.add(_base(param))
             events.add(absent, None, param=_base(param))
     listed = [(name, fate, into) for name, (fate, into) in tensors.items()]
     return listed, parameters
@@ -238,7 +265,41 @@ def _join(
                     tensors[name] = ("skipped", None)
 
 
-def _absent_event(engine: MtpEngine, quantized: bool, param: str) -> Event:
+def _quantization(spec: MtpSpec) -> Mapping[str, Any] | None:
+    quant = spec.text.get("quantization_config") or spec.config.get("quantization_config")
+    return quant if isinstance(quant, Mapping) else None
+
+
+def _plain(fp8: Fp8Load, rest: str) -> str | None:
+    """The plain linear (``eh_proj``) a layer's tensor belongs to, if any."""
+    return next((linear for linear in fp8.plain if rest.startswith(f"{linear}.")), None)
+
+
+def _plain_events(
+    fp8: Fp8Load,
+    engine: MtpEngine,
+    plain: dict[str, list[tuple[str, str]]],
+    checkpoint: Checkpoint,
+    events: _Events,
+) -> None:
+    """A plain linear stored in FP8 beside its scales is copied in without them: its values are wrong by them,
+    silently (an FP8 weight stored without scales is copied exactly). A scale beside a plain linear whose weight is
+    not FP8 is just a name without a parameter."""
+    for weight, stored in plain.items():
+        scales = sorted((name, param) for name, param in stored if name != weight)
+        if not scales:
+            continue
+        info = checkpoint.tensors.get(weight)
+        if info is not None and info.dtype.startswith("F8_"):
+            events.add(fp8.plain_unscaled, weight, name=weight, dtype=info.dtype, scales=[name for name, _ in scales])
+            continue
+        for name, param in scales:
+            events.add(engine.unknown, name, name=name, candidate=param)
+
+
+def _absent_event(engine: MtpEngine, quantized: bool, param: str, fp8: Fp8Load | None = None) -> Event:
+    if fp8 is not None and param.endswith(SCALE_SUFFIXES):
+        return fp8.scale_missing
     if engine.name == "vllm" and quantized:
         from .vllm import QUANTIZED_PARAM_MISSING
 

@@ -4,9 +4,13 @@ architecture chosen in configs/model_config.py."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
+from typing import Any
+
 from ...rules import Event, Source
 from ..spec import MtpSpec
-from .model import Fused, MtpClass, MtpEngine
+from .model import Fp8Load, Fused, MtpClass, MtpEngine
 from .prefix import PrefixLoad
 from .prefix_quant import PrefixQuant
 
@@ -38,6 +42,79 @@ def _sglang_name(rest: str) -> str:
 
 MODEL_CONFIG = Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py (draft architecture override)")
 LOADER_UTILS = Source(REPO, VERSION, "python/sglang/srt/model_loader/weight_utils.py (default_weight_loader)")
+
+
+#: Fp8Config.from_config: a quant_method with "fp8" in it is an FP8-serialized checkpoint; with weight_block_size
+#: (DeepSeek-V3's layout) Fp8LinearMethod builds each linear's weight in float8_e4m3fn with a float32
+#: weight_scale_inv that starts at torch.finfo(float32).min, and Fp8MoEMethod the experts' w13/w2_weight_scale_inv
+#: (starting at 1). Per-tensor FP8 (no weight_block_size) is not modelled: its scales are taken as they come.
+FP8_SCALES = Source(
+    REPO,
+    VERSION,
+    "python/sglang/srt/layers/quantization/fp8.py:346-365 (Fp8Config.from_config), 654-689 (create_fp8_weight_), "
+    "1720-1746 (Fp8MoEMethod.create_weights)",
+)
+#: DeepseekModelNextN builds eh_proj as a plain nn.Linear (not quantized, whatever the config); the loader renames
+#: the spec weights to model.* and skips a name that is no parameter ("not found in params_dict"); eh_proj.weight
+#: goes through default_weight_loader, a plain copy_ (an FP8 tensor is cast to BF16, unscaled).
+EH_PROJ = Source(
+    REPO,
+    VERSION,
+    "python/sglang/srt/models/deepseek_nextn.py:101-104; deepseek_common/deepseek_weight_loader.py:331-335, 525-533; "
+    "model_loader/weight_utils.py:1574-1586",
+)
+#: q_b_proj, q_proj and kv_b_proj are ColumnParallelLinear (deepseek_v2.py:2078-2093, 2145-2152): their FP8
+#: parameters load through load_column_parallel_weight → copy_with_check, which refuses a wider float type
+#: (or a non-float one); the raise surfaces once every tensor was handed over (the loads run in a thread pool,
+#: deepseek_weight_loader.py:546-548). The other linears' loaders copy without that check.
+DOWNCAST = Source(
+    REPO,
+    VERSION,
+    "python/sglang/srt/layers/parameter.py:33-79 (copy_with_check), 175; layers/linear.py:584-610 "
+    "(ColumnParallelLinear.weight_loader_v2); models/deepseek_v2.py:2078-2093, 2145-2152",
+)
+#: parameter.py _dtype_rank: the float types by width; a load from a higher rank into a lower one raises.
+_FLOAT_RANK = {"F8_E4M3": 0, "F8_E5M2": 0, "F8_E8M0": 0, "F16": 1, "BF16": 1, "F32": 2, "F64": 3}
+
+
+def _refuses(tensor: str, parameter: str) -> bool:
+    """copy_with_check: same dtype copies; a type it does not rank raises; a wider type into a narrower one raises
+    (unless SGLANG_QUANT_ALLOW_DOWNCASTING is set)."""
+    if tensor == parameter:
+        return False
+    got, want = _FLOAT_RANK.get(tensor), _FLOAT_RANK.get(parameter)
+    return got is None or want is None or got > want
+
+
+def _block_fp8(quant: Mapping[str, Any]) -> bool:
+    """Block FP8 as Fp8Config reads it (MXFP8, whose scales are uint8 in [1, 32] blocks, is not modelled)."""
+    method = quant.get("quant_method")
+    return (
+        isinstance(method, str)
+        and "fp8" in method
+        and "mxfp8" not in method
+        and quant.get("weight_block_size") is not None
+    )
+
+
+#: The NextN decoder's linears (MLA projections, shared and routed experts, a dense MLP), built with the
+#: quantization config; the router (mlp.gate) and the norms are not linears.
+_QUANTIZED = re.compile(r"(^|\.)\w+_proj(_with_mqa)?\.weight$")
+
+FP8 = Fp8Load(
+    source=FP8_SCALES,
+    applies=_block_fp8,
+    scales=lambda quant: ("weight_scale_inv",),
+    quantized=lambda rest: _QUANTIZED.search(rest) is not None,
+    weight_dtype="F8_E4M3",
+    scale_dtype="F32",
+    plain=("eh_proj",),
+    plain_unscaled=Event("warning", "fp8_weight_unscaled", "mtp.sglang.fp8_weight_unscaled", EH_PROJ),
+    checked=("self_attn.q_b_proj.", "self_attn.q_proj.", "self_attn.kv_b_proj."),
+    refuses=_refuses,
+    dtype_refused=Event("error", "dtype_refused", "mtp.sglang.dtype_refused", DOWNCAST),
+    scale_missing=Event("warning", "random_init", "mtp.sglang.fp8_scale_missing", FP8_SCALES),
+)
 
 
 #: Fp8Config: ignored_layers or modules_to_not_convert, each entry kept with and without a leading "model.",
@@ -115,6 +192,7 @@ ENGINE = MtpEngine(
             "DeepseekV3ForCausalLMNextN",
             NEXTN,
             architectures=("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"),
+            fp8=FP8,
         ),
         MtpClass(
             "Glm4MoeForCausalLMNextN",
@@ -178,7 +256,12 @@ ENGINE = MtpEngine(
         Fused("v_proj", "qkv_proj", "v"),
     ),
     # q_a_proj and kv_a_proj_with_mqa are cached until both are there, then concatenated (one write)
-    joined=("model.decoder.self_attn.fused_qkv_a_proj_with_mqa.weight",),
+    # (their FP8 scales too: the cache keys on "q_a_proj" / "kv_a_proj_with_mqa" in the name,
+    # deepseek_weight_loader.py:438-513)
+    joined=(
+        "model.decoder.self_attn.fused_qkv_a_proj_with_mqa.weight",
+        "model.decoder.self_attn.fused_qkv_a_proj_with_mqa.weight_scale_inv",
+    ),
     experts="mlp.experts",
     moe_layer=lambda spec, index: spec.moe,  # the NextN decoder is built as a MoE layer whatever its index
     extra_expert=Event("warning", "extra_expert", "mtp.sglang.extra_expert", LOADER),
