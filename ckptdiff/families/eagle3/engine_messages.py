@@ -85,8 +85,9 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "target_hidden_size={target_hidden}: the fc matmul fails on the first forward"
     ),
     "eagle3.aux_capture_off": (
-        "eagle_config.use_aux_hidden_state is false: {label} captures no target hidden states (nor checks the "
-        "target's class for it) and the drafter reads the target's last hidden state{ignored}"
+        "eagle_config.use_aux_hidden_state is false (or null or 0: the engines test its truth): {label} captures "
+        "no target hidden states (nor checks the target's class for it) and the drafter reads the target's last "
+        "hidden state{ignored}"
     ),
     "eagle3.aux_ids": "reads {key}={ids}: captures the outputs of target layers {outputs} ({convention}){ignored}",
     "eagle3.aux_ids_convention": (
@@ -246,7 +247,8 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         'Skipping loading mask_hidden."'
     ),
     "eagle3.vllm.fc_unused": (
-        "{name}: eagle_config.use_aux_hidden_state is false, so vLLM skips fc and the drafter reads one hidden state"
+        "{name}: eagle_config.use_aux_hidden_state is false (or null or 0: the engines test its truth), so vLLM "
+        "skips fc and the drafter reads one hidden state"
     ),
     "eagle3.vllm.input_norm_unused": ("{name}: norm_before_fc is not set, so vLLM drops it"),
     "eagle3.vllm.dropped.rotary": ("{name}: dropped"),
@@ -269,7 +271,8 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "which nothing loads: RANDOM"
     ),
     "eagle3.vllm.fc_without_capture": (
-        "eagle_config.use_aux_hidden_state is false, so vLLM's V1 runner captures no target hidden states, yet its "
+        "eagle_config.use_aux_hidden_state is false (or null or 0: the engines test its truth), so vLLM's V1 "
+        "runner captures no target hidden states, yet its "
         "proposer runs the MLA drafter's fc (built for the aux states whatever the flag says) over the target's "
         "last hidden state: the first forward fails on fc's width"
     ),
