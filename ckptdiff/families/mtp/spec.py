@@ -83,6 +83,12 @@ class MtpSpec:
         )
 
     @property
+    def quantization(self) -> Config | None:
+        """``quantization_config`` (the text config's, else the top level's) when it is an object."""
+        found = self.text.get("quantization_config") or self.config.get("quantization_config")
+        return found if isinstance(found, Mapping) else None
+
+    @property
     def hidden_layers(self) -> int | None:
         return _int(self.text.get("num_hidden_layers"))
 

@@ -100,7 +100,7 @@ def _replay_layers(
 ) -> Fates:
     layers = engine.layer_ids(spec, target)
     experts = spec.experts
-    quant = _quantization(spec)
+    quant = spec.quantization
     fp8 = chosen.fp8 if chosen.fp8 is not None and quant is not None and chosen.fp8.applies(quant) else None
     params: dict[str, tuple[int, ...] | None] = {}
     layer_of: dict[str, int] = {}  # parameter → the MTP layer that fills it
@@ -265,11 +265,6 @@ def _join(
                     tensors[name] = ("skipped", None)
 
 
-def _quantization(spec: MtpSpec) -> Mapping[str, Any] | None:
-    quant = spec.text.get("quantization_config") or spec.config.get("quantization_config")
-    return quant if isinstance(quant, Mapping) else None
-
-
 def _plain(fp8: Fp8Load, rest: str) -> str | None:
     """The plain linear (``eh_proj``) a layer's tensor belongs to, if any."""
     return next((linear for linear in fp8.plain if rest.startswith(f"{linear}.")), None)
@@ -323,16 +318,16 @@ def _replay_prefix(
     engine's FP8 rules (:mod:`.prefix_quant`). Another quantization (compressed-tensors, AWQ, GPTQ, ModelOpt) is not
     modelled: then only the block's presence is checked, and the verdict says so."""
     load = chosen.prefix
-    config = spec.text.get("quantization_config") or spec.config.get("quantization_config")
+    config = spec.quantization
     quant = None
     dtypes = {name: info.dtype for name, info in checkpoint.tensors.items()}
     if load is not None and load.quant is not None:
         linears = prefix.linears(spec, load.layers_built(spec), load.moe_layer)
-        if isinstance(config, Mapping):
+        if config is not None:
             quant = prefix_quant.plan(load.quant, config, linears)
         elif prefix_quant.stores_fp8(dtypes):  # FP8 weights or scales, no quantization_config
             quant = prefix_quant.unquantized(load.quant, linears)
-    if load is not None and (quant is not None or not isinstance(config, Mapping)):
+    if load is not None and (quant is not None or config is None):
         shapes = {name: tuple(info.shape) for name, info in checkpoint.tensors.items()}
         tensors, parameters = prefix.replay(load, chosen.name, spec, shapes, events.add, dtypes, quant)
         return list(tensors), list(parameters)
