@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from test_mtp import deepseek_config
+
 from ckptdiff.pipeline import compare_specs
 from fixtures.generate import write_config, write_safetensors
 
@@ -15,28 +17,7 @@ HIDDEN, VOCAB, EXPERTS, BLOCK = 16, 64, 2, 8
 FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic", "weight_block_size": [BLOCK, BLOCK]}
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "drafters"
 
-CONFIG = {
-    "architectures": ["DeepseekV3ForCausalLM"],
-    "model_type": "deepseek_v3",
-    "hidden_size": HIDDEN,
-    "intermediate_size": 32,
-    "moe_intermediate_size": 8,
-    "num_hidden_layers": 3,
-    "num_nextn_predict_layers": 1,
-    "num_attention_heads": 2,
-    "q_lora_rank": 12,
-    "kv_lora_rank": 8,
-    "qk_nope_head_dim": 8,
-    "qk_rope_head_dim": 4,
-    "v_head_dim": 8,
-    "n_routed_experts": EXPERTS,
-    "n_shared_experts": 1,
-    "first_k_dense_replace": 1,
-    "topk_method": "noaux_tc",
-    "vocab_size": VOCAB,
-    "torch_dtype": "bfloat16",
-    "quantization_config": FP8,
-}
+CONFIG = deepseek_config(n_routed_experts=EXPERTS, quantization_config=FP8)
 
 Tensor = tuple[str, str, list[int]]
 

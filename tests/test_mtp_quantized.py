@@ -8,25 +8,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from test_mtp import QN_CONFIG
+
 from ckptdiff.families.mtp.engines import prefix_quant, sglang, vllm
 from ckptdiff.formats.messages import event_message
 from ckptdiff.pipeline import compare_specs
 from fixtures.generate import write_config, write_safetensors
 
 H, VOCAB, BLOCK = 16, 64, 8
-CONFIG = {
-    "architectures": ["Qwen3NextForCausalLM"],
-    "model_type": "qwen3_next",
-    "hidden_size": H,
-    "num_hidden_layers": 4,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "head_dim": 8,
-    "num_experts": 2,
-    "moe_intermediate_size": 8,
-    "shared_expert_intermediate_size": 8,
-    "vocab_size": VOCAB,
-}
+CONFIG = QN_CONFIG
 #: The published FP8 export's ignore list, as far as the MTP block goes (Qwen3-Next-80B-A3B-Instruct-FP8).
 IGNORED = [
     "lm_head",
