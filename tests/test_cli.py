@@ -140,3 +140,18 @@ def test_the_in_process_runner_sees_what_a_real_process_does(run_cli, run_cli_su
             in_process.stdout,
             in_process.stderr,
         ), args
+
+
+def test_a_report_over_a_mebibyte_is_written_whole_to_a_file_and_to_stdout(run_cli, tmp_path):
+    from test_markdown_report import write_header_only
+
+    # names outside ASCII: the report is written in pieces of characters, each encoded on its own
+    tensors = {f"model.layers.{i}.mlp.ëxperts.{i % 7}.wëight": ("BF16", [4, 8]) for i in range(12_000)}
+    write_header_only(tmp_path / "a.safetensors", tensors)
+    report = tmp_path / "report.json"
+    to_file = run_cli(str(tmp_path / "a.safetensors"), str(tmp_path / "a.safetensors"), "-o", str(report))
+    to_stdout = run_cli(str(tmp_path / "a.safetensors"), str(tmp_path / "a.safetensors"), "--format", "json")
+    assert to_file.returncode == to_stdout.returncode == 0
+    text = report.read_text(encoding="utf-8")
+    assert len(text) > 2**20 and text == to_stdout.stdout
+    assert len(json.loads(text)["tensors"]) == 12_000
