@@ -296,3 +296,63 @@ def test_an_mla_target_is_named_and_the_same_attention_says_nothing(tmp_path) ->
         assert "MLA, one 40-wide latent per token" in event_message(event)
     same = engines(PUBLISHED, QWEN3_BASE)
     assert not [e for result in same.values() for e in result.events if e.code == "draft_kv_cache"]
+
+
+# use_aux_hidden_state false under vLLM: the drafter builds no fc (qwen3_dflash.py:476) and hands the captured states
+# on as they are (:833), while both model runners capture for DFlash regardless (V2 eagle3_utils.py:22, V1
+# gpu_model_runner.py:647). So the captured states must themselves be the drafter's hidden size wide: one state.
+# SGLang never reads the flag (spec_aux_hidden_state.py:279 captures, dflash.py:764 builds fc). Observed by the
+# oracle's DFlash cases dflash_use_aux_*.
+ONE_ID = {"dflash_config": {"mask_token_id": 151669, "target_layer_ids": [17], "use_aux_hidden_state": False}}
+
+
+@pytest.mark.parametrize("flag", [False, None, 0])
+def test_use_aux_false_under_vllm_hands_five_captured_states_to_a_drafter_without_fc(tmp_path, run_cli, flag) -> None:
+    section = {**DRAFTER["dflash_config"], "use_aux_hidden_state": flag}
+    folder = tmp_path / "d"
+    write_config(folder, {**DRAFTER, "dflash_config": section})  # null kept: vLLM tests the flag's truth
+    write_safetensors(folder / "model.safetensors", drafter_tensors(DRAFTER))
+    by_engine = engines(folder, QWEN3_BASE)
+    vllm = by_engine["vllm"]
+    assert vllm.outcome == "fails" and codes(vllm) == ["aux_states_unprojected", "fc_unused"]
+    (failed,) = [event for event in vllm.events if event.code == "aux_states_unprojected"]
+    assert (failed.params["captured"], failed.params["width"], failed.params["hidden"]) == (5, 80, 16)
+    assert failed.params["outputs"] == [1, 9, 17, 25, 33]
+    assert "eagle3_utils.py:22" in failed.source and "qwen3_dflash.py:833" in failed.source
+    assert "dflash/speculator.py:417" in failed.source
+    assert ("fc.weight", "skipped", None) in vllm.tensors
+    assert "model.fc.weight" not in dict(vllm.parameters)
+    assert by_engine["sglang"].outcome == "loads"  # builds and loads fc whatever the flag says
+
+    done = run_cli(str(folder), "--engine", "vllm", "--base", str(QWEN3_BASE), "-v")
+    assert done.returncode == 1
+    assert "vllm A: fails — no fc, 5 captured target states (80 wide) for hidden_size 16" in done.stdout
+    assert "start-up's profiling run, raises RuntimeError" in done.stdout
+    v1 = run_cli(str(folder), "--engine", "vllm", "--vllm-runner", "v1", "--base", str(QWEN3_BASE), "-v")
+    assert v1.returncode == 1 and "the first draft raises AssertionError" in v1.stdout
+    assert "llm_base_proposer.py:552" in v1.stdout
+
+
+def test_use_aux_false_with_one_id_runs_on_that_state_and_drops_a_shipped_fc(tmp_path, run_cli) -> None:
+    shipped = drafter(tmp_path / "fc", config=ONE_ID)  # fc still stored five states wide
+    vllm = engines(shipped, QWEN3_BASE)["vllm"]
+    assert vllm.outcome == "degraded" and codes(vllm) == ["fc_unused"]
+    (as_is,) = [event for event in vllm.events if event.code == "aux_state_as_is"]
+    assert as_is.params["outputs"] == [17] and "reaches the drafter as it is" in event_message(as_is)
+    bare = drafter(tmp_path / "bare", config=ONE_ID, drop=("fc.weight",))
+    done = run_cli(str(bare), "--engine", "vllm", "--engine", "sglang", "--base", str(QWEN3_BASE))
+    # vLLM needs no fc here; SGLang builds one regardless and leaves it random.
+    assert "vllm A: loads" in done.stdout and "sglang A: degraded — 1 weight random (fc.weight)" in done.stdout
+
+
+def test_use_aux_false_in_an_eagle_config_section_is_read_by_vllm_and_without_a_base_too(tmp_path) -> None:
+    folder = drafter(tmp_path / "d", config={"eagle_config": {"use_aux_hidden_state": False}})
+    assert codes(engines(folder, QWEN3_BASE)["vllm"]) == ["aux_states_unprojected", "fc_unused"]
+    # No base: five ids capture five states, which no target of the drafter's width makes 16 wide.
+    alone = engines(folder)["vllm"]
+    (failed,) = [event for event in alone.events if event.code == "aux_states_unprojected"]
+    assert failed.params["assumed"] and failed.params["width"] == 80
+    # dflash_config's value wins over eagle_config's (vLLM overlays one with the other).
+    both = {"eagle_config": {"use_aux_hidden_state": False}, "dflash_config": {**DRAFTER["dflash_config"],
+            "use_aux_hidden_state": True}}  # fmt: skip
+    assert engines(drafter(tmp_path / "both", config=both), QWEN3_BASE)["vllm"].outcome == "loads"

@@ -310,8 +310,40 @@ CASES: tuple[DFlashCase, ...] = (
     ),
     DFlashCase(
         "dflash_use_aux_false",
-        "dflash_config.use_aux_hidden_state false: vLLM builds no fc and drops it, SGLang loads it",
+        "dflash_config.use_aux_hidden_state false: vLLM builds no fc and drops it, yet captures two target states "
+        "and hands them on unprojected (128 wide for hidden 64); SGLang loads fc and uses it",
         config={"dflash_config.use_aux_hidden_state": False},
+    ),
+    # use_aux_hidden_state false under vLLM: both runners capture for DFlash regardless; without fc the captured
+    # states reach the drafter as they are, which fits only one state of the drafter's width.
+    DFlashCase(
+        "dflash_use_aux_false_one_id",
+        "use_aux_hidden_state false with one target layer id: vLLM reads the one captured state without fc and "
+        "drops the shipped fc",
+        config={"dflash_config.use_aux_hidden_state": False, "dflash_config.target_layer_ids": [2]},
+    ),
+    DFlashCase(
+        "dflash_use_aux_false_no_fc",
+        "use_aux_hidden_state false, two ids, no fc shipped: vLLM still captures two states for a 64-wide drafter",
+        config={"dflash_config.use_aux_hidden_state": False},
+        drop=(r"^fc\.weight$",),
+    ),
+    DFlashCase(
+        "dflash_use_aux_zero_one_id_no_fc",
+        "use_aux_hidden_state 0 (false by truth value), one id, no fc shipped: vLLM runs on the one captured state",
+        config={"dflash_config.use_aux_hidden_state": 0, "dflash_config.target_layer_ids": [2]},
+        drop=(r"^fc\.weight$",),
+    ),
+    DFlashCase(
+        "dflash_use_aux_false_no_ids",
+        "use_aux_hidden_state false, no ids: vLLM captures its 3-state default from an 8-layer target, without fc",
+        config={"dflash_config.use_aux_hidden_state": False, "dflash_config.target_layer_ids": None},
+        target=Target("qwen3", 8),
+    ),
+    DFlashCase(
+        "dflash_eagle_config_use_aux_false",
+        "use_aux_hidden_state false in an eagle_config section: vLLM's drafter reads it under dflash_config's keys",
+        config={"eagle_config": {"use_aux_hidden_state": False}},
     ),
     DFlashCase(
         "dflash_domino_weights",

@@ -6,8 +6,11 @@ Per case and engine the two sides must agree on the outcome (loads, degraded: a 
 and, when both fail, on the stage (config, construct, load, the DFLASH worker's start-up, first forward) and, at
 the load, on the tensor it raised on; when neither fails, on every parameter's fate (loaded, left random, taken
 from the target, not needed) and on which tensors reached a parameter; under vLLM, on the target layers the V1
-model runner captures at. The engine's first forward is not run: its failure is derived from what the worker
-observed (the fc width built against the target states captured, traced on the target's own class).
+model runner captures at. The engine's first forward is not run whole: its failure is what the worker observed of
+the captured states' handover (``aux.handover``: V2's own ``_store_hidden_states``, V1's drafter
+``combine_hidden_states`` against the proposer's width), else derived from the fc width built against the target
+states captured (traced on the target's own class). A shipped fc the drafter builds none for (vLLM,
+``use_aux_hidden_state`` false) is not loaded as trained: degraded.
 
 DFlash keeps these terms of its own rather than compare.py's: its stages include the DFLASH worker's start-up
 check (after the load), its mask embedding is built and never loaded by design, and its parameters are compared
@@ -16,11 +19,14 @@ as ckptdiff names them per engine.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from compare import Disagreement
-from dflash_cases import DFlashCase, target_config
+from dflash_cases import DFlashCase, names_of, target_config
+
+_FC = re.compile(r"^(model\.)?(encoder\.)?fc\.")
 
 #: The stage each ckptdiff error event says the engine stops at, by wording key.
 STAGES = {
@@ -37,6 +43,8 @@ STAGES = {
     "mask_token_out_of_vocab": "worker",
     "target_layer_not_captured": "forward",
     "hidden_mismatch": "forward",
+    "aux_states_unprojected": "forward",
+    "aux_states_unprojected_v1": "forward",
 }
 ORDER = ("config", "construct", "load", "worker", "forward")
 
@@ -66,11 +74,23 @@ def engine_view(case: DFlashCase, observed: Mapping[str, Any]) -> View:
         return "fails", "worker", params, loaded
     aux = observed.get("aux") or {}
     outputs = aux.get("outputs")
+    target_hidden = int(target_config(case.target)["hidden_size"])
+    handover = aux.get("handover") or {}
+    if "error" in handover:  # the engine's own code raised on the captured states (worker's observe_handover)
+        return "fails", "forward", params, loaded
     if aux.get("uses_aux", True) and outputs is not None and aux.get("fc_in"):
         # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input.
-        if len(outputs) * int(target_config(case.target)["hidden_size"]) != int(aux["fc_in"]):
+        if len(outputs) * target_hidden != int(aux["fc_in"]):
             return "fails", "forward", params, loaded
-    outcome = "degraded" if "random" in params.values() else "loads"
+    uses_aux = aux.get("uses_aux", True)
+    if not uses_aux and "states" not in handover and outputs is not None:
+        # not observed (a result from before the handover was): no fc, so the states themselves must be the
+        # drafter's hidden size wide
+        if len(outputs) * target_hidden != int(case.config_json()["hidden_size"]):
+            return "fails", "forward", params, loaded
+    # a shipped fc the drafter built none for (use_aux_hidden_state false): dropped, so not loaded as trained
+    dropped_fc = [n for n in names_of(case) if _FC.match(n) and n not in loaded] if not uses_aux else []
+    outcome = "degraded" if "random" in params.values() or dropped_fc else "loads"
     return outcome, None, params, loaded
 
 

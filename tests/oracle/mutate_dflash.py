@@ -63,6 +63,14 @@ def _dflash_vllm_fc_kept_without_aux() -> None:
     change_dflash("vllm", aux_flag_drops_fc=False)
 
 
+def _dflash_vllm_unprojected_states_fit() -> None:
+    change_dflash("vllm", unprojected=None, unprojected_v1=None)
+
+
+def _dflash_vllm_fc_dropped_silently() -> None:
+    change_dflash("vllm", fc_unused=None)
+
+
 def _dflash_sglang_default_ids_need_no_depth() -> None:
     change_dflash("sglang", ids_vs_trained_depth=None)
 
@@ -145,6 +153,14 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "dflash.vllm.aux_flag_drops_fc": (
         "vLLM builds fc whatever use_aux_hidden_state says",
         _dflash_vllm_fc_kept_without_aux,
+    ),
+    "dflash.vllm.unprojected": (
+        "without fc (use_aux_hidden_state false), vLLM's drafter takes the captured target states whatever their width",
+        _dflash_vllm_unprojected_states_fit,
+    ),
+    "dflash.vllm.fc_unused": (
+        "vLLM drops a shipped fc without a word when use_aux_hidden_state is false",
+        _dflash_vllm_fc_dropped_silently,
     ),
     "dflash.sglang.ids_vs_trained_depth": (
         "SGLang builds DFlashDraftModel whatever its ids and num_target_layers",

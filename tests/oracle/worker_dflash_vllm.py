@@ -15,6 +15,7 @@ from worker import (
     head_rows,
     observe,
     poison,
+    target_config_json,
     target_embed_and_head,
     tracking,
     write_markers,
@@ -114,9 +115,45 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
                 "v1_ids": safely(lambda: {"ids": _v1_aux_ids(spec)}).get("ids"),
             }
             result["head_rows"] = head_rows(model)
+        # Reached only when the load succeeded: what the speculator makes of the states captured above.
+        result["aux"]["handover"] = safely(observe_handover, model, spec, result["aux"].get("outputs"), target_dir)
         result["stage"] = "kv"
         result["kv"] = kv_cache_groups(config, target_dir)
         result["stage"] = "done"
+
+
+def observe_handover(model: Any, spec: Any, outputs: list[int] | None, target_dir: str) -> dict[str, Any]:
+    """What the V2 DFlash speculator makes of the target states captured for this drafter: its own
+    ``_store_hidden_states`` (v1/worker/gpu/spec_decode/dflash/speculator.py:397), on the loaded drafter, with one
+    state per captured output (the target's hidden size wide, as the target's forward returns them) into its
+    hidden-state buffer (the drafter's hidden size wide, speculator.py:57 and spec_decode/speculator.py:124). The
+    start-up's profiling run (model_runner.py:964, the dummy propose) takes this path first. ``error``: it raised."""
+    import torch
+    from vllm.v1.worker.gpu.spec_decode.dflash.speculator import DFlashSpeculator
+
+    if outputs is None:
+        return {"unobserved": "no captured outputs were observed"}
+    fc = getattr(model.model, "fc", None)
+    if fc is not None:  # fc as the loader leaves it for the runtime (utils.py:139, process_weights_after_loading)
+        try:
+            fc.quant_method.process_weights_after_loading(fc)
+        except Exception as error:  # this machine's, not the pair's: no observation
+            return {"unobserved": f"fc's post-load step raised {type(error).__name__}: {error}"[:500]}
+    tokens, dtype = 2, torch.bfloat16
+    hidden = int(target_config_json(target_dir)["hidden_size"])
+    width = int(spec.draft_model_config.get_hidden_size())
+    states = [torch.zeros((tokens, hidden), dtype=dtype) for _ in outputs]
+    speculator = types.SimpleNamespace(
+        model=model, _aux_staging=None, hidden_states=torch.zeros((tokens, width), dtype=dtype)
+    )
+    out: dict[str, Any] = {"states": len(states), "buffer_width": width, "uses_fc": fc is not None}
+    try:
+        with torch.no_grad():
+            last = torch.zeros((tokens, hidden), dtype=dtype)
+            DFlashSpeculator._store_hidden_states(speculator, tokens, last, states)
+    except Exception as error:  # the engine's own raise on this pair
+        out["error"] = {"type": type(error).__name__, "message": str(error)[:500]}
+    return out
 
 
 def kv_cache_groups(config: Any, target_dir: str) -> dict[str, Any]:

@@ -33,6 +33,25 @@ def _target_attention(params: Params) -> str:
     return f"head_dim {params.get('target_head_dim')}, {params.get('target_kv_heads')} KV heads"
 
 
+def _outputs(params: Params) -> str:
+    outputs = params.get("outputs")
+    if params.get("assumed"):
+        return (
+            "one state per target layer id it reads, else its class's three by default; the target taken at the "
+            "drafter's width"
+        )
+    return "the output of target layer" + ("s " if len(outputs or ()) != 1 else " ") + _ids(outputs, params)
+
+
+def _unprojected(params: Params) -> str:
+    return (
+        "use_aux_hidden_state is false (or null or 0: vLLM tests its truth), so vLLM builds no fc, yet the target "
+        f"still captures for DFlash ({_outputs(params)}): {params.get('captured')} state(s) x its hidden_size "
+        f"{params.get('target_hidden')} reach the drafter concatenated as they are, {params.get('width')} wide, "
+        f"where its hidden_size is {params.get('hidden')}"
+    )
+
+
 PARAM_WORDS: dict[str, Callable[[Any, Params], str]] = {"ids": _ids, "key": _key}
 DERIVED: dict[str, Callable[[Params], Any]] = {"needs": _needs}
 #: Headline phrases for the events that make an engine refuse (code → template).
@@ -50,6 +69,7 @@ SUMMARIES: dict[str, str] = {
     "hidden_mismatch": "hidden_size {hidden} against the target's {target_hidden}",
     "target_not_capturable": "the target class {architecture} captures no hidden states for DFlash",
     "mask_token_out_of_vocab": "mask token {mask_token_id} outside the target's vocabulary ({vocab})",
+    "aux_states_unprojected": "no fc, {captured} captured target states ({width} wide) for hidden_size {hidden}",
 }
 
 _NO_CLASS = (
@@ -154,7 +174,7 @@ EVENTS: dict[str, Any] = {
         f"{_ids(p.get('v1'), p) if p.get('v1') else 'its class default'} instead of "
         f"{_ids(p.get('v2'), p) if p.get('v2') else 'its class default'} (V1 reads no top-level target_layer_ids and "
         "lets eagle_config's ids replace the DFlash ones)"
-        + ("; there the first forward fails on fc's width" if p.get("fails") else "")
+        + ("; there the first forward fails on the captured states' width" if p.get("fails") else "")
     ),
     "dflash.vllm.draft_kv_cache": lambda p: (
         f"the drafter's attention (head_dim {p.get('head_dim')}, {p.get('kv_heads')} KV heads) is not the target's "
@@ -166,6 +186,23 @@ EVENTS: dict[str, Any] = {
         f"({_target_attention(p)}): SGLang runs it; the draft has a KV pool of its own sized from its own attention"
         + (f" ({p['bytes_per_token']} bytes per token in {p.get('dtype')})" if p.get("bytes_per_token") else "")
         + ", and nothing checks one against the other"
+    ),
+    "dflash.vllm.aux_states_unprojected": lambda p: (
+        _unprojected(p) + ": the V2 runner's speculator copies them into its hidden_size-wide buffer, and the first "
+        'forward, the start-up\'s profiling run, raises RuntimeError ("The size of tensor a ... must match")'
+    ),
+    "dflash.vllm.aux_states_unprojected_v1": lambda p: (
+        _unprojected(p) + ": under the V1 runner the proposer asserts their width is hidden_size, and the first draft "
+        "raises AssertionError"
+    ),
+    "dflash.vllm.aux_state_as_is": lambda p: (
+        "use_aux_hidden_state is false (or null or 0: vLLM tests its truth): vLLM builds no fc, yet the target still "
+        f"captures for DFlash, and the one state captured ({_outputs(p)}) reaches the drafter as it is, without a "
+        "projection"
+    ),
+    "dflash.vllm.fc_unused": (
+        "{name}: use_aux_hidden_state is false (or null or 0: vLLM tests its truth), so vLLM builds no fc and drops "
+        "it; the drafter reads the captured target states without it"
     ),
     "dflash.vllm.target_unknown": (
         "no --base: this verdict holds for a target with {needs}; which target layers vLLM captures is checked "

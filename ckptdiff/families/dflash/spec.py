@@ -131,8 +131,11 @@ class DFlashSpec:
 
     @property
     def use_aux_hidden_state(self) -> bool:
-        value = self.section.get("use_aux_hidden_state", self.config.get("use_aux_hidden_state", True))
-        return bool(value)
+        """vLLM's reading (qwen3_dflash.py:436): ``eagle_config`` overlaid by ``dflash_config``, else the top level,
+        else true; by truth value, so ``null`` and ``0`` are false. SGLang never reads it."""
+        eagle = self.config.get("eagle_config")
+        merged = {**(eagle if isinstance(eagle, Mapping) else {}), **self.section}
+        return bool(merged.get("use_aux_hidden_state", self.config.get("use_aux_hidden_state", True)))
 
     @property
     def eagle_aux_ids(self) -> tuple[int, ...] | None:

@@ -129,3 +129,12 @@ class DFlashEngine:
     #: how the engine's KV cache takes it (neither pinned engine checks one against the other) ({head_dim},
     #: {kv_heads}, {layers}, {target_head_dim}, {target_kv_heads}, {target_mla}, {bytes_per_token}, {dtype}).
     draft_kv_cache: Event | None = None
+    #: ``use_aux_hidden_state`` false where it drops fc (``aux_flag_drops_fc``): the target still captures (the
+    #: runner decides that alone) and the captured states reach the drafter concatenated as they are. ``unprojected``:
+    #: their width is not the drafter's hidden size, so the first forward fails ({captured}, {target_hidden},
+    #: {width}, {hidden}, {outputs}, {assumed}); ``unprojected_v1``: the same under the V1 runner; ``as_is``: one
+    #: state of the drafter's width, read without fc ({outputs}); ``fc_unused``: a shipped fc the load drops ({name}).
+    unprojected: Event | None = None
+    unprojected_v1: Event | None = None
+    as_is: Event | None = None
+    fc_unused: Event | None = None

@@ -131,6 +131,11 @@ def simulate(
     else:
         needs = {"layers_above": max(ids) if ids else None, "hidden": spec.hidden, "mask": spec.mask_token_id.value}
         events.add(engine.target_unknown, **needs)
+        if _unprojected_applies(engine, spec):
+            # No target: it is taken at the drafter's width (target_unknown says so), capturing one state per id
+            # the runner reads, else its class's default of three.
+            indices = _capture_indices(engine, spec, ids, shift)
+            _unprojected(engine, spec, len(set(indices)) if indices else 3, spec.hidden, None, events, assumed=True)
     ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
     return EngineResult(engine.name, side, tuple(ordered), tensors=tuple(tensors), parameters=tuple(parameters))
 
@@ -226,6 +231,8 @@ def _load(
         for alias in engine.aliases:
             rest = re.sub(alias.pattern, alias.replacement, rest)
         if engine.aux_flag_drops_fc and not spec.use_aux_hidden_state and rest.startswith("fc."):
+            if engine.fc_unused is not None:
+                events.add(engine.fc_unused, name, name=name)
             tensors.append((name, "skipped", None))
             continue
         shard = ""
@@ -344,7 +351,8 @@ def _against_target(
     events: _Events,
 ) -> None:
     """What the pair does past loading: the target's embedding and head at the drafter's width, the mask token in
-    the target's vocabulary, and (vLLM) as many captured target states as fc takes."""
+    the target's vocabulary, and (vLLM) as many captured target states as fc takes (without fc: the drafter's
+    width)."""
     target_hidden, target_vocab = _int(target.get("hidden_size")), _int(target.get("vocab_size"))
     if spec.hidden is not None and target_hidden is not None and spec.hidden != target_hidden:
         events.add(engine.hidden_vs_target, hidden=spec.hidden, target_hidden=target_hidden)
@@ -353,7 +361,10 @@ def _against_target(
         events.add(engine.mask_vs_target, mask_token_id=mask, vocab=target_vocab, key=spec.mask_token_id.key)
     _attention_vs_target(engine, spec, target, events)
     layers = _int(target.get("num_hidden_layers"))
-    if engine.not_captured is None or layers is None or not features or not spec.use_aux_hidden_state:
+    unprojected = _unprojected_applies(engine, spec)
+    if engine.not_captured is None or layers is None or not features:
+        return
+    if not spec.use_aux_hidden_state and not unprojected:
         return
     from ...eagle3.engines.capture import capture_for
     from ...eagle3.engines.vllm import CAPTURES
@@ -366,20 +377,23 @@ def _against_target(
 
     def fails(indices: tuple[int, ...] | None) -> tuple[bool, int]:
         captured = family.outputs(indices, layers)
-        # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input.
         width = len(captured) * target_hidden if target_hidden is not None else None
+        if unprojected:  # no fc: the concatenated states themselves must be the drafter's hidden size wide
+            return width is not None and width != spec.hidden, len(captured)
+        # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input.
         return len(captured) != features or (width is not None and fc_in is not None and width != fc_in), len(captured)
-
-    from ...engine_settings import current
 
     v2 = tuple(i + shift for i in ids) if ids else None
     v1 = engine.v1_ids(spec.config) if engine.v1_ids is not None else None
     # --vllm-runner v1: the V1 runner's capture (gpu_model_runner.py _get_eagle3_aux_layers_from_config), observed
     # by the oracle's vllm_v1 variant; fc is the same drafter's under both runners.
-    on_v1 = engine.v1_ids is not None and current().vllm_runner == "v1"
+    on_v1 = _on_v1(engine)
     indices = v1 if on_v1 else v2
     failed, captured = fails(indices)
-    if failed:
+    if unprojected:
+        outputs = list(family.outputs(indices, layers))
+        _unprojected(engine, spec, captured, target_hidden, outputs, events)
+    elif failed:
         event = replace(engine.not_captured, source=engine.v1_differs.source) if on_v1 and engine.v1_differs else None
         events.add(event or engine.not_captured, ids=list(ids) if ids else None, layers=layers, captured=captured,
                    features=features)  # fmt: skip
@@ -387,3 +401,55 @@ def _against_target(
         v1_failed, _ = fails(v1)
         events.add(engine.v1_differs, v1=list(v1) if v1 else None, v2=list(v2) if v2 else None,
                    fails=v1_failed and not failed)  # fmt: skip
+
+
+def _on_v1(engine: DFlashEngine) -> bool:
+    from ...engine_settings import current
+
+    return engine.v1_ids is not None and current().vllm_runner == "v1"
+
+
+def _capture_indices(
+    engine: DFlashEngine, spec: DFlashSpec, ids: tuple[int, ...] | None, shift: int
+) -> tuple[int, ...] | None:
+    """The capture indices the selected runner reads (None: the target class's default)."""
+    if _on_v1(engine) and engine.v1_ids is not None:
+        return engine.v1_ids(spec.config)
+    return tuple(i + shift for i in ids) if ids else None
+
+
+def _unprojected_applies(engine: DFlashEngine, spec: DFlashSpec) -> bool:
+    """``use_aux_hidden_state`` false where the engine then builds no fc but still captures (vLLM)."""
+    return engine.aux_flag_drops_fc and not spec.use_aux_hidden_state and engine.unprojected is not None
+
+
+def _unprojected(
+    engine: DFlashEngine,
+    spec: DFlashSpec,
+    captured: int,
+    target_hidden: int | None,
+    outputs: list[int] | None,
+    events: _Events,
+    assumed: bool = False,
+) -> None:
+    """No fc: the ``captured`` target states reach the drafter concatenated as they are. Their width must be the
+    drafter's hidden size (its hidden-state buffer, V2; the proposer's assertion, V1), else the first forward fails;
+    one state of that width is read as it is."""
+    width = captured * target_hidden if target_hidden is not None else None
+    params: dict[str, Any] = {
+        "captured": captured,
+        "target_hidden": target_hidden,
+        "width": width,
+        "hidden": spec.hidden,
+        "outputs": outputs,
+        "assumed": assumed,
+    }
+    if width is None or spec.hidden is None:
+        return
+    if width != spec.hidden:
+        v1 = _on_v1(engine) and engine.unprojected_v1 is not None
+        event = engine.unprojected_v1 if v1 else engine.unprojected
+        if event is not None:
+            events.add(event, **params)
+    elif engine.as_is is not None:
+        events.add(engine.as_is, **params)

@@ -70,6 +70,23 @@ def _default_ids(target_layers: int | None, draft_layers: int | None) -> tuple[i
     return None
 
 
+#: use_aux_hidden_state false (or null or 0: the drafter tests its truth): the drafter builds no fc and its
+#: combine_hidden_states hands the captured states on as they are, while both runners capture for DFlash whatever
+#: the drafter says. V2: the speculator copies the concatenated states into its hidden_size-wide buffer, first in the
+#: start-up's profiling run (model_runner.py:964, the dummy propose). V1: the proposer asserts their width.
+UNPROJECTED = at(
+    "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:22 (requires_aux_hidden_states: always for dflash), "
+    f"{MODEL}:833 (combine_hidden_states without fc), "
+    "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py:417 (_store_hidden_states: copied into hidden_size)"
+)
+UNPROJECTED_V1 = at(
+    "vllm/v1/worker/gpu_model_runner.py:647 (use_aux_hidden_state_outputs: always for dflash), "
+    f"{MODEL}:833 (combine_hidden_states without fc), "
+    "vllm/v1/spec_decode/llm_base_proposer.py:552 (assert width == hidden_size)"
+)
+DROPS_FC = at(f"{MODEL}:476 (no fc without use_aux_hidden_state), :885 (fc. mapped to None)")
+
+
 ENGINE = DFlashEngine(
     name="vllm",
     label="vLLM",
@@ -157,4 +174,8 @@ ENGINE = DFlashEngine(
     v1_ids=v1_capture_ids,
     v1_differs=Event("info", "v1_runner_capture_differs", "dflash.vllm.v1_runner_capture_differs", V1_IDS),
     draft_kv_cache=Event("info", "draft_kv_cache", "dflash.vllm.draft_kv_cache", KV_GROUPS),
+    unprojected=Event("error", "aux_states_unprojected", "dflash.vllm.aux_states_unprojected", UNPROJECTED),
+    unprojected_v1=Event("error", "aux_states_unprojected", "dflash.vllm.aux_states_unprojected_v1", UNPROJECTED_V1),
+    as_is=Event("info", "aux_state_as_is", "dflash.vllm.aux_state_as_is", UNPROJECTED),
+    fc_unused=Event("warning", "fc_unused", "dflash.vllm.fc_unused", DROPS_FC),
 )
