@@ -327,8 +327,9 @@ def test_a_listed_file_that_vanished_gives_one_line(hub, ckptdiff):
 
 @pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_while_the_hub_stalls_is_one_line_and_exit_128_plus_it(hub, tmp_path, released, stop):
-    """The run is cancelled, not killed: the stalled listing call ends by its timeout (2 s here), then the
-    process exits with the one line."""
+    """The run is cancelled, not killed: the stalled listing call ends by its timeout, then the process exits
+    with the one line. The timeout (6 s) is what the child has to take the signal in: on a loaded machine a
+    shorter one could end the listing first, and the run with a timeout's line instead."""
     import os
     import subprocess
     import sys
@@ -337,7 +338,7 @@ def test_a_signal_while_the_hub_stalls_is_one_line_and_exit_128_plus_it(hub, tmp
     arrived = threading.Event()
     hub.hooks.append(lambda request: request.route == "api-info" and (arrived.set() or released.wait(60)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HF_")}
-    env.update(hub.client_env(tmp_path / "hf-home"), HF_HUB_DOWNLOAD_TIMEOUT="2")
+    env.update(hub.client_env(tmp_path / "hf-home"), HF_HUB_DOWNLOAD_TIMEOUT="6")
     child = subprocess.Popen(
         [sys.executable, "-m", "ckptdiff", "org/drafter", SAME_AS_PUBLISHED],
         stdout=subprocess.PIPE,

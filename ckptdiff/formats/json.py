@@ -60,28 +60,38 @@ def _row_parts(rows: Sequence[TensorRow]) -> list[str] | None:
     """
     sides: dict[TensorSide, str] = {}
     tails: dict[tuple[str, TensorSide | None, TensorSide | None], str] = {}
-    names: list[str] = []
-    parts: list[str] = []
-    add_name, add = names.append, parts.append
+    match_tails: dict[TensorSide, str] = {}  # most rows: a match whose one side object is A's and B's
+    parts: list[str] = []  # a name, then the rest of its row: names are at even places
+    add = parts.append
     for row in rows:
-        add_name(row.name)
         if row.notes or row.values is not None or row.allowed_by is not None:
+            add("")  # no name to check: msgspec escapes what it writes
             add(_row_encoded(row) + _NEXT_ROW)
             continue
-        key = (row.status, row.a, row.b)
-        tail = tails.get(key)
-        if tail is None:
-            side_a = "null" if row.a is None else sides.get(row.a) or sides.setdefault(row.a, _side_text(row.a))
-            side_b = "null" if row.b is None else sides.get(row.b) or sides.setdefault(row.b, _side_text(row.b))
-            line_end = f'", "status": "{row.status}", "a": {side_a}, "b": {side_b}, "note": null}}'
-            tail = tails[key] = line_end + _NEXT_ROW
+        a, b = row.a, row.b
+        if b is a and a is not None and row.status == "match":
+            tail = match_tails.get(a)
+            if tail is None:
+                tail = match_tails[a] = _tail(row.status, a, b, sides)
+        else:
+            key = (row.status, a, b)
+            tail = tails.get(key)
+            if tail is None:
+                tail = tails[key] = _tail(row.status, a, b, sides)
         add(row.name)
         add(tail)
-    every_name = "".join(names)
+    every_name = "".join(parts[::2])
     if not every_name.isascii() or every_name.encode().translate(None, _PLAIN_NAME_BYTES):
         return None
     parts[-1] = parts[-1].removesuffix(_NEXT_ROW)
     return parts
+
+
+def _tail(status: str, a: TensorSide | None, b: TensorSide | None, sides: dict[TensorSide, str]) -> str:
+    """The end of a row's line after its name, and the next row's opening; each side encoded once (``sides``)."""
+    side_a = "null" if a is None else sides.get(a) or sides.setdefault(a, _side_text(a))
+    side_b = "null" if b is None else sides.get(b) or sides.setdefault(b, _side_text(b))
+    return f'", "status": "{status}", "a": {side_a}, "b": {side_b}, "note": null}}' + _NEXT_ROW
 
 
 def _side_text(side: TensorSide) -> str:
