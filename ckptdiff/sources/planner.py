@@ -34,7 +34,7 @@ from ..checkpoint import (
     read_index,
     tensors_from_shards,
 )
-from ..errors import CkptdiffError, IndexError_, SourceError
+from ..errors import CkptdiffError, IndexError_, SourceError, scrub_secrets
 from ..progress import Bar, Progress
 from .base import INITIAL_RANGE, ListedFile, Listing, Source
 from .wanted import Wanted, shards_after_index
@@ -120,7 +120,10 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
 
 def _weights_below(listing: Listing, source: Source) -> str | None:
     """ "its weights are in a subfolder: give SPEC" when they are (a repo's drafter/, a run's checkpoint-100/)."""
-    folders = sorted({p.rpartition("/")[0] for p in source.files_below(listing) if p.endswith(WEIGHT_FILE_SUFFIXES)})
+    # each path scrubbed whole before it is cut at its last "/": a token in a listed name (a hostile server's)
+    # may hold a "/", and the printed line's scrubbing would no longer see all of it in the folder's part
+    paths = map(scrub_secrets, source.files_below(listing))
+    folders = sorted({p.rpartition("/")[0] for p in paths if p.endswith(WEIGHT_FILE_SUFFIXES)})
     if not folders:
         return None
     named = ", ".join(source.spec_of(folder) for folder in folders[:3]) + (" …" if len(folders) > 3 else "")
