@@ -27,8 +27,14 @@ def plan_rows(stdout: str) -> list[str]:
     return stdout.split("\n\n")[1].splitlines()[2:]
 
 
+def plan(run_cli, tmp_path, *flags, source=EXPORT, **options):
+    """``ckptdiff convert SOURCE OUT --to vllm --base BASE --plan FLAGS`` (DeepSeek-V3's NextN layer renumbered)."""
+    out = tmp_path / "o"
+    return run_cli("convert", str(source), str(out), "--to", "vllm", "--base", str(BASE), "--plan", *flags, **options)
+
+
 def test_the_nextn_plan_folds_each_expert_tensor_into_one_row_and_counts_every_tensor(run_cli, tmp_path):
-    result = run_cli("convert", str(EXPORT), str(tmp_path / "o"), "--to", "vllm", "--base", str(BASE), "--plan")
+    result = plan(run_cli, tmp_path)
 
     assert result.returncode == 0, result.stderr
     rows = plan_rows(result.stdout)
@@ -52,18 +58,7 @@ def test_the_nextn_plan_folds_each_expert_tensor_into_one_row_and_counts_every_t
     ]
     assert "plan: 52 tensors, 12.91 kB in 1 file (model.safetensors)" in result.stdout
 
-    markdown = run_cli(
-        "convert",
-        str(EXPORT),
-        str(tmp_path / "o"),
-        "--to",
-        "vllm",
-        "--base",
-        str(BASE),
-        "--plan",
-        "--format",
-        "markdown",
-    )
+    markdown = plan(run_cli, tmp_path, "--format", "markdown")
     assert (
         "| `model.layers.61.mlp.experts.{0..3}.down_proj.weight` "
         "| `model.layers.0.mlp.experts.{0..3}.down_proj.weight` | 4 | rename | F8_E4M3 | [16, 8] | model.safetensors |"
@@ -71,9 +66,7 @@ def test_the_nextn_plan_folds_each_expert_tensor_into_one_row_and_counts_every_t
 
 
 def test_expand_lists_every_tensor(run_cli, tmp_path):
-    result = run_cli(
-        "convert", str(EXPORT), str(tmp_path / "o"), "--to", "vllm", "--base", str(BASE), "--plan", "--expand"
-    )
+    result = plan(run_cli, tmp_path, "--expand")
 
     assert result.returncode == 0, result.stderr
     rows = plan_rows(result.stdout)
@@ -120,7 +113,7 @@ def nextn_export(folder: Path, changed: dict[str, tuple[str, list[int]]]) -> Pat
 def test_an_expert_that_differs_keeps_a_row_of_its_own(run_cli, tmp_path, changed, apart, rest):
     source = nextn_export(tmp_path / "export", changed)
 
-    result = run_cli("convert", str(source), str(tmp_path / "o"), "--to", "vllm", "--base", str(BASE), "--plan")
+    result = plan(run_cli, tmp_path, source=source)
 
     assert result.returncode == 0, result.stderr
     rows = [" ".join(row.split()) for row in plan_rows(result.stdout)]
@@ -152,17 +145,7 @@ def test_json_and_convert_json_list_every_tensor_while_the_table_folds(run_cli, 
 
 @pytest.mark.parametrize("columns", [80, 120])
 def test_a_narrow_terminal_puts_each_input_name_under_its_row(run_cli, tmp_path, columns):
-    result = run_cli(
-        "convert",
-        str(EXPORT),
-        str(tmp_path / "o"),
-        "--to",
-        "vllm",
-        "--base",
-        str(BASE),
-        "--plan",
-        env={"COLUMNS": str(columns)},
-    )
+    result = plan(run_cli, tmp_path, env={"COLUMNS": str(columns)})
 
     assert result.returncode == 0, result.stderr
     table = result.stdout.split("\n\n")[1].splitlines()
