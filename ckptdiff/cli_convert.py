@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from .errors import CkptdiffError, inert_in_ci_log
+
+if TYPE_CHECKING:
+    from .convert.plan import Plan
 
 ENGINES = ("sglang", "vllm", "trtllm")
 FORMATS = ("table", "markdown", "json")
@@ -57,6 +61,12 @@ FORMATS = ("table", "markdown", "json")
 @click.option(
     "--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True, help="How the plan prints."
 )
+@click.option(
+    "--expand/--collapse",
+    default=False,
+    help="One plan row per tensor, or (default) tensors that differ only in layer/expert indices folded into one "
+    "row each (JSON and convert.json list every tensor).",
+)
 @click.option("--offline", is_flag=True, help="Use only cached Hub data.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, only the outcome.")
 @click.option("--debug", is_flag=True, help="Show a traceback on errors (for bug reports).")
@@ -74,6 +84,7 @@ def convert_command(
     allowed_events: tuple[str, ...],
     renames: tuple[str, ...],
     fmt: str,
+    expand: bool,
     offline: bool,
     quiet: bool,
     debug: bool,
@@ -87,6 +98,7 @@ def convert_command(
     Exit status: 0 converted (or, with --plan, a plan that holds), 1 not converted (the plan fails, or the
     output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan).
     """
+    from .cli_output import terminal_width
     from .convert.layout import parse_size
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
@@ -126,7 +138,11 @@ def convert_command(
         _echo(f"ckptdiff: interrupted: {partial} is incomplete", err=True)
         sys.exit(128 + getattr(stop, "signum", 2))
     plan = outcome.plan
-    render = RENDERERS[fmt]
+    width = terminal_width(sys.stdout)
+
+    def render(plan: Plan) -> str:
+        return RENDERERS[fmt](plan, expand=expand, width=width)
+
     style = "json" if fmt == "json" else "text"  # how a name that would form a workflow command is escaped
     if plan_only or not plan.ok:
         _echo(render(plan), nl=False, style=style)

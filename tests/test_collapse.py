@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from ckptdiff import compare
 from ckptdiff.formats import render
-from ckptdiff.formats.collapse import collapse, compact_indices, expanded
+from ckptdiff.formats.collapse import collapse, compact_indices, expand_pattern, expanded, fold
 from ckptdiff.report import TensorRow, TensorSide
 from fixtures.generate import write_kimi_k2_base
 
@@ -122,6 +122,49 @@ def test_every_pattern_spells_exactly_its_tensors(grid, odd):
         assert all(row.status == line.row.status for row in rows if row.name in names)
         seen |= names
     assert seen == {row.name for row in rows}
+
+
+def test_a_converted_layers_names_fold_in_pairs():
+    """``ckptdiff convert``'s rows: an output name and its input's, their indices varying together."""
+    same = [(f"model.layers.61.mlp.experts.{e}.w", f"model.layers.0.mlp.experts.{e}.w") for e in range(256)]
+    assert [(line.names, line.count) for line in fold(same, ["F8_E4M3"] * 256)] == [
+        (("model.layers.61.mlp.experts.{0..255}.w", "model.layers.0.mlp.experts.{0..255}.w"), 256)
+    ]
+    # two MTP layers moved from 0, 1 to 61, 62: the layer index rises with the output's, one row
+    moved = [(f"layers.{61 + k}.experts.{e}.w", f"layers.{k}.experts.{e}.w") for k in range(2) for e in range(4)]
+    assert [(line.names, line.count) for line in fold(moved, ["BF16"] * 8)] == [
+        (("layers.{61,62}.experts.{0..3}.w", "layers.{0,1}.experts.{0..3}.w"), 8)
+    ]
+    # an input index that falls as the output's rises would not pair up in order: a row each
+    crossed = [(f"layers.{k}.w", f"layers.{1 - k}.w") for k in range(2)]
+    assert [line.names for line in fold(crossed, ["BF16"] * 2)] == [
+        ("layers.0.w", "layers.1.w"),
+        ("layers.1.w", "layers.0.w"),
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    grid=st.sets(st.tuples(st.integers(0, 6), st.integers(0, 12)), min_size=1, max_size=60),
+    odd=st.sets(st.tuples(st.integers(0, 6), st.integers(0, 12)), max_size=5),
+    move=st.sampled_from(["same", "shifted", "reversed"]),
+)
+def test_every_folded_pair_of_patterns_spells_exactly_its_pairs(grid, odd, move):
+    def source_layer(layer: int) -> int:
+        return {"same": layer, "shifted": layer + 61, "reversed": 6 - layer}[move]
+
+    cells = sorted(grid)
+    pairs = [(f"m.layers.{k}.experts.{e}.w", f"m.layers.{source_layer(k)}.experts.{e}.w") for k, e in cells]
+    keys = ["BF16" if cell in odd else "F8_E4M3" for cell in cells]
+    key_of = dict(zip(pairs, keys))
+    seen: set[tuple[str, str]] = set()
+    for line in fold(pairs, keys):
+        spelled = list(zip(expand_pattern(line.names[0]), expand_pattern(line.names[1]), strict=True))
+        assert len(spelled) == line.count
+        assert {key_of.get(pair) for pair in spelled} == {keys[line.first]}  # only real pairs, all alike
+        assert not set(spelled) & seen  # rows never overlap
+        seen |= set(spelled)
+    assert seen == set(pairs)
 
 
 #: Of Kimi-K2's 384 experts a layer: the same 37 patterns as the full ~140 k-tensor base at an eighth of the cost.

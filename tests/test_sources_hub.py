@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import shutil
 import socket
 import sys
 import threading
@@ -460,6 +461,19 @@ def test_a_repo_without_readable_weights_says_what_it_has(hub_client, tmp_path):
         + " (it holds: model-q4.gguf (not safetensors))"
     )
     assert hub_client.requests == {"api-info": 1}
+
+
+def test_a_repo_whose_weights_are_in_a_subfolder_names_its_spec(hub_client, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(PUBLISHED, repo / "drafter")
+    (repo / "README.md").write_text("a drafter in drafter/")
+    hub_client.add_repo("org/nested", repo)
+    with pytest.raises(SourceError) as error:
+        resolve("org/nested")
+    assert error.value.line().endswith("(its weights are in a subfolder: give hf://org/nested/drafter)")
+    with pytest.raises(SourceError, match=r"give hf://org/nested@main/drafter\)$"):
+        resolve("org/nested@main")
+    assert resolve("hf://org/nested/drafter").tensors  # the spec it gives reads
 
 
 def test_a_torch_bin_on_the_hub_is_read_like_the_same_file_on_disk(hub_client, tmp_path):

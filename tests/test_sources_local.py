@@ -103,6 +103,24 @@ def test_a_folder_without_weights_says_what_it_holds(tmp_path):
         resolve(str(tmp_path))
 
 
+def test_a_folder_whose_weights_are_in_a_subfolder_says_which_to_give(tmp_path):
+    write_safetensors(tmp_path / "run" / "checkpoint-100" / "model.safetensors", SHARD_1)
+    (tmp_path / "run" / "logs").mkdir()
+    with pytest.raises(SourceError) as error:
+        resolve(str(tmp_path / "run"))
+    assert error.value.line().endswith(f"(its weights are in a subfolder: give {tmp_path / 'run' / 'checkpoint-100'})")
+
+    write_safetensors(tmp_path / "run" / "checkpoint-200" / "model.safetensors", SHARD_1)
+    with pytest.raises(SourceError, match=r"in subfolders: give one of .*checkpoint-100, .*checkpoint-200\)$"):
+        resolve(str(tmp_path / "run"))
+
+
+def test_an_empty_folder_says_it_holds_no_files(tmp_path):
+    (tmp_path / "only-a-folder").mkdir()
+    with pytest.raises(SourceError, match=r"no safetensors weights .* \(it holds no files\)$"):
+        resolve(str(tmp_path))
+
+
 def test_specs_are_paths_or_hub_repos(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert parse_spec("org/name") == HubSpec("org/name", None)

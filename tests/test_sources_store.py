@@ -122,6 +122,14 @@ def test_wanted_tensors_read_only_the_shard_that_holds_them(s3, tmp_path):
     assert read == {holder}
 
 
+def test_a_prefix_whose_weights_are_one_folder_down_names_it(s3):
+    s3.upload(PUBLISHED, "runs/job-7/checkpoint-100")
+    with pytest.raises(SourceError) as error:
+        resolve("s3://runs/job-7")
+    assert error.value.line().endswith("(its weights are in a subfolder: give s3://runs/job-7/checkpoint-100)")
+    assert resolve("s3://runs/job-7/checkpoint-100").tensors  # the spec it gives reads
+
+
 def test_a_large_object_costs_only_its_header(s3, tmp_path):
     """160 times the first read's size (moto holds every uploaded byte in memory: 256 MiB took most of the
     suite's S3 time, for the same proof)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .plan import Plan, PlannedTensor
@@ -73,14 +74,33 @@ def _value(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _rows(plan: Plan) -> list[list[str]]:
-    rows = []
-    for t in plan.tensors:
-        info = t.origin.tensor
-        origin = info.name if t.origin.side == "source" else f"BASE {info.name}"
-        cast = f"{info.dtype}→{t.dtype}" if info.dtype != t.dtype else t.dtype
-        rows.append([t.name, origin, "+".join(t.transforms), cast, str(list(t.shape)), t.file])
-    return rows
+def _cells(tensor: PlannedTensor) -> list[str]:
+    """A tensor's row: its name, its input's (BASE's marked), the transform, the dtype (a cast: both), shape, file."""
+    info = tensor.origin.tensor
+    origin = info.name if tensor.origin.side == "source" else f"BASE {info.name}"
+    cast = f"{info.dtype}→{tensor.dtype}" if info.dtype != tensor.dtype else tensor.dtype
+    return [tensor.name, origin, "+".join(tensor.transforms), cast, str(list(tensor.shape)), tensor.file]
+
+
+def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
+    """The tensor table's headers and rows: a row per tensor (``expand``), or tensors whose names differ only in
+    layer/expert indices, and that agree on everything else a row shows, folded into one row of patterns
+    (``layers.61.mlp.experts.{0..255}.w`` ← ``layers.0.mlp.experts.{0..255}.w``) with a count."""
+    from ..formats.collapse import fold
+
+    rows = [_cells(t) for t in plan.tensors]
+    if expand:
+        return HEADERS, rows
+    names = [(t.name, t.origin.tensor.name) for t in plan.tensors]
+    folds = fold(names, [(t.origin.side, *cells[2:]) for t, cells in zip(plan.tensors, rows)])
+    if all(line.count == 1 for line in folds):
+        return HEADERS, rows
+    folded = []
+    for line in folds:
+        cells = rows[line.first]
+        origin = ("BASE " if plan.tensors[line.first].origin.side == "base" else "") + line.names[1]
+        folded.append([line.names[0], origin, str(line.count), *cells[2:]])
+    return HEADERS[:2] + ["count"] + HEADERS[2:], folded
 
 
 #: Tensors left for one reason that are listed by name; more are counted (a full model's main layers: ~90,000).
@@ -112,26 +132,50 @@ def _size(count: int) -> str:
     return f"{count} B"
 
 
-def render_table(plan: Plan) -> str:
-    from tabulate import tabulate
+def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) -> str:
+    """The plan for a terminal: rows folded into layer/expert patterns unless ``expand``, wrapped to ``width``."""
+    from ..formats.table import NOTE_FLOOR, grid
 
     lines = [f"SRC: {plan.source.spec}", f"for: {plan.label} ({', '.join(plan.config.get('architectures', []))})"]
     if plan.base is not None:
         lines.append(f"base: {plan.base.spec} (embedding: {plan.embed})")
-    lines += ["", tabulate(_rows(plan), HEADERS, disable_numparse=True)]
+    headers, rows = _rows(plan, expand)
+    files = {t.file for t in plan.tensors}
+    if len(files) == 1:  # one output file: named once, on the plan's last line, rather than on every row
+        headers, rows = headers[:-1], [row[:-1] for row in rows]
+    lines += ["", *_tensor_grid(headers, rows, width)]
     if plan.left:
         lines += ["", "not written:"] + [f"  {line}" for line in _left_lines(plan)]
     if plan.changes:
         rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
-        lines += ["", "config.json:", tabulate(rows, ["key", "SRC", "written", "why"], disable_numparse=True)]
+        # the reasons wrap first, then the values
+        shrink = [((3,), NOTE_FLOOR), ((1, 2), NOTE_FLOOR), ((0, 1, 2, 3), 0)]
+        lines += ["", "config.json:", *grid(["key", "SRC", "written", "why"], rows, width, shrink=shrink, names=(0,))]
     lines += _checks(plan, "  ")
     shards = len(plan.shards.shards)
+    only = f" ({next(iter(files))})" if len(files) == 1 else ""
     lines += [
         "",
         f"plan: {len(plan.tensors)} tensors, {_size(plan.nbytes)} in {shards} file{'s' if shards > 1 else ''}"
-        + (" + index" if plan.shards.indexed else ""),
+        + (" + index" if plan.shards.indexed else only),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -> list[str]:
+    """The tensor table: side by side where it fits; narrower, each input name on a line of its own under its
+    row (``← name``), so that the output names keep most of the width and each row reads the same way."""
+    from ..formats.table import NAME_FLOOR, grid, wrap
+
+    natural = sum(max(map(len, column)) for column in zip(headers, *rows)) + 2 * (len(headers) - 1)
+    if width is None or natural <= width:
+        return grid(headers, rows, width, shrink=[((0, 1), NAME_FLOOR), ((0, 1), 0)], names=(0, 1))
+    below = [
+        [("  ← " if n == 0 else "    ") + part for n, part in enumerate(wrap(row[1], width - 4, name=True))]
+        for row in rows
+    ]
+    rows = [[row[0], *row[2:]] for row in rows]
+    return grid([f"{headers[0]} ← from", *headers[2:]], rows, width, shrink=[((0,), 0)], names=(0,), below=below)
 
 
 def _checks(plan: Plan, indent: str) -> list[str]:
@@ -151,17 +195,17 @@ def _checks(plan: Plan, indent: str) -> list[str]:
     return lines
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, *, expand: bool = False, width: int | None = None) -> str:
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
     lines = [f"### ckptdiff convert: `{plan.source.spec}` for {plan.label}", ""]
     if plan.base is not None:
         lines += [f"Base: `{plan.base.spec}`, embedding: {plan.embed}", ""]
-    lines += ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    headers, rows = _rows(plan, expand)
+    lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += [
-        "| " + " | ".join(f"`{cell(v)}`" if i in (0, 1) else cell(v) for i, v in enumerate(r)) + " |"
-        for r in _rows(plan)
+        "| " + " | ".join(f"`{cell(v)}`" if i in (0, 1) else cell(v) for i, v in enumerate(r)) + " |" for r in rows
     ]
     if plan.left:
         lines += ["", "Not written:", ""] + [f"- {line}" for line in _left_lines(plan, code="`")]
@@ -176,8 +220,9 @@ def render_markdown(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(plan: Plan) -> str:
+def render_json(plan: Plan, *, expand: bool = False, width: int | None = None) -> str:
+    """Every tensor, always (``expand`` and ``width`` are the text formats')."""
     return json.dumps(plan_document(plan), indent=2) + "\n"
 
 
-RENDERERS = {"table": render_table, "markdown": render_markdown, "json": render_json}
+RENDERERS: dict[str, Callable[..., str]] = {"table": render_table, "markdown": render_markdown, "json": render_json}

@@ -5,14 +5,18 @@ everything shown (status, both sides' shape and dtype, note, policy marker, valu
 row named like ``model.layers.{1..60}.mlp.experts.{0..383}.gate_proj.weight`` with a count. A pattern row
 always stands for exactly the names it spells out: when a set of indices is not a full grid (layer 5 lacks
 expert 7), it is split into several grids. Linear in the number of rows.
+
+:func:`fold` does the same for items of several names: ``ckptdiff convert``'s plan rows, an output tensor and
+the input tensor it is made from, fold into ``model.layers.61.mlp.experts.{0..255}.w`` ←
+``model.layers.0.mlp.experts.{0..255}.w``.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..report import TensorRow
 
@@ -82,43 +86,123 @@ def _spell(template: tuple[str, ...], grid: list[frozenset[str]]) -> str:
 
 def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
     """Collapse rows into layer/expert patterns, in the order each pattern's first tensor appears."""
-    groups: dict[tuple[Any, ...], tuple[int, TensorRow, tuple[str, ...], list[tuple[str, ...]]]] = {}
+    rows = rows if isinstance(rows, list) else list(rows)
+    # what a line shows besides the name; a side's shape and dtype, and its own name if renamed, which no other
+    # row has (a side's tensor is in one row): a renamed row stands alone
+    keys = [(row.status, row.a, row.b, row.notes, row.allowed_by, row.values) for row in rows]
+    folds = fold([row.name for row in rows], keys)
+    return [DisplayRow(line.names[0], line.count, rows[line.first]) for line in folds]
+
+
+@dataclass(frozen=True)
+class Fold:
+    """Items folded into one line: each of their names as a pattern, how many items, the first one's position."""
+
+    names: tuple[str, ...]
+    count: int
+    first: int
+
+
+def fold(names: Iterable[str | tuple[str, ...]], keys: Iterable[Hashable]) -> list[Fold]:
+    """Fold items into layer/expert patterns, in the order each pattern's first item appears.
+
+    An item is its names (the first one unique among the items; a converted tensor's: its output name and its
+    input's) and a key of everything else its line shows (None: it stands alone). Items fold when their keys
+    are equal and their names differ only in integer path components. A later name's index that rises with one
+    of the first name's is spelled from it, so that the patterns expand, in index order, into names that pair
+    up (``layers.61.experts.{0..3}.w`` ← ``layers.0.experts.{0..3}.w``); any other index that varies splits
+    the fold."""
+    groups: dict[Hashable, tuple[int, str | tuple[str, ...], list[tuple[str, ...]]]] = {}
     split = _INDEX.split
-    for position, row in enumerate(rows):
-        parts = split(row.name)
-        a, b = row.a, row.b
-        if len(parts) == 1 or (a is not None and a.name is not None) or (b is not None and b.name is not None):
-            # no index, or a side with its own name (renamed): shown as is
-            groups[(position,)] = (position, row, (row.name,), [()])
-            continue
-        key = (
-            tuple(parts[0::2]),
-            row.status,
-            None if a is None else (a.shape, a.dtype),
-            None if b is None else (b.shape, b.dtype),
-            row.notes,
-            row.allowed_by,
-            row.values,
-        )
-        indices = tuple(parts[1::2])
-        group = groups.get(key)
-        if group is None:
-            groups[key] = (position, row, key[0], [indices])
+    for position, item, key in zip(itertools.count(), names, keys, strict=False):
+        if isinstance(item, str):  # one name (the comparison's rows), kept cheap: a full model's report has 140 k
+            parts = split(item)
+            template: Hashable = tuple(parts[0::2])
+            indices = tuple(parts[1::2])
         else:
-            group[3].append(indices)
-    out: list[DisplayRow] = []
-    for _, first, template, tuples in sorted(groups.values(), key=lambda g: g[0]):
-        if len(tuples) == 1:
-            out.append(DisplayRow(first.name, 1, first))
+            pieces = [split(name) for name in item]
+            template = tuple(tuple(p[0::2]) for p in pieces)
+            indices = tuple(index for p in pieces for index in p[1::2])
+        if not indices or key is None:
+            groups[(position,)] = (position, item, [()])
             continue
-        grids = _grids(tuples)
-        grids.sort(key=lambda grid: tuple(min(map(int, values)) for values in grid))
-        for grid in grids:
-            count = 1
-            for values in grid:
-                count *= len(values)
-            out.append(DisplayRow(_spell(template, grid), count, first))
+        group_key = (template, key)
+        group = groups.get(group_key)
+        if group is None:
+            groups[group_key] = (position, item, [indices])
+        else:
+            group[2].append(indices)
+    out: list[Fold] = []
+    for first, item, tuples in groups.values():  # in the order of their first items: the dict's own
+        spelled = (item,) if isinstance(item, str) else item
+        if len(tuples) == 1:
+            out.append(Fold(spelled, 1, first))
+        else:
+            templates = [tuple(split(name)[0::2]) for name in spelled]
+            out += [Fold(names, count, first) for names, count in _patterns(templates, tuples)]
     return out
+
+
+def _patterns(
+    templates: Sequence[tuple[str, ...]], tuples: Sequence[tuple[str, ...]]
+) -> list[tuple[tuple[str, ...], int]]:
+    """The grids covering a group's index tuples exactly, in index order: each one's names, spelled, and how many
+    items it stands for. A later name's index that varies with one of the first name's, rising as it rises
+    (``layers.61`` ← ``layers.0``, ``layers.62`` ← ``layers.1``), is spelled from it; each of the first name's
+    indices serves at most one of a name's, in order, so that the names expand in pairs. The others are grid
+    dimensions of their own (and split the group where they vary)."""
+    width = len(templates[0]) - 1
+    # per name, per index: the grid dimension it is spelled from and how (None: its own value)
+    spans: list[list[tuple[int, dict[str, str] | None]]] = [[(d, None) for d in range(width)]]
+    if len(templates) > 1:
+        columns = list(zip(*tuples))
+        kept = list(range(width))
+        start = width
+        for template in templates[1:]:
+            span: list[tuple[int, dict[str, str] | None]] = []
+            tied = -1
+            for p in range(start, start + len(template) - 1):
+                q, mapping = next(
+                    ((q, m) for q in range(tied + 1, width) if (m := _rising(columns[q], columns[p])) is not None),
+                    (None, None),
+                )
+                if q is None:
+                    span.append((len(kept), None))
+                    kept.append(p)
+                else:
+                    span.append((q, mapping))
+                    tied = q
+            spans.append(span)
+            start += len(template) - 1
+        tuples = [tuple(t[p] for p in kept) for t in tuples]
+    grids = _grids(tuples)
+    grids.sort(key=lambda grid: tuple(min(map(int, values)) for values in grid))
+    out = []
+    for grid in grids:
+        count = 1
+        for values in grid:
+            count *= len(values)
+        names = tuple(
+            _spell(t, [grid[d] if m is None else frozenset(m[v] for v in grid[d]) for d, m in span])
+            for t, span in zip(templates, spans)
+        )
+        out.append((names, count))
+    return out
+
+
+def _rising(first: Sequence[str], later: Sequence[str]) -> dict[str, str] | None:
+    """``later``'s index as a function of ``first``'s that rises with it (the same value, a shifted one), if it
+    varies and is one: then the two patterns expand, in index order, into names that pair up."""
+    mapping: dict[str, str] = {}
+    for a, b in zip(first, later):
+        if mapping.setdefault(a, b) != b:
+            return None
+    if len(mapping) < 2:
+        return None
+    pairs = sorted((int(a), int(b)) for a, b in mapping.items())
+    if any(b1 >= b2 for (_, b1), (_, b2) in zip(pairs, pairs[1:])):
+        return None
+    return mapping
 
 
 _BRACES = re.compile(r"\{([0-9.,]+)\}")

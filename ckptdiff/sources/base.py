@@ -128,6 +128,15 @@ class Source(ABC):
         """The kind, location and pinned revision for reports (after list_files); ``weights`` is the file that
         defines the checkpoint (its index, or its first weight file), whose version a store shows."""
 
+    def files_below(self, listing: Listing) -> list[RelativePath]:
+        """Files in subfolders (``sub/model.safetensors``), for the hint when no weights are at the top: a repo's or
+        a store's listing has them already."""
+        return [path for path in listing.files if "/" in path]
+
+    def spec_of(self, folder: RelativePath) -> str:
+        """How the command line names this checkpoint's subfolder ``folder``."""
+        return self.name_of(folder)
+
     def prepare(self) -> None:
         """Before the reads start on threads: load what they will need (a store's HTTP client), so that what the
         caller does meanwhile overlaps their round trips rather than their start. By default, nothing."""

@@ -107,6 +107,10 @@ class HubSource(Source):
     def describe(self, weights: RelativePath | None = None) -> Described:
         return Described("hub", self.repo_id, self.commit)
 
+    def spec_of(self, folder: RelativePath) -> str:
+        revision = f"@{self.revision}" if self.revision else ""
+        return f"hf://{self.repo_id}{revision}/{self._repo_path(folder)}"
+
     def prepare(self) -> None:
         """huggingface_hub's HTTP session (httpx2 with it: most of a run's imports), unless the run may need no
         request: offline, or a commit whose listing is cached."""

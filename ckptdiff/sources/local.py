@@ -53,6 +53,10 @@ def _read_exactly(handle: BinaryIO, count: int) -> bytes:
     return data
 
 
+#: Subfolders looked into for weights when a folder has none at its top (a hint only).
+_MOST_SUBFOLDERS_SEEN = 64
+
+
 class LocalSource(Source):
     """A checkpoint on this machine: a file (safetensors, index, torch archive) or a folder holding one."""
 
@@ -106,6 +110,17 @@ class LocalSource(Source):
             if entry.is_file():
                 files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
         return files
+
+    def files_below(self, listing: Listing) -> list[RelativePath]:
+        """The files one folder down (the listing holds the top level only), from at most 64 subfolders."""
+        below: list[RelativePath] = []
+        try:
+            folders = sorted(entry.name for entry in os.scandir(self.folder) if entry.is_dir())[:_MOST_SUBFOLDERS_SEEN]
+            for name in folders:
+                below += [f"{name}/{entry.name}" for entry in os.scandir(self.folder / name) if entry.is_file()]
+        except OSError:  # only a hint: a folder that cannot be read is left out
+            pass
+        return below
 
     def stat(self, file: RelativePath) -> ListedFile | None:
         try:

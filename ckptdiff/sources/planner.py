@@ -22,6 +22,7 @@ from ..checkpoint import (
     SAFETENSORS_SUFFIX,
     TORCH_INDEX_SUFFIX,
     TORCH_SUFFIXES,
+    WEIGHT_FILE_SUFFIXES,
     Checkpoint,
     FileInfo,
     RelativePath,
@@ -33,7 +34,7 @@ from ..checkpoint import (
     read_index,
     tensors_from_shards,
 )
-from ..errors import CkptdiffError, IndexError_, SourceError
+from ..errors import CkptdiffError, IndexError_, SourceError, scrub_secrets
 from ..progress import Bar, Progress
 from .base import INITIAL_RANGE, ListedFile, Listing, Source
 from .wanted import Wanted, shards_after_index
@@ -109,10 +110,26 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
         return WeightPlan(None, (torch_pickle.TORCH_SINGLE_FILE_NAME,), torch=True)
     others = [p for p in root if p.endswith(_OTHER_WEIGHTS)]
     shown = others or root
-    hint = f"it holds: {', '.join(shown[:6])}{' …' if len(shown) > 6 else ''}" if shown else "it is empty"
+    hint = f"it holds: {', '.join(shown[:6])}{' …' if len(shown) > 6 else ''}" if shown else "it holds no files"
     if others:
         hint += " (not safetensors)"
+    else:
+        hint = _weights_below(listing, source) or hint
     raise SourceError(source.name_of(), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)
+
+
+def _weights_below(listing: Listing, source: Source) -> str | None:
+    """ "its weights are in a subfolder: give SPEC" when they are (a repo's drafter/, a run's checkpoint-100/)."""
+    # each path scrubbed whole before it is cut at its last "/": a token in a listed name (a hostile server's)
+    # may hold a "/", and the printed line's scrubbing would no longer see all of it in the folder's part
+    paths = map(scrub_secrets, source.files_below(listing))
+    folders = sorted({p.rpartition("/")[0] for p in paths if p.endswith(WEIGHT_FILE_SUFFIXES)})
+    if not folders:
+        return None
+    named = ", ".join(source.spec_of(folder) for folder in folders[:3]) + (" …" if len(folders) > 3 else "")
+    if len(folders) == 1:
+        return f"its weights are in a subfolder: give {named}"
+    return f"its weights are in subfolders: give one of {named}"
 
 
 def narrow_to_wanted(

@@ -98,6 +98,10 @@ def check_aws_endpoint() -> None:
         )
 
 
+#: Subfolders (prefixes) looked into for weights when a store's folder has none at its top (a hint only).
+_MOST_FOLDERS_SEEN = 16
+
+
 class StoreSource(Source):
     """One checkpoint in an fsspec filesystem: its folder (or prefix), the file the spec names, the versions seen."""
 
@@ -187,6 +191,28 @@ class StoreSource(Source):
         if not entries:
             raise FileNotFoundError(self.folder)
         return Listing(files)
+
+    def files_below(self, listing: Listing) -> list[RelativePath]:
+        """The files one folder (prefix) down, from at most 16 of them: one listing call each, on this error path
+        only; a store that refuses is left out (a hint only)."""
+        if self.scheme in ("http", "https"):
+            return []
+        below: list[RelativePath] = []
+        try:
+            fs = self._filesystem()
+            folders = sorted(
+                info["name"].rstrip("/") for info in fs.ls(self.folder, detail=True) if info.get("type") == "directory"
+            )
+            for folder in folders[:_MOST_FOLDERS_SEEN]:
+                name = posixpath.relpath(folder, self.folder) if self.folder else folder
+                below += [
+                    f"{name}/{posixpath.basename(info['name'].rstrip('/'))}"
+                    for info in fs.ls(folder, detail=True)
+                    if info.get("type") == "file"
+                ]
+        except Exception:  # noqa: BLE001  # any store library's failure: the hint is left out, the error stands
+            return []
+        return below
 
     def _entry(self, name: RelativePath, info: dict[str, Any]) -> ListedFile:
         version = next((str(info[key]) for key in _VERSION_KEYS if info.get(key)), None)
