@@ -8,6 +8,7 @@ anything is read, sent or set in the environment (:func:`.cli_environment.set_en
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import shlex
@@ -426,6 +427,17 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(stop, handler)
 
 
+#: A write to stdout that fails like this is the output's trouble (a full disk, a quota), not a bug.
+_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
+
+
+def _stdout_failed(err: OSError) -> None:
+    """One line and exit 2; the rest of stdout's buffer goes nowhere instead of failing again at the exit."""
+    silence_stdout()
+    say(f"ckptdiff: stdout: cannot write: {err.strerror or err}")
+    sys.exit(EXIT_TROUBLE)
+
+
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
     remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
@@ -463,6 +475,8 @@ def _run(args: list[str]) -> None:
         silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
+        if isinstance(err, OSError) and err.errno in _OUTPUT_ERRNOS:  # click's own output (--help) on a full disk
+            _stdout_failed(err)
         if debug:
             say(scrub_secrets(traceback.format_exc()))
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]

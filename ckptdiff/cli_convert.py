@@ -96,7 +96,8 @@ def convert_command(
     built in OUT.partial, reads back as planned, passes ckptdiff's engine check and holds its inputs' bytes.
 
     Exit status: 0 converted (or, with --plan, a plan that holds), 1 not converted (the plan fails, or the
-    output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan).
+    output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan, an
+    output that cannot be written).
     """
     from .cli_output import terminal_width
     from .convert.layout import parse_size

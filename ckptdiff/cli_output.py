@@ -36,6 +36,7 @@ def write_report(text: str, destination: str | None) -> None:
         except OSError as err:
             if err.errno == errno.EPIPE:  # the reader left (`| head`): main() ends quietly
                 raise StdoutClosed() from None
+            silence_stdout()  # the buffer's rest would fail again at the interpreter's exit (exit 120, a traceback)
             raise ReportWriteError("stdout", f"cannot write the report: {err.strerror or err}") from None
         return
     target = Path(destination)

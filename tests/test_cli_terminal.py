@@ -225,7 +225,12 @@ def test_a_closed_pipe_is_quiet():
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
-def test_a_full_disk_on_stdout_is_one_line_and_exit_2():
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+def test_a_full_disk_on_stdout_is_one_line_and_exit_2(buffered):
+    """Buffered (Python's default): the rest left in stdout's buffer must not fail again at the interpreter's exit."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"} | (
+        {} if buffered else {"PYTHONUNBUFFERED": "1"}
+    )
     with open("/dev/full", "w") as full:
         done = subprocess.run(
             [sys.executable, "-m", "ckptdiff", PUBLISHED, OURS],
@@ -233,9 +238,26 @@ def test_a_full_disk_on_stdout_is_one_line_and_exit_2():
             stderr=subprocess.PIPE,
             text=True,
             cwd=Path(__file__).resolve().parent.parent,
+            env=env,
         )
     assert done.returncode == 2
     assert done.stderr == "ckptdiff: stdout: cannot write the report: No space left on device\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["--version"], ["convert", str(PUBLISHED), "never-written", "--to", "sglang", "--plan"]],
+    ids=["help", "version", "convert-plan"],
+)
+def test_what_click_prints_on_a_full_disk_is_one_line_and_exit_2(args):
+    """click's own output, left in stdout's buffer by a successful run, fails only at the flush."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ckptdiff", *args], stdout=full, stderr=subprocess.PIPE, text=True, env=env
+        )
+    assert (done.returncode, done.stderr) == (2, "ckptdiff: stdout: cannot write: No space left on device\n")
 
 
 # --- --help and shell completion ------------------------------------------------------------------------

@@ -352,3 +352,34 @@ def test_an_object_store_src_rewritten_during_the_write_fails_and_leaves_only_th
     last = result.stderr.strip().splitlines()[-1]
     assert f"s3://{key}: changed while it was converted" in last and f"{out}.partial is left for inspection" in last
     assert not out.exists() and not (tmp_path / "out.partial" / "convert.json").exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file-size limits")
+def test_a_disk_that_fills_while_writing_is_one_line_exit_2_and_out_is_kept(tmp_path):
+    """A file-size limit makes every write past 4 kB fail (EFBIG), as a full disk or a quota would."""
+    import resource
+    import signal
+
+    def small_files() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process being killed
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "ours.txt").write_text("the user's")
+    export = FIXTURES / "drafters" / "mtp-deepseek-v3-nextn-export"
+    base = FIXTURES / "drafters" / "bases" / "deepseek-v3"
+    done = subprocess.run(
+        [sys.executable, "-m", "ckptdiff", "convert", str(export), str(out), "--to", "vllm", "--base", str(base)]
+        + ["--force", "--quiet"],
+        capture_output=True,
+        text=True,
+        preexec_fn=small_files,
+    )
+    partial = tmp_path / "out.partial"
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"ckptdiff: {partial}: cannot be written: File too large ({partial} is left for inspection; rerun with "
+        "--force once it can be written)\n",
+    )
+    assert partial.is_dir() and sorted(p.name for p in out.iterdir()) == ["ours.txt"]

@@ -69,6 +69,10 @@ class ConvertFailed(CkptdiffError):
     """The write or the proof failed: OUT.partial stays, exit 1."""
 
 
+class ConvertWriteError(CkptdiffError):
+    """OUT.partial (or OUT) could not be written: a full disk, a quota, a read-only mount; exit 2."""
+
+
 def partial_of(out: Path) -> Path:
     return out.with_name(out.name + PARTIAL_SUFFIX)
 
@@ -95,9 +99,32 @@ def convert(
     outcome = Outcome(plan)
     if request.plan_only or not plan.ok:
         return outcome
-    if partial.exists():
-        shutil.rmtree(partial)  # --force (checked above): a previous run's leftovers
-    partial.mkdir()
+    try:
+        if partial.exists():
+            shutil.rmtree(partial)  # --force (checked above): a previous run's leftovers
+        partial.mkdir()
+    except OSError as err:
+        raise ConvertWriteError(str(partial), f"cannot be made: {err.strerror or err}") from None
+    try:
+        return _write_and_prove(request, plan, outcome, src_source, base_source, before, partial, out, advance)
+    except OSError as err:  # the disk is full, a quota, a read-only mount: reads say their own line (sources)
+        where = err.filename if isinstance(err.filename, str) else str(partial)
+        hint = f"{partial} is left for inspection; rerun with --force once it can be written"
+        raise ConvertWriteError(where, f"cannot be written: {err.strerror or err}", hint) from None
+
+
+def _write_and_prove(
+    request: ConvertRequest,
+    plan: Plan,
+    outcome: Outcome,
+    src_source: Source,
+    base_source: Source | None,
+    before: Snapshot,
+    partial: Path,
+    out: Path,
+    advance: Callable[[str, int], Callable[[int], None] | None] | None,
+) -> Outcome:
+    """Write the plan into ``partial``, prove it, write convert.json, and name it ``out`` once proven."""
     sources: dict[str, Source] = {"source": src_source}
     if base_source is not None:
         sources["base"] = base_source
@@ -255,7 +282,12 @@ def _put_in_place(partial: Path, out: Path) -> None:
     if out.exists() or out.is_symlink():
         aside = out.with_name(f"{out.name}.replaced-{os.getpid()}")
         os.rename(out, aside)
-    os.rename(partial, out)
+    try:
+        os.rename(partial, out)
+    except OSError:
+        if aside is not None:
+            os.rename(aside, out)  # the user's OUT goes back where it was
+        raise
     sync_folder(out.parent)
     if aside is not None:
         if aside.is_dir() and not aside.is_symlink():
