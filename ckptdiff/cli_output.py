@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
@@ -39,10 +40,18 @@ def write_report(text: str, destination: str | None) -> None:
             silence_stdout()  # the buffer's rest would fail again at the interpreter's exit (exit 120, a traceback)
             raise ReportWriteError("stdout", f"cannot write the report: {err.strerror or err}") from None
         return
+    if not destination.strip():  # Path("") is the current folder
+        raise ReportWriteError("-o ''", "is empty; give a file name for the report (or - for stdout)")
     target = Path(destination)
-    if target.is_dir():
+    try:
+        status = target.stat()
+    except FileNotFoundError:
+        status = None
+    except OSError as err:  # a name longer than the file system allows, a parent that is a file
+        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
+    if status is not None and stat.S_ISDIR(status.st_mode):
         raise ReportWriteError(destination, "is a folder; give a file name for the report")
-    if target.exists() and not target.is_file():
+    if status is not None and not stat.S_ISREG(status.st_mode):
         # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
         try:
             with open(target, "w", encoding="utf-8") as handle:
@@ -54,7 +63,8 @@ def write_report(text: str, destination: str | None) -> None:
 
     folder = target.parent if str(target.parent) else Path(".")
     try:
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        # the name cut: a 250-byte report name is valid, the temporary's would not be with the prefix's dots added
+        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name[:100]}.", suffix=".tmp", dir=folder)
     except OSError as err:
         raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
     try:

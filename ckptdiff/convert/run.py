@@ -206,19 +206,25 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
         if not isinstance(parsed, LocalSpec):
             continue
         folder = parsed.path.resolve()
-        folder = folder.parent if folder.is_file() else folder
+        try:
+            folder = folder.parent if folder.is_file() else folder
+        except OSError:
+            continue  # a name the system cannot look up (ENAMETOOLONG): reading it says why
         if resolved_out == folder or folder in resolved_out.parents:
             raise ConvertRefused(str(out), f"is inside {what} {spec}: convert never writes into its input")
         if request.force and (resolved_out in folder.parents):
             raise ConvertRefused(str(out), f"holds {what} {spec}: --force would replace it")
     if request.plan_only:
         return
-    if not out.parent.is_dir():
-        raise ConvertRefused(str(out), "its parent folder does not exist")
-    if (out.exists() or out.is_symlink()) and not request.force:
-        raise ConvertRefused(str(out), "already exists (--force replaces it once the new one is proven)")
-    if partial.exists() and not request.force:
-        raise ConvertRefused(str(partial), "exists, left by an earlier run: remove it, or --force")
+    try:
+        if not out.parent.is_dir():
+            raise ConvertRefused(str(out), "its parent folder does not exist")
+        if (out.exists() or out.is_symlink()) and not request.force:
+            raise ConvertRefused(str(out), "already exists (--force replaces it once the new one is proven)")
+        if partial.exists() and not request.force:
+            raise ConvertRefused(str(partial), "exists, left by an earlier run: remove it, or --force")
+    except OSError as err:  # a name longer than the file system allows (ENAMETOOLONG): no output could be made
+        raise ConvertRefused(str(out), f"cannot be written: {err.strerror or err}") from None
 
 
 def _read_base(

@@ -101,16 +101,26 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
         return StoreSpec(f"{scheme}://{rest}", scheme)
     if "\0" in spec:  # no path or repo id holds one (expanduser would raise ValueError on it)
         raise SourceError(display_spec(spec), "holds a NUL character: no file, folder or Hub repo id has one")
+    if not spec.strip():  # Path("") is the current folder: an unset variable ("$MODEL") would compare the cwd
+        raise SourceError(repr(spec), "is empty: give a file, folder, Hub repo id or URL")
     try:
         expanded = Path(spec).expanduser()
     except RuntimeError:  # ~user for a user that does not exist
         raise SourceError(spec, "no such file or folder (its ~user has no home directory)") from None
-    if spec.startswith(("./", "../", "/", "~", ".\\")) or spec in (".", "..") or expanded.exists():
+    if spec.startswith(("./", "../", "/", "~", ".\\")) or spec in (".", "..") or _exists(expanded, spec):
         return LocalSpec(expanded)
     repo, _, revision = spec.partition("@")
     if _REPO_ID.match(repo) and (not _ or revision):
         return HubSpec(repo, _checked_revision(spec, revision or None))
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
+
+
+def _exists(path: Path, spec: str) -> bool:
+    """Whether the path exists; one the system cannot look up (a name over 255 bytes) is refused, not a bug."""
+    try:
+        return path.exists()
+    except OSError as err:  # pathlib swallows only ENOENT, ENOTDIR, EBADF and ELOOP
+        raise SourceError(display_spec(spec), f"cannot be looked up: {err.strerror or err}") from None
 
 
 #: Where each object store takes its credentials from instead of the URL.

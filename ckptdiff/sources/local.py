@@ -65,7 +65,10 @@ class LocalSource(Source):
     def __init__(self, spec: str, path: Path, *, follow_symlinks: bool = False) -> None:
         self.spec = spec
         self.path = path
-        self.folder = path.parent if path.is_file() else path
+        try:
+            self.folder = path.parent if path.is_file() else path
+        except OSError as err:  # a name longer than the file system allows (ENAMETOOLONG), a denied lookup
+            raise SourceError(spec, f"cannot be looked up: {err.strerror or err}") from None
         self.follow_symlinks = follow_symlinks
         self._named: RelativePath | None = None
 

@@ -1,0 +1,76 @@
+"""Command-line arguments a careless script or a hostile caller passes: names longer than the file system allows,
+empty strings (an unset ``$MODEL``). Each is one line naming the argument and exit 2, never "internal error"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures.generate import write_safetensors
+
+#: A file name over Linux's 255-byte NAME_MAX: every lookup of it fails with ENAMETOOLONG.
+TOO_LONG = "a" * 300
+
+
+def checkpoint(folder: Path) -> Path:
+    write_safetensors(folder / "model.safetensors", [("fc.weight", "F32", [4, 4])])
+    (folder / "config.json").write_text(json.dumps({"hidden_size": 4}))
+    return folder
+
+
+def one_line(result, *fragments: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    for fragment in fragments:
+        assert fragment in result.stderr, result.stderr
+    return result.stderr
+
+
+@pytest.mark.parametrize("spec", [TOO_LONG, f"./{TOO_LONG}", f"/{TOO_LONG}", f"{TOO_LONG}/model.safetensors"])
+def test_a_spec_too_long_for_the_file_system_is_one_line(tmp_path, run_cli, spec):
+    model = checkpoint(tmp_path / "model")
+    one_line(run_cli(spec, str(model)), "cannot be looked up: File name too long")
+    one_line(run_cli(str(model), "--base", spec, "--engine", "vllm"), "File name too long")
+
+
+@pytest.mark.parametrize("src", [TOO_LONG, f"/{TOO_LONG}"])
+def test_convert_from_a_src_too_long_is_one_line(tmp_path, run_cli, src):
+    one_line(run_cli("convert", src, str(tmp_path / "out"), "--to", "vllm"), "File name too long")
+    assert not (tmp_path / "out").exists()
+
+
+def test_convert_into_an_out_too_long_is_one_line(tmp_path, run_cli):
+    model = checkpoint(tmp_path / "model")
+    out = tmp_path / TOO_LONG
+    one_line(run_cli("convert", str(model), str(out), "--to", "vllm"), "cannot be written: File name too long")
+
+
+def test_a_report_name_too_long_is_one_line(tmp_path, run_cli):
+    model = checkpoint(tmp_path / "model")
+    one_line(run_cli(str(model), str(model), "-o", str(tmp_path / TOO_LONG)), "cannot write the report")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary left
+
+
+def test_a_report_name_just_under_the_limit_is_written(tmp_path, run_cli):
+    """Its temporary's name adds a prefix and a suffix: it must still fit the file system."""
+    model = checkpoint(tmp_path / "model")
+    report = tmp_path / ("r" * 250)
+    result = run_cli(str(model), str(model), "-o", str(report))
+    assert result.returncode == 0, result.stderr
+    assert "compatible" in report.read_text()
+
+
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_spec_is_refused_not_read_as_the_current_folder(tmp_path, run_cli, empty):
+    model = checkpoint(tmp_path / "model")
+    # run from inside a checkpoint: read as ".", the empty spec would compare it
+    one_line(run_cli(empty, str(model), cwd=model), "is empty: give a file, folder, Hub repo id or URL")
+    one_line(run_cli(str(model), empty, cwd=model), "is empty")
+
+
+def test_an_empty_report_name_names_the_flag(tmp_path, run_cli):
+    model = checkpoint(tmp_path / "model")
+    one_line(run_cli(str(model), str(model), "-o", ""), "-o '': is empty; give a file name for the report")
