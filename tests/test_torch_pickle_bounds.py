@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from torch_files import state_dict_pickle, write_torch_file
 
-from ckptdiff.sources.pickle_bounds import MAX_EXPANSION_BEYOND_OBJECTS, pickle_shape
+from ckptdiff.sources.pickle_bounds import MAX_EXPANSION_BEYOND_OBJECTS, MAX_NESTING, pickle_shape
 
 
 def memo_get(index: int) -> bytes:
@@ -109,3 +109,36 @@ def test_a_malformed_pickle_is_one_line(tmp_path, run_cli, data):
     result = run_cli(str(broken), str(broken))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr
     assert "data.pkl is not a readable tensor pickle" in result.stderr
+
+
+def nested_tuple_key(depth: int) -> bytes:
+    """A state dict whose one key is ``depth`` tuples, each holding the next (nothing shared): 2 bytes a level."""
+    nested = pickle.BININT1 + b"\x01" + pickle.TUPLE1 * depth
+    return pickle.PROTO + b"\x02" + pickle.EMPTY_DICT + nested + pickle.BININT1 + b"\x01" + pickle.SETITEM + pickle.STOP
+
+
+def test_a_key_nested_too_deep_to_hash_is_refused_not_a_crash(tmp_path, run_cli_subprocess):
+    """The unpickler hashes a dict key by recursing in C with no depth check: 200,000 tuples (400 KB) overflowed
+    the stack and the process died (SIGSEGV, no message). A subprocess, so a crash fails this test alone."""
+    bomb = archive_with(tmp_path / "model.pt", nested_tuple_key(200_000))
+
+    result = run_cli_subprocess(str(bomb), str(bomb))
+
+    assert result.returncode == 2, (result.returncode, result.stderr[-500:])
+    assert result.stderr == (
+        f"ckptdiff: {bomb}: data.pkl nests objects 200,002 deep, more than the 1,000 ckptdiff reads "
+        "(a pickle bomb, not a state dict)\n"
+    )
+
+
+@pytest.mark.parametrize(("depth", "refused"), [(997, False), (999, True)])
+def test_nesting_is_counted_to_the_limit(tmp_path, depth, refused):
+    """The dict, the key's tuples and the int: ``depth + 2`` levels, refused past 1,000."""
+    shape = pickle_shape(nested_tuple_key(depth))
+    assert shape.depth == depth + 2
+    assert (shape.depth > MAX_NESTING) is refused
+
+
+def test_a_state_dict_as_torch_writes_it_nests_a_few_levels():
+    shape = pickle_shape(state_dict_pickle({f"layers.{i}.weight": ("BF16", [8, 8]) for i in range(100)}))
+    assert shape.depth < 10

@@ -16,19 +16,25 @@ from ..errors import SourceError
 #: or hashing or printing its tuples, costs), beyond its own objects counted twice: torch writes about one
 #: reference per object, while a 10 KB pickle of lists each holding the last one 800 times expands 800³-fold.
 MAX_EXPANSION_BEYOND_OBJECTS = 1_000_000
+#: The deepest data.pkl may nest objects (a state dict is a handful of levels: checkpoint, state dict, the tensor's
+#: rebuild arguments). The unpickler hashes a dict key tuple by recursing in C, without Python's recursion check:
+#: a key nested 200,000 tuples deep, a few hundred kilobytes, overflows the stack and kills the process.
+MAX_NESTING = 1_000
 
 
 @dataclass(frozen=True)
 class PickleShape:
     """What data.pkl builds, counted from its opcodes without running it: its ``opcodes``, the ``objects`` they
-    make and their ``references`` (one object inside another, or left on the stack), and the size it ``expands``
-    to as a tree, each shared object counted once per reference, up to ``limit`` (past it: ``limit + 1``)."""
+    make and their ``references`` (one object inside another, or left on the stack), the size it ``expands``
+    to as a tree, each shared object counted once per reference, up to ``limit`` (past it: ``limit + 1``), and
+    how deep it nests (``depth``: one object alone is 1)."""
 
     opcodes: int
     objects: int
     references: int
     expands: int
     limit: int
+    depth: int
 
 
 #: Opcodes that add to the container below their arguments instead of making a new object.
@@ -107,8 +113,8 @@ def pickle_shape(raw: bytes, beyond: int = MAX_EXPANSION_BEYOND_OBJECTS) -> Pick
             del stack[_last_mark(stack) :]
     roots = [item for item in stack if item != _MARK]
     limit = 2 * len(children) + beyond
-    expands = _tree_size(children, roots, limit)
-    return PickleShape(opcodes, len(children), len(roots) + sum(map(len, children)), expands, limit)
+    expands, depth = _tree_size(children, roots, limit)
+    return PickleShape(opcodes, len(children), len(roots) + sum(map(len, children)), expands, limit, depth)
 
 
 def _last_mark(stack: list[int]) -> int:
@@ -118,11 +124,12 @@ def _last_mark(stack: list[int]) -> int:
     raise ValueError("no mark on the stack")
 
 
-def _tree_size(children: list[list[int]], roots: list[int], limit: int) -> int:
-    """The objects under ``roots``, each shared one counted once per reference, up to ``limit + 1``. Depth first
-    without recursion, each object's size computed once; a reference back to an object still being counted (a
-    cycle) counts one."""
+def _tree_size(children: list[list[int]], roots: list[int], limit: int) -> tuple[int, int]:
+    """The objects under ``roots``, each shared one counted once per reference, up to ``limit + 1``, and the
+    deepest nesting among them. Depth first without recursion, each object's size computed once; a reference back
+    to an object still being counted (a cycle) counts one."""
     size = [0] * len(children)  # 0: not counted yet
+    depth = [0] * len(children)
     busy = [False] * len(children)
     total = 0
     for root in roots:
@@ -141,8 +148,9 @@ def _tree_size(children: list[list[int]], roots: list[int], limit: int) -> int:
             pending.pop()
             busy[node] = False
             size[node] = min(1 + sum(size[kid] or 1 for kid in kids), limit + 1)
+            depth[node] = 1 + max((depth[kid] for kid in kids), default=0)
         total = min(total + size[root], limit + 1)
-    return total
+    return total, max((depth[root] for root in roots), default=0)
 
 
 def check_expansion(raw: bytes, name: str) -> None:
@@ -157,4 +165,10 @@ def check_expansion(raw: bytes, name: str) -> None:
             name,
             f"data.pkl builds {shape.objects:,} objects that expand to over {shape.limit:,} through shared "
             "references (a pickle bomb, not a state dict)",
+        )
+    if shape.depth > MAX_NESTING:
+        raise SourceError(
+            name,
+            f"data.pkl nests objects {shape.depth:,} deep, more than the {MAX_NESTING:,} ckptdiff reads (a pickle "
+            "bomb, not a state dict)",
         )
