@@ -256,3 +256,25 @@ def test_the_report_at_float64_extremes_end_to_end(tmp_path: Path, run_cli, kern
         for key, number in want.items():
             assert values[key] == pytest.approx(number, rel=1e-12), key
         assert values["rel_l2"] is not None and values["cosine"] is not None
+
+
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
+def test_a_tensor_gone_nan_says_so_beside_its_numbers(tmp_path: Path, run_cli, kernel: str) -> None:
+    """B's tensor holds NaN and ±inf where A's holds ones: the statistics over the finite elements are max |Δ| 0,
+    cos 1, which alone read as "unchanged" (the table and the finding said only that; JSON had the note). Every
+    place the numbers are shown now says how many elements they leave out."""
+    if kernel == "c" and c_kernel() is None:
+        pytest.skip("the C extension is not built")
+    env = {"CKPTDIFF_VALUES_KERNEL": kernel}
+    ones = write_f64(tmp_path / "ones", [1.0] * 4)
+    blown = write_f64(tmp_path / "blown", [1.0, math.nan, math.inf, -math.inf])
+    left_out = "3 non-finite element(s) left out of the statistics"
+    for report_format in ("table", "markdown"):
+        done = run_cli(str(ones), str(blown), "--values", "--all", "-v", "--format", report_format, env=env)
+        assert done.returncode == 0, done.stderr
+        row = next(line for line in done.stdout.splitlines() if line.lstrip("| `").startswith("w"))
+        assert left_out in row, done.stdout
+        summary = next(line for line in done.stdout.splitlines() if "values_changed" in line)
+        assert "largest: w (rel L2 0, cos 1.000000, max " in summary and f"0, {left_out})" in summary, summary
+    same = run_cli(str(ones), str(ones), "--values", "--all", "--format", "table", env=env)
+    assert "non-finite" not in same.stdout

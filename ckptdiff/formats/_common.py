@@ -21,6 +21,7 @@ from ..report import (
     TensorSide,
 )
 from .messages import allowed_by_text, event_message
+from .values_messages import nonfinite_text
 
 if TYPE_CHECKING:
     from . import RenderOptions
@@ -109,9 +110,11 @@ def row_note(
     text: Callable[[str], str] = str,
     rule: Callable[[str], str] = str,
 ) -> str:
-    """The note column: the comparison's note, then the policy rule that accepts the row. ``text`` and ``rule``
+    """The note column: the comparison's note, the non-finite elements the value statistics left out, then the
+    policy rule that accepts the row. ``text`` and ``rule``
     escape the note and the rule for a format that needs it (markdown)."""
-    note = text(note_text(row) or "")
+    left_out = nonfinite_text(row.values.note) if row.values is not None else ""
+    note = text("; ".join(part for part in (note_text(row), left_out) if part))
     if row.allowed_by is None:
         return note
     allowed = f"allowed by {rule(allowed_by_text(report, row.allowed_by))}"

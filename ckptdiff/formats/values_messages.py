@@ -26,8 +26,14 @@ def value_note_text(note: ValueNote) -> str:
     if note.bytes_compared:
         parts.append("bytes compared")
     if note.nonfinite:
-        parts.append(f"{note.nonfinite} non-finite element(s) left out of the statistics")
+        parts.append(nonfinite_text(note))
     return "; ".join(parts)
+
+
+def nonfinite_text(note: ValueNote | None) -> str:
+    """``3 non-finite element(s) left out of the statistics``, or "" when none were: said wherever the numbers are,
+    since a tensor gone NaN where the other is finite would otherwise read max |Δ| 0, cos 1."""
+    return f"{note.nonfinite:,} non-finite element(s) left out of the statistics" if note and note.nonfinite else ""
 
 
 def describe(numbers: Params) -> str:
@@ -40,6 +46,8 @@ def describe(numbers: Params) -> str:
     if numbers["max_abs"] is not None:
         parts.append(f"max |Δ| {numbers['max_abs']:.3g}")
     note = msgspec.convert(numbers["note"], ValueNote) if numbers.get("note") else None
+    if parts and nonfinite_text(note):
+        parts.append(nonfinite_text(note))
     return ", ".join(parts) or (value_note_text(note) if note is not None else "differs")
 
 
