@@ -411,8 +411,8 @@ def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:
 
 
 def _check_counts(document: dict[str, Any], config_name: str) -> None:
-    """A layer or expert count past any real model's is refused (:data:`~ckptdiff.limits.MAX_CONFIG_COUNTS`),
-    wherever the config nests it (text_config, an eagle_config, ...)."""
+    """A layer or expert count past any real model's, or below zero, is refused
+    (:data:`~ckptdiff.limits.MAX_CONFIG_COUNTS`), wherever the config nests it (text_config, an eagle_config, ...)."""
     pending: list[Any] = [document]
     while pending:
         holder = pending.pop()
@@ -427,6 +427,9 @@ def _check_counts(document: dict[str, Any], config_name: str) -> None:
                 raise CkptdiffError(
                     config_name, f"{key} is {value}, more than any model has (ckptdiff reads up to {limit})"
                 )
+            if limit is not None and isinstance(value, int) and value < 0:
+                # the engines' replays would index layers from the end (-5 drafter layers asked for 31 of them)
+                raise CkptdiffError(config_name, f"{key} is {value}: a count cannot be negative")
             limit = MAX_LAYER_ID_LISTS.get(key)
             if limit is not None and isinstance(value, list) and len(value) > limit:
                 raise CkptdiffError(

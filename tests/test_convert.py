@@ -383,3 +383,15 @@ def test_a_disk_that_fills_while_writing_is_one_line_exit_2_and_out_is_kept(tmp_
         "--force once it can be written)\n",
     )
     assert partial.is_dir() and sorted(p.name for p in out.iterdir()) == ["ours.txt"]
+
+
+def test_a_negative_layer_count_is_refused_in_one_line(run_cli, tmp_path, drafter):
+    """num_hidden_layers -5 made vLLM's replay ask for layers 1..31: a 106 KB "plan fails" line, exit 1."""
+    config = json.loads((drafter / "config.json").read_text())
+    (drafter / "config.json").write_text(json.dumps({**config, "num_hidden_layers": -5}))
+
+    result = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm")
+
+    assert result.returncode == 2
+    assert one_line(result) == f"ckptdiff: {drafter}/config.json: num_hidden_layers is -5: a count cannot be negative"
+    assert not (tmp_path / "out").exists()

@@ -389,6 +389,21 @@ CASES = [
         "config.json",
         "n_routed_experts is 1000000000",
     ),
+    # a negative count: the engines' replays indexed layers from the end (convert listed 279 "missing" tensors)
+    Case(
+        "config-negative-layers",
+        with_config(b'{"num_hidden_layers": -5}'),
+        CkptdiffError,
+        "config.json",
+        "num_hidden_layers is -5: a count cannot be negative",
+    ),
+    Case(
+        "config-nested-negative-experts",
+        with_config(b'{"text_config": {"num_experts": -1}}'),
+        CkptdiffError,
+        "config.json",
+        "num_experts is -1: a count cannot be negative",
+    ),
     Case(
         "config-20000-aux-ids",
         with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [%s]}}' % b",".join([b"1"] * 20000)),
