@@ -42,9 +42,10 @@ _MARKUP = re.compile(r"[\\`*\[<>|~&!]")
 #: A scheme's "://" or "www.": GFM turns the text after them into a link.
 _AUTOLINK = re.compile(r"(?<=[A-Za-z0-9])(?=://)|(?<=www)(?=\.)", re.IGNORECASE)
 _BACKTICKS = re.compile("`+")
-#: An "@" that could start a GitHub @-mention (not after a word character) or an e-mail autolink (a domain
-#: with a dot after it) gets U+2060 WORD JOINER after it; "org/repo@commit" stays as it is.
-_MENTION_OR_EMAIL = re.compile(r"(?<!\w)@|@(?=[\w-]+\.\w)")
+#: An "@" that could start a GitHub @-mention (not after a letter or digit: after "_", emphasis such as
+#: "_x_@user" can end there and leave the "@" at a text's start) or an e-mail autolink (a domain with a dot
+#: after it) gets U+2060 WORD JOINER after it; "org/repo@commit" stays as it is.
+_MENTION_OR_EMAIL = re.compile(r"(?<![^\W_])@|@(?=[\w-]+\.\w)")
 #: How many failing tensors, findings and engine events the verdict's reasons name before "and N more".
 NAMED_REASONS = 10
 #: How many characters of names the reasons spend on failing tensors at most, once the table cannot list them.
