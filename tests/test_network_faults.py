@@ -293,6 +293,37 @@ def test_a_redirect_loop_gives_one_line(hub, ckptdiff):
     assert len(statuses(hub)) <= 50
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_redirect_to_a_host_that_cannot_be_reached_names_that_host(hub, ckptdiff):
+    """The Hub answers and sends the download elsewhere (its CDN), which a firewall blocks: the line named the
+    Hub as unreachable, sending the user to check a host that works. Only the place is shown, never the path
+    (a signed CDN URL's path holds its signature)."""
+    hub.add_repo("org/drafter", PUBLISHED)
+    cdn = f"http://127.0.0.1:{closed_port()}"
+    location = f"{cdn}/repos/model.safetensors?X-Amz-Signature=CanarySignature123"
+    hub.hooks.append(on_header_get(lambda request: request.respond(302, headers={"Location": location})))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    line = assert_one_clear_line(result, f"cannot reach {cdn}, where {hub.endpoint} redirected the download")
+    assert "firewall" in line and "CanarySignature123" not in line and "/repos/" not in line
+
+
+def test_a_redirect_to_a_file_url_says_so(hub, ckptdiff):
+    hub.add_repo("org/drafter", PUBLISHED)
+    hub.hooks.append(on_header_get(lambda request: request.respond(302, headers={"Location": "file:///etc/passwd"})))
+
+    result = ckptdiff("org/drafter", SAME_AS_PUBLISHED)
+
+    assert_one_clear_line(result, f"{hub.endpoint} redirected to a URL ckptdiff does not follow (file:)")
+
+
 @pytest.mark.parametrize(
     ("setup", "token", "fragments"),
     [

@@ -55,6 +55,19 @@ def explain_hub_error(err: BaseException, *, where: str, endpoint: str, revision
         return SourceError(where, f"too many redirects from {endpoint}", "a redirect loop; check HF_ENDPOINT")
     if isinstance(err, (httpx2.ReadError, httpx2.RemoteProtocolError)):
         return SourceError(where, f"the connection to {endpoint} broke off mid-transfer", "retry later")
+    elsewhere = _redirect_target(err, endpoint)
+    if isinstance(err, httpx2.UnsupportedProtocol) and elsewhere is not None:
+        scheme = elsewhere.partition(":")[0]
+        return SourceError(
+            where, f"{endpoint} redirected to a URL ckptdiff does not follow ({scheme}:)", "check HF_ENDPOINT"
+        )
+    if isinstance(err, (httpx2.TransportError, ConnectionError)) and elsewhere is not None:
+        # the Hub answered; the host it sent the download to did not (a firewall allowing the Hub, not its CDN)
+        return SourceError(
+            where,
+            f"cannot reach {elsewhere}, where {endpoint} redirected the download",
+            "check the network, a firewall or proxy may block that host; --offline reads only the cache",
+        )
     if isinstance(err, (httpx2.TransportError, ConnectionError)):
         return SourceError(
             where,
@@ -62,3 +75,27 @@ def explain_hub_error(err: BaseException, *, where: str, endpoint: str, revision
             "check the network or HF_ENDPOINT; --offline reads only the cache",
         )
     return None
+
+
+def _redirect_target(err: BaseException, endpoint: str) -> str | None:
+    """The scheme, host and port a failed request went to, when that is not the Hub's own (a redirect's
+    target); None otherwise. Only those parts: a URL's path may hold a signature, its userinfo a password."""
+    from urllib.parse import urlsplit
+
+    try:
+        url = str(err.request.url)  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError for an error without its request
+        return None
+    try:
+        target, hub = urlsplit(url), urlsplit(endpoint)
+        place = f"{target.scheme}://{target.hostname or ''}" + (f":{target.port}" if target.port else "")
+    except ValueError:  # a port out of range
+        return None
+    default_ports = {"http": 80, "https": 443}  # https://huggingface.co and https://huggingface.co:443 are one
+    if (target.scheme, target.hostname, target.port or default_ports.get(target.scheme)) == (
+        hub.scheme,
+        hub.hostname,
+        hub.port or default_ports.get(hub.scheme),
+    ):
+        return None
+    return scrub_secrets(place)
