@@ -392,14 +392,26 @@ def test_a_signal_while_the_hub_stalls_is_one_line_and_exit_128_plus_it(hub, tmp
 @pytest.mark.parametrize(
     ("siblings", "fragment"),
     [
-        ([{"rfilename": "model.safetensors", "size": "big"}], "malformed file entry"),
-        ([{"rfilename": "model.safetensors", "size": -5}], "malformed file entry"),
-        ([{"rfilename": None}], "malformed file entry"),
+        ([{"rfilename": "model.safetensors", "size": "big"}], "entry: 'model.safetensors' has size 'big', not a"),
+        ([{"rfilename": "model.safetensors", "size": -5}], "entry: 'model.safetensors' has size -5, not a byte count"),
+        # a fraction and a boolean were shown as ckptdiff's own "ListedFile(path=..., size=1.5, sha256=None)"
+        ([{"rfilename": "model.safetensors", "size": 1.5}], "entry: 'model.safetensors' has size 1.5, not a byte"),
+        ([{"rfilename": "model.safetensors", "size": True}], "entry: 'model.safetensors' has size True, not a byte"),
+        ([{"rfilename": None}], "malformed file entry: a file named None"),
         ("model.safetensors", "sent a model info it cannot read"),
         ([{}], "sent a model info it cannot read"),
         ([{"rfilename": "model.safetensors", "lfs": "yes"}], "sent a model info it cannot read"),
     ],
-    ids=["size-not-a-number", "size-negative", "no-file-name", "siblings-a-string", "entry-empty", "lfs-a-string"],
+    ids=[
+        "size-not-a-number",
+        "size-negative",
+        "size-a-fraction",
+        "size-a-boolean",
+        "no-file-name",
+        "siblings-a-string",
+        "entry-empty",
+        "lfs-a-string",
+    ],
 )
 def test_a_malformed_listing_gives_one_line(hub, ckptdiff, siblings, fragment):
     hub.add_repo("org/drafter", PUBLISHED)

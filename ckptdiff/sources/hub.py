@@ -291,9 +291,9 @@ class HubSource(Source):
                 f"the Hub at {self.endpoint} named {shown} as the commit of {revision}, "
                 "which is not a commit hash (40 hexadecimal digits)",
             )
-        malformed = next((f for f in listing if not _well_formed(f)), None)
-        if malformed is not None:
-            raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry {malformed}")
+        defect = next(filter(None, map(_entry_defect, listing)), None)
+        if defect is not None:
+            raise SourceError(self.where, f"the Hub at {self.endpoint} listed a malformed file entry: {defect}")
         return commit
 
     def _listing_call(self) -> tuple[Any, list[ListedFile]]:
@@ -333,14 +333,21 @@ def _local_pieces(path: Path, where: str, start: int, stop: int, chunk_size: int
     return pieces_of(path, where, start, stop, chunk_size)
 
 
-def _well_formed(listed: ListedFile) -> bool:
-    """A listing entry as the Hub sends it: a file path, a byte count (if any), a sha256 string (if any)."""
-    return (
-        isinstance(listed.path, str)
-        and bool(listed.path)
-        and (listed.size is None or (type(listed.size) is int and listed.size >= 0))
-        and (listed.sha256 is None or isinstance(listed.sha256, str))
-    )
+def _entry_defect(listed: ListedFile) -> str | None:
+    """What keeps a listing entry from being one the Hub sends (a file path, a byte count if any, a sha256 string
+    if any), in words naming the file (``model.safetensors has size 1.5, not a byte count``); None if nothing."""
+
+    def shown(value: Any) -> str:  # a server's value, quoted short (the line is escaped when printed)
+        text = repr(value)
+        return text if len(text) <= 40 else text[:40] + "…"
+
+    if not isinstance(listed.path, str) or not listed.path:
+        return f"a file named {shown(listed.path)}"
+    if listed.size is not None and not (type(listed.size) is int and listed.size >= 0):
+        return f"{shown(listed.path)} has size {shown(listed.size)}, not a byte count"
+    if listed.sha256 is not None and not isinstance(listed.sha256, str):
+        return f"{shown(listed.path)} has sha256 {shown(listed.sha256)}, not a string"
+    return None
 
 
 def _repo_unconfirmed(err: BaseException) -> bool:
