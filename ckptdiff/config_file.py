@@ -152,6 +152,8 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
             unknown = [name for name in value if key == "engine" and name not in ENGINE_CHOICES]
             if unknown:
                 raise ConfigError(where, f"{unknown[0]!r} is not an engine", f"one of {', '.join(ENGINE_CHOICES)}")
+            if key == "rename":
+                _check_renames(where, value)
         elif key in BOOL_SETTINGS:
             if not isinstance(value, bool):
                 raise ConfigError(where, "must be true or false")
@@ -169,6 +171,17 @@ def _validate(path: Path, section: Mapping[str, Any]) -> dict[str, Any]:
                 raise ConfigError(where, f"must be one of {', '.join(choices)}, not {value!r}")
         values[key] = value
     return values
+
+
+def _check_renames(where: str, rules: tuple[str, ...]) -> None:
+    """Each rule parsed as --rename parses it, a bad one refused naming this file (not a --rename never given)."""
+    from .naming import parse_rename  # only a file that has rules pays for it
+
+    for rule in rules:
+        try:
+            parse_rename(rule)
+        except CkptdiffError as err:
+            raise ConfigError(where, err.defect, err.hint) from None
 
 
 def _closest_setting(key: str) -> str:

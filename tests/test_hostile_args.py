@@ -74,3 +74,13 @@ def test_an_empty_spec_is_refused_not_read_as_the_current_folder(tmp_path, run_c
 def test_an_empty_report_name_names_the_flag(tmp_path, run_cli):
     model = checkpoint(tmp_path / "model")
     one_line(run_cli(str(model), str(model), "-o", ""), "-o '': is empty; give a file name for the report")
+
+
+def test_a_bad_rename_rule_in_the_config_file_names_the_file_not_a_flag(tmp_path, run_cli):
+    model = checkpoint(tmp_path / "model")
+    (tmp_path / "ckptdiff.toml").write_text("rename = ['(?P<a>x)(?P<a>y)=z']\n")
+
+    result = run_cli(str(model), str(model), cwd=tmp_path)
+
+    line = one_line(result, f"{tmp_path / 'ckptdiff.toml'}: rename: '(?P<a>x)(?P<a>y)' is not a regular expression")
+    assert not line.startswith("ckptdiff: --rename")

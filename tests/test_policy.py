@@ -285,6 +285,10 @@ def test_flags_replace_the_files_setting_and_rules_say_where_they_came_from(tmp_
         ("ignore = ['x'\n", "is not valid TOML"),
         ("allow-dtype-change = ['BF16-F32']\n", "is not FROM:TO"),
         ("profile = 'eagle4'\n", "profile: must be one of auto, none, dflash, eagle3"),
+        # rename rules are parsed with the file: a bad one was blamed on a --rename flag never given
+        ("rename = ['(=x']\n", "rename: '(' is not a regular expression"),
+        ("rename = 'midlayer'\n", "rename: 'midlayer' is not REGEX=REPLACEMENT"),
+        ("rename = ['^a=\\9']\n", "rename: replacement '\\\\9' is invalid"),
     ],
 )
 def test_a_broken_config_file_is_a_one_line_error_naming_the_file(tmp_path, text, defect):
