@@ -6,6 +6,7 @@ type of what it opened."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -95,3 +96,30 @@ def test_a_folder_in_a_files_place_is_named_so(tmp_path):
     (tmp_path / "model.safetensors").mkdir()
     error = raised_without_waiting(lambda: FileReader(tmp_path / "model.safetensors", "model.safetensors"))
     assert isinstance(error, SourceError) and error.line() == "model.safetensors: is a folder, expected a file"
+
+
+def test_a_fifo_in_the_hub_cache_is_a_miss_not_a_hang(hub, run_cli_subprocess, tmp_path):
+    """Every entry of ckptdiff's Hub cache swapped for a FIFO (a shared HF_HOME): the reads blocked on the open,
+    and the run with them, for ever. Now each is a miss: offline says the repo is not cached, online fetches
+    again and writes regular files over them."""
+    from fixtures.generate import HERE as FIXTURES
+
+    published = FIXTURES / "kimi-k2-eagle3-published"
+    hub.add_repo("org/drafter", published)
+    env = hub.client_env(tmp_path / "hf-home")
+    assert run_cli_subprocess("org/drafter", str(published), env=env).returncode == 0
+    entries = [p for p in (tmp_path / "hf-home" / "ckptdiff").rglob("*") if p.is_file()]
+    assert len(entries) >= 3  # the ref, the listing, config.json, the header
+    for entry in entries:
+        swap_for_fifo(entry)
+
+    try:
+        offline = run_cli_subprocess("org/drafter", str(published), "--offline", env=env, timeout=120)
+        online = run_cli_subprocess("org/drafter", str(published), env=env, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a read of the cache blocked on a FIFO")
+
+    assert offline.returncode == 2 and len(offline.stderr.splitlines()) == 1, offline.stderr
+    assert "org/drafter: not in the local cache" in offline.stderr
+    assert online.returncode == 0, online.stderr
+    assert all(entry.is_file() for entry in entries)

@@ -27,7 +27,8 @@ import threading
 from pathlib import Path
 from urllib.parse import quote
 
-from .base import ListedFile
+from ..errors import SourceError
+from .base import ListedFile, open_regular
 
 CACHE_VERSION = "v2"
 #: What the default branch is stored under in ``refs/`` (a real ref name cannot start with '@').
@@ -119,8 +120,14 @@ _counter = itertools.count()
 
 
 def _checked_read(path: Path) -> bytes:
-    """An entry's content, or ValueError when it does not match the sha256 it starts with."""
-    raw = path.read_bytes()
+    """An entry's content, or ValueError when it does not match the sha256 it starts with or is not a regular
+    file: a pipe in an entry's place (a shared HF_HOME) would block the read, and the run, for ever; refused, the
+    entry is fetched again and written over it."""
+    try:
+        with open_regular(path, str(path)) as handle:
+            raw = handle.read()
+    except SourceError as err:
+        raise ValueError(err.line()) from None
     digest, data = raw[:_DIGEST_BYTES], raw[_DIGEST_BYTES:]
     if len(digest) != _DIGEST_BYTES or hashlib.sha256(data).digest() != digest:
         raise ValueError(f"{path}: checksum mismatch")
