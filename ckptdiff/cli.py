@@ -29,6 +29,7 @@ from .cli_output import (
     append_step_summary,
     deliver,
     format_for,
+    refuse_reports_over_inputs,
     say,
     silence_stdout,
     wants_color,
@@ -337,6 +338,7 @@ def command(
     )
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
     fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
+    refuse_reports_over_inputs((output, *saves), {"A": a, "B": b, "--base": base})
     from .families.engine_settings import EngineSettings, using
 
     with using(EngineSettings(vllm_runner=vllm_runner)):  # the engines' rules read it (--vllm-runner)

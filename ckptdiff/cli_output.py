@@ -7,12 +7,13 @@ import errno
 import os
 import stat
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 import click
 
-from .errors import ReportWriteError, inert_in_ci_log
+from .errors import CkptdiffError, ReportWriteError, inert_in_ci_log
 from .formats import FORMAT_ALIASES
 
 if TYPE_CHECKING:
@@ -84,6 +85,39 @@ def write_report(text: str, destination: str | None) -> None:
 
 #: A report is written this many characters at a time: each piece is encoded into memory the last one freed.
 _WRITE_CHARACTERS = 1 << 20
+
+
+def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mapping[str, str | None]) -> None:
+    """Refuse, before anything is read, a report that would replace a file of a local checkpoint the run reads:
+    ``-o model/config.json`` (a typo, a tab completion) wrote the report over A's config, and ``--format json
+    -o b/model.safetensors`` would write it over B's weights. ``specs``: each side's label and spec."""
+    from .checkpoint import WEIGHT_FILE_SUFFIXES
+    from .sources import LocalSpec, parse_spec
+
+    inputs: list[tuple[str, str, Path]] = []  # (label, spec, the file or folder it names, resolved)
+    for label, spec in specs.items():
+        try:
+            parsed = parse_spec(spec) if spec else None
+        except CkptdiffError:
+            continue  # reading it says why
+        if isinstance(parsed, LocalSpec):
+            inputs.append((label, spec or "", Path(os.path.realpath(parsed.path))))
+    for destination in destinations:
+        if destination in (None, "", "-"):
+            continue
+        target = Path(os.path.realpath(destination))
+        for label, spec, named in inputs:
+            folder = named if named.is_dir() else named.parent
+            named_file = target == named and folder != named
+            in_folder = target.parent == folder and (
+                target.name == "config.json" or target.name.endswith(WEIGHT_FILE_SUFFIXES)
+            )
+            if named_file or in_folder:
+                raise ReportWriteError(
+                    destination,
+                    f"would be {label}'s {target.name} ({spec}): a report never replaces or adds a checkpoint's files",
+                    "name another file for the report",
+                )
 
 
 def write_text(handle: IO[str], text: str) -> None:

@@ -84,3 +84,32 @@ def test_a_bad_rename_rule_in_the_config_file_names_the_file_not_a_flag(tmp_path
 
     line = one_line(result, f"{tmp_path / 'ckptdiff.toml'}: rename: '(?P<a>x)(?P<a>y)' is not a regular expression")
     assert not line.startswith("ckptdiff: --rename")
+
+
+@pytest.mark.parametrize(
+    ("side", "spec", "output", "extra"),
+    [
+        ("A", "a", "a/config.json", ()),  # was written over A's config.json, exit 0
+        ("A", "a/model.safetensors", "a/model.safetensors", ("--format", "json")),
+        ("B", "b", "b/model.safetensors.index.json", ("--format", "json")),  # a bogus index added to B
+        ("B", "b", "b/config.json", ("--save",)),
+    ],
+    ids=["config", "weights", "new-index", "save"],
+)
+def test_a_report_onto_a_file_of_a_checkpoint_it_reads_is_refused(tmp_path, run_cli, side, spec, output, extra):
+    checkpoint(tmp_path / "a")
+    checkpoint(tmp_path / "b")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    specs = {"A": spec, "B": "b"} if side == "A" else {"A": "a", "B": spec}
+    flag = ["--save", output] if extra == ("--save",) else ["-o", output, *extra]
+
+    result = run_cli(specs["A"], specs["B"], *flag, cwd=tmp_path)
+
+    one_line(result, f"{output}: would be {side}'s {Path(output).name} ({spec}): a report never replaces")
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_a_report_beside_the_checkpoints_files_is_written(tmp_path, run_cli):
+    model = checkpoint(tmp_path / "a")
+    result = run_cli(str(model), str(model), "-o", str(model / "report.md"))
+    assert result.returncode == 0 and "compatible" in (model / "report.md").read_text()
