@@ -123,3 +123,19 @@ def test_a_fifo_in_the_hub_cache_is_a_miss_not_a_hang(hub, run_cli_subprocess, t
     assert "org/drafter: not in the local cache" in offline.stderr
     assert online.returncode == 0, online.stderr
     assert all(entry.is_file() for entry in entries)
+
+
+def test_a_link_in_a_loop_is_one_line_for_a_weight_file_and_ignored_otherwise(tmp_path, run_cli):
+    """A symlink pointing at itself (ELOOP) among a folder's files said "internal error: OSError: Too many levels
+    of symbolic links"; a weight file's is now refused by name, another file's is passed over."""
+    folder = tmp_path / "model"
+    write_safetensors(folder / "model.safetensors", [("w", "F32", [4])], fill="zeros")
+    (folder / "README.md").symlink_to("README.md")
+
+    assert run_cli(str(folder), str(folder)).returncode == 0
+
+    (folder / "extra.safetensors").symlink_to("extra.safetensors")
+    result = run_cli(str(folder), str(folder))
+
+    assert result.returncode == 2 and "internal error" not in result.stderr
+    assert result.stderr == f"ckptdiff: {folder}/extra.safetensors: cannot be read: Too many levels of symbolic links\n"

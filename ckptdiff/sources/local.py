@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ..checkpoint import INDEX_SUFFIX, RelativePath
+from ..checkpoint import INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, RelativePath
 from ..errors import HeaderError, SourceError
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
@@ -109,9 +109,18 @@ class LocalSource(Source):
         if self.path.is_file():
             return self.config_beside()
         files = {}
-        for entry in os.scandir(self.folder):
-            if entry.is_file():
-                files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
+        try:
+            entries = list(os.scandir(self.folder))
+        except OSError as err:  # a folder this user may not list
+            raise SourceError(str(self.folder), f"cannot be listed: {err.strerror or err}") from None
+        for entry in entries:
+            try:
+                if entry.is_file():
+                    files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
+            except OSError as err:  # a link in a loop (ELOOP), a file gone since the listing
+                if entry.name == "config.json" or entry.name.endswith(WEIGHT_FILE_SUFFIXES):
+                    raise SourceError(str(self.folder / entry.name), f"cannot be read: {err.strerror or err}") from None
+                continue  # another file (a README linked in a loop) is nothing the checkpoint needs
         return files
 
     def files_below(self, listing: Listing) -> list[RelativePath]:
