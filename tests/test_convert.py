@@ -395,3 +395,19 @@ def test_a_negative_layer_count_is_refused_in_one_line(run_cli, tmp_path, drafte
     assert result.returncode == 2
     assert one_line(result) == f"ckptdiff: {drafter}/config.json: num_hidden_layers is -5: a count cannot be negative"
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_d2t_of_no_number_type_is_refused_before_anything_is_written(run_cli, tmp_path, drafter, engine):
+    """A BOOL d2t was planned as a cast, then failed in the write: exit 1 and OUT.partial left behind."""
+    from safetensors.numpy import save_file
+
+    tensors = load_file(drafter / "model.safetensors")
+    tensors["d2t"] = np.ones(len(tensors["d2t"]), bool)
+    save_file(tensors, drafter / "model.safetensors", metadata={"format": "pt"})
+
+    result = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", engine)
+
+    assert result.returncode == 2
+    assert one_line(result) == f"ckptdiff: {drafter}: d2t is BOOL: its offsets cannot be cast from it to I64"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no OUT, no OUT.partial

@@ -35,6 +35,23 @@ UNFILLED = ("random", "missing")
 SPECULATORS_KEYS = ("speculators_model_type", "speculators_version", "speculators_config", "transformer_layer_config")
 
 
+#: numpy's spelling of the dtypes a d2t can come in (little-endian, as safetensors stores them).
+NUMPY_DTYPES = {
+    "F64": "<f8",
+    "F32": "<f4",
+    "F16": "<f2",
+    "BF16": "bfloat16",
+    "I64": "<i8",
+    "I32": "<i4",
+    "I16": "<i2",
+    "I8": "i1",
+    "U64": "<u8",
+    "U32": "<u4",
+    "U16": "<u2",
+    "U8": "u1",
+}
+
+
 class ConvertRefused(CkptdiffError):
     """A plan convert will not carry out (a rename that collides, OUT inside SRC, ...): one line, exit 2."""
 
@@ -171,6 +188,10 @@ def build_plan(
         transforms: list[str] = [] if out == original else ["rename"]
         dtype = info.dtype
         if parsed.layer is None and parsed.rest == "d2t" and dtype not in layout.d2t_dtypes:
+            if dtype not in NUMPY_DTYPES:  # BOOL, F8, F4: no offsets; refused before OUT.partial is made
+                raise ConvertRefused(
+                    source.spec, f"d2t is {dtype}: its offsets cannot be cast from it to {layout.d2t_cast}"
+                )
             dtype = layout.d2t_cast
             transforms.append("cast")
         planned[out] = PlannedTensor(

@@ -20,23 +20,7 @@ from ..errors import CkptdiffError
 from ..sources.base import Source
 from ..sources.tensor_read import TENSOR_CHUNK, copy_tensor, read_tensor, read_tensor_chunks
 from .layout import INDEX_FILE
-from .plan import Plan, PlannedTensor
-
-#: numpy's spelling of the dtypes a d2t can come in (little-endian, as safetensors stores them).
-NUMPY_DTYPES = {
-    "F64": "<f8",
-    "F32": "<f4",
-    "F16": "<f2",
-    "BF16": "bfloat16",
-    "I64": "<i8",
-    "I32": "<i4",
-    "I16": "<i2",
-    "I8": "i1",
-    "U64": "<u8",
-    "U32": "<u4",
-    "U16": "<u2",
-    "U8": "u1",
-}
+from .plan import NUMPY_DTYPES, Plan, PlannedTensor
 
 
 @dataclass
