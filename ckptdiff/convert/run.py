@@ -218,6 +218,8 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
         return
     try:
         if not out.parent.is_dir():
+            if out.parent.exists():  # a file where the folder goes
+                raise ConvertRefused(str(out), f"its parent {out.parent} is not a folder")
             raise ConvertRefused(str(out), "its parent folder does not exist")
         if (out.exists() or out.is_symlink()) and not request.force:
             raise ConvertRefused(str(out), "already exists (--force replaces it once the new one is proven)")
