@@ -119,7 +119,9 @@ def test_convert_into_a_folder_that_is_a_file_says_so(tmp_path, run_cli):
     model = checkpoint(tmp_path / "model")
     (tmp_path / "notes.txt").write_text("mine\n")
     out = tmp_path / "notes.txt" / "out"
-    one_line(run_cli("convert", str(model), str(out), "--to", "vllm"), f"{out}: its parent {out.parent} is not a folder")
+    one_line(
+        run_cli("convert", str(model), str(out), "--to", "vllm"), f"{out}: its parent {out.parent} is not a folder"
+    )
     one_line(
         run_cli("convert", str(model), str(tmp_path / "no" / "out"), "--to", "vllm"), "parent folder does not exist"
     )
