@@ -444,11 +444,12 @@ def _run(args: list[str]) -> None:
     debug = "--debug" in args
     remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
     chosen: click.Command = command
-    if args[:1] == ["convert"]:  # a subcommand beside the comparison (ckptdiff/cli_convert.py)
+    leading = 1 if args[:1] == ["--debug"] else 0  # `ckptdiff --debug convert ...`: convert takes --debug too
+    if args[leading : leading + 1] == ["convert"]:  # a subcommand beside the comparison (ckptdiff/cli_convert.py)
         from .cli_convert import convert_command, is_convert
 
-        if is_convert(args):
-            chosen, args = convert_command, args[1:]
+        if is_convert(args[leading:]):
+            chosen, args = convert_command, args[:leading] + args[leading + 1 :]
     try:
         name = "ckptdiff convert" if chosen is not command else "ckptdiff"
         chosen.main(args=args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})

@@ -126,3 +126,16 @@ def test_convert_into_a_folder_that_is_a_file_says_so(tmp_path, run_cli):
         run_cli("convert", str(model), str(tmp_path / "no" / "out"), "--to", "vllm"), "parent folder does not exist"
     )
     assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_debug_before_convert_runs_convert(tmp_path, run_cli):
+    """`ckptdiff --debug convert ...` read "convert" as the comparison's A and refused --to."""
+    from fixtures.generate import HERE as FIXTURES
+
+    out = tmp_path / "out"
+    result = run_cli(
+        "--debug", "convert", str(FIXTURES / "kimi-k2-eagle3-published"), str(out), "--to", "vllm", "--plan"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert "for: vLLM" in result.stdout and not out.exists()
