@@ -139,3 +139,23 @@ def test_debug_before_convert_runs_convert(tmp_path, run_cli):
 
     assert result.returncode == 0, result.stderr
     assert "for: vLLM" in result.stdout and not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "defect"),
+    [
+        ("http://[::1", "is not a URL (Invalid IPv6 URL)"),  # was a raw traceback, raised again while printed
+        ("http://127.0.0.1:99999", "is not a URL (Port out of range 0-65535)"),  # was "internal error"
+        ("file:///etc", "is not an http:// or https:// URL with a host"),
+        ("", "is not an http:// or https:// URL with a host"),  # was "cannot reach , and ..."
+    ],
+)
+def test_a_malformed_hf_endpoint_is_one_line_naming_it(tmp_path, run_cli_subprocess, endpoint, defect):
+    model = checkpoint(tmp_path / "model")
+
+    for spec in ("org/drafter", "https://huggingface.co/org/drafter"):
+        result = run_cli_subprocess(spec, str(model), env={"HF_ENDPOINT": endpoint})
+        one_line(result, f"ckptdiff: HF_ENDPOINT: {defect} (give the Hub's URL")
+
+    # a run that needs no Hub is not stopped by it
+    assert run_cli_subprocess(str(model), str(model), env={"HF_ENDPOINT": endpoint}).returncode == 0

@@ -151,8 +151,32 @@ def _checked_revision(spec: str, revision: str | None) -> str | None:
     return revision
 
 
+def check_hub_endpoint() -> None:
+    """Refuse an HF_ENDPOINT that is no http(s) URL with a host, before huggingface_hub is imported: its constants
+    module parses the variable on import, and ``http://[::1`` raised there (and again while the error was being
+    printed: a raw traceback), a port past 65535 was an internal error, ``file:///x`` or "" a "cannot reach"."""
+    import os
+    from urllib.parse import urlsplit
+
+    raw = os.environ.get("HF_ENDPOINT")
+    if raw is None:
+        return
+    hint = "give the Hub's URL, e.g. https://huggingface.co, or unset it"
+    try:
+        parts = urlsplit(raw.strip())
+        parts.port  # noqa: B018 - parsing the port raises ValueError when it is out of range
+    except ValueError as err:
+        raise SourceError("HF_ENDPOINT", f"is not a URL ({err})", hint) from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise SourceError("HF_ENDPOINT", "is not an http:// or https:// URL with a host", hint)
+
+
 def _hub_hosts() -> set[str]:
     """huggingface.co and, when HF_ENDPOINT names another Hub (a mirror, an emulator), its host."""
+    try:
+        check_hub_endpoint()
+    except SourceError:  # a broken HF_ENDPOINT names no other Hub (a web server's URL is read without it)
+        return set(HUB_HOSTS)
     from huggingface_hub import constants
 
     endpoint = constants.ENDPOINT.partition("://")[2].partition("/")[0].rpartition("@")[2].lower()

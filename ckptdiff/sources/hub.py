@@ -54,6 +54,9 @@ class HubSource(Source):
     downloads_into = "the Hugging Face cache"
 
     def __init__(self, spec: str, parsed: HubSpec, options: SourceOptions) -> None:
+        from . import check_hub_endpoint
+
+        check_hub_endpoint()
         from huggingface_hub import constants
 
         self.spec = spec

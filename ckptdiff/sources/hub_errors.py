@@ -91,6 +91,8 @@ def _redirect_target(err: BaseException, endpoint: str) -> str | None:
         place = f"{target.scheme}://{target.hostname or ''}" + (f":{target.port}" if target.port else "")
     except ValueError:  # a port out of range
         return None
+    if not target.scheme or not target.hostname:  # no place to name (a relative URL)
+        return None
     default_ports = {"http": 80, "https": 443}  # https://huggingface.co and https://huggingface.co:443 are one
     if (target.scheme, target.hostname, target.port or default_ports.get(target.scheme)) == (
         hub.scheme,
