@@ -91,6 +91,9 @@ def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mappin
     """Refuse, before anything is read, a report that would replace a file of a local checkpoint the run reads:
     ``-o model/config.json`` (a typo, a tab completion) wrote the report over A's config, and ``--format json
     -o b/model.safetensors`` would write it over B's weights. ``specs``: each side's label and spec."""
+    reports = [destination for destination in destinations if destination and destination != "-"]
+    if not reports:  # the report goes to stdout: no spec is looked at twice
+        return
     from .checkpoint import WEIGHT_FILE_SUFFIXES
     from .sources import LocalSpec, parse_spec
 
@@ -102,9 +105,7 @@ def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mappin
             continue  # reading it says why
         if isinstance(parsed, LocalSpec):
             inputs.append((label, spec or "", Path(os.path.realpath(parsed.path))))
-    for destination in destinations:
-        if destination in (None, "", "-"):
-            continue
+    for destination in reports:
         target = Path(os.path.realpath(destination))
         for label, spec, named in inputs:
             folder = named if named.is_dir() else named.parent

@@ -48,6 +48,8 @@ class Listing:
 
     files: dict[RelativePath, ListedFile]
     named: RelativePath | None = None  # the spec named this file (a .safetensors, an index, a .bin)
+    #: Its subfolders, where ``files`` is one level (a local folder, a store's prefix; a Hub listing has every file).
+    folders: tuple[RelativePath, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,8 +131,8 @@ class Source(ABC):
         defines the checkpoint (its index, or its first weight file), whose version a store shows."""
 
     def files_below(self, listing: Listing) -> list[RelativePath]:
-        """Files in subfolders (``sub/model.safetensors``), for the hint when no weights are at the top: a repo's or
-        a store's listing has them already."""
+        """Files in subfolders (``sub/model.safetensors``), for the hint when no weights are at the top: those a
+        repo's listing holds; a store lists its ``listing.folders``."""
         return [path for path in listing.files if "/" in path]
 
     def spec_of(self, folder: RelativePath) -> str:

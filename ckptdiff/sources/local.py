@@ -99,16 +99,15 @@ class LocalSource(Source):
         if path.is_file():
             self._named = path.name
             named = ListedFile(path.name, path.stat().st_size, None)
-            return Listing({path.name: named, **self._folder_files()}, named=path.name)
+            return Listing({path.name: named, **self.config_beside()}, named=path.name)
         if not path.is_dir():
             raise SourceError(str(path), "not a regular file or folder (a device, pipe or socket?)")
-        return Listing(self._folder_files())
+        return self._folder_listing()
 
-    def _folder_files(self) -> dict[RelativePath, ListedFile]:
-        """The folder's files, by name; only config.json when the spec names a file (its siblings are not read)."""
-        if self.path.is_file():
-            return self.config_beside()
+    def _folder_listing(self) -> Listing:
+        """The folder's files, by name, and its subfolders."""
         files = {}
+        folders = []
         try:
             entries = list(os.scandir(self.folder))
         except OSError as err:  # a folder this user may not list
@@ -117,21 +116,22 @@ class LocalSource(Source):
             try:
                 if entry.is_file():
                     files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
+                elif entry.is_dir():
+                    folders.append(entry.name)
             except OSError as err:  # a link in a loop (ELOOP), a file gone since the listing
                 if entry.name == "config.json" or entry.name.endswith(WEIGHT_FILE_SUFFIXES):
                     raise SourceError(str(self.folder / entry.name), f"cannot be read: {err.strerror or err}") from None
                 continue  # another file (a README linked in a loop) is nothing the checkpoint needs
-        return files
+        return Listing(files, folders=tuple(sorted(folders)))
 
     def files_below(self, listing: Listing) -> list[RelativePath]:
-        """The files one folder down (the listing holds the top level only), from at most 64 subfolders."""
+        """The files one folder down, in at most 64 of the listing's subfolders."""
         below: list[RelativePath] = []
-        try:
-            folders = sorted(entry.name for entry in os.scandir(self.folder) if entry.is_dir())[:_MOST_SUBFOLDERS_SEEN]
-            for name in folders:
+        for name in listing.folders[:_MOST_SUBFOLDERS_SEEN]:
+            try:
                 below += [f"{name}/{entry.name}" for entry in os.scandir(self.folder / name) if entry.is_file()]
-        except OSError:  # only a hint: a folder that cannot be read is left out
-            pass
+            except OSError:  # only a hint: a folder that cannot be read is left out
+                continue
         return below
 
     def stat(self, file: RelativePath) -> ListedFile | None:

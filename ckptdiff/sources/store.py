@@ -182,32 +182,29 @@ class StoreSource(Source):
             return Listing(probed)
         entries = fs.ls(self.folder, detail=True)
         files: dict[RelativePath, ListedFile] = {}
+        folders: list[RelativePath] = []
         for info in entries:
-            if info.get("type") != "file":
-                continue
             name = posixpath.relpath(info["name"].rstrip("/"), self.folder) if self.folder else info["name"]
-            if "/" not in name and name not in (".", ".."):
+            if "/" in name or name in (".", ".."):
+                continue
+            if info.get("type") == "file":
                 files[name] = self._entry(name, info)
+            elif info.get("type") == "directory":
+                folders.append(name)
         if not entries:
             raise FileNotFoundError(self.folder)
-        return Listing(files)
+        return Listing(files, folders=tuple(sorted(folders)))
 
     def files_below(self, listing: Listing) -> list[RelativePath]:
-        """The files one folder (prefix) down, from at most 16 of them: one listing call each, on this error path
-        only; a store that refuses is left out (a hint only)."""
-        if self.scheme in ("http", "https"):
-            return []
+        """The files one folder (prefix) down, in at most 16 of the listing's subfolders: one listing call each, on
+        this error path only; a store that refuses is left out (a hint only)."""
         below: list[RelativePath] = []
         try:
             fs = self._filesystem()
-            folders = sorted(
-                info["name"].rstrip("/") for info in fs.ls(self.folder, detail=True) if info.get("type") == "directory"
-            )
-            for folder in folders[:_MOST_FOLDERS_SEEN]:
-                name = posixpath.relpath(folder, self.folder) if self.folder else folder
+            for name in listing.folders[:_MOST_FOLDERS_SEEN]:
                 below += [
                     f"{name}/{posixpath.basename(info['name'].rstrip('/'))}"
-                    for info in fs.ls(folder, detail=True)
+                    for info in fs.ls(self._path(name), detail=True)
                     if info.get("type") == "file"
                 ]
         except Exception:  # noqa: BLE001  # any store library's failure: the hint is left out, the error stands
