@@ -134,7 +134,8 @@ def simulate(
         if _unprojected_applies(engine, spec):
             # No target: it is taken at the drafter's width (target_unknown says so), capturing one state per id
             # the runner reads, else its class's default of three.
-            indices = _capture_indices(engine, spec, ids, shift)
+            v2, v1 = _runner_ids(engine, spec, ids, shift)
+            indices = v1 if _on_v1(engine) else v2
             _unprojected(engine, spec, len(set(indices)) if indices else 3, spec.hidden, None, events, assumed=True)
     ordered = sorted(events.items, key=lambda event: _RANK[event.severity])
     return EngineResult(engine.name, side, tuple(ordered), tensors=tuple(tensors), parameters=tuple(parameters))
@@ -383,8 +384,7 @@ def _against_target(
         # combine_hidden_states: the captured states, each the target's hidden size wide, against fc's input.
         return len(captured) != features or (width is not None and fc_in is not None and width != fc_in), len(captured)
 
-    v2 = tuple(i + shift for i in ids) if ids else None
-    v1 = engine.v1_ids(spec.config) if engine.v1_ids is not None else None
+    v2, v1 = _runner_ids(engine, spec, ids, shift)
     # --vllm-runner v1: the V1 runner's capture (gpu_model_runner.py _get_eagle3_aux_layers_from_config), observed
     # by the oracle's vllm_v1 variant; fc is the same drafter's under both runners.
     on_v1 = _on_v1(engine)
@@ -409,13 +409,13 @@ def _on_v1(engine: DFlashEngine) -> bool:
     return engine.v1_ids is not None and current().vllm_runner == "v1"
 
 
-def _capture_indices(
+def _runner_ids(
     engine: DFlashEngine, spec: DFlashSpec, ids: tuple[int, ...] | None, shift: int
-) -> tuple[int, ...] | None:
-    """The capture indices the selected runner reads (None: the target class's default)."""
-    if _on_v1(engine) and engine.v1_ids is not None:
-        return engine.v1_ids(spec.config)
-    return tuple(i + shift for i in ids) if ids else None
+) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """The capture indices each vLLM runner reads (None: the target class's default): V2's, then V1's."""
+    v2 = tuple(i + shift for i in ids) if ids else None
+    v1 = engine.v1_ids(spec.config) if engine.v1_ids is not None else None
+    return v2, v1
 
 
 def _unprojected_applies(engine: DFlashEngine, spec: DFlashSpec) -> bool:
