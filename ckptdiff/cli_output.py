@@ -190,13 +190,29 @@ def append_step_summary(markdown: str, path: str | None) -> None:
     if len(markdown.encode()) > STEP_SUMMARY_LIMIT:
         markdown = STEP_SUMMARY_TOO_LONG
     try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown)
-            handle.flush()
+        _append_whole(path, markdown.encode("utf-8"))
     except OSError as err:
         raise ReportWriteError(
             path, f"cannot append the step summary: {err.strerror or err}", "or pass --no-step-summary"
         ) from None
+
+
+def _append_whole(path: str, data: bytes) -> None:
+    """Append ``data`` to ``path``, or, when a write fails (a full disk), leave the file as it was: the earlier
+    steps' summaries without half of this one after them. Unbuffered, so that nothing is written after the cut."""
+    out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        before = os.fstat(out).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(out, view) :]
+        except OSError:
+            if stat.S_ISREG(os.fstat(out).st_mode):
+                os.truncate(out, before)
+            raise
+    finally:
+        os.close(out)
 
 
 #: How each format escapes what could start a workflow command in a CI log (:func:`.errors.inert_in_ci_log`).
