@@ -265,11 +265,12 @@ def _echo_verdict(report: Report, color: str) -> None:
     say("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)))
 
 
-def silence_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe again."""
+def silence_stdout(stream: IO[str] | None = None) -> None:
+    """Point stdout (or ``stream``) at /dev/null, so that the interpreter's final flush does not fail on the
+    closed pipe or full disk again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (stream or sys.stdout).fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no file descriptor (an in-process runner's buffer)
         pass

@@ -225,3 +225,28 @@ def test_a_report_onto_a_full_filesystem_keeps_the_old_report(tmp_path, small_fi
     )
     assert report.read_text() == '{"previous": "report"}\n'
     assert sorted(p.name for p in small_filesystem.iterdir()) == ["filler", "report.json"]  # no temporary left
+
+
+# --- stderr itself --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [[str(PUBLISHED), str(FIXTURES / "no-such-drafter"), "--offline"], [str(PUBLISHED), str(OURS), "-o", "report.md"]],
+    ids=["the-error-line", "the-verdict-line"],
+)
+def test_a_stderr_that_cannot_be_written_is_exit_2_not_the_tracebacks_exit_1(tmp_path, args):
+    """`2>log` on a full disk: no line can be shown; the run still ends in trouble (2), never the interpreter's 1,
+    which a CI gate reads as "incompatible"."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ckptdiff", *args],
+            stdout=subprocess.PIPE,
+            stderr=full,
+            cwd=tmp_path,
+            env={**cli_env(tmp_path, None), "PYTHONPATH": str(REPO)},
+            timeout=120,
+        )
+
+    assert done.returncode == 2
