@@ -63,9 +63,17 @@ FORMATS = ("table", "markdown", "json")
 )
 @click.option(
     "--expand/--collapse",
-    default=False,
+    default=None,
     help="One plan row per tensor, or (default) tensors that differ only in layer/expert indices folded into one "
     "row each (JSON and convert.json list every tensor).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    type=click.Path(),
+    help="Settings file; convert takes expand from it (default: nearest ckptdiff.toml or pyproject.toml "
+    "[tool.ckptdiff]).",
 )
 @click.option("--offline", is_flag=True, help="Use only cached Hub data.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, only the outcome.")
@@ -84,7 +92,8 @@ def convert_command(
     allowed_events: tuple[str, ...],
     renames: tuple[str, ...],
     fmt: str,
-    expand: bool,
+    expand: bool | None,
+    config_path: str | None,
     offline: bool,
     quiet: bool,
     debug: bool,
@@ -100,6 +109,7 @@ def convert_command(
     output that cannot be written).
     """
     from .cli_output import terminal_width
+    from .config_file import load_config
     from .convert.layout import parse_size
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
@@ -107,6 +117,9 @@ def convert_command(
     from .progress import terminal_progress
     from .sources import SourceOptions
 
+    settings = load_config(config_path)  # a broken config file fails before anything is read
+    # the comparison's file: of its settings only how the plan's rows show applies here; a flag overrides it
+    expand = bool(settings.get("expand") if expand is None else expand)
     request = ConvertRequest(
         src=src,
         out=out,
