@@ -113,6 +113,7 @@ def convert_command(
     from .convert.layout import parse_size
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
+    from .formats.table import hang
     from .naming import parse_rename
     from .progress import terminal_progress
     from .sources import SourceOptions
@@ -158,10 +159,15 @@ def convert_command(
         return RENDERERS[fmt](plan, expand=expand, width=width)
 
     style = "json" if fmt == "json" else "text"  # how a name that would form a workflow command is escaped
+
+    def say(first: str, text: str, *, err: bool, indent: str = "  ") -> None:
+        """A line of the outcome, wrapped to its stream's terminal as the plan is."""
+        _echo("\n".join(hang(first, text, terminal_width(sys.stderr if err else sys.stdout), indent)), err=err)
+
     if plan_only or not plan.ok:
         _echo(render(plan), nl=False, style=style)
         if not plan.ok:
-            _echo(f"ckptdiff: not converted: {_plan_failure(plan.problems)}", err=True)
+            say("", f"ckptdiff: not converted: {_plan_failure(plan.problems)}", err=True)
         sys.exit(outcome.exit_code)
     if fmt == "json":
         _echo(json.dumps(outcome.document, indent=2), style="json")
@@ -171,8 +177,8 @@ def convert_command(
     proof = outcome.proof
     if outcome.failure is not None:
         for problem in proof.problems if proof is not None else ():
-            _echo(f"  {problem}", err=True)
-        _echo(f"ckptdiff: not converted: {outcome.failure}", err=True)
+            say("  ", problem, err=True, indent="    ")
+        say("", f"ckptdiff: not converted: {outcome.failure}", err=True)
         sys.exit(outcome.exit_code)
     assert proof is not None
     engine = "" if plan.engine_proven else "; not proven by an engine"
@@ -181,11 +187,11 @@ def convert_command(
         f"{proof.tensors_by_bytes + proof.tensors_by_digest} tensors compared byte for byte, "
         f"{proof.tensors_by_value} by value{engine})"
     )
+    say("", message, err=fmt == "json")
     if proof.safetensors_check != "passed":
-        message += f"\n  note: the safetensors package's check {proof.safetensors_check}"
-    _echo(message, err=fmt == "json")
+        say("  ", f"note: the safetensors package's check {proof.safetensors_check}", err=fmt == "json", indent="    ")
     for warning in proof.warnings:
-        _echo(f"  warning: {warning}", err=fmt == "json")
+        say("  ", f"warning: {warning}", err=fmt == "json", indent="    ")
     sys.exit(outcome.exit_code)
 
 
