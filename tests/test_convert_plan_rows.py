@@ -175,6 +175,7 @@ def test_an_expert_that_differs_keeps_a_row_of_its_own(run_cli, tmp_path, change
     assert result.returncode == 0, result.stderr
     rows = [" ".join(row.split()) for row in plan_rows(result.stdout)]
     assert apart in rows and rest in rows
+    assert rows.index(apart) == rows.index(rest) + 1  # under its siblings' row, not where its expert comes
     assert sum(1 for row in rows if row.startswith("model.layers.61.mlp.experts.")) == 6 + 1
     assert "plan: 52 tensors" in result.stdout
 

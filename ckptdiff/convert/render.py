@@ -85,8 +85,9 @@ def _cells(tensor: PlannedTensor) -> list[str]:
 def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
     """The tensor table's headers and rows: a row per tensor (``expand``), or tensors whose names differ only in
     layer/expert indices, and that agree on everything else a row shows, folded into one row of patterns
-    (``layers.61.mlp.experts.{0..255}.w`` ← ``layers.0.mlp.experts.{0..255}.w``) with a count."""
-    from ..formats.collapse import fold
+    (``layers.61.mlp.experts.{0..255}.w`` ← ``layers.0.mlp.experts.{0..255}.w``) with a count. Rows of one
+    pattern are adjacent: an expert that differs sits under its siblings' row, not among expert 200's tensors."""
+    from ..formats.collapse import fold, name_template
 
     rows = [_cells(t) for t in plan.tensors]
     if expand:
@@ -95,6 +96,10 @@ def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
     folds = fold(names, [(t.origin.side, *cells[2:]) for t, cells in zip(plan.tensors, rows)])
     if all(line.count == 1 for line in folds):
         return HEADERS, rows
+    rank: dict[tuple[str, ...], int] = {}
+    for line in folds:  # each pattern where its first tensor comes, its rows together (a stable sort)
+        rank.setdefault(name_template(plan.tensors[line.first].name), len(rank))
+    folds.sort(key=lambda line: rank[name_template(plan.tensors[line.first].name)])
     folded = []
     for line in folds:
         cells = rows[line.first]
