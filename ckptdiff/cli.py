@@ -27,6 +27,7 @@ from .cli_output import (
     STEP_SUMMARY_LIMIT,
     StdoutClosed,
     append_step_summary,
+    check_report_destinations,
     deliver,
     format_for,
     refuse_reports_over_inputs,
@@ -340,6 +341,7 @@ def command(
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
     fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
     refuse_reports_over_inputs((output, *saves), {"A": a, "B": b, "--base": base})
+    check_report_destinations((output, *saves))
     from .families.engine_settings import EngineSettings, using
 
     with using(EngineSettings(vllm_runner=vllm_runner)):  # the engines' rules read it (--vllm-runner)

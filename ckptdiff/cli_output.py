@@ -41,17 +41,8 @@ def write_report(text: str, destination: str | None) -> None:
             silence_stdout()  # the buffer's rest would fail again at the interpreter's exit (exit 120, a traceback)
             raise ReportWriteError("stdout", f"cannot write the report: {err.strerror or err}") from None
         return
-    if not destination.strip():  # Path("") is the current folder
-        raise ReportWriteError("-o ''", "is empty; give a file name for the report (or - for stdout)")
     target = Path(destination)
-    try:
-        status = target.stat()
-    except FileNotFoundError:
-        status = None
-    except OSError as err:  # a name longer than the file system allows, a parent that is a file
-        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-    if status is not None and stat.S_ISDIR(status.st_mode):
-        raise ReportWriteError(destination, "is a folder; give a file name for the report")
+    status = _destination_status(destination)
     if status is not None and not stat.S_ISREG(status.st_mode):
         # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
         try:
@@ -81,6 +72,38 @@ def write_report(text: str, destination: str | None) -> None:
     except OSError as err:
         Path(temporary).unlink(missing_ok=True)
         raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
+
+
+def check_report_destinations(destinations: Iterable[str | None]) -> None:
+    """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
+    exist, a parent that is a file. Found only once the report was ready, it threw away a run of minutes (the Hub,
+    --values) for a typo in ``-o``; the write itself still says why when the file system changes meanwhile."""
+    for destination in destinations:
+        if destination is None or destination == "-":
+            continue
+        if _destination_status(destination) is None:
+            parent = Path(destination).parent
+            try:
+                parent_status = parent.stat()
+            except OSError as err:
+                raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
+            if not stat.S_ISDIR(parent_status.st_mode):
+                raise ReportWriteError(destination, f"cannot write the report: {os.strerror(errno.ENOTDIR)}")
+
+
+def _destination_status(destination: str) -> os.stat_result | None:
+    """What ``destination`` is now (None: nothing yet), or the line saying why no report can be written there."""
+    if not destination.strip():  # Path("") is the current folder
+        raise ReportWriteError("-o ''", "is empty; give a file name for the report (or - for stdout)")
+    try:
+        status = os.stat(destination)
+    except FileNotFoundError:
+        return None
+    except OSError as err:  # a name longer than the file system allows, a parent that is a file
+        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
+    if stat.S_ISDIR(status.st_mode):
+        raise ReportWriteError(destination, "is a folder; give a file name for the report")
+    return status
 
 
 #: A report is written this many characters at a time: each piece is encoded into memory the last one freed.

@@ -394,3 +394,17 @@ def test_an_unwritable_output_is_exit_2_with_a_clear_line(run_cli, pair, tmp_pat
     line = one_error_line(run_cli(*pair, "--format", "json", "-o", target))
     assert line.startswith(f"ckptdiff: {target}: ")
     assert "cannot write the report" in line or "is a folder" in line
+
+
+@pytest.mark.parametrize("where", ["no-such-folder/report.md", "file/report.md", "folder"])
+@pytest.mark.parametrize("flag", ["-o", "--save"])
+def test_a_report_that_cannot_be_written_is_refused_before_anything_is_read(run_cli, pair, tmp_path, where, flag):
+    """Found once the report was ready, a typo in -o threw away the whole run (the Hub, --values): here B does
+    not exist, so a run that read anything would blame B; and --save's report was printed before the refusal."""
+    (tmp_path / "file").write_text("not a folder")
+    (tmp_path / "folder").mkdir()
+    target = str(tmp_path / where)
+    result = run_cli(pair[0], str(tmp_path / "no-such-checkpoint"), flag, target)
+    line = one_error_line(result)
+    assert line.startswith(f"ckptdiff: {target}: "), line
+    assert result.stdout == ""
