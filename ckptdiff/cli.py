@@ -31,6 +31,7 @@ from .cli_output import (
     deliver,
     format_for,
     refuse_reports_over_inputs,
+    save_format,
     say,
     silence_stdout,
     wants_color,
@@ -302,7 +303,7 @@ def command(
     from .sources import SourceOptions
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
-    save_formats = [format_for(None, path) for path in saves]  # an extension naming no format: before any read
+    save_formats = [save_format(path) for path in saves]  # an extension naming no format: before any read
     a, b = specs_from_config(a, b, settings)
     policy = merge_policy(
         settings,
@@ -371,8 +372,8 @@ def command(
     )
     verbosity = -1 if quiet else 1 if verbose else 0
     text = deliver(report, fmt, output, view, verbosity, color)
-    for path, save_format in zip(saves, save_formats, strict=True):
-        write_report(render(report, save_format, replace(view, color=False, only_diffs=save_format == "table")), path)
+    for path, saved_as in zip(saves, save_formats, strict=True):
+        write_report(render(report, saved_as, replace(view, color=False, only_diffs=saved_as == "table")), path)
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary and not no_step_summary and settings.get("step_summary", True):
         plain = replace(view, color=False, expand=False)

@@ -177,6 +177,15 @@ def format_for(fmt: str | None, output: str | None, default: str | None = None) 
     return default or "table"
 
 
+def save_format(path: str) -> str:
+    """The format a ``--save`` file is written in, by its extension. ``--save -`` is refused: it printed a second
+    report (a table, whatever the first one's format) after the one on stdout, so ``--format json --save -``
+    fed a reader JSON with a table after it."""
+    if path == "-":
+        raise ReportWriteError("--save -", "names stdout; --save writes a file", "the report goes to stdout without -o")
+    return format_for(None, path)
+
+
 def wants_color(choice: str, stream: IO[str]) -> bool:
     """--color always/never; auto: NO_COLOR (when not empty, no-color.org) turns it off, FORCE_COLOR (when not
     empty) on, else colour only on a terminal."""

@@ -408,3 +408,13 @@ def test_a_report_that_cannot_be_written_is_refused_before_anything_is_read(run_
     line = one_error_line(result)
     assert line.startswith(f"ckptdiff: {target}: "), line
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("output", [[], ["-o", "-"], ["-o", "report.json"]])
+def test_save_to_stdout_is_refused_before_anything_is_read(run_cli, pair, tmp_path, output):
+    """--save - printed a table after the report on stdout: --format json --save - was JSON and then a table."""
+    result = run_cli(pair[0], str(tmp_path / "no-such-checkpoint"), "--format", "json", *output, "--save", "-")
+    assert one_error_line(result) == (
+        "ckptdiff: --save -: names stdout; --save writes a file (the report goes to stdout without -o)"
+    )
+    assert result.stdout == ""
