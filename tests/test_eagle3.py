@@ -454,6 +454,33 @@ def test_aux_layer_ids_shifted_by_one_mention_the_sglang_vllm_off_by_one(tmp_pat
     assert "A [2, 30, 58], B [3, 31, 59]" in message and "A's +1" in message and "off by one" in message
 
 
+def test_aux_layer_ids_are_compared_at_the_key_both_sides_set(tmp_path):
+    """A vLLM conversion keeps its source's eagle_config ids and adds vLLM's top-level key (their +1): the first key
+    found on each side were compared, and the finding said eagle_config's ids differ, naming B's top-level ones."""
+    a = drafter(tmp_path / "a")
+    converted = small_drafter_config(eagle_aux_hidden_state_layer_ids=[3, 31, 59])
+    b = drafter(tmp_path / "b", converted)
+
+    report = compare(str(a), str(b))
+
+    assert "aux_layer_ids_differ" not in codes(report)
+
+
+def test_aux_layer_ids_at_different_keys_name_each_key(tmp_path):
+    a = drafter(tmp_path / "a")
+    vllm_only = small_drafter_config(eagle_aux_hidden_state_layer_ids=[3, 31, 59])
+    del vllm_only["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    b = drafter(tmp_path / "b", vllm_only)
+
+    report = compare(str(a), str(b))
+
+    message = finding(report, "aux_layer_ids_differ")
+    assert message.startswith(
+        "aux layer ids differ: A eagle_config.eagle_aux_hidden_state_layer_ids=[2, 30, 58], "
+        "B eagle_aux_hidden_state_layer_ids=[3, 31, 59]; B's ids are A's +1"
+    ), message
+
+
 def test_max_position_embeddings_small_and_differing(tmp_path):
     a = drafter(tmp_path / "a")
     b = drafter(tmp_path / "b", small_drafter_config(max_position_embeddings=2048))

@@ -77,6 +77,9 @@ def _max_position_small(params: Params) -> str:
 
 def _aux_layer_ids_differ(params: Params) -> str:
     text = f"{params['key']} differs: A {json.dumps(params['a'])}, B {json.dumps(params['b'])}"
+    if "key_b" in params:  # each side sets its ids at another key
+        text = f"aux layer ids differ: A {params['key']}={json.dumps(params['a'])}, B {params['key_b']}="
+        text += json.dumps(params["b"])
     if "shift" not in params:  # the engine view: each engine's events say what it reads
         return text
     from .v1 import v1_engines  # the same clause v1 reports carry as params["engines"]

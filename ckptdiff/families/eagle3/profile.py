@@ -253,11 +253,13 @@ def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> Non
 def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
     if a.drafter is None or b.drafter is None:
         return
-    ids_a, ids_b = a.drafter.aux_layer_ids, b.drafter.aux_layer_ids
+    ids_a, ids_b = _aux_ids_to_compare(a.drafter, b.drafter)
     if ids_a is not None and ids_b is not None and ids_a.value != ids_b.value:
         shifted = len(ids_a.value) == len(ids_b.value) and len({y - x for x, y in zip(ids_a.value, ids_b.value)}) == 1
         shift = ids_b.value[0] - ids_a.value[0] if shifted else 0
         params = {"key": ids_a.key, "a": list(ids_a.value), "b": list(ids_b.value), "engines": v1_engines(shift)}
+        if ids_b.key != ids_a.key:
+            params["key_b"] = ids_b.key
         found.add("warning", "aux_layer_ids_differ", subject=ids_a.key, params={**params, "shift": shift})
     pos_a, pos_b = a.drafter.max_positions, b.drafter.max_positions
     if pos_a is not None and pos_b is not None and pos_a.value != pos_b.value:
@@ -267,6 +269,18 @@ def _check_between(a: _Side, b: _Side, found: _Findings) -> None:
             subject=pos_a.key,
             params={"a": pos_a.value, "b": pos_b.value},
         )
+
+
+def _aux_ids_to_compare(a: DrafterSpec, b: DrafterSpec) -> tuple[Setting | None, Setting | None]:
+    """Each side's aux layer ids at the first key both set, else each side's first: a converted drafter keeps its
+    source's eagle_config ids and adds the other engine's top-level key, and comparing the first key found on
+    each side named one key with the other key's ids ("eagle_config...: A [2, 30, 58], B [3, 31, 59]" of two
+    configs agreeing there)."""
+    by_key_b = {found.key: found for found in b.aux_ids}
+    shared = next((found for found in a.aux_ids if found.key in by_key_b), None)
+    if shared is not None:
+        return shared, by_key_b[shared.key]
+    return a.aux_layer_ids, b.aux_layer_ids
 
 
 def _check_injected(
