@@ -217,6 +217,32 @@ def test_max_shard_size_shards_with_a_correct_index(run_cli, drafter, tmp_path):
     assert compared.returncode == 0, compared.stdout  # the same tensors, whatever the shards
 
 
+@pytest.mark.parametrize(
+    ("size", "says"),
+    [
+        ("", "'' is not a size"),  # was: no sharding
+        (" ", "' ' is not a size"),
+        ("5 GBs", "'5 GBs' is not a size"),
+        ("1" * 400, "'1111111111111111111111111111111111111111'... is not a size"),  # was: an internal error
+        ("0", "'0' is not a positive size"),
+        ("1.5", "'1.5' is not a whole number of bytes"),  # was: 1 byte
+        ("1.0001KB", "'1.0001KB' is not a whole number of bytes"),
+    ],
+)
+def test_a_malformed_max_shard_size_is_refused_as_click_parses_it(run_cli, drafter, tmp_path, size, says):
+    result = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm", "--max-shard-size", size)
+
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1].startswith(f"Error: Invalid value for '--max-shard-size': {says}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_a_max_shard_size_with_a_fraction_is_its_exact_bytes(run_cli, drafter, tmp_path):
+    result = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm", "--max-shard-size", "4.1MB")
+
+    assert result.returncode == 0, result.stderr  # 4.1 * 1000**2 is 4099999.9999999995 in floats
+
+
 def test_force_replaces_out_only_with_a_proven_output(run_cli, drafter, tmp_path):
     out = tmp_path / "out"
     out.mkdir()
