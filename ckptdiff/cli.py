@@ -424,6 +424,13 @@ def main(argv: list[str] | None = None) -> None:
             handlers[stop] = signal.signal(stop, _interrupt)
     try:
         _run(args)
+    except OSError as err:
+        # stderr itself cannot be written (`2>log` on a full disk): no line can say so, but the run is still in
+        # trouble (exit 2), not the "incompatible" (exit 1) of the interpreter's traceback nobody could read
+        if err.errno not in _OUTPUT_ERRNOS and not isinstance(err, BrokenPipeError):
+            raise
+        silence_stdout(sys.stderr)  # its buffered rest would fail again at the interpreter's exit
+        sys.exit(EXIT_TROUBLE)
     finally:
         for stop, handler in handlers.items():
             signal.signal(stop, handler)

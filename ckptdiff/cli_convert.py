@@ -87,9 +87,17 @@ class ShardSize(_IntType):
 )
 @click.option(
     "--expand/--collapse",
-    default=False,
+    default=None,
     help="One plan row per tensor, or (default) tensors that differ only in layer/expert indices folded into one "
     "row each (JSON and convert.json list every tensor).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    metavar="FILE",
+    type=click.Path(),
+    help="Settings file; convert takes expand from it (default: nearest ckptdiff.toml or pyproject.toml "
+    "[tool.ckptdiff]).",
 )
 @click.option("--offline", is_flag=True, help="Use only cached Hub data.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress bar, only the outcome.")
@@ -108,7 +116,8 @@ def convert_command(
     allowed_events: tuple[str, ...],
     renames: tuple[str, ...],
     fmt: str,
-    expand: bool,
+    expand: bool | None,
+    config_path: str | None,
     offline: bool,
     quiet: bool,
     debug: bool,
@@ -124,12 +133,17 @@ def convert_command(
     output that cannot be written).
     """
     from .cli_output import terminal_width
+    from .config_file import load_config
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
+    from .formats.table import hang
     from .naming import parse_rename
     from .progress import terminal_progress
     from .sources import SourceOptions
 
+    settings = load_config(config_path)  # a broken config file fails before anything is read
+    # the comparison's file: of its settings only how the plan's rows show applies here; a flag overrides it
+    expand = bool(settings.get("expand") if expand is None else expand)
     request = ConvertRequest(
         src=src,
         out=out,
@@ -168,10 +182,15 @@ def convert_command(
         return RENDERERS[fmt](plan, expand=expand, width=width)
 
     style = "json" if fmt == "json" else "text"  # how a name that would form a workflow command is escaped
+
+    def say(first: str, text: str, *, err: bool, indent: str = "  ") -> None:
+        """A line of the outcome, wrapped to its stream's terminal as the plan is."""
+        _echo("\n".join(hang(first, text, terminal_width(sys.stderr if err else sys.stdout), indent)), err=err)
+
     if plan_only or not plan.ok:
         _echo(render(plan), nl=False, style=style)
         if not plan.ok:
-            _echo(f"ckptdiff: not converted: {_plan_failure(plan.problems)}", err=True)
+            say("", f"ckptdiff: not converted: {_plan_failure(plan.problems)}", err=True)
         sys.exit(outcome.exit_code)
     if fmt == "json":
         _echo(json.dumps(outcome.document, indent=2), style="json")
@@ -181,8 +200,8 @@ def convert_command(
     proof = outcome.proof
     if outcome.failure is not None:
         for problem in proof.problems if proof is not None else ():
-            _echo(f"  {problem}", err=True)
-        _echo(f"ckptdiff: not converted: {outcome.failure}", err=True)
+            say("  ", problem, err=True, indent="    ")
+        say("", f"ckptdiff: not converted: {outcome.failure}", err=True)
         sys.exit(outcome.exit_code)
     assert proof is not None
     engine = "" if plan.engine_proven else "; not proven by an engine"
@@ -191,11 +210,11 @@ def convert_command(
         f"{proof.tensors_by_bytes + proof.tensors_by_digest} tensors compared byte for byte, "
         f"{proof.tensors_by_value} by value{engine})"
     )
+    say("", message, err=fmt == "json")
     if proof.safetensors_check != "passed":
-        message += f"\n  note: the safetensors package's check {proof.safetensors_check}"
-    _echo(message, err=fmt == "json")
+        say("  ", f"note: the safetensors package's check {proof.safetensors_check}", err=fmt == "json", indent="    ")
     for warning in proof.warnings:
-        _echo(f"  warning: {warning}", err=fmt == "json")
+        say("  ", f"warning: {warning}", err=fmt == "json", indent="    ")
     sys.exit(outcome.exit_code)
 
 

@@ -190,13 +190,29 @@ def append_step_summary(markdown: str, path: str | None) -> None:
     if len(markdown.encode()) > STEP_SUMMARY_LIMIT:
         markdown = STEP_SUMMARY_TOO_LONG
     try:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown)
-            handle.flush()
+        _append_whole(path, markdown.encode("utf-8"))
     except OSError as err:
         raise ReportWriteError(
             path, f"cannot append the step summary: {err.strerror or err}", "or pass --no-step-summary"
         ) from None
+
+
+def _append_whole(path: str, data: bytes) -> None:
+    """Append ``data`` to ``path``, or, when a write fails (a full disk), leave the file as it was: the earlier
+    steps' summaries without half of this one after them. Unbuffered, so that nothing is written after the cut."""
+    out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        before = os.fstat(out).st_size
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[os.write(out, view) :]
+        except OSError:
+            if stat.S_ISREG(os.fstat(out).st_mode):
+                os.truncate(out, before)
+            raise
+    finally:
+        os.close(out)
 
 
 #: How each format escapes what could start a workflow command in a CI log (:func:`.errors.inert_in_ci_log`).
@@ -249,11 +265,12 @@ def _echo_verdict(report: Report, color: str) -> None:
     say("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)))
 
 
-def silence_stdout() -> None:
-    """Point stdout at /dev/null, so that the interpreter's final flush does not fail on the closed pipe again."""
+def silence_stdout(stream: IO[str] | None = None) -> None:
+    """Point stdout (or ``stream``) at /dev/null, so that the interpreter's final flush does not fail on the
+    closed pipe or full disk again."""
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        os.dup2(devnull, (stream or sys.stdout).fileno())
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no file descriptor (an in-process runner's buffer)
         pass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import sys
@@ -115,6 +116,24 @@ class SourceError(CkptdiffError):
 
 class ReportWriteError(CkptdiffError):
     """The report could not be written where the user asked."""
+
+
+class DiskWriteError(CkptdiffError):
+    """A file ckptdiff writes on this machine (a download, a scratch copy) could not be written: a full disk, a
+    quota, a file-size limit, a read-only mount. Raised with ``where`` None where the writer knows only a file
+    descriptor; the code that named the file fills it in (:meth:`at`)."""
+
+    def at(self, where: str, hint: str | None = None) -> DiskWriteError:
+        return DiskWriteError(where, self.defect, hint or self.hint)
+
+
+#: What a write fails with when the trouble is the disk it writes to, not the data or a bug.
+DISK_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+
+
+def disk_write_error(err: OSError, where: str | None = None, hint: str | None = None) -> DiskWriteError:
+    """One line for an OSError a write on this machine raised: the system's reason, never a traceback."""
+    return DiskWriteError(where, f"cannot be written: {err.strerror or err}", hint)
 
 
 _TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -381,34 +382,41 @@ def test_an_object_store_src_rewritten_during_the_write_fails_and_leaves_only_th
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX file-size limits")
-def test_a_disk_that_fills_while_writing_is_one_line_exit_2_and_out_is_kept(tmp_path):
-    """A file-size limit makes every write past 4 kB fail (EFBIG), as a full disk or a quota would."""
+@pytest.mark.parametrize("case", ["header-write", "kernel-copy"])
+def test_a_disk_that_fills_while_writing_is_one_line_exit_2_out_kept_and_the_partial_output_removed(tmp_path, case):
+    """A file-size limit makes every write past N bytes fail (EFBIG), as a full disk or a quota would: in a
+    shard's header written by hand (4 kB), or in a tensor the kernel copies from a SRC on the same disk
+    (copy_file_range: once blamed on SRC, "cannot copy", exit 1, OUT.partial left holding the room)."""
     import resource
     import signal
 
+    if case == "header-write":
+        src = FIXTURES / "drafters" / "mtp-deepseek-v3-nextn-export"
+        extra, limit = ["--base", str(FIXTURES / "drafters" / "bases" / "deepseek-v3")], 4096
+    else:
+        src, extra = random_drafter(tmp_path / "src"), []
+        limit = (src / "model.safetensors").stat().st_size // 2
+
     def small_files() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process being killed
-        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     out = tmp_path / "out"
     out.mkdir()
     (out / "ours.txt").write_text("the user's")
-    export = FIXTURES / "drafters" / "mtp-deepseek-v3-nextn-export"
-    base = FIXTURES / "drafters" / "bases" / "deepseek-v3"
     done = subprocess.run(
-        [sys.executable, "-m", "ckptdiff", "convert", str(export), str(out), "--to", "vllm", "--base", str(base)]
-        + ["--force", "--quiet"],
+        [sys.executable, "-m", "ckptdiff", "convert", str(src), str(out), "--to", "vllm", *extra, "--force", "-q"],
         capture_output=True,
         text=True,
         preexec_fn=small_files,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
     )
     partial = tmp_path / "out.partial"
     assert (done.returncode, done.stderr) == (
         2,
-        f"ckptdiff: {partial}: cannot be written: File too large ({partial} is left for inspection; rerun with "
-        "--force once it can be written)\n",
+        f"ckptdiff: {partial}: cannot be written: File too large (removed; rerun once there is room)\n",
     )
-    assert partial.is_dir() and sorted(p.name for p in out.iterdir()) == ["ours.txt"]
+    assert not partial.exists() and sorted(p.name for p in out.iterdir()) == ["ours.txt"]
 
 
 def test_a_negative_layer_count_is_refused_in_one_line(run_cli, tmp_path, drafter):

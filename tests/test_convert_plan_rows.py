@@ -17,6 +17,8 @@ from fixtures.published_drafters import mtp_layer_tensors
 DRAFTERS = FIXTURES / "drafters"
 EXPORT = DRAFTERS / "mtp-deepseek-v3-nextn-export"  # 52 tensors: the MTP layer at 0, 4 experts × 6 tensors
 BASE = DRAFTERS / "bases" / "deepseek-v3"
+#: The export's plan rows, folded: the 24 expert tensors in 6 rows.
+FOLDED = 52 - 6 * 4 + 6
 EXPERT_KINDS = [
     f"{proj}.{what}" for proj in ("gate_proj", "up_proj", "down_proj") for what in ("weight", "weight_scale_inv")
 ]
@@ -38,7 +40,7 @@ def test_the_nextn_plan_folds_each_expert_tensor_into_one_row_and_counts_every_t
 
     assert result.returncode == 0, result.stderr
     rows = plan_rows(result.stdout)
-    assert len(rows) == 52 - 6 * 4 + 6
+    assert len(rows) == FOLDED
     down = re.compile(
         r"model\.layers\.61\.mlp\.experts\.\{0\.\.3\}\.down_proj\.weight +"
         r"model\.layers\.0\.mlp\.experts\.\{0\.\.3\}\.down_proj\.weight +4 +rename +F8_E4M3 +\[16, 8\]$"
@@ -77,6 +79,61 @@ def test_expand_lists_every_tensor(run_cli, tmp_path):
             out, source = f"model.layers.61.mlp.experts.{expert}.{kind}", f"model.layers.0.mlp.experts.{expert}.{kind}"
             assert sum(1 for row in rows if row.split()[:2] == [out, source]) == 1
     assert "plan: 52 tensors" in result.stdout
+
+
+def repository(tmp_path: Path, settings: str, name: str = "ckptdiff.toml") -> Path:
+    """A git repository whose config file holds ``settings``, and a folder below it to run from."""
+    root = tmp_path / "repo"
+    (root / ".git").mkdir(parents=True)
+    (root / name).write_text(settings)
+    (root / "work").mkdir()
+    return root / "work"
+
+
+def test_a_config_files_expand_applies_to_the_plan_and_a_flag_overrides_it(run_cli, tmp_path):
+    below = repository(tmp_path, "expand = true\n")
+
+    expanded = plan(run_cli, tmp_path, cwd=below)
+    collapsed = plan(run_cli, tmp_path, "--collapse", cwd=below)
+
+    assert expanded.returncode == 0, expanded.stderr
+    assert len(plan_rows(expanded.stdout)) == 52 and "{" not in expanded.stdout.split("\n\n")[1]
+    assert collapsed.returncode == 0, collapsed.stderr
+    assert len(plan_rows(collapsed.stdout)) == FOLDED
+    (below.parent / "ckptdiff.toml").write_text("expand = false\n")
+    assert len(plan_rows(plan(run_cli, tmp_path, "--expand", cwd=below).stdout)) == 52
+    assert len(plan_rows(plan(run_cli, tmp_path, cwd=below).stdout)) == FOLDED
+
+
+def test_config_names_the_file_and_a_pyproject_table_is_read(run_cli, tmp_path):
+    pyproject = tmp_path / "elsewhere" / "pyproject.toml"
+    pyproject.parent.mkdir()
+    pyproject.write_text("[tool.ckptdiff]\nexpand = true\n")
+
+    named = plan(run_cli, tmp_path, "--config", str(pyproject))
+    found = plan(run_cli, tmp_path, cwd=pyproject.parent)
+
+    assert len(plan_rows(named.stdout)) == 52 and len(plan_rows(found.stdout)) == 52
+
+
+@pytest.mark.parametrize(
+    ("settings", "defect"),
+    [
+        ("expand = 1\n", "expand: must be true or false"),
+        ("expand = \n", "is not valid TOML"),
+        ("expnad = true\n", "expnad: is not a ckptdiff setting (did you mean expand?)"),
+    ],
+)
+def test_a_bad_config_file_is_one_line_naming_it_and_nothing_is_written(run_cli, tmp_path, settings, defect):
+    below = repository(tmp_path, settings)
+    out = tmp_path / "o"
+
+    result = run_cli("convert", str(EXPORT), str(out), "--to", "vllm", "--base", str(BASE), cwd=below)
+
+    assert result.returncode == 2 and result.stdout == "" and "Traceback" not in result.stderr
+    assert result.stderr.splitlines() == [result.stderr.strip()]
+    assert result.stderr.startswith(f"ckptdiff: {below.parent / 'ckptdiff.toml'}") and defect in result.stderr
+    assert not out.exists() and not (tmp_path / "o.partial").exists()
 
 
 def nextn_export(folder: Path, changed: dict[str, tuple[str, list[int]]]) -> Path:
@@ -118,6 +175,7 @@ def test_an_expert_that_differs_keeps_a_row_of_its_own(run_cli, tmp_path, change
     assert result.returncode == 0, result.stderr
     rows = [" ".join(row.split()) for row in plan_rows(result.stdout)]
     assert apart in rows and rest in rows
+    assert rows.index(apart) == rows.index(rest) + 1  # under its siblings' row, not where its expert comes
     assert sum(1 for row in rows if row.startswith("model.layers.61.mlp.experts.")) == 6 + 1
     assert "plan: 52 tensors" in result.stdout
 

@@ -85,8 +85,9 @@ def _cells(tensor: PlannedTensor) -> list[str]:
 def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
     """The tensor table's headers and rows: a row per tensor (``expand``), or tensors whose names differ only in
     layer/expert indices, and that agree on everything else a row shows, folded into one row of patterns
-    (``layers.61.mlp.experts.{0..255}.w`` ← ``layers.0.mlp.experts.{0..255}.w``) with a count."""
-    from ..formats.collapse import fold
+    (``layers.61.mlp.experts.{0..255}.w`` ← ``layers.0.mlp.experts.{0..255}.w``) with a count. Rows of one
+    pattern are adjacent: an expert that differs sits under its siblings' row, not among expert 200's tensors."""
+    from ..formats.collapse import fold, name_template
 
     rows = [_cells(t) for t in plan.tensors]
     if expand:
@@ -95,6 +96,10 @@ def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
     folds = fold(names, [(t.origin.side, *cells[2:]) for t, cells in zip(plan.tensors, rows)])
     if all(line.count == 1 for line in folds):
         return HEADERS, rows
+    rank: dict[tuple[str, ...], int] = {}
+    for line in folds:  # each pattern where its first tensor comes, its rows together (a stable sort)
+        rank.setdefault(name_template(plan.tensors[line.first].name), len(rank))
+    folds.sort(key=lambda line: rank[name_template(plan.tensors[line.first].name)])
     folded = []
     for line in folds:
         cells = rows[line.first]
@@ -134,7 +139,7 @@ def _size(count: int) -> str:
 
 def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) -> str:
     """The plan for a terminal: rows folded into layer/expert patterns unless ``expand``, wrapped to ``width``."""
-    from ..formats.table import NOTE_FLOOR, grid
+    from ..formats.table import hang
 
     lines = [f"SRC: {plan.source.spec}", f"for: {plan.label} ({', '.join(plan.config.get('architectures', []))})"]
     if plan.base is not None:
@@ -145,13 +150,10 @@ def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) 
         headers, rows = headers[:-1], [row[:-1] for row in rows]
     lines += ["", *_tensor_grid(headers, rows, width)]
     if plan.left:
-        lines += ["", "not written:"] + [f"  {line}" for line in _left_lines(plan)]
+        lines += ["", "not written:"] + [part for line in _left_lines(plan) for part in hang("  ", line, width, "    ")]
     if plan.changes:
-        rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
-        # the reasons wrap first, then the values
-        shrink = [((3,), NOTE_FLOOR), ((1, 2), NOTE_FLOOR), ((0, 1, 2, 3), 0)]
-        lines += ["", "config.json:", *grid(["key", "SRC", "written", "why"], rows, width, shrink=shrink, names=(0,))]
-    lines += _checks(plan, "  ")
+        lines += ["", "config.json:", *_config_grid(plan, width)]
+    lines += _checks(plan, "  ", width)
     shards = len(plan.shards.shards)
     only = f" ({next(iter(files))})" if len(files) == 1 else ""
     lines += [
@@ -178,20 +180,53 @@ def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -
     return grid([f"{headers[0]} ← from", *headers[2:]], rows, width, shrink=[((0,), 0)], names=(0,), below=below)
 
 
-def _checks(plan: Plan, indent: str) -> list[str]:
+def _config_grid(plan: Plan, width: int | None) -> list[str]:
+    """The config.json patch: the key, both values and the reason side by side where that fits; narrower, as the
+    comparison's table does with its notes, each reason under its row, and narrower still both values in one
+    column (``old → new``), since a JSON value such as ``["Eagle3LlamaForCausalLM"]`` has nowhere to wrap."""
+    from ..formats.table import NAME_FLOOR, NOTE_FLOOR, grid, hang
+
+    headers = ["key", "SRC", "written", "why"]
+    rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
+    lines = grid(headers, rows, width, shrink=[((3,), NOTE_FLOOR), ((0, 1, 2), 0)], names=(0,))
+    if width is None or _fits(lines, width):
+        return lines
+    below = [hang("    ", why, width) for *_, why in rows]
+    lines = grid(headers[:3], [row[:3] for row in rows], width, shrink=[((0, 1, 2), 0)], names=(0,), below=below)
+    if _fits(lines, width):
+        return lines
+    both = [[key, f"{old} → {new}"] for key, old, new, _ in rows]
+    stages = [((1,), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1), 0)]
+    return grid(["key", "SRC → written"], both, width, shrink=stages, names=(0,), below=below)
+
+
+def _fits(lines: list[str], width: int) -> bool:
+    return all(len(part) <= width for line in lines for part in line.split("\n"))
+
+
+def _checks(plan: Plan, indent: str, width: int | None = None) -> list[str]:
+    """The vocabulary check, the engine check and the plan's problems, each item wrapped to ``width``."""
+    from ..formats.table import hang
+
     lines: list[str] = []
+    more = indent + "  "
     if plan.tokenizer is not None:
         verdict = "same vocabulary" if plan.tokenizer.same else "different vocabularies"
-        lines += ["", f"tokenizer: {verdict}: {plan.tokenizer.from_base} → {plan.tokenizer.base}"]
-        lines += [f"{indent}compared {item}" for item in plan.tokenizer.compared]
-        lines += [f"{indent}{item}" for item in plan.tokenizer.differences]
+        lines += [
+            "",
+            *hang("", f"tokenizer: {verdict}: {plan.tokenizer.from_base} → {plan.tokenizer.base}", width, more),
+        ]
+        lines += [part for item in plan.tokenizer.compared for part in hang(indent, f"compared {item}", width, more)]
+        lines += [part for item in plan.tokenizer.differences for part in hang(indent, item, width, more)]
     if plan.check is not None:
-        lines += ["", f"engine check on the plan ({plan.label}'s loader replayed): {plan.check.outcome}"]
+        check = f"engine check on the plan ({plan.label}'s loader replayed): {plan.check.outcome}"
+        lines += ["", *hang("", check, width, more)]
+    items = [f"warning: {w}" for w in plan.warnings]
     if not plan.engine_proven:
-        lines.append(f"{indent}{plan.label}: not proven by an engine ({plan.unproven_why}); ckptdiff's check only")
-    lines += [f"{indent}warning: {w}" for w in plan.warnings]
+        items.insert(0, f"{plan.label}: not proven by an engine ({plan.unproven_why}); ckptdiff's check only")
+    lines += [part for item in items for part in hang(indent, item, width, more)]
     if plan.problems:
-        lines += ["", "the plan fails:"] + [f"{indent}{p}" for p in plan.problems]
+        lines += ["", "the plan fails:"] + [part for p in plan.problems for part in hang(indent, p, width, more)]
     return lines
 
 

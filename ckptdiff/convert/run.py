@@ -1,9 +1,10 @@
 """One conversion end to end: refuse what is hostile, plan, write into ``OUT.partial``, prove, rename.
 
-OUT is named only once its contents are proven: until then everything is in ``OUT.partial/``, which a failure
-leaves for inspection (the message names it) and a Ctrl-C leaves unfinished, with no ``convert.json`` (written
-last, once proven). SRC is only ever read; each of its local files' inode, size and modification time is taken
-before reading and compared after the write and the proof, so a SRC rewritten meanwhile fails the run.
+OUT is named only once its contents are proven: until then everything is in ``OUT.partial/``, which a failed read
+or proof leaves for inspection (the message names it), a write the disk refuses removes, and a Ctrl-C leaves
+unfinished, with no ``convert.json`` (written last, once proven). SRC is only ever read; each of its local files'
+inode, size and modification time is taken before reading and compared after the write and the proof, so a SRC
+rewritten meanwhile fails the run.
 """
 
 from __future__ import annotations
@@ -109,7 +110,9 @@ def convert(
         return _write_and_prove(request, plan, outcome, src_source, base_source, before, partial, out, advance)
     except OSError as err:  # the disk is full, a quota, a read-only mount: reads say their own line (sources)
         where = err.filename if isinstance(err.filename, str) else str(partial)
-        hint = f"{partial} is left for inspection; rerun with --force once it can be written"
+        # nothing in it to inspect but where the disk gave out, and it holds the room a rerun needs
+        shutil.rmtree(partial, ignore_errors=True)
+        hint = "removed; rerun once there is room" if not partial.exists() else f"{partial} is left"
         raise ConvertWriteError(where, f"cannot be written: {err.strerror or err}", hint) from None
 
 

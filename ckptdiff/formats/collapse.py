@@ -94,6 +94,11 @@ def collapse(rows: Iterable[TensorRow]) -> list[DisplayRow]:
     return [DisplayRow(line.names[0], line.count, rows[line.first]) for line in folds]
 
 
+def name_template(name: str) -> tuple[str, ...]:
+    """``name`` without its integer path components: what the names one fold can hold have in common."""
+    return tuple(_INDEX.split(name)[0::2])
+
+
 @dataclass(frozen=True)
 class Fold:
     """Items folded into one line: each of their names as a pattern, how many items, the first one's position."""

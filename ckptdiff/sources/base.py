@@ -237,10 +237,12 @@ class Source(ABC):
     def copy_range(self, file: RelativePath, start: int, stop: int, out: int) -> int:
         """Bytes [start, stop) of a file written at the same offsets into the open file descriptor ``out`` (for
         fetch_to, from several threads at once); how many were written (fewer at the file's end)."""
+        from .file_copy import pwrite_to_copy
+
         view = memoryview(self.read_range(file, start, stop))
         position = start
         while view:
-            written = os.pwrite(out, view, position)
+            written = pwrite_to_copy(out, view, position)
             view, position = view[written:], position + written
         return position - start
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 
-from ..errors import SourceError
+from ..errors import DiskWriteError, SourceError, disk_write_error
 
 #: ``copy_range(start, stop, out)``: bytes [start, stop) of the file written at their offsets into the open file
 #: descriptor ``out``; how many (``Source.copy_range`` for one file).
@@ -26,6 +26,18 @@ COPY_CHUNK = 8 * 1024 * 1024
 IN_FLIGHT = 4
 #: What a copy's name ends with until its last byte has arrived.
 PARTIAL_SUFFIX = ".partial"
+
+#: What to do when a copy for --values cannot be written (copies go to a temporary folder under TMPDIR).
+SCRATCH_HINT = "free space there, or point TMPDIR at a disk with room"
+
+
+def pwrite_to_copy(out: int, data: memoryview, position: int) -> int:
+    """``os.pwrite`` into a copy's file: a failure of the disk (full, a quota) is a :class:`DiskWriteError`, not a
+    store's error; the copy names its file (:func:`copy_file`)."""
+    try:
+        return os.pwrite(out, data, position)
+    except OSError as err:
+        raise disk_write_error(err) from None
 
 
 def copy_file(
@@ -42,7 +54,10 @@ def copy_file(
     if size is None:
         raise SourceError(where, "the store did not say how big this file is")
     partial = target.with_name(target.name + PARTIAL_SUFFIX)
-    out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        out = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as err:
+        raise disk_write_error(err, str(partial), SCRATCH_HINT) from None
     try:
         ranges = iter(range(0, size, COPY_CHUNK))
         running: dict[Future[int], tuple[int, int]] = {}
@@ -74,9 +89,11 @@ def copy_file(
             for future in running:  # after a failure: drop what has not started, let the running reads end
                 future.cancel()
             wait(running)  # nothing may write into ``out`` once it is closed
-    except BaseException:
+    except BaseException as err:
         os.close(out)
         partial.unlink(missing_ok=True)
+        if isinstance(err, DiskWriteError):  # the copy's own write failed: the disk, not the store
+            raise err.at(str(partial), SCRATCH_HINT) from None
         raise
     os.close(out)
     os.replace(partial, target)

@@ -20,13 +20,14 @@ download module is loaded only to look in its cache, when the repo has a folder 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..checkpoint import INDEX_SUFFIX, RelativePath, check_json_size
-from ..errors import CkptdiffError, HeaderError, SourceError, printable
+from ..errors import DISK_WRITE_ERRNOS, CkptdiffError, DiskWriteError, HeaderError, SourceError, printable
 from ..limits import MAX_JSON_BYTES
 from ..safetensors_header import SafetensorsHeader, parse_file_prefix
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
@@ -40,6 +41,9 @@ if TYPE_CHECKING:
     from . import HubSpec, SourceOptions
 
 __all__ = ["INITIAL_RANGE", "HubSource"]
+
+#: What to do when the Hugging Face cache cannot take a download.
+HF_CACHE_HINT = "free space there, or point HF_HOME or HF_HUB_CACHE at a disk with room"
 
 #: What a subfolder spec may name instead of a folder: one weight file or index.
 _WEIGHT_SUFFIXES = (".safetensors", INDEX_SUFFIX, ".bin", ".pt", ".pth", ".bin.index.json")
@@ -253,9 +257,19 @@ class HubSource(Source):
         paths = {}
         for file in files:
             name = self._repo_path(file)
-            downloaded = hf_hub_download(
-                self.repo_id, name, revision=self.commit, local_files_only=self.offline, tqdm_class=bars
-            )
+            try:
+                with warnings.catch_warnings():
+                    # its "not enough free disk space" estimate, several lines: a download that fails says it in one
+                    warnings.filterwarnings("ignore", message="Not enough free disk space", category=UserWarning)
+                    downloaded = hf_hub_download(
+                        self.repo_id, name, revision=self.commit, local_files_only=self.offline, tqdm_class=bars
+                    )
+            except OSError as err:
+                if err.errno not in DISK_WRITE_ERRNOS and not isinstance(err, PermissionError):
+                    raise  # the network's and the Hub's own errors: explained by the caller
+                # huggingface_hub removes its partial download; the line names the cache it could not write into
+                defect = f"cannot take the download of {self.name_of(file)}: {err.strerror or err}"
+                raise DiskWriteError(str(self._hf_cache_folder()), defect, HF_CACHE_HINT) from None
             paths[file] = Path(downloaded)
         return paths
 

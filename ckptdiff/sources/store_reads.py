@@ -12,7 +12,6 @@ to a file as it arrives (for --values' copies), so a copy holds at most one body
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -20,6 +19,7 @@ from typing import Any
 
 from ..errors import SourceError
 from ..limits import MIN_BODY_RATE
+from .file_copy import pwrite_to_copy
 
 #: Bytes per read from a response body.
 READ_CHUNK = 1024 * 1024
@@ -53,7 +53,7 @@ def bounded_copy(fs: Any, scheme: str, path: str, start: int, stop: int, *, wher
         nonlocal position
         view = memoryview(chunk)
         while view:
-            written = os.pwrite(out, view, position)
+            written = pwrite_to_copy(out, view, position)
             view, position = view[written:], position + written
 
     _bounded(fs, scheme, path, start, stop, where, expected, write)

@@ -23,6 +23,8 @@ from .base import Source, explained_errors
 TENSOR_CHUNK = 8 * 1024 * 1024
 #: copy_file_range errors that mean "not between these two files": fall back to reads and writes.
 _NO_KERNEL_COPY = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF, errno.EPERM}
+#: copy_file_range's failures that are the output's (a full disk, a quota, a file-size limit), never the input's.
+_OUTPUT_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 def read_tensor_chunks(source: Source, tensor: TensorInfo, *, chunk_size: int = TENSOR_CHUNK) -> Iterator[bytes]:
@@ -58,7 +60,8 @@ def copy_tensor(
     """Write ``tensor``'s bytes into the open file descriptor ``out`` from ``offset`` on, yielding the bytes
     written after each piece (for a progress bar, or a check between pieces). A file on this machine's disk is
     copied in the kernel (``copy_file_range``: no byte passes through this process); anything else is streamed
-    through :func:`read_tensor_chunks`."""
+    through :func:`read_tensor_chunks`. A read that fails is a CkptdiffError naming the file; a write into ``out``
+    that fails (a full disk) is the OSError, for the caller, which knows what ``out`` is."""
     begin, end = tensor.data_offsets
     path = source.disk_path(tensor.file)
     if path is not None and end > begin:
@@ -94,6 +97,8 @@ def _kernel_copy(
             except OSError as err:
                 if err.errno in _NO_KERNEL_COPY and copied == 0:
                     return 0
+                if err.errno in _OUTPUT_FULL:
+                    raise  # the output's disk, not this file: as a pwrite into ``out`` would (the caller names it)
                 raise SourceError(where, f"cannot copy: {err.strerror or err}") from None
             if done == 0:
                 raise SourceError(where, f"ends early: {copied} of the {end - begin} bytes asked for were there")

@@ -82,7 +82,13 @@ def run_task(task: ShardTask, threads: int | None = 1) -> TaskResult:
     sides: list[Side] = []
     # A store's files are copied here and removed with the task: a long-lived worker would otherwise keep every
     # shard it was ever given, the whole pair spread over the workers' disks.
-    scratch = tempfile.TemporaryDirectory(prefix="ckptdiff-values-", dir=task.scratch, ignore_cleanup_errors=True)
+    try:
+        scratch = tempfile.TemporaryDirectory(prefix="ckptdiff-values-", dir=task.scratch, ignore_cleanup_errors=True)
+    except OSError as err:  # this machine's disk (full, read-only): one line from the worker, as for a read
+        from ..sources.file_copy import SCRATCH_HINT
+
+        folder = task.scratch or tempfile.gettempdir()
+        return None, (folder, f"cannot be written: {err.strerror or err}", SCRATCH_HINT)
     try:
         for index, spec in enumerate(task.sides):
             files = {pair.a.file for pair in task.pairs if pair.side_a == index}

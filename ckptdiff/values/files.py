@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..checkpoint import Checkpoint, RelativePath, TensorInfo
-from ..errors import SourceError
+from ..errors import SourceError, disk_write_error
 from ..progress import Progress
+from ..sources.file_copy import SCRATCH_HINT
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -65,7 +66,6 @@ def fetch_files(
 ) -> dict[RelativePath, Path]:
     """Local paths of these files, through the checkpoint's Source: files on disk as they are, the others
     downloaded (a Hub side's into the HF cache, an object store's into a temporary folder), the total announced."""
-    import tempfile
 
     from ..sources import SourceOptions, source_of
     from ..sources import fetch_files as fetch
@@ -96,7 +96,7 @@ def fetch_files(
         also = f" ({len(paths)} already cached)" if paths else ""
         where, into = source.name_of(), source.downloads_into
         notify(f"--values: downloading {len(remote)} file(s) of {label} ({where}), {total}, into {into}{also}")
-    folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-", dir=scratch_folder()))  # one per side
+    folder = _new_scratch(f"{label.replace(' ', '-')}-")  # one per side
     paths.update(fetch(source, folder, remote, progress))
     return paths
 
@@ -134,12 +134,26 @@ def scratch_folder() -> Path:
 
     global _SCRATCH
     if _SCRATCH is None:
-        _SCRATCH = Path(tempfile.mkdtemp(prefix="ckptdiff-values-"))
+        try:
+            _SCRATCH = Path(tempfile.mkdtemp(prefix="ckptdiff-values-"))
+        except OSError as err:
+            raise disk_write_error(err, tempfile.gettempdir(), SCRATCH_HINT) from None
         atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
     return _SCRATCH
 
 
 _SCRATCH: Path | None = None
+
+
+def _new_scratch(prefix: str) -> Path:
+    """A fresh folder in the run's scratch folder; one line when the disk cannot take it."""
+    import tempfile
+
+    parent = scratch_folder()
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except OSError as err:
+        raise disk_write_error(err, str(parent), SCRATCH_HINT) from None
 
 
 def _gib(n: int) -> str:
@@ -160,7 +174,6 @@ def fetch_tensors(
 
     Returns the tensors by name (one read by its range: its scratch file, from offset 0) and the local path of
     each file they name."""
-    import tempfile
 
     from ..sources import SourceOptions, source_of
     from ..sources.tensor_read import read_tensor_chunks
@@ -188,12 +201,19 @@ def fetch_tensors(
         total = _gib(sum(t.data_offsets[1] - t.data_offsets[0] for t in remote))
         where = source.name_of()
         notify(f"--values: reading {len(remote)} tensor(s) of {label} ({where}) by their byte ranges, {total}")
-    folder = Path(tempfile.mkdtemp(prefix=f"{label.replace(' ', '-')}-tensors-", dir=scratch_folder()))
+    folder = _new_scratch(f"{label.replace(' ', '-')}-tensors-")
     for number, tensor in enumerate(remote):
         path = folder / f"{number}.tensor"
-        with open(path, "wb") as out:
-            for piece in read_tensor_chunks(source, tensor):
-                out.write(piece)
+        try:
+            with open(path, "wb") as out:
+                for piece in read_tensor_chunks(source, tensor):
+                    out.write(piece)
+        except OSError as err:  # the scratch file's write: the tensor's reads say their own line (SourceError)
+            path.unlink(missing_ok=True)
+            raise disk_write_error(err, str(path), SCRATCH_HINT) from None
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
         begin, end = tensor.data_offsets
         own = f"{tensor.file}#{tensor.name}"  # the pass's name for the scratch file, never one of the checkpoint's
         placed[tensor.name] = TensorInfo(tensor.name, tensor.dtype, tensor.shape, own, (0, end - begin))

@@ -1,0 +1,252 @@
+"""A disk that fills while ckptdiff writes: every writer ends in one line naming the path and the system's reason,
+exit 2, no partial file left; the header cache, an optimisation, fails nothing.
+
+The disk is filled for real: a child process with a file-size limit (``RLIMIT_FSIZE``: every write past N bytes
+fails with EFBIG, as a full disk or a quota fails with ENOSPC or EDQUOT), or, as root, a small tmpfs. The Hub is
+the emulator (tests/hub_emulator.py), the object store moto's server.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import REPO, cli_env
+
+from fixtures.generate import HERE as FIXTURES
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX file-size limits")
+
+PUBLISHED = FIXTURES / "kimi-k2-eagle3-published"  # one 181 kB shard
+OURS = FIXTURES / "kimi-k25-eagle3-ours"
+
+
+def run_limited(
+    tmp_path: Path, *args: str, limit: int | None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m ckptdiff args`` in a child whose every file write past ``limit`` bytes fails (EFBIG)."""
+
+    def small_files() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails instead of the process being killed
+        if limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    full_env = cli_env(tmp_path, env)
+    full_env["PYTHONDONTWRITEBYTECODE"] = "1"  # the limit would otherwise cut .pyc files short in the tree
+    return subprocess.run(
+        [sys.executable, "-m", "ckptdiff", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=full_env,
+        preexec_fn=small_files,
+        timeout=120,
+    )
+
+
+def last_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The run's error line: stderr holds only --values' notes before it, no traceback, no warning."""
+    lines = done.stderr.splitlines()
+    assert lines and all(line.startswith("ckptdiff: ") for line in lines), done.stderr
+    assert all(line.startswith("ckptdiff: --values: ") for line in lines[:-1]), done.stderr
+    return lines[-1]
+
+
+def files_under(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+
+
+# --- (a) --values downloading into the HF cache ------------------------------------------------------------------
+
+
+def test_a_download_the_hf_cache_cannot_take_is_one_line_naming_the_cache(hub, tmp_path):
+    commit = hub.add_repo("org/a", PUBLISHED)
+    hub.add_repo("org/b", OURS)
+    home = tmp_path / "hf-home"
+
+    done = run_limited(tmp_path, "org/a", "org/b", "--values", limit=100_000, env=hub.client_env(home))
+
+    assert done.returncode == 2 and done.stdout == ""
+    assert last_line(done) == (
+        f"ckptdiff: {home}/hub/models--org--a: cannot take the download of org/a@{commit[:12]}:model.safetensors: "
+        "File too large (free space there, or point HF_HOME or HF_HUB_CACHE at a disk with room)"
+    )
+    hub_cache = files_under(home / "hub")
+    assert not [f for f in hub_cache if "/blobs/" in f or "/snapshots/" in f or "incomplete" in f], hub_cache
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A 256 kB tmpfs (root only: mount), unmounted after."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    folder = tmp_path / "small"
+    folder.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_download_onto_a_full_filesystem_is_one_line_without_huggingface_hubs_warning(
+    hub, tmp_path, small_filesystem
+):
+    """ENOSPC, and huggingface_hub's several-line "not enough free disk space" warning kept off stderr: the
+    error line says it. A's shard fits (and stays, complete), B's does not."""
+    hub.add_repo("org/a", PUBLISHED)
+    commit = hub.add_repo("org/b", OURS)
+    home = small_filesystem / "hf-home"
+
+    done = run_limited(tmp_path, "org/a", "org/b", "--values", limit=None, env=hub.client_env(home))
+
+    assert done.returncode == 2 and done.stdout == ""
+    assert last_line(done) == (
+        f"ckptdiff: {home}/hub/models--org--b: cannot take the download of org/b@{commit[:12]}:model.safetensors: "
+        "No space left on device (free space there, or point HF_HOME or HF_HUB_CACHE at a disk with room)"
+    )
+    assert not [f for f in files_under(home) if "models--org--b/blobs" in f or "incomplete" in f]
+
+
+# --- (e) --values' scratch copies: tensors by range, an object store's files -------------------------------------
+
+
+def test_tensors_read_by_range_into_a_full_scratch_folder_are_one_line_and_removed(hub, tmp_path):
+    hub.add_repo("org/a", PUBLISHED)
+    hub.add_repo("org/b", OURS)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**hub.client_env(tmp_path / "hf-home"), "TMPDIR": str(scratch)}
+
+    done = run_limited(tmp_path, "org/a", "org/b", "--values-only", "*", limit=3000, env=env)
+
+    assert done.returncode == 2 and done.stdout == ""
+    pattern = rf"ckptdiff: {re.escape(str(scratch))}/ckptdiff-values-\w+/A-tensors-\w+/\d+\.tensor: cannot be written: "
+    assert re.fullmatch(
+        pattern + r"File too large \(free space there, or point TMPDIR at a disk with room\)", last_line(done)
+    )
+    assert files_under(scratch) == []
+
+
+def test_an_object_stores_file_copied_into_a_full_scratch_folder_is_one_line_not_the_stores_fault(s3, tmp_path):
+    """The copy's write failed, not the store: before, "s3://…: the store refused the request ([Errno 27] …)"."""
+    pytest.importorskip("s3fs")
+    s3.upload(PUBLISHED, "disk/a")
+    s3.upload(OURS, "disk/b")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+
+    done = run_limited(tmp_path, "s3://disk/a", "s3://disk/b", "--values", limit=64_000, env={"TMPDIR": str(scratch)})
+
+    assert done.returncode == 2 and done.stdout == ""
+    pattern = rf"ckptdiff: {re.escape(str(scratch))}/ckptdiff-values-\w+/A-\w+/model\.safetensors\.partial: "
+    pattern += r"cannot be written: File too large \(free space there, or point TMPDIR at a disk with room\)"
+    assert re.fullmatch(pattern, last_line(done)), done.stderr
+    assert files_under(scratch) == []  # the partial copy and the run's scratch folder removed
+
+
+# --- (d) the header cache -----------------------------------------------------------------------------------------
+
+
+def test_a_header_cache_that_cannot_be_written_changes_nothing_in_the_run(hub, tmp_path):
+    """Every cache write fails (a 1-byte limit): the comparison is the same, says nothing of it, leaves no temporary."""
+    hub.add_repo("org/a", PUBLISHED)
+    hub.add_repo("org/b", OURS)
+    free, full = tmp_path / "free-home", tmp_path / "full-home"
+
+    expected = run_limited(tmp_path, "org/a", "org/b", "--format", "json", limit=None, env=hub.client_env(free))
+    done = run_limited(tmp_path, "org/a", "org/b", "--format", "json", limit=1, env=hub.client_env(full))
+
+    assert (expected.returncode, expected.stderr) == (0, "")
+    assert (done.returncode, done.stderr, done.stdout) == (0, "", expected.stdout)
+    assert any(f.endswith(".header") for f in files_under(free / "ckptdiff"))  # the free run did cache
+    assert [f for f in files_under(full) if f.endswith(".part") or os.path.getsize(full / f)] == []
+
+
+# --- (c) the step summary -----------------------------------------------------------------------------------------
+
+
+def test_a_step_summary_that_fills_the_disk_is_left_as_the_earlier_steps_wrote_it(tmp_path):
+    summary = tmp_path / "summary.md"
+    summary.write_text("# an earlier step\n")
+    env = {"GITHUB_STEP_SUMMARY": str(summary), "GITHUB_ACTIONS": "true"}
+
+    done = run_limited(tmp_path, str(PUBLISHED), str(OURS), "--format", "json", limit=3000, env=env)
+
+    assert done.returncode == 2
+    assert last_line(done) == (
+        f"ckptdiff: {summary}: cannot append the step summary: File too large (or pass --no-step-summary)"
+    )
+    assert summary.read_text() == "# an earlier step\n"  # not half of this step's summary after it
+
+
+# --- (b), (c) convert's OUT and the -o report on a filesystem that is full -----------------------------------------
+
+
+def test_convert_onto_a_full_filesystem_keeps_the_users_out_and_removes_the_partial_one(tmp_path, small_filesystem):
+    """ENOSPC (the SRC on another filesystem: the kernel copy falls back to writes); --force over an OUT that
+    exists: OUT as it was, no OUT.partial holding the room a rerun needs."""
+    out = small_filesystem / "out"
+    out.mkdir()
+    (out / "ours.txt").write_text("the user's")
+    (small_filesystem / "filler").write_bytes(b"\0" * 96_000)  # 256 kB less this leaves less than the 181 kB shard
+
+    done = run_limited(tmp_path, "convert", str(PUBLISHED), str(out), "--to", "sglang", "--force", "-q", limit=None)
+
+    partial = small_filesystem / "out.partial"
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"ckptdiff: {partial}: cannot be written: No space left on device (removed; rerun once there is room)\n",
+    )
+    assert sorted(p.name for p in small_filesystem.iterdir()) == ["filler", "out"]
+    assert files_under(out) == ["ours.txt"] and (out / "ours.txt").read_text() == "the user's"
+
+
+def test_a_report_onto_a_full_filesystem_keeps_the_old_report(tmp_path, small_filesystem):
+    report = small_filesystem / "report.json"
+    report.write_text('{"previous": "report"}\n')
+    (small_filesystem / "filler").write_bytes(b"\0" * (256 * 1024 - 8192))
+
+    done = run_limited(tmp_path, str(PUBLISHED), str(OURS), "-o", str(report), limit=None)
+
+    assert (done.returncode, done.stderr) == (
+        2,
+        f"ckptdiff: {report}: cannot write the report: No space left on device\n",
+    )
+    assert report.read_text() == '{"previous": "report"}\n'
+    assert sorted(p.name for p in small_filesystem.iterdir()) == ["filler", "report.json"]  # no temporary left
+
+
+# --- stderr itself --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [[str(PUBLISHED), str(FIXTURES / "no-such-drafter"), "--offline"], [str(PUBLISHED), str(OURS), "-o", "report.md"]],
+    ids=["the-error-line", "the-verdict-line"],
+)
+def test_a_stderr_that_cannot_be_written_is_exit_2_not_the_tracebacks_exit_1(tmp_path, args):
+    """`2>log` on a full disk: no line can be shown; the run still ends in trouble (2), never the interpreter's 1,
+    which a CI gate reads as "incompatible"."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "ckptdiff", *args],
+            stdout=subprocess.PIPE,
+            stderr=full,
+            cwd=tmp_path,
+            env={**cli_env(tmp_path, None), "PYTHONPATH": str(REPO)},
+            timeout=120,
+        )
+
+    assert done.returncode == 2
