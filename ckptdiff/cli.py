@@ -42,7 +42,10 @@ from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .version import __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from .config_file import FileSettings
+    from .naming import RenameRule
     from .values import ValuesOptions
 
 EXIT_TROUBLE = 2
@@ -324,10 +327,8 @@ def command(
         raise click.UsageError("--values compares A's tensor values with B's: give B")
     if scheduler is not None and not values:
         raise click.UsageError("--scheduler runs the --values pass: give --values too")
-    from .naming import parse_rename
-
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
-    rename_rules = [parse_rename(rule) for rule in (renames or settings.get("rename", ()))]
+    rename_rules = _rename_rules(renames or settings.get("rename", ()))
     from .progress import terminal_progress
 
     options = SourceOptions(
@@ -378,6 +379,15 @@ def command(
             summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
     sys.exit(report.exit_code)
+
+
+def _rename_rules(rules: Sequence[str]) -> list[RenameRule]:
+    """The rules parsed (their module loads only for a run that has some)."""
+    if not rules:
+        return []
+    from .naming import parse_rename
+
+    return [parse_rename(rule) for rule in rules]
 
 
 def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOptions | None:

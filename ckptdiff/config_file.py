@@ -247,13 +247,12 @@ def load_config(path: str | Path | None = None, *, start: Path | None = None) ->
     return FileSettings(found.absolute(), _validate(found, section))
 
 
-def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy:
-    """A Policy from the config file's settings, each replaced by its flag when the flag was given.
+def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy | None:
+    """A Policy from the config file's settings, each replaced by its flag when the flag was given; None when
+    neither sets anything (the default policy, whose module then loads while the first requests are answered).
 
     ``flags`` maps policy field names to the command line's values; an empty tuple or None means "not given".
     """
-    from .policy import Policy
-
     chosen: dict[str, Any] = {}
     origins: list[tuple[str, str]] = []
     for key in (*PATTERN_FIELDS, "fail_on"):
@@ -270,4 +269,8 @@ def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy:
         elif settings.values.get(key):
             chosen[key] = True
             origins.append((key, settings.shown))
+    if not chosen and not origins:
+        return None
+    from .policy import Policy
+
     return Policy(**chosen, origins=tuple(origins))

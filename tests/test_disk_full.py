@@ -169,7 +169,7 @@ def test_a_header_cache_that_cannot_be_written_changes_nothing_in_the_run(hub, t
 
     assert (expected.returncode, expected.stderr) == (0, "")
     assert (done.returncode, done.stderr, done.stdout) == (0, "", expected.stdout)
-    assert any(f.endswith(".header") for f in files_under(free / "ckptdiff"))  # the free run did cache
+    assert any(f.endswith(".pack") for f in files_under(free / "ckptdiff"))  # the free run did cache
     assert [f for f in files_under(full) if f.endswith(".part") or os.path.getsize(full / f)] == []
 
 

@@ -238,7 +238,7 @@ def test_no_config_file_gives_empty_settings(tmp_path):
     for start in (repository, repository / "runs"):
         settings = load_config(start=start)
         assert settings.path is None and dict(settings.values) == {}
-        assert merge_policy(settings, {}).is_default
+        assert merge_policy(settings, {}) is None  # the default policy
 
 
 def test_the_search_ends_at_the_repository_root(tmp_path, monkeypatch):

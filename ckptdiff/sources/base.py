@@ -144,6 +144,11 @@ class Source(ABC):
         caller does meanwhile overlaps their round trips rather than their start. By default, nothing."""
         return None
 
+    def finish_reading(self) -> None:
+        """A read through the planner has ended (or failed): a source that keeps what it fetched in memory for its
+        cache writes it now. By default, nothing."""
+        return None
+
     def pin(self, revision: str | None) -> None:
         """Reopened after a read (for --values): take up the revision that read saw, without listing again."""
         return None  # a local folder has no revision

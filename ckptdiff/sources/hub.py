@@ -125,6 +125,9 @@ class HubSource(Source):
         if not self.offline and not (pinned and self.cache.has_listing(self.revision or "")):
             load_session()
 
+    def finish_reading(self) -> None:
+        self.cache.flush()  # one pack for what this read fetched (the header cache's module says why)
+
     def pin(self, revision: str | None) -> None:
         self.commit = revision
         if self.subfolder.endswith(_WEIGHT_SUFFIXES):  # hf://org/name/sub/model.safetensors: files are in sub/

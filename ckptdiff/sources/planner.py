@@ -192,6 +192,7 @@ def read_checkpoint(
         if own_pool:
             pool.shutdown(wait=True, cancel_futures=True)
         small.shutdown(wait=True, cancel_futures=True)
+        source.finish_reading()
     index_name = source.name_of(plan.index) if plan.index else source.name_of()
     order = sorted(per_file)
     tensors: Mapping[str, TensorInfo]
