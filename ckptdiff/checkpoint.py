@@ -14,7 +14,7 @@ import msgspec
 
 from .dtypes import DTYPE_BITS, DType
 from .errors import CkptdiffError, IndexError_
-from .limits import MAX_CONFIG_COUNTS, MAX_JSON_BYTES, MAX_LAYER_ID_LISTS
+from .limits import CONFIG_INTEGERS, MAX_CONFIG_COUNTS, MAX_JSON_BYTES, MAX_LAYER_ID_LISTS, SIGNED_CONFIG_INTEGERS
 from .safetensors_header import SafetensorsHeader, TensorEntry, TensorSpan, decode_unescaped, same_text, text_end
 from .strict_json import DuplicateKeyError, has_lone_surrogate, reject_duplicate_keys
 
@@ -411,32 +411,43 @@ def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:
 
 
 def _check_counts(document: dict[str, Any], config_name: str) -> None:
-    """A layer or expert count past any real model's, or below zero, is refused
+    """A size or count the rules read that is no JSON integer (:data:`~ckptdiff.limits.CONFIG_INTEGERS`), or is
+    below zero, is refused, and so is a layer or expert count past any real model's
     (:data:`~ckptdiff.limits.MAX_CONFIG_COUNTS`), wherever the config nests it (text_config, an eagle_config, ...)."""
-    pending: list[Any] = [document]
+    pending: list[tuple[str, Any]] = [("", document)]
     while pending:
-        holder = pending.pop()
+        scope, holder = pending.pop()
         if isinstance(holder, list):
-            pending += holder
+            pending += [(scope, item) for item in holder]
             continue
         if not isinstance(holder, dict):
             continue
         for key, value in holder.items():
+            if key in CONFIG_INTEGERS:
+                _check_integer(f"{scope}{key}", value, config_name)
             limit = MAX_CONFIG_COUNTS.get(key)
-            if limit is not None and isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            if limit is not None and isinstance(value, int) and value > limit:
                 raise CkptdiffError(
                     config_name, f"{key} is {value}, more than any model has (ckptdiff reads up to {limit})"
                 )
-            if limit is not None and isinstance(value, int) and value < 0:
-                # the engines' replays would index layers from the end (-5 drafter layers asked for 31 of them)
-                raise CkptdiffError(config_name, f"{key} is {value}: a count cannot be negative")
             limit = MAX_LAYER_ID_LISTS.get(key)
             if limit is not None and isinstance(value, list) and len(value) > limit:
                 raise CkptdiffError(
                     config_name, f"{key} names {len(value)} layers, more than any drafter reads (up to {limit})"
                 )
             if isinstance(value, dict | list):
-                pending.append(value)
+                pending.append((f"{scope}{key}.", value))
+
+
+def _check_integer(key: str, value: Any, config_name: str) -> None:
+    """An integer, null (unset), or a list or object (Gemma 3n's per-layer intermediate_size) the family reads."""
+    if isinstance(value, bool | str | float):
+        shown = json.dumps(value)[:40] + (" (a string)" if isinstance(value, str) else "")
+        raise CkptdiffError(config_name, f"{key} is {shown}: it must be a JSON integer")
+    if isinstance(value, int) and value < 0 and key.rpartition(".")[2] not in SIGNED_CONFIG_INTEGERS:
+        # the engines' replays would index layers from the end (-5 drafter layers asked for 31 of them)
+        what = "a count" if key.rpartition(".")[2] in MAX_CONFIG_COUNTS else "it"
+        raise CkptdiffError(config_name, f"{key} is {value}: {what} cannot be negative")
 
 
 def _load_json(

@@ -18,6 +18,28 @@ ENGINES = ("sglang", "vllm", "trtllm")
 FORMATS = ("table", "markdown", "json")
 
 
+if TYPE_CHECKING:  # click 8.2 made ParamType generic; 8.1, which setup.cfg allows, cannot subscript it
+    _IntType = click.ParamType[int]
+else:
+    _IntType = click.ParamType
+
+
+class ShardSize(_IntType):
+    """``--max-shard-size``: a size, checked as click parses the command line (an empty one was "no sharding")."""
+
+    name = "size"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        from .convert.layout import parse_size
+
+        try:
+            return parse_size(str(value))
+        except CkptdiffError as err:
+            self.fail(err.defect, param, ctx)
+
+
 @click.command(
     name="convert",
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -44,7 +66,9 @@ FORMATS = ("table", "markdown", "json")
 )
 @click.option("--plan", "plan_only", is_flag=True, help="Print the plan and write nothing.")
 @click.option("--force", is_flag=True, help="Replace OUT (and a left OUT.partial) once the new output is proven.")
-@click.option("--max-shard-size", metavar="SIZE", help="Shard by size (5GB, 500MiB) instead of as SRC did.")
+@click.option(
+    "--max-shard-size", metavar="SIZE", type=ShardSize(), help="Shard by size (5GB, 500MiB) instead of as SRC did."
+)
 @click.option(
     "--allow-tokenizer-change", is_flag=True, help="Carry d2t to a BASE whose vocabulary differs or is unchecked."
 )
@@ -87,7 +111,7 @@ def convert_command(
     embed: str | None,
     plan_only: bool,
     force: bool,
-    max_shard_size: str | None,
+    max_shard_size: int | None,
     allow_tokenizer_change: bool,
     allowed_events: tuple[str, ...],
     renames: tuple[str, ...],
@@ -110,7 +134,6 @@ def convert_command(
     """
     from .cli_output import terminal_width
     from .config_file import load_config
-    from .convert.layout import parse_size
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
     from .formats.table import hang
@@ -130,7 +153,7 @@ def convert_command(
         embed=embed,  # type: ignore[arg-type]  # click's Choice
         plan_only=plan_only,
         force=force,
-        max_shard_size=parse_size(max_shard_size) if max_shard_size else None,
+        max_shard_size=max_shard_size,
         allow_tokenizer_change=allow_tokenizer_change,
         renames=[parse_rename(rule) for rule in renames],
         allowed_events=allowed_events,

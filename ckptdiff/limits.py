@@ -16,6 +16,31 @@ MAX_CONFIG_COUNTS = {
     "num_experts": 4096,
     "num_local_experts": 4096,
 }
+#: Sizes, counts and ids the families' rules read as integers (the drafter's and the base's dimensions,
+#: vocabularies, layers, heads, experts, MTP layers, DFlash's settings): set (not null) at any depth of a config.json,
+#: each must be a JSON integer, not "7168", 7168.0, true or NaN (the rules would take such a value as unset and
+#: compare nothing). The counts of MAX_CONFIG_COUNTS are among them.
+CONFIG_INTEGERS = frozenset(MAX_CONFIG_COUNTS) | {
+    "hidden_size",
+    "target_hidden_size",
+    "vocab_size",
+    "draft_vocab_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "num_aux_hidden_states",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "num_target_layers",
+    "block_size",
+    "mask_token_id",
+}
+#: Of those, the ones that can be below zero: a token id, which some exports set to -1 for "none".
+SIGNED_CONFIG_INTEGERS = frozenset({"mask_token_id"})
 #: Lists of target-layer ids a drafter's config names (EAGLE-3's aux ids, DFlash's target layers), and the most
 #: entries accepted: real drafters name 3 to 8; the capture check's work grows with each id.
 MAX_LAYER_ID_LISTS = {

@@ -62,8 +62,13 @@ def run_in_process(args: list[str], env: dict[str, str], cwd: Path) -> CliRun:
     and restored."""
     from click.testing import CliRunner
 
+    from ckptdiff import errors
     from ckptdiff.cli import main
 
+    # a process remembers the credentials of the URLs it was given to scrub them (errors._URL_CREDENTIALS): each
+    # in-process run starts with none, as a process does, so that one test's secrets are not another's
+    remembered = set(errors._URL_CREDENTIALS)
+    errors._URL_CREDENTIALS.clear()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_signals = {stop: signal.getsignal(stop) for stop in (signal.SIGINT, signal.SIGTERM)}
     os.environ.clear()
@@ -88,6 +93,8 @@ def run_in_process(args: list[str], env: dict[str, str], cwd: Path) -> CliRun:
         for stop, handler in saved_signals.items():
             signal.signal(stop, handler)
         _reload_hub_constants()
+        errors._URL_CREDENTIALS.clear()
+        errors._URL_CREDENTIALS.update(remembered)
     return CliRun(["ckptdiff", *args], code, stdout, stderr)
 
 

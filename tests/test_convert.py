@@ -35,14 +35,14 @@ def random_drafter(folder: Path, *, d2t_dtype: str = "I64", **config: object) ->
     specs = [(n, d2t_dtype if n == "d2t" else dt, s) for n, dt, s in eagle3_tensors(settings, with_embed=False)]
     write_config(folder, settings)
     write_safetensors(folder / "model.safetensors", specs, fill="random", seed=7, metadata={"format": "pt"})
-    if d2t_dtype != "I64":  # whole-number offsets, as a float d2t of a real export holds
-        tensors = load_file(folder / "model.safetensors")
-        offsets = np.arange(len(tensors["d2t"])) * 3
-        tensors["d2t"] = offsets.astype({"F32": np.float32, "I32": np.int32}[d2t_dtype])
-        from safetensors.numpy import save_file
+    # offsets inside the vocabulary (draft id i → target id 4i), whole numbers even in a float d2t, as exported
+    from safetensors.numpy import save_file
 
-        tensors["t2d"] = tensors["t2d"].astype(bool)
-        save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    tensors = load_file(folder / "model.safetensors")
+    offsets = np.arange(len(tensors["d2t"])) * 3
+    tensors["d2t"] = offsets.astype({"F32": np.float32, "I32": np.int32, "I64": np.int64}[d2t_dtype])
+    tensors["t2d"] = tensors["t2d"].astype(bool)
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
     return folder
 
 
@@ -216,6 +216,32 @@ def test_max_shard_size_shards_with_a_correct_index(run_cli, drafter, tmp_path):
     assert index["metadata"]["total_size"] == sum(t.nbytes for s in shards for t in load_file(out / s).values())
     compared = run_cli(str(drafter), str(out))
     assert compared.returncode == 0, compared.stdout  # the same tensors, whatever the shards
+
+
+@pytest.mark.parametrize(
+    ("size", "says"),
+    [
+        ("", "'' is not a size"),  # was: no sharding
+        (" ", "' ' is not a size"),
+        ("5 GBs", "'5 GBs' is not a size"),
+        ("1" * 400, "'1111111111111111111111111111111111111111'... is not a size"),  # was: an internal error
+        ("0", "'0' is not a positive size"),
+        ("1.5", "'1.5' is not a whole number of bytes"),  # was: 1 byte
+        ("1.0001KB", "'1.0001KB' is not a whole number of bytes"),
+    ],
+)
+def test_a_malformed_max_shard_size_is_refused_as_click_parses_it(run_cli, drafter, tmp_path, size, says):
+    result = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm", "--max-shard-size", size)
+
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines()[-1].startswith(f"Error: Invalid value for '--max-shard-size': {says}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_a_max_shard_size_with_a_fraction_is_its_exact_bytes(run_cli, drafter, tmp_path):
+    result = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm", "--max-shard-size", "4.1MB")
+
+    assert result.returncode == 0, result.stderr  # 4.1 * 1000**2 is 4099999.9999999995 in floats
 
 
 def test_force_replaces_out_only_with_a_proven_output(run_cli, drafter, tmp_path):
@@ -419,3 +445,47 @@ def test_a_d2t_of_no_number_type_is_refused_before_anything_is_written(run_cli, 
     assert result.returncode == 2
     assert one_line(result) == f"ckptdiff: {drafter}: d2t is BOOL: its offsets cannot be cast from it to I64"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no OUT, no OUT.partial
+
+
+def with_d2t(folder: Path, offsets: np.ndarray) -> Path:
+    from safetensors.numpy import save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    tensors["d2t"] = offsets
+    save_file(tensors, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("engine", "bad", "dtype", "says"),
+    [
+        ("vllm", 5, np.int64, "draft id 5 maps to target id {vocab}"),  # one past the last target id
+        ("sglang", 5, np.int64, "draft id 5 maps to target id {vocab}"),
+        ("trtllm", 2, np.float32, "draft id 2 maps to target id -1"),  # cast to I64, then checked
+    ],
+)
+def test_a_d2t_mapping_past_the_target_vocabulary_is_not_proven(run_cli, tmp_path, drafter, engine, bad, dtype, says):
+    vocab = json.loads((drafter / "config.json").read_text())["vocab_size"]
+    offsets = np.zeros(len(load_file(drafter / "model.safetensors")["d2t"]), dtype)
+    offsets[bad] = vocab - bad if says.endswith("{vocab}") else -bad - 1
+    offsets[bad + 1] = vocab  # a later bad id: the first is the one named
+    out = tmp_path / "out"
+
+    result = run_cli("convert", str(with_d2t(drafter, offsets)), str(out), "--to", engine, "-q")
+
+    assert result.returncode == 1, result.stderr
+    assert f"d2t: {says.format(vocab=vocab)} (offset {int(offsets[bad])}), outside the target's vocabulary" in (
+        result.stderr
+    )
+    assert f"(vocab_size={vocab} in the output's config.json)" in result.stderr
+    assert not out.exists() and (tmp_path / "out.partial").is_dir()
+
+
+def test_a_d2t_reaching_the_last_target_id_is_proven(run_cli, tmp_path, drafter):
+    vocab = json.loads((drafter / "config.json").read_text())["vocab_size"]
+    length = len(load_file(drafter / "model.safetensors")["d2t"])
+    offsets = np.full(length, vocab - length, np.int64)  # draft ids onto the vocabulary's last `length` ids
+
+    result = run_cli("convert", str(with_d2t(drafter, offsets)), str(tmp_path / "out"), "--to", "vllm", "-q")
+
+    assert result.returncode == 0, result.stderr

@@ -92,6 +92,9 @@ def test_against_a_target_it_does_not_fit_each_engine_says_where_it_fails(run_cl
     assert codes(by_engine["sglang"]) == ["target_layer_out_of_range"]
     assert sorted(codes(by_engine["vllm"])) == ["mask_token_out_of_vocab", "target_layer_not_captured"]
     assert "spec_aux_hidden_state.py:247" in by_engine["sglang"].events[0].source
+    # V2 (the default runner) combines the captured states first in start-up's profiling run, not the first forward
+    assert "vLLM fails at start-up, where the profiling run's dummy draft combines them, with ValueError" in done.stdout
+    assert "spec_decode/dflash/speculator.py:418 (_store_hidden_states)" in done.stdout
 
 
 def test_a_target_class_without_dflash_capture_is_refused_by_the_engine_that_lacks_it(tmp_path) -> None:

@@ -277,7 +277,10 @@ def test_a_dflash_drafter_under_the_v1_runner_is_judged_at_the_v1_runners_captur
     assert v2["outcome"] == "loads" and "target_layer_not_captured" not in events(v2)
     failed = events(v1)["target_layer_not_captured"]
     assert v1["outcome"] == "fails" and failed["params"]["captured"] == 3 and failed["params"]["features"] == 5
-    assert "gpu_model_runner.py" in failed["source"]
+    assert "gpu_model_runner.py" in failed["source"] and "llm_base_proposer.py:549" in failed["source"]
+    # V1's dummy run hands the drafter a hidden_size-wide buffer: start-up runs, and the first draft fails
+    assert failed["wording"] == "dflash.vllm.target_layer_not_captured_v1"
+    assert "start-up runs (its dummy run does not combine them) and the first draft raises" in failed["message"]
     assert events(v2)["v1_runner_capture_differs"]["params"]["fails"] is True
     as_published = [
         ckptdiff_json(str(published), "--engine", "vllm", "--base", base, *runner)["vllm"]["outcome"]

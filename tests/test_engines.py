@@ -453,7 +453,6 @@ def test_a_hub_drafter_checked_alone_reads_the_bases_config_and_at_most_one_shar
         {},
         {"architectures": "LlamaForCausalLMEagle3"},
         {"architectures": [7]},
-        {"architectures": ["LlamaForCausalLMEagle3"], "hidden_size": "64"},
         {
             "architectures": ["LlamaForCausalLMEagle3"],
             "hidden_size": 64,

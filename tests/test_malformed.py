@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import struct
 import subprocess
 import sys
@@ -404,6 +405,32 @@ CASES = [
         "config.json",
         "num_experts is -1: a count cannot be negative",
     ),
+    # a size or count the rules read that is no integer: the rules took it as unset, so a side whose
+    # hidden_size was "7168" compared compatible and the engines said it had none
+    Case(
+        "config-string-hidden-size",
+        with_config(b'{"hidden_size": "7168"}'),
+        CkptdiffError,
+        "config.json",
+        'hidden_size is "7168" (a string): it must be a JSON integer',
+    ),
+    Case("config-float-vocab", with_config(b'{"vocab_size": 163840.0}'), CkptdiffError, "config.json", "163840.0"),
+    Case("config-bool-heads", with_config(b'{"num_attention_heads": true}'), CkptdiffError, "config.json", "is true"),
+    Case("config-nan-layers", with_config(b'{"num_hidden_layers": NaN}'), CkptdiffError, "config.json", "is NaN"),
+    Case(
+        "config-nested-infinite-draft-vocab",
+        with_config(b'{"eagle_config": {"draft_vocab_size": Infinity}}'),
+        CkptdiffError,
+        "config.json",
+        "eagle_config.draft_vocab_size is Infinity: it must be a JSON integer",
+    ),
+    Case(
+        "config-negative-intermediate",
+        with_config(b'{"text_config": {"intermediate_size": -1}}'),
+        CkptdiffError,
+        "config.json",
+        "text_config.intermediate_size is -1: it cannot be negative",
+    ),
     Case(
         "config-20000-aux-ids",
         with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [%s]}}' % b",".join([b"1"] * 20000)),
@@ -640,3 +667,25 @@ def test_debug_shows_the_traceback_for_bug_reports(tmp_path: Path, run_cli) -> N
     assert done.returncode == 2
     assert "Traceback" in done.stderr and "HeaderError" in done.stderr
     assert done.stderr.splitlines()[-1].startswith("ckptdiff: ")
+
+
+def test_a_size_that_is_no_integer_is_refused_with_and_without_an_engine(tmp_path: Path, run_cli) -> None:
+    drafter = tmp_path / "drafter"
+    shutil.copytree(REPO / "fixtures" / "drafters" / "specforge-qwen3-8b", drafter)
+    config = json.loads((drafter / "config.json").read_text())
+    (drafter / "config.json").write_text(json.dumps({**config, "draft_vocab_size": "32"}))
+    line = f'ckptdiff: {drafter / "config.json"}: draft_vocab_size is "32" (a string): it must be a JSON integer\n'
+    for args in ([str(GOOD), str(drafter)], [str(drafter), "--engine", "all"]):
+        done = run_cli(*args)
+        assert (done.returncode, done.stderr, done.stdout) == (2, line, ""), args
+
+
+def test_unset_and_per_layer_sizes_are_read_as_before(tmp_path: Path, run_cli) -> None:
+    # null is "unset" (transformers' default); a list is Gemma 3n's per-layer intermediate_size
+    drafter = tmp_path / "drafter"
+    shutil.copytree(REPO / "fixtures" / "drafters" / "specforge-qwen3-8b", drafter)
+    config = json.loads((drafter / "config.json").read_text())
+    odd = {**config, "head_dim": None, "text_config": {"intermediate_size": [32, 64], "mask_token_id": -1}}
+    (drafter / "config.json").write_text(json.dumps(odd))
+    done = run_cli(str(drafter), "--engine", "sglang")
+    assert done.returncode == 0, done.stderr

@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Protocol
 
 from ..dtypes import DTYPE_BITS
@@ -71,15 +72,18 @@ class ShardLayout:
 
 def parse_size(text: str) -> int:
     """``--max-shard-size``: bytes, or a number with KB/MB/GB/TB (powers of 1000) or KiB/MiB/GiB/TiB."""
-    found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)?\s*", text, re.IGNORECASE)
+    shown = repr(text) if len(text) <= 40 else f"{text[:40]!r}..."
+    found = re.fullmatch(r"\s*(\d{1,30}(?:\.\d{1,30})?)\s*([KMGT]i?B)?\s*", text, re.IGNORECASE)  # 400 digits were inf
     if found is None:
-        raise CkptdiffError("--max-shard-size", f"{text!r} is not a size (e.g. 5GB, 500MiB, 1000000)")
-    number, unit = float(found[1]), (found[2] or "").upper()
+        raise CkptdiffError("--max-shard-size", f"{shown} is not a size (e.g. 5GB, 500MiB, 1000000)")
+    number, unit = Fraction(found[1]), (found[2] or "").upper()  # exact: 4.1MB is 4100000 bytes, not 4099999.99…
     power = "KMGT".index(unit[0]) + 1 if unit else 0
-    size = int(number * ((1024 if "I" in unit else 1000) ** power))
+    size = number * ((1024 if "I" in unit else 1000) ** power)
+    if size.denominator != 1:  # 1.5 (bytes) was 1 byte
+        raise CkptdiffError("--max-shard-size", f"{shown} is not a whole number of bytes")
     if size <= 0:
-        raise CkptdiffError("--max-shard-size", f"{text!r} is not a positive size")
-    return size
+        raise CkptdiffError("--max-shard-size", f"{shown} is not a positive size")
+    return int(size)
 
 
 def nbytes(dtype: str, shape: Sequence[int]) -> int:

@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import CkptdiffError
+from ..families.eagle3.spec import DrafterSpec
 from ..sources.base import Source
 from ..sources.tensor_read import TENSOR_CHUNK, read_tensor
 from .layout import INDEX_FILE, METADATA
@@ -83,7 +85,34 @@ def prove(plan: Plan, folder: Path, sources: dict[str, Source], written: Written
     )
     for tensor in plan.tensors:
         _check_bytes(plan, tensor, folder, sources[tensor.origin.side], written, proof)
+        if tensor.name.rpartition(".")[2] == "d2t":
+            _check_d2t(plan, tensor, folder, proof)
     return proof
+
+
+#: The little-endian struct codes of the integer dtypes an engine takes d2t in (targets.py's ``d2t_dtypes``).
+_D2T_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U64": "Q", "U32": "I", "U16": "H", "U8": "B"}
+
+
+def _check_d2t(plan: Plan, tensor: PlannedTensor, folder: Path, proof: Proof) -> None:
+    """Every draft id ``i`` maps to target id ``i + d2t[i]`` inside the vocabulary the engine sizes the logits
+    with (the output config's vocab_size): vLLM scatters the draft logits there, SGLang's hot_token_id indexes
+    the target's; past it is an out-of-range index when the drafter first proposes, below 0 another token."""
+    vocab = DrafterSpec.of(plan.config).vocab
+    code = _D2T_CODES.get(tensor.dtype)
+    if vocab is None or code is None:
+        return
+    begin, end = plan.shards.offsets[tensor.name]
+    draft_id = 0
+    for piece in _pieces(folder / tensor.file, begin, end):
+        for (offset,) in struct.iter_unpack(f"<{code}", piece):
+            if not 0 <= draft_id + offset < vocab.value:
+                proof.problems.append(
+                    f"{tensor.name}: draft id {draft_id} maps to target id {draft_id + offset} (offset {offset}), "
+                    f"outside the target's vocabulary ({vocab} in the output's config.json)"
+                )
+                return
+            draft_id += 1
 
 
 def _check_layout(plan: Plan, tensors: Any, proof: Proof) -> None:

@@ -134,10 +134,12 @@ class HeaderCache:
                 entries = {**self._entries(commit), **entries}
                 replaced += loaded
             name = f"{time.time_ns():016x}-{os.getpid()}-{next(_counter)}.pack"
-            if _atomic_write(folder / name, _pack(entries)):
-                for old in replaced:
-                    with contextlib.suppress(OSError):
-                        os.unlink(folder / old)
+            if not _atomic_write(folder / name, _pack(entries)):
+                continue
+            for old in replaced:
+                with contextlib.suppress(OSError):
+                    os.unlink(folder / old)
+            self._packs[commit] = ([*(old for old in loaded if old not in replaced), name], [])
 
     def _keep(self, commit: str, key: EntryKey, data: bytes) -> None:
         entries = self._entries(commit)

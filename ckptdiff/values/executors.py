@@ -324,10 +324,11 @@ _SCHEDULER_HINT = "tcp://HOST:PORT, or tls://HOST:PORT for a cluster secured wit
 def scheduler_address(address: str) -> str:
     """--scheduler's address as Dask takes it (``[scheme://]host:port``), else one line that never quotes the
     credentials a mistaken ``user:password@`` holds (Dask has no place for them: TLS secures a cluster)."""
-    remember_url_credentials(address)
     scheme, separator, rest = address.partition("://")
     scheme, rest = (scheme.lower(), rest) if separator else ("tcp", address)
-    where = f"--scheduler {printable(display_url(address))}"
+    url = address if separator else f"tcp://{address}"  # a bare host:port is Dask's tcp, user:password@ included
+    remember_url_credentials(url)
+    where = f"--scheduler {printable(display_url(url) if separator else display_url(url).removeprefix('tcp://'))}"
     authority = rest.partition("/")[0]
     if "@" in authority:
         raise CkptdiffError(where, "a Dask address cannot carry credentials (user:password@)", _SCHEDULER_HINT)

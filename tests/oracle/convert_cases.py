@@ -2,7 +2,8 @@
 each engine with a pinned loader, then loaded by that engine's own loader.
 
 Per source layout (``fixtures/drafters/*`` and the bundled Kimi drafters): a marked copy (floating tensor k holds
-the k-th of worker.FLOAT_MARKERS, integer tensor k 1,000,000 + k, in its own dtype), converted with the
+the k-th of worker.FLOAT_MARKERS, integer tensor k 1,000,000 + k but a d2t an offset that keeps every draft id
+inside the vocabulary, in its own dtype), converted with the
 command as a user runs it (``python -m ckptdiff convert MARKED OUT --to ENGINE``), then loaded by the engine
 (convert_worker.py) against a target whose config matches the drafter's (its hidden size, vocabulary and the
 real target's layer count; an MLA source's marked copy gains Kimi's yarn ``rope_scaling`` when it has none, which
@@ -122,6 +123,18 @@ def _dtype(name: str) -> Any:
     return np.dtype(spelled)
 
 
+def d2t_marker(config: dict[str, Any], length: int) -> int:
+    """d2t's marker: an offset every draft id keeps inside the vocabulary (convert proves that it does), odd and
+    at least 9 so it is no float marker (a whole float marker is 1, 3, 5 or 7 times a power of 2)."""
+    from ckptdiff.families.eagle3.spec import DrafterSpec
+
+    vocab = DrafterSpec.of(config).vocab_size
+    assert vocab is not None, "a marked drafter names its vocabulary"
+    offset = vocab - length - (vocab - length + 1) % 2
+    assert offset >= 9, f"vocab_size {vocab} leaves d2t of {length} no odd offset past the float markers"
+    return offset
+
+
 def write_marked(source: Path, into: Path) -> dict[float, list[str]]:
     """A copy of ``source`` whose tensor k holds marker k; returns marker value (as stored) → tensor names."""
     import numpy as np
@@ -158,6 +171,8 @@ def write_marked(source: Path, into: Path) -> dict[float, list[str]]:
                 continue
             target = _dtype(dtype)
             value = values[k - 1] if target.kind in "fV" or dtype.startswith("F") else 1_000_000 + k
+            if name.rpartition(".")[2] == "d2t" and target.kind in "iu":
+                value = d2t_marker(config, shape[0])
             array = np.full(shape, value, dtype=np.float64).astype(target)
             stored = float(array.reshape(-1)[0].astype(np.float64)) if array.size else float(value)
             markers.setdefault(stored, []).append(name)

@@ -42,6 +42,7 @@ STAGES = {
     "domino_weights_refused": "load",
     "mask_token_out_of_vocab": "worker",
     "target_layer_not_captured": "forward",
+    "target_layer_not_captured_v1": "forward",
     "hidden_mismatch": "forward",
     "aux_states_unprojected": "forward",
     "aux_states_unprojected_v1": "forward",

@@ -101,8 +101,15 @@ EVENTS: dict[str, Any] = {
     ),
     "dflash.vllm.target_layer_not_captured": (
         "fc takes {features} target hidden states (one per target layer id, read as ids {ids}, else one per drafter "
-        "layer) but the target of {layers} layers captures {captured}: the first forward raises ValueError "
-        '"DFlash drafter expects ... concatenated aux hidden features"'
+        "layer) but the target of {layers} layers captures {captured}: vLLM fails at start-up, where the profiling "
+        "run's dummy draft combines them, with ValueError \"DFlash drafter expects ... concatenated aux hidden "
+        'features"'
+    ),
+    "dflash.vllm.target_layer_not_captured_v1": (
+        "fc takes {features} target hidden states (one per target layer id, read as ids {ids}, else one per drafter "
+        "layer) but under the V1 runner the target of {layers} layers captures {captured}: start-up runs (its dummy "
+        'run does not combine them) and the first draft raises ValueError "DFlash drafter expects ... concatenated '
+        'aux hidden features"'
     ),
     "dflash.vllm.mask_hidden_refused": (
         '{name}: vLLM asserts "DFlash embeds masked slots via mask_token_id ...; it should not ship a mask_hidden '

@@ -85,7 +85,8 @@ class DFlashEngine:
     ids_vs_trained_depth: Event | None
     #: The start-up check of the ids against the runtime target's depth ({ids}, {layers}, {key}); None: not checked.
     ids_vs_target: Event | None
-    #: A capture index the target's forward never reaches, found at the first forward ({ids}, {layers}).
+    #: Fewer (or more) captured states than fc takes: a capture index the target's forward never reaches, or the
+    #: class default's three, found when the drafter first combines them ({ids}, {layers}, {captured}, {features}).
     not_captured: Event | None
     #: The drafter's parameters' prefix, and whether a ``model.``-prefixed checkpoint name is read as unprefixed.
     param_prefix: str
@@ -125,6 +126,8 @@ class DFlashEngine:
     #: engine has one), and what is said when they differ from the default runner's ({v1}, {v2}, {fails}).
     v1_ids: Callable[[Mapping[str, Any]], Ids | None] | None = None
     v1_differs: Event | None = None
+    #: ``not_captured`` under that runner, where it fails at another moment (vLLM's V1: the first draft).
+    not_captured_v1: Event | None = None
     #: Against the target (``--base``): the drafter's attention (head_dim, KV heads) differing from the target's, and
     #: how the engine's KV cache takes it (neither pinned engine checks one against the other) ({head_dim},
     #: {kv_heads}, {layers}, {target_head_dim}, {target_kv_heads}, {target_mla}, {bytes_per_token}, {dtype}).

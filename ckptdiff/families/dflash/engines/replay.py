@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from ....checkpoint import Checkpoint
@@ -394,8 +393,8 @@ def _against_target(
         outputs = list(family.outputs(indices, layers))
         _unprojected(engine, spec, captured, target_hidden, outputs, events)
     elif failed:
-        event = replace(engine.not_captured, source=engine.v1_differs.source) if on_v1 and engine.v1_differs else None
-        events.add(event or engine.not_captured, ids=list(ids) if ids else None, layers=layers, captured=captured,
+        event = engine.not_captured_v1 if on_v1 and engine.not_captured_v1 else engine.not_captured
+        events.add(event, ids=list(ids) if ids else None, layers=layers, captured=captured,
                    features=features)  # fmt: skip
     if engine.v1_ids is not None and engine.v1_differs is not None and v1 != v2:
         v1_failed, _ = fails(v1)

@@ -28,7 +28,6 @@ MAPPER = at(f"{MODEL}:390 (DFlashQwen3Model.hf_to_vllm_mapper)")
 AUTO = at("vllm/model_executor/models/utils.py:443 (AutoWeightsLoader._load_module)")
 LOADER_UTILS = at("vllm/model_executor/model_loader/weight_utils.py:1529 (default_weight_loader)")
 SHARE = at("vllm/v1/worker/gpu/spec_decode/eagle/utils.py:18 (_should_share, maybe_share_target_embed)")
-COMBINE = at(f"{MODEL}:829 (combine_hidden_states)")
 #: AutoWeightsLoader drops these rotary caches from any checkpoint (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER).
 ROTARY = at("vllm/model_executor/models/utils.py:233 (REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER)")
 ROTARY_CACHES = ("rotary_pos_emb.inv_freq", "rotary_emb.inv_freq", "rotary_emb.cos_cached", "rotary_emb.sin_cached")
@@ -85,6 +84,18 @@ UNPROJECTED_V1 = at(
     "vllm/v1/spec_decode/llm_base_proposer.py:552 (assert width == hidden_size)"
 )
 DROPS_FC = at(f"{MODEL}:476 (no fc without use_aux_hidden_state), :885 (fc. mapped to None)")
+#: fc's width against the captured states is checked where the drafter combines them (combine_hidden_states). V2:
+#: first in start-up's profiling run, whose dummy propose stores the captured states. V1: its dummy run feeds the
+#: drafter a hidden_size-wide buffer, so first at the first draft's propose.
+NOT_CAPTURED = at(
+    f"{MODEL}:829 (combine_hidden_states), "
+    "vllm/v1/worker/gpu/spec_decode/dflash/speculator.py:418 (_store_hidden_states), "
+    "vllm/v1/worker/gpu/model_runner.py:964 (the profiling run's dummy propose)"
+)
+NOT_CAPTURED_V1 = at(
+    "vllm/v1/worker/gpu_model_runner.py:5190 (GPUModelRunner._get_eagle3_aux_layers_from_config), "
+    f"vllm/v1/spec_decode/llm_base_proposer.py:549 (propose: combine_hidden_states), {MODEL}:829"
+)
 
 
 ENGINE = DFlashEngine(
@@ -116,7 +127,7 @@ ENGINE = DFlashEngine(
     fc_source=FC,
     ids_vs_trained_depth=None,
     ids_vs_target=None,
-    not_captured=Event("error", "target_layer_not_captured", "dflash.vllm.target_layer_not_captured", COMBINE),
+    not_captured=Event("error", "target_layer_not_captured", "dflash.vllm.target_layer_not_captured", NOT_CAPTURED),
     param_prefix="model.",
     strips_model_prefix=False,
     aliases=(
@@ -173,6 +184,9 @@ ENGINE = DFlashEngine(
     target_class_unknown=Event("info", "target_class_unknown", "dflash.vllm.target_class_unknown", TARGET_CAPTURE),
     v1_ids=v1_capture_ids,
     v1_differs=Event("info", "v1_runner_capture_differs", "dflash.vllm.v1_runner_capture_differs", V1_IDS),
+    not_captured_v1=Event(
+        "error", "target_layer_not_captured", "dflash.vllm.target_layer_not_captured_v1", NOT_CAPTURED_V1
+    ),
     draft_kv_cache=Event("info", "draft_kv_cache", "dflash.vllm.draft_kv_cache", KV_GROUPS),
     unprojected=Event("error", "aux_states_unprojected", "dflash.vllm.aux_states_unprojected", UNPROJECTED),
     unprojected_v1=Event("error", "aux_states_unprojected", "dflash.vllm.aux_states_unprojected_v1", UNPROJECTED_V1),
