@@ -318,7 +318,7 @@ def command(
             "fail_on": fail_on,
         },
     )
-    profile = profile or settings.get("profile", "auto")
+    profile = settings.get("profile", "auto") if profile is None else profile  # --profile "" is no profile
     if profile not in profile_choices():
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
     engines = engines or tuple(settings.get("engine", ()))

@@ -117,6 +117,9 @@ def test_trouble_exits_2_with_one_line(run_cli, tmp_path):
     usage = run_cli(PUBLISHED)
     assert usage.returncode == 2 and "Missing argument" in usage.stderr
 
+    empty = run_cli(PUBLISHED, PUBLISHED, "--profile", "")  # not "auto" in disguise
+    assert empty.returncode == 2 and "Invalid value for --profile: choose from auto, none" in empty.stderr
+
 
 def test_python_dash_m_and_version(run_cli):
     from ckptdiff import __version__

@@ -296,6 +296,15 @@ def test_a_rename_that_collides_is_refused_in_one_line(run_cli, drafter, tmp_pat
     assert digest_folder(drafter) == before
 
 
+@pytest.mark.parametrize("from_base", ["org/trained-for", ""])
+def test_from_base_without_base_is_refused_not_ignored(run_cli, drafter, tmp_path, from_base):
+    result = run_cli("convert", str(drafter), str(tmp_path / "o"), "--to", "sglang", "--from-base", from_base)
+
+    assert result.returncode == 2
+    assert one_line(result) == "ckptdiff: --from-base: needs --base: the model whose vocabulary is compared with it"
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
+
+
 def test_out_inside_src_is_refused_in_one_line(run_cli, drafter):
     before = digest_folder(drafter)
 

@@ -247,6 +247,8 @@ def _read_base(
 
 def _tokenizers(request: ConvertRequest, source: Checkpoint, options: SourceOptions) -> Any:
     """The vocabulary check when SRC's d2t/t2d are carried to BASE: required unless --allow-tokenizer-change."""
+    if request.from_base is not None and request.base is None:
+        raise ConvertRefused("--from-base", "needs --base: the model whose vocabulary is compared with it")
     if request.base is None or not any(n.rpartition(".")[2] in ("d2t", "t2d") for n in source.tensors):
         return None
     if request.from_base is None:
