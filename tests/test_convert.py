@@ -246,18 +246,48 @@ def test_a_max_shard_size_with_a_fraction_is_its_exact_bytes(run_cli, drafter, t
 
 def test_force_replaces_out_only_with_a_proven_output(run_cli, drafter, tmp_path):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "keep.txt").write_text("mine")
+    first = run_cli("convert", str(drafter), str(out), "--to", "vllm", "-q")
+    assert first.returncode == 0, first.stderr
+    (out / "keep.txt").write_text("an earlier output's")
 
     refused = run_cli("convert", str(drafter), str(out), "--to", "sglang")
     assert refused.returncode == 2
     assert one_line(refused) == f"ckptdiff: {out}: already exists (--force replaces it once the new one is proven)"
-    assert (out / "keep.txt").read_text() == "mine"
+    assert (out / "keep.txt").is_file()
 
     replaced = run_cli("convert", str(drafter), str(out), "--to", "sglang", "--force", "-q")
     assert replaced.returncode == 0, replaced.stderr
-    assert not (out / "keep.txt").exists() and (out / "convert.json").is_file()
+    assert not (out / "keep.txt").exists() and json.loads((out / "convert.json").read_text())["engine"] == "sglang"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("out.")] == []
+
+
+@pytest.mark.parametrize("kind", ["folder", "file", "symlink"])
+def test_force_never_replaces_what_no_convert_wrote(run_cli, drafter, tmp_path, kind):
+    """A mistyped OUT with --force removed the user's folder (photos/, notes.txt) or file."""
+    out = tmp_path / "out"
+    if kind == "folder":
+        (out / "photos").mkdir(parents=True)
+        (out / "notes.txt").write_text("mine")
+    elif kind == "file":
+        out.write_text("mine")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        out.symlink_to(tmp_path / "elsewhere")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+
+    result = run_cli("convert", str(drafter), str(out), "--to", "sglang", "--force")
+
+    assert result.returncode == 2
+    assert one_line(result).startswith(f"ckptdiff: {out}: exists and is not an earlier convert output")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_force_fills_an_empty_folder(run_cli, drafter, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    result = run_cli("convert", str(drafter), str(out), "--to", "sglang", "--force", "-q")
+    assert result.returncode == 0, result.stderr
+    assert (out / "convert.json").is_file()
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace shows the system calls; not installed here")
@@ -412,6 +442,7 @@ def test_a_disk_that_fills_while_writing_is_one_line_exit_2_out_kept_and_the_par
 
     out = tmp_path / "out"
     out.mkdir()
+    (out / "convert.json").write_text("{}")  # an earlier convert's output, which --force may replace
     (out / "ours.txt").write_text("the user's")
     done = subprocess.run(
         [sys.executable, "-m", "ckptdiff", "convert", str(src), str(out), "--to", "vllm", *extra, "--force", "-q"],
@@ -425,7 +456,7 @@ def test_a_disk_that_fills_while_writing_is_one_line_exit_2_out_kept_and_the_par
         2,
         f"ckptdiff: {partial}: cannot be written: File too large (removed; rerun once there is room)\n",
     )
-    assert not partial.exists() and sorted(p.name for p in out.iterdir()) == ["ours.txt"]
+    assert not partial.exists() and sorted(p.name for p in out.iterdir()) == ["convert.json", "ours.txt"]
 
 
 def test_a_negative_layer_count_is_refused_in_one_line(run_cli, tmp_path, drafter):

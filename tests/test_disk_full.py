@@ -198,6 +198,7 @@ def test_convert_onto_a_full_filesystem_keeps_the_users_out_and_removes_the_part
     exists: OUT as it was, no OUT.partial holding the room a rerun needs."""
     out = small_filesystem / "out"
     out.mkdir()
+    (out / "convert.json").write_text("{}")  # an earlier convert's output, which --force may replace
     (out / "ours.txt").write_text("the user's")
     (small_filesystem / "filler").write_bytes(b"\0" * 96_000)  # 256 kB less this leaves less than the 181 kB shard
 
@@ -209,7 +210,7 @@ def test_convert_onto_a_full_filesystem_keeps_the_users_out_and_removes_the_part
         f"ckptdiff: {partial}: cannot be written: No space left on device (removed; rerun once there is room)\n",
     )
     assert sorted(p.name for p in small_filesystem.iterdir()) == ["filler", "out"]
-    assert files_under(out) == ["ours.txt"] and (out / "ours.txt").read_text() == "the user's"
+    assert files_under(out) == ["convert.json", "ours.txt"] and (out / "ours.txt").read_text() == "the user's"
 
 
 def test_a_report_onto_a_full_filesystem_keeps_the_old_report(tmp_path, small_filesystem):

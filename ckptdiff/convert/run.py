@@ -226,10 +226,25 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
             raise ConvertRefused(str(out), "its parent folder does not exist")
         if (out.exists() or out.is_symlink()) and not request.force:
             raise ConvertRefused(str(out), "already exists (--force replaces it once the new one is proven)")
+        if (out.exists() or out.is_symlink()) and not _replaceable(out):
+            raise ConvertRefused(
+                str(out),
+                "exists and is not an earlier convert output (no convert.json): --force replaces only those and "
+                "empty folders",
+                "remove it yourself, or choose another OUT",
+            )
         if partial.exists() and not request.force:
             raise ConvertRefused(str(partial), "exists, left by an earlier run: remove it, or --force")
     except OSError as err:  # a name longer than the file system allows (ENAMETOOLONG): no output could be made
         raise ConvertRefused(str(out), f"cannot be written: {err.strerror or err}") from None
+
+
+def _replaceable(out: Path) -> bool:
+    """Whether --force may replace OUT: a folder an earlier convert wrote (its convert.json), or an empty one; a
+    user's other folder or file is never removed for a mistyped OUT."""
+    if out.is_symlink() or not out.is_dir():
+        return False
+    return (out / "convert.json").is_file() or not any(out.iterdir())
 
 
 def _read_base(
