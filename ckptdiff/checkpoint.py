@@ -435,6 +435,15 @@ def _check_counts(document: dict[str, Any], config_name: str) -> None:
                 raise CkptdiffError(
                     config_name, f"{key} names {len(value)} layers, more than any drafter reads (up to {limit})"
                 )
+            if limit is not None and isinstance(value, list):
+                # SGLang adds 1 to each (a TypeError on "58"); the rules would take the list as absent and report
+                # the engine's default layers
+                odd = [item for item in value if not isinstance(item, int) or isinstance(item, bool)]
+                if odd:
+                    shown = json.dumps(odd[0])[:40]
+                    raise CkptdiffError(
+                        config_name, f"{scope}{key} holds {shown}: each layer id must be a JSON integer"
+                    )
             if isinstance(value, dict | list):
                 pending.append((f"{scope}{key}.", value))
 

@@ -432,6 +432,20 @@ CASES = [
         "text_config.intermediate_size is -1: it cannot be negative",
     ),
     Case(
+        "config-aux-id-string",
+        with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, "58"]}}'),
+        CkptdiffError,
+        "config.json",
+        'eagle_config.eagle_aux_hidden_state_layer_ids holds "58": each layer id must be a JSON integer',
+    ),
+    Case(
+        "config-target-layer-id-float",
+        with_config(b'{"dflash_config": {"target_layer_ids": [1, 2.5]}}'),
+        CkptdiffError,
+        "config.json",
+        "dflash_config.target_layer_ids holds 2.5: each layer id must be a JSON integer",
+    ),
+    Case(
         "config-20000-aux-ids",
         with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [%s]}}' % b",".join([b"1"] * 20000)),
         CkptdiffError,
