@@ -213,6 +213,20 @@ def test_convert_onto_a_full_filesystem_keeps_the_users_out_and_removes_the_part
     assert files_under(out) == ["convert.json", "ours.txt"] and (out / "ours.txt").read_text() == "the user's"
 
 
+def test_a_report_cut_mid_write_keeps_the_old_report_whole(tmp_path):
+    """The write fails part-way (EFBIG, at 1,000 bytes), as a full disk would; no root needed."""
+    report = tmp_path / "report.json"
+    report.write_text('{"previous": "report"}\n')
+
+    done = run_limited(tmp_path, str(PUBLISHED), str(OURS), "-o", str(report), "--format", "json", limit=1000)
+
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"ckptdiff: {report}: cannot write the report"), line
+    assert report.read_text() == '{"previous": "report"}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
 def test_a_report_onto_a_full_filesystem_keeps_the_old_report(tmp_path, small_filesystem):
     report = small_filesystem / "report.json"
     report.write_text('{"previous": "report"}\n')
