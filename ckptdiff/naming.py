@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .checkpoint import Checkpoint, TensorInfo
-from .errors import CkptdiffError
+from .errors import CkptdiffError, printable
 from .report import Finding, NotePart, TensorRow
 
 if TYPE_CHECKING:
@@ -40,16 +40,22 @@ def parse_rename(text: str) -> RenameRule:
     pattern, sep, replacement = text.rpartition("=")
     if not sep or not pattern:
         hint = "e.g. --rename '^model\\.layers\\.0\\.=midlayer.'"
-        raise CkptdiffError("--rename", f"{text!r} is not REGEX=REPLACEMENT", hint)
+        raise CkptdiffError("--rename", f"{_as_typed(text)} is not REGEX=REPLACEMENT", hint)
     try:
         compiled = re.compile(pattern)
     except re.error as err:
-        raise CkptdiffError("--rename", f"{pattern!r} is not a regular expression: {err}") from None
+        raise CkptdiffError("--rename", f"{_as_typed(pattern)} is not a regular expression: {err}") from None
     try:
         compiled.sub(replacement, "")  # compiles the template: bad escapes and group references fail here
     except (re.error, IndexError) as err:
-        raise CkptdiffError("--rename", f"replacement {replacement!r} is invalid: {err}") from None
+        raise CkptdiffError("--rename", f"replacement {_as_typed(replacement)} is invalid: {err}") from None
     return RenameRule(compiled, replacement, text)
+
+
+def _as_typed(text: str) -> str:
+    """A rule's part in quotes as the user typed it (Python's quoting doubled each backslash), control characters
+    escaped."""
+    return f"'{printable(text)}'"
 
 
 @dataclass(frozen=True)

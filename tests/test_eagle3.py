@@ -231,7 +231,7 @@ def test_rename_rules_apply_to_both_sides_before_matching(tmp_path, run_cli):
     [
         ("no-equals-sign", "is not REGEX=REPLACEMENT"),
         ("mid(layer=x", "is not a regular expression"),
-        (r"midlayer=\2", "replacement '\\\\2' is invalid"),
+        (r"midlayer=\2", "replacement '\\2' is invalid"),
         (r"^.*$=same", "into 'same'"),
     ],
 )

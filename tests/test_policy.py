@@ -288,7 +288,7 @@ def test_flags_replace_the_files_setting_and_rules_say_where_they_came_from(tmp_
         # rename rules are parsed with the file: a bad one was blamed on a --rename flag never given
         ("rename = ['(=x']\n", "rename: '(' is not a regular expression"),
         ("rename = 'midlayer'\n", "rename: 'midlayer' is not REGEX=REPLACEMENT"),
-        ("rename = ['^a=\\9']\n", "rename: replacement '\\\\9' is invalid"),
+        ("rename = ['^a=\\9']\n", "rename: replacement '\\9' is invalid"),
     ],
 )
 def test_a_broken_config_file_is_a_one_line_error_naming_the_file(tmp_path, text, defect):
