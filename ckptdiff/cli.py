@@ -8,21 +8,19 @@ anything is read, sent or set in the environment (:func:`.cli_environment.set_en
 
 from __future__ import annotations
 
-import errno
 import io
 import os
-import shlex
 import signal
 import sys
 import threading
 import traceback
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 import click
 
 from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
+from .cli_inputs import command_line, rename_rules_of, specs_from_config, values_options
 from .cli_output import (
     STEP_SUMMARY_LIMIT,
     StdoutClosed,
@@ -37,44 +35,13 @@ from .cli_output import (
     wants_color,
     write_report,
 )
-from .errors import CkptdiffError, remember_url_credentials, scrub_secrets
+from .errors import DISK_WRITE_ERRNOS, CkptdiffError, remember_url_credentials, scrub_secrets
 from .families import profile_choices
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .version import __version__
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from .config_file import FileSettings
-    from .naming import RenameRule
-    from .values import ValuesOptions
-
 EXIT_TROUBLE = 2
-
-
-def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
-    """A and B as given; with neither, the config file's ``reference`` and ``candidate`` (the pre-commit hook's way)."""
-    if a is not None:
-        return a, b
-    reference, candidate = settings.spec("reference"), settings.spec("candidate")
-    if reference is None or candidate is None:
-        raise click.UsageError("Missing argument 'A' (or set reference and candidate in the config file).")
-    return reference, candidate
-
-
-_SECRET_OPTIONS = ("--token",)
-
-
-def command_line(ctx: click.Context) -> str:
-    """The command that produced a report, shell-quoted, with secrets scrubbed, for the report's footer."""
-    argv = list((ctx.obj or {}).get("argv", sys.argv[1:]))
-    for i, arg in enumerate(argv):
-        if arg in _SECRET_OPTIONS and i + 1 < len(argv):
-            argv[i + 1] = "***"
-        elif arg.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
-            argv[i] = arg.split("=", 1)[0] + "=***"
-    return scrub_secrets(shlex.join(["ckptdiff", *argv]))
 
 
 #: Specs are paths more often than not: typed as paths so that shell completion offers files (a Hub repo or a URL
@@ -330,7 +297,7 @@ def command(
     if scheduler is not None and not values:
         raise click.UsageError("--scheduler runs the --values pass: give --values too")
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
-    rename_rules = _rename_rules(renames or settings.get("rename", ()))
+    rename_rules = rename_rules_of(renames or settings.get("rename", ()))
     from .progress import terminal_progress
 
     options = SourceOptions(
@@ -354,7 +321,7 @@ def command(
             policy=policy,
             source_options=options,
             values=values,
-            values_options=_values_options(values, jobs, scheduler),
+            values_options=values_options(values, jobs, scheduler),
             values_only=values_only,
             notify=notify,
             renames=rename_rules,
@@ -382,31 +349,6 @@ def command(
             summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
     sys.exit(report.exit_code)
-
-
-def _rename_rules(rules: Sequence[str]) -> list[RenameRule]:
-    """The rules parsed (their module loads only for a run that has some)."""
-    if not rules:
-        return []
-    from .naming import parse_rename
-
-    return [parse_rename(rule) for rule in rules]
-
-
-def _values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOptions | None:
-    """Where --values runs: --scheduler's Dask cluster, --jobs local processes if given on the command line, or
-    (None) threads in this process."""
-    if not values:
-        return None
-    from click.core import ParameterSource
-
-    from .pipeline import require_values
-
-    require_values()  # before ckptdiff.values, which imports numpy
-    from .values import ValuesOptions
-
-    given = click.get_current_context().get_parameter_source("jobs") == ParameterSource.COMMANDLINE
-    return ValuesOptions(jobs=jobs if given else None, scheduler=scheduler)
 
 
 class Interrupted(BaseException):
@@ -440,17 +382,13 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as err:
         # stderr itself cannot be written (`2>log` on a full disk): no line can say so, but the run is still in
         # trouble (exit 2), not the "incompatible" (exit 1) of the interpreter's traceback nobody could read
-        if err.errno not in _OUTPUT_ERRNOS and not isinstance(err, BrokenPipeError):
+        if err.errno not in DISK_WRITE_ERRNOS and not isinstance(err, BrokenPipeError):
             raise
         silence_stdout(sys.stderr)  # its buffered rest would fail again at the interpreter's exit
         sys.exit(EXIT_TROUBLE)
     finally:
         for stop, handler in handlers.items():
             signal.signal(stop, handler)
-
-
-#: A write to stdout that fails like this is the output's trouble (a full disk, a quota), not a bug.
-_OUTPUT_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)
 
 
 def _stdout_failed(err: OSError) -> None:
@@ -498,7 +436,7 @@ def _run(args: list[str]) -> None:
         silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
-        if isinstance(err, OSError) and err.errno in _OUTPUT_ERRNOS:  # click's own output (--help) on a full disk
+        if isinstance(err, OSError) and err.errno in DISK_WRITE_ERRNOS:  # click's own output (--help) on a full disk
             _stdout_failed(err)
         if debug:
             say(scrub_secrets(traceback.format_exc()))

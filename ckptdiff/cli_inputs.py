@@ -1,0 +1,67 @@
+"""What the command line's options become before the run: A and B (or the config file's pair), the rename rules,
+where --values runs, and the command line as the report's footer quotes it."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import click
+
+from .errors import scrub_secrets
+
+if TYPE_CHECKING:
+    from .config_file import FileSettings
+    from .naming import RenameRule
+    from .values import ValuesOptions
+
+
+def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> tuple[str, str | None]:
+    """A and B as given; with neither, the config file's ``reference`` and ``candidate`` (the pre-commit hook's way)."""
+    if a is not None:
+        return a, b
+    reference, candidate = settings.spec("reference"), settings.spec("candidate")
+    if reference is None or candidate is None:
+        raise click.UsageError("Missing argument 'A' (or set reference and candidate in the config file).")
+    return reference, candidate
+
+
+_SECRET_OPTIONS = ("--token",)
+
+
+def command_line(ctx: click.Context) -> str:
+    """The command that produced a report, shell-quoted, with secrets scrubbed, for the report's footer."""
+    argv = list((ctx.obj or {}).get("argv", sys.argv[1:]))
+    for i, arg in enumerate(argv):
+        if arg in _SECRET_OPTIONS and i + 1 < len(argv):
+            argv[i + 1] = "***"
+        elif arg.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
+            argv[i] = arg.split("=", 1)[0] + "=***"
+    return scrub_secrets(shlex.join(["ckptdiff", *argv]))
+
+
+def rename_rules_of(rules: Sequence[str]) -> list[RenameRule]:
+    """The rules parsed (their module loads only for a run that has some)."""
+    if not rules:
+        return []
+    from .naming import parse_rename
+
+    return [parse_rename(rule) for rule in rules]
+
+
+def values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOptions | None:
+    """Where --values runs: --scheduler's Dask cluster, --jobs local processes if given on the command line, or
+    (None) threads in this process."""
+    if not values:
+        return None
+    from click.core import ParameterSource
+
+    from .pipeline import require_values
+
+    require_values()  # before ckptdiff.values, which imports numpy
+    from .values import ValuesOptions
+
+    given = click.get_current_context().get_parameter_source("jobs") == ParameterSource.COMMANDLINE
+    return ValuesOptions(jobs=jobs if given else None, scheduler=scheduler)
