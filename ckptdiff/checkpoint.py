@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 import msgspec
 
+from .config_values import check_config_values
 from .dtypes import DTYPE_BITS, DType
 from .errors import CkptdiffError, IndexError_
-from .limits import CONFIG_INTEGERS, MAX_CONFIG_COUNTS, MAX_JSON_BYTES, MAX_LAYER_ID_LISTS, SIGNED_CONFIG_INTEGERS
+from .limits import MAX_JSON_BYTES
 from .safetensors_header import SafetensorsHeader, TensorEntry, TensorSpan, decode_unescaped, same_text, text_end
 from .strict_json import DuplicateKeyError, has_lone_surrogate, reject_duplicate_keys
 
@@ -406,57 +407,8 @@ def parse_config(raw: bytes, *, config_name: str) -> dict[str, Any]:
     document = _load_json(raw, config_name, what="config.json")
     if not isinstance(document, dict):
         raise CkptdiffError(config_name, "config.json is not a JSON object")
-    _check_counts(document, config_name)
+    check_config_values(document, config_name)
     return document
-
-
-def _check_counts(document: dict[str, Any], config_name: str) -> None:
-    """A size or count the rules read that is no JSON integer (:data:`~ckptdiff.limits.CONFIG_INTEGERS`), or is
-    below zero, is refused, and so is a layer or expert count past any real model's
-    (:data:`~ckptdiff.limits.MAX_CONFIG_COUNTS`), wherever the config nests it (text_config, an eagle_config, ...)."""
-    pending: list[tuple[str, Any]] = [("", document)]
-    while pending:
-        scope, holder = pending.pop()
-        if isinstance(holder, list):
-            pending += [(scope, item) for item in holder]
-            continue
-        if not isinstance(holder, dict):
-            continue
-        for key, value in holder.items():
-            if key in CONFIG_INTEGERS:
-                _check_integer(f"{scope}{key}", value, config_name)
-            limit = MAX_CONFIG_COUNTS.get(key)
-            if limit is not None and isinstance(value, int) and value > limit:
-                raise CkptdiffError(
-                    config_name, f"{key} is {value}, more than any model has (ckptdiff reads up to {limit})"
-                )
-            limit = MAX_LAYER_ID_LISTS.get(key)
-            if limit is not None and isinstance(value, list) and len(value) > limit:
-                raise CkptdiffError(
-                    config_name, f"{key} names {len(value)} layers, more than any drafter reads (up to {limit})"
-                )
-            if limit is not None and isinstance(value, list):
-                # SGLang adds 1 to each (a TypeError on "58"); the rules would take the list as absent and report
-                # the engine's default layers
-                odd = [item for item in value if not isinstance(item, int) or isinstance(item, bool)]
-                if odd:
-                    shown = json.dumps(odd[0])[:40]
-                    raise CkptdiffError(
-                        config_name, f"{scope}{key} holds {shown}: each layer id must be a JSON integer"
-                    )
-            if isinstance(value, dict | list):
-                pending.append((f"{scope}{key}.", value))
-
-
-def _check_integer(key: str, value: Any, config_name: str) -> None:
-    """An integer, null (unset), or a list or object (Gemma 3n's per-layer intermediate_size) the family reads."""
-    if isinstance(value, bool | str | float):
-        shown = json.dumps(value)[:40] + (" (a string)" if isinstance(value, str) else "")
-        raise CkptdiffError(config_name, f"{key} is {shown}: it must be a JSON integer")
-    if isinstance(value, int) and value < 0 and key.rpartition(".")[2] not in SIGNED_CONFIG_INTEGERS:
-        # the engines' replays would index layers from the end (-5 drafter layers asked for 31 of them)
-        what = "a count" if key.rpartition(".")[2] in MAX_CONFIG_COUNTS else "it"
-        raise CkptdiffError(config_name, f"{key} is {value}: {what} cannot be negative")
 
 
 def _load_json(

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.progress": 0,
     "ckptdiff.policy_keys": 0,
     "ckptdiff.strict_json": 0,
+    "ckptdiff.config_values": 0,
     "ckptdiff.safetensors_header": 1,
     "ckptdiff.checkpoint": 2,
     "ckptdiff.sources": 3,
@@ -41,6 +42,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.cli_help": 10,
     "ckptdiff.cli_output": 10,
     "ckptdiff.cli_convert": 10,
+    "ckptdiff.cli_inputs": 10,
     "ckptdiff.__main__": 11,
     "ckptdiff": 11,  # the package's API (__init__): compare(), render()
     "ckptdiff.result": 11,  # compare()'s Result: the report with a notebook's conveniences, worded by the formats
