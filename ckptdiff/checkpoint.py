@@ -51,8 +51,7 @@ class TensorInfo(TensorSpan, frozen=True, gc=False):
     data_offsets: tuple[int, int]
 
 
-@dataclass(frozen=True)
-class FileInfo:
+class FileInfo(msgspec.Struct, frozen=True):
     """One weight file: its size and, where known without reading it, its sha256."""
 
     path: RelativePath
@@ -339,8 +338,7 @@ def parse_index(raw: bytes, *, index_name: str) -> dict[str, RelativePath]:
     return read_index(raw, index_name=index_name).weight_map
 
 
-@dataclass(frozen=True)
-class ParsedIndex:
+class ParsedIndex(msgspec.Struct, frozen=True):
     """An index's text, its validated weight map, and how many members its top-level object has."""
 
     raw: bytes

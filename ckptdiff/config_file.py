@@ -21,9 +21,10 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from .errors import CkptdiffError
 from .families.engines import ENGINE_CHOICES
@@ -51,12 +52,11 @@ class ConfigError(CkptdiffError):
     """A config file that cannot be read or holds a setting ckptdiff does not understand."""
 
 
-@dataclass(frozen=True)
-class FileSettings:
+class FileSettings(msgspec.Struct, frozen=True):
     """What a config file says; ``path`` is None when there is no config file."""
 
     path: Path | None = None
-    values: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     @property
     def shown(self) -> str:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 #: A dtype spelled as in the safetensors spec (``BF16``, ``F8_E4M3``, ``BOOL``).
 DType = str
 
 
-@dataclass(frozen=True)
-class DTypeInfo:
+class DTypeInfo(msgspec.Struct, frozen=True):
     """One safetensors dtype: bits per element (sub-byte ones are packed), whether it holds floating-point
     numbers, and how torch names it (``torch.<name>`` dtypes first, then typed-storage classes)."""
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -23,8 +22,7 @@ if TYPE_CHECKING:
     from .families.model import Convention, Profile
 
 
-@dataclass(frozen=True)
-class RenameRule:
+class RenameRule(msgspec.Struct, frozen=True):
     """``--rename REGEX=REPLACEMENT``: ``re.sub`` on every tensor name of both sides, before matching."""
 
     pattern: re.Pattern[str]
@@ -58,8 +56,7 @@ def _as_typed(text: str) -> str:
     return f"'{printable(text)}'"
 
 
-@dataclass(frozen=True)
-class NamedSide:
+class NamedSide(msgspec.Struct, frozen=True):
     """One side's tensors under the names rows match on (``TensorInfo.name`` stays the original)."""
 
     tensors: Mapping[str, TensorInfo]

@@ -29,10 +29,11 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import cast
 
 import msgspec
+from msgspec.structs import replace
 
 from .errors import CkptdiffError, scrub_secrets
 from .policy_keys import FAIL_ON_CHOICES, PATTERN_FIELDS

@@ -247,8 +247,7 @@ class ParameterFate(msgspec.Struct, frozen=True):
     fate: str  # loaded, from_target, random, missing, default, not_needed
 
 
-@dataclass(frozen=True)
-class EngineResult:
+class EngineResult(msgspec.Struct, frozen=True):
     """One engine's loader replayed on one side: its events, and the outcome they imply."""
 
     engine: str  # "sglang", "vllm", "trtllm"

@@ -165,4 +165,4 @@ def test_a_json_reports_engine_events_are_worded_again_from_their_wording_and_pa
 
 def test_the_report_model_holds_no_words_for_engine_events() -> None:
     """An event is its code, wording key, params and citation; its text exists only where a format renders it."""
-    assert "message" not in EngineEvent.__struct_fields__ and "summary" not in EngineResult.__dataclass_fields__
+    assert "message" not in EngineEvent.__struct_fields__ and "summary" not in EngineResult.__struct_fields__

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+
+import msgspec
 
 #: vLLM's model runners: V2 (the default for EAGLE-3 in 0.33.0) and V1 (``VLLM_USE_V2_MODEL_RUNNER=0``, or a
 #: feature V2 lacks).
 VLLM_RUNNERS = ("v2", "v1")
 
 
-@dataclass(frozen=True)
-class EngineSettings:
+class EngineSettings(msgspec.Struct, frozen=True):
     vllm_runner: str = "v2"
 
     def __post_init__(self) -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from ..errors import printable as printable  # the terminal's escaping, for the table
 from ..report import (
@@ -229,8 +230,7 @@ _CITATION = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Citation:
+class Citation(msgspec.Struct, frozen=True):
     """Where an engine rule was read: a file of the engine's repository at the pinned tag or commit."""
 
     repo: str

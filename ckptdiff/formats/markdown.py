@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+import msgspec
 from msgspec import structs
 from tabulate import tabulate
 
@@ -78,8 +79,7 @@ def cite(citation: Citation | None) -> str:
     return f" — [{citation.label}]({citation.url}){escape(citation.detail)}"
 
 
-@dataclass(frozen=True)
-class Detail:
+class Detail(msgspec.Struct, frozen=True):
     """How much a rendering shows; each step down leaves more out to fit the budget."""
 
     matches: bool = True  # the matching tensors, folded
@@ -100,10 +100,10 @@ _STEPS = (
     Detail(matches=False),
     Detail(matches=False, info=False, totals=False),
     _LEAN,
-    replace(_LEAN, failing="names", table_rows=100),
-    replace(_LEAN, failing="patterns", table_rows=100),
-    replace(_LEAN, failing="patterns", table_rows=20),
-    replace(_LEAN, failing="cut"),
+    structs.replace(_LEAN, failing="names", table_rows=100),
+    structs.replace(_LEAN, failing="patterns", table_rows=100),
+    structs.replace(_LEAN, failing="patterns", table_rows=20),
+    structs.replace(_LEAN, failing="cut"),
 )
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from ..report import OK_STATUSES, STATUSES, EngineEvent, EngineResult, Finding, Report
 from . import RenderOptions
@@ -52,8 +53,7 @@ NOTE_FLOOR = 24
 NAME_FLOOR = 24
 
 
-@dataclass(frozen=True)
-class Terminal:
+class Terminal(msgspec.Struct, frozen=True):
     """Where the table goes: its width (None: lines are not wrapped, e.g. a file) and how much to show."""
 
     width: int | None = None

@@ -14,10 +14,11 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
+
+import msgspec
 
 from ..errors import CkptdiffError, SourceError, display_url, remember_url_credentials, scrub_secrets
 
@@ -40,27 +41,23 @@ _BAD_REVISION = re.compile(r"\.\.|@\{|//|[\x00-\x20\x7f~^:?*\[\\]|^[/.]|[/.]$|\.
 STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
 
 
-@dataclass(frozen=True)
-class LocalSpec:
+class LocalSpec(msgspec.Struct, frozen=True):
     path: Path
 
 
-@dataclass(frozen=True)
-class HubSpec:
+class HubSpec(msgspec.Struct, frozen=True):
     repo_id: str
     revision: str | None  # None: the repo's default branch
     subfolder: str | None = None  # hf://org/name/sub/folder
     explicit: bool = False  # spelled hf://: never a path
 
 
-@dataclass(frozen=True)
-class StoreSpec:
+class StoreSpec(msgspec.Struct, frozen=True):
     url: str  # as typed: s3://bucket/prefix, https://host/path/model.safetensors
     scheme: str
 
 
-@dataclass(frozen=True)
-class SourceOptions:
+class SourceOptions(msgspec.Struct, frozen=True):
     """How sources may fetch: shared by both sides and the base model."""
 
     offline: bool = False

@@ -10,9 +10,10 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeAlias
+
+import msgspec
 
 from ..checkpoint import CONFIG_NAME, RelativePath, SourceKind, check_json_size
 from ..errors import CkptdiffError, HeaderError, SourceError
@@ -33,8 +34,7 @@ ReadHandle: TypeAlias = "BinaryIO | RangeFile"
 INITIAL_RANGE = 100_000
 
 
-@dataclass(frozen=True)
-class ListedFile:
+class ListedFile(msgspec.Struct, frozen=True):
     """One file of a checkpoint as its store lists it: no read needed to know its size or content hash."""
 
     path: str
@@ -42,8 +42,7 @@ class ListedFile:
     sha256: str | None  # where the store keeps one (Hub LFS files)
 
 
-@dataclass(frozen=True)
-class Listing:
+class Listing(msgspec.Struct, frozen=True):
     """What a spec points at: the files of its folder (or repo, or prefix), and the one file it names, if any."""
 
     files: dict[RelativePath, ListedFile]
@@ -52,8 +51,7 @@ class Listing:
     folders: tuple[RelativePath, ...] = ()
 
 
-@dataclass(frozen=True)
-class Described:
+class Described(msgspec.Struct, frozen=True):
     """How reports name a source: its kind, where it is, and the revision it was pinned to (commit, ETag)."""
 
     kind: SourceKind

@@ -74,7 +74,8 @@ class HubSource(Source):
         self.jobs = max(1, options.jobs)
         self.timeout = self.listing.timeout
         self.etag_timeout = float(constants.HF_HUB_ETAG_TIMEOUT)
-        self.hf_cache = constants.HF_HUB_CACHE
+        #: This repo's folder in huggingface_hub's cache (named as its ``repo_folder_name`` names it).
+        self.hf_cache_folder = Path(constants.HF_HUB_CACHE, "--".join(("models", *self.repo_id.split("/"))))
         self.url_template = constants.HUGGINGFACE_CO_URL_TEMPLATE
         self.cache = HeaderCache(self.repo_id)  # $HF_HOME/ckptdiff, read now (tests move HF_HOME per run)
         self.commit: str | None = None
@@ -92,10 +93,6 @@ class HubSource(Source):
         """A file's URL at the commit, from huggingface_hub's URL template (as its ``hf_hub_url`` builds it)."""
         revision = quote(self.commit or "main", safe="")
         return self.url_template.format(repo_id=self.repo_id, revision=revision, filename=quote(self._repo_path(file)))
-
-    def _hf_cache_folder(self) -> Path:
-        """This repo's folder in huggingface_hub's cache (named as its ``repo_folder_name`` names it)."""
-        return Path(self.hf_cache) / "--".join(("models", *self.repo_id.split("/")))
 
     # --- naming -----------------------------------------------------------------------------------------
 
@@ -236,7 +233,7 @@ class HubSource(Source):
     def local_path(self, file: RelativePath) -> Path | None:
         """The file in huggingface_hub's cache, if a download put it there (its lookup, which loads its download
         module, only when the repo has a folder there)."""
-        if not self._hf_cache_folder().is_dir():
+        if not self.hf_cache_folder.is_dir():
             return None
         from huggingface_hub import try_to_load_from_cache
 
@@ -272,7 +269,7 @@ class HubSource(Source):
                     raise  # the network's and the Hub's own errors: explained by the caller
                 # huggingface_hub removes its partial download; the line names the cache it could not write into
                 defect = f"cannot take the download of {self.name_of(file)}: {err.strerror or err}"
-                raise DiskWriteError(str(self._hf_cache_folder()), defect, HF_CACHE_HINT) from None
+                raise DiskWriteError(str(self.hf_cache_folder), defect, HF_CACHE_HINT) from None
             paths[file] = Path(downloaded)
         return paths
 
@@ -323,7 +320,7 @@ class HubSource(Source):
 
     def _hf_cache_ref(self, revision: str | None) -> str | None:
         """The commit a branch pointed at when huggingface_hub last downloaded from it (offline fallback)."""
-        ref = self._hf_cache_folder() / "refs"
+        ref = self.hf_cache_folder / "refs"
         try:
             commit = (ref / (revision or "main")).read_text().strip()
         except OSError:
@@ -333,7 +330,7 @@ class HubSource(Source):
     def _hf_snapshot_listing(self, commit: str) -> list[ListedFile] | None:
         """A listing rebuilt from a snapshot huggingface_hub downloaded: paths and sizes, no sha256 (a blob's name
         is only a name: --values takes a hash only from the Hub's own listing)."""
-        snapshot = self._hf_cache_folder() / "snapshots" / commit
+        snapshot = self.hf_cache_folder / "snapshots" / commit
         if not snapshot.is_dir():
             return None
         listing = []

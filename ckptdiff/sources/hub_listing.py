@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
@@ -21,8 +20,7 @@ COMMIT = re.compile(r"^[0-9a-f]{40}$")
 Entry = tuple[Any, Any, Any]
 
 
-@dataclass(frozen=True)
-class ListingCall:
+class ListingCall(msgspec.Struct, frozen=True):
     """The listing call of one repo at one revision (None: its default branch), and how messages name them."""
 
     repo_id: str

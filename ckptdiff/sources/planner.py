@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, as_completed, wait
-from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import msgspec
 
 from ..checkpoint import (
     CONFIG_NAME,
@@ -56,8 +57,7 @@ MOST_GUESSED_SHARDS = 1024
 MOST_LOOSE_SHARDS = 4096
 
 
-@dataclass(frozen=True)
-class WeightPlan:
+class WeightPlan(msgspec.Struct, frozen=True):
     """The weight files to read: an index and the shards it names, or a list of files; safetensors or torch."""
 
     index: RelativePath | None
@@ -357,8 +357,7 @@ def _torch_reader(source: Source) -> Callable[[ListedFile, int | None], Any]:
     return read
 
 
-@dataclass(frozen=True)
-class _TorchFile:
+class _TorchFile(msgspec.Struct, frozen=True):
     tensors: dict[str, TensorInfo]
     file_size: int
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+
+import msgspec
 
 from ..checkpoint import RelativePath
 
 
-@dataclass(frozen=True)
-class Wanted:
+class Wanted(msgspec.Struct, frozen=True):
     """Tensors a caller needs: each group is satisfied by any one of its names (a role the base may store under
     several names, e.g. ``model.embed_tokens.weight`` or ``language_model.model.embed_tokens.weight``)."""
 
