@@ -154,16 +154,14 @@ def value_cells(row: TensorRow) -> list[str]:
 
 
 def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
-    """Structural differences first, then tensors whose values changed, largest relative L2 first, then equal."""
+    """Structural differences first, then tensors whose values changed, largest relative L2 first, then those that
+    differ with no measure (compared as bytes), then equal ones (:func:`ckptdiff.report.value_change_order`)."""
 
-    def key(line: DisplayRow) -> tuple[int, float]:
+    def key(line: DisplayRow) -> tuple[int, int, float, float]:
         v = line.row.values
         if v is None:
-            return (3, 0.0) if line.row.passes else (0, 0.0)
-        if v.equal:
-            return (2, 0.0)
-        change = next((n for n in map(v.number, ("rel_l2", "max_abs")) if n is not None), float("inf"))
-        return (1, -change)
+            return (2 if line.row.passes else 0, 0, 0.0, 0.0)
+        return (1, *v.change_order)
 
     return sorted(lines, key=key)
 
