@@ -132,6 +132,7 @@ def convert_command(
     output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan, an
     output that cannot be written).
     """
+    from .cli_inputs import command_line
     from .cli_output import terminal_width
     from .config_file import load_config
     from .convert.render import RENDERERS
@@ -157,7 +158,7 @@ def convert_command(
         allow_tokenizer_change=allow_tokenizer_change,
         renames=[parse_rename(rule) for rule in renames],
         allowed_events=allowed_events,
-        command=_command_line(),
+        command=command_line(click.get_current_context()),
     )
     progress = None if quiet else terminal_progress()
     options = SourceOptions(offline=offline, progress=progress)
@@ -230,14 +231,6 @@ def _echo(text: str, *, err: bool = False, nl: bool = True, style: str = "text")
     """A line or the plan on stdout or stderr, as a CI log shows it: no tensor name forms a workflow command
     (:func:`ckptdiff.errors.inert_in_ci_log`)."""
     click.echo(inert_in_ci_log(text, style), err=err, nl=nl)
-
-
-def _command_line() -> str:
-    import shlex
-
-    from .errors import scrub_secrets
-
-    return scrub_secrets(shlex.join(["ckptdiff", *sys.argv[1:]]))
 
 
 def is_convert(args: list[str]) -> bool:
