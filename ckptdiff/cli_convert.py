@@ -184,9 +184,11 @@ def convert_command(
 
     style = "json" if fmt == "json" else "text"  # how a name that would form a workflow command is escaped
 
-    def say(first: str, text: str, *, err: bool, indent: str = "  ") -> None:
-        """A line of the outcome, wrapped to its stream's terminal as the plan is."""
-        _echo("\n".join(hang(first, text, terminal_width(sys.stderr if err else sys.stdout), indent)), err=err)
+    def say(first: str, text: str, *, err: bool, indent: str = "  ", path: bool = False) -> None:
+        """A line of the outcome, wrapped to its stream's terminal as the plan is (``path``: it names OUT, which
+        may break after a ``/``)."""
+        width = terminal_width(sys.stderr if err else sys.stdout)
+        _echo("\n".join(hang(first, text, width, indent, guard=True, path=path)), err=err)
 
     if plan_only or not plan.ok:
         _echo(render(plan), nl=False, style=style)
@@ -211,7 +213,7 @@ def convert_command(
         f"{proof.tensors_by_bytes + proof.tensors_by_digest} tensors compared byte for byte, "
         f"{proof.tensors_by_value} by value{engine})"
     )
-    say("", message, err=fmt == "json")
+    say("", message, err=fmt == "json", path=True)
     if proof.safetensors_check != "passed":
         say("  ", f"note: the safetensors package's check {proof.safetensors_check}", err=fmt == "json", indent="    ")
     for warning in proof.warnings:

@@ -270,13 +270,15 @@ def _findings(report: Report, terminal: Terminal, paint: Painter, *, failing_onl
 # --- layout: words, wrapping, columns ---------------------------------------------------------------------------
 
 #: A tensor name breaks after a dot (never inside a ``{0..60}`` index set); prose after a space (never inside
-#: a ``[64, 192]`` shape) or after a dot that a letter follows (a name it quotes; not ``1.00``).
+#: a ``[64, 192]`` shape) or after a dot that a letter follows (a name it quotes; not ``1.00``); a line naming a
+#: path or a repo (``SRC: /runs/exp-3/step-1200``) after a space (not in a shape) or a slash.
 _NAME_WORDS = re.compile(r"(?:\{[^}]*\}|[^.{])+\.?|.")
 _PROSE_WORDS = re.compile(r"(?:\[[0-9, ]*\]|[^\s.]|\.(?![A-Za-z_]))+(?:\.(?=[A-Za-z_]))?\s*|\.|\s+")
+_PATH_WORDS = re.compile(r"\[[0-9, ]*\][^\s/]*\s*|[^\s/]*/+|[^\s/]+\s*|\s+")
 
 
-def words(text: str, name: bool = False) -> list[str]:
-    return (_NAME_WORDS if name else _PROSE_WORDS).findall(text)
+def words(text: str, name: bool = False, path: bool = False) -> list[str]:
+    return (_PATH_WORDS if path else _NAME_WORDS if name else _PROSE_WORDS).findall(text)
 
 
 def _hidden_info(count: int, what: str) -> str:
@@ -284,13 +286,13 @@ def _hidden_info(count: int, what: str) -> str:
     return f"{count} info {what}s (-v shows them)" if count != 1 else f"1 info {what} (-v shows it)"
 
 
-def wrap(text: str, width: int | None, name: bool = False) -> list[str]:
+def wrap(text: str, width: int | None, name: bool = False, path: bool = False) -> list[str]:
     """``text`` in lines of at most ``width`` characters, broken only between words (a longer word overflows)."""
     if width is None or len(text) <= width:
         return [text]
     lines: list[str] = []
     line = ""
-    for word in words(text, name):
+    for word in words(text, name, path):
         if line and len((line + word).rstrip()) > width:
             lines.append(line.rstrip())
             line = word.lstrip()
@@ -307,13 +309,15 @@ def hang(
     invisible: int = 0,
     *,
     guard: bool = False,
+    path: bool = False,
 ) -> list[str]:
     """``first`` + text wrapped to ``width``, continuation lines under ``indent`` (``invisible``: colour codes
-    in ``text`` that take no room on screen). ``guard``: what the CI-log guard (:func:`.errors.inert_in_ci_log`)
-    would escape in a line is escaped in the text, which is wrapped again, so the lines keep to the width."""
+    in ``text`` that take no room on screen; ``path``: the text names a path, which may break after a ``/``).
+    ``guard``: what the CI-log guard (:func:`.errors.inert_in_ci_log`) would escape in a line is escaped in the
+    text, which is wrapped again, so the lines keep to the width."""
     indent = first if indent is None else indent
     while True:
-        lines = _hang(first, text, width, indent, invisible)
+        lines = _hang(first, text, width, indent, invisible, path)
         if not guard:
             return lines
         marks, offset = [], 0
@@ -329,17 +333,17 @@ def hang(
         text = inert_at(text, marks)
 
 
-def _hang(first: str, text: str, width: int | None, indent: str, invisible: int) -> list[str]:
+def _hang(first: str, text: str, width: int | None, indent: str, invisible: int, path: bool) -> list[str]:
     if width is None or len(first) + len(text) - invisible <= width:
         return [first + text]
     available = max(width - len(indent), 20)
-    head, *rest = wrap(text, max(width - len(first), 20) + invisible)
+    head, *rest = wrap(text, max(width - len(first), 20) + invisible, path=path)
     if not rest:
         return [first + head]
     # wrap the text after the first line again at the continuation width (rejoining the lines would put a space
     # where a path was broken after a dot)
     remainder = text[len(head) :].lstrip() if text.startswith(head) else " ".join(rest)
-    return [first + head] + [indent + line for line in wrap(remainder, available)]
+    return [first + head] + [indent + line for line in wrap(remainder, available, path=path)]
 
 
 def grid(
