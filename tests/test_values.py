@@ -365,6 +365,7 @@ def test_changes_rank_by_size_and_a_change_seen_only_in_the_bytes_comes_after(tm
     table = run_cli(published, tuned_side, "--values").stdout
     changed = ["adapter.weight", UP_PROJ, "fc.weight", "experts.w_packed"]
     assert [line.split()[0] for line in table.splitlines() if line.split()[:1] in ([n] for n in changed)] == changed
+    assert next(line for line in table.splitlines() if line.startswith("experts.w_packed")).endswith(" ≠ (bytes)")
 
 
 def test_values_follow_renamed_tensors(tmp_path: Path) -> None:

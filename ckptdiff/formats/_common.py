@@ -139,12 +139,15 @@ def has_values(lines: Sequence[DisplayRow]) -> bool:
 
 
 def value_cells(row: TensorRow) -> list[str]:
-    """max and mean |b−a|, cosine and relative L2 of a row, "=" for equal tensors, blanks where not compared."""
+    """max and mean |b−a|, cosine and relative L2 of a row, "=" for equal tensors, "≠ (bytes)" for a change seen
+    only in the bytes (a dtype not widened: F4, F6), blanks where not compared."""
     v = row.values
     if v is None:
         return ["", "", "", ""]
     if v.equal:
         return ["= (sha256)" if v.method == "sha256" else "=", "", "", ""]
+    if v.max_abs is None and v.note is not None and v.note.bytes_compared:
+        return ["≠ (bytes)", "", "", ""]
 
     def number(key: str, spec: str) -> str:
         value = v.number(key)
