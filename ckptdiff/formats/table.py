@@ -364,7 +364,7 @@ def grid(
     the columns are measured, so that no escape pushes the rest of its line out of its columns."""
     # first what would start a line as it is, then what wrapping brings to a line's start or a "##" cell puts
     # before a "[" one (each round escapes more, so the rounds end)
-    cells = [[inert_in_ci_log(cell) if guard else cell for cell in row] for row in rows]
+    cells = [[_inert_cell(cell) if guard else cell for cell in row] for row in rows]
     while True:
         columns = list(zip(headers, *cells)) if cells else [(h,) for h in headers]
         widths = [max(map(len, column)) for column in columns]
@@ -385,11 +385,18 @@ def grid(
     return lines
 
 
+def _inert_cell(cell: str) -> str:
+    """A cell as it would read at the start of a line of the log (most have nothing the guard looks for)."""
+    return inert_in_ci_log(cell) if ":" in cell or "#" in cell else cell
+
+
 def _inert_marks(row: Sequence[str], pieces: Sequence[Sequence[str]]) -> dict[int, list[int]]:
     """Where the guard would escape a character in the printed lines of a row (its cells wrapped into
     ``pieces``), as positions in the cells, by column. The padding between cells is spaces, which the guard reads
     past, so the text of the cells alone decides."""
     found: dict[int, list[int]] = {}
+    if not any(":" in cell or "#" in cell for cell in row):  # most rows: nothing the guard looks for
+        return found
     # where each piece starts in its cell (wrapping drops only the spaces between words)
     at: list[list[int]] = []
     for cell, column in zip(row, pieces):
