@@ -132,6 +132,7 @@ def convert_command(
     output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan, an
     output that cannot be written).
     """
+    from .cli_inputs import command_line
     from .cli_output import terminal_width
     from .config_file import load_config
     from .convert.render import RENDERERS
@@ -157,7 +158,7 @@ def convert_command(
         allow_tokenizer_change=allow_tokenizer_change,
         renames=[parse_rename(rule) for rule in renames],
         allowed_events=allowed_events,
-        command=_command_line(),
+        command=command_line(click.get_current_context()),
     )
     progress = None if quiet else terminal_progress()
     options = SourceOptions(offline=offline, progress=progress)
@@ -183,9 +184,11 @@ def convert_command(
 
     style = "json" if fmt == "json" else "text"  # how a name that would form a workflow command is escaped
 
-    def say(first: str, text: str, *, err: bool, indent: str = "  ") -> None:
-        """A line of the outcome, wrapped to its stream's terminal as the plan is."""
-        _echo("\n".join(hang(first, text, terminal_width(sys.stderr if err else sys.stdout), indent)), err=err)
+    def say(first: str, text: str, *, err: bool, indent: str = "  ", path: bool = False) -> None:
+        """A line of the outcome, wrapped to its stream's terminal as the plan is (``path``: it names OUT, which
+        may break after a ``/``)."""
+        width = terminal_width(sys.stderr if err else sys.stdout)
+        _echo("\n".join(hang(first, text, width, indent, guard=True, path=path)), err=err)
 
     if plan_only or not plan.ok:
         _echo(render(plan), nl=False, style=style)
@@ -210,7 +213,7 @@ def convert_command(
         f"{proof.tensors_by_bytes + proof.tensors_by_digest} tensors compared byte for byte, "
         f"{proof.tensors_by_value} by value{engine})"
     )
-    say("", message, err=fmt == "json")
+    say("", message, err=fmt == "json", path=True)
     if proof.safetensors_check != "passed":
         say("  ", f"note: the safetensors package's check {proof.safetensors_check}", err=fmt == "json", indent="    ")
     for warning in proof.warnings:
@@ -230,14 +233,6 @@ def _echo(text: str, *, err: bool = False, nl: bool = True, style: str = "text")
     """A line or the plan on stdout or stderr, as a CI log shows it: no tensor name forms a workflow command
     (:func:`ckptdiff.errors.inert_in_ci_log`)."""
     click.echo(inert_in_ci_log(text, style), err=err, nl=nl)
-
-
-def _command_line() -> str:
-    import shlex
-
-    from .errors import scrub_secrets
-
-    return scrub_secrets(shlex.join(["ckptdiff", *sys.argv[1:]]))
 
 
 def is_convert(args: list[str]) -> bool:

@@ -32,14 +32,16 @@ _SECRET_OPTIONS = ("--token",)
 
 
 def command_line(ctx: click.Context) -> str:
-    """The command that produced a report, shell-quoted, with secrets scrubbed, for the report's footer."""
+    """The command that produced a report (or ``convert.json``), shell-quoted, with secrets scrubbed, for the
+    report's footer: the program as ``cli.main`` named it (``ckptdiff``, ``ckptdiff convert``), then its
+    arguments."""
     argv = list((ctx.obj or {}).get("argv", sys.argv[1:]))
     for i, arg in enumerate(argv):
         if arg in _SECRET_OPTIONS and i + 1 < len(argv):
             argv[i + 1] = "***"
         elif arg.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
             argv[i] = arg.split("=", 1)[0] + "=***"
-    return scrub_secrets(shlex.join(["ckptdiff", *argv]))
+    return scrub_secrets(shlex.join([*ctx.command_path.split(), *argv]))
 
 
 def rename_rules_of(rules: Sequence[str]) -> list[RenameRule]:

@@ -268,7 +268,8 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
     from .formats import render, table
 
     to_stdout = output in (None, "-")
-    terminal = table.Terminal(width=terminal_width(sys.stdout) if to_stdout else None, verbosity=verbosity)
+    width = terminal_width(sys.stdout) if to_stdout else None
+    terminal = table.Terminal(width=width, verbosity=verbosity, log=to_stdout)
     if fmt == "github":
         from .formats import github
 
@@ -294,7 +295,7 @@ def _echo_verdict(report: Report, color: str) -> None:
     from .formats.table import _painter, verdict_lines
 
     paint = _painter(wants_color(color, sys.stderr))
-    say("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint)))
+    say("\n".join(verdict_lines(report, terminal_width(sys.stderr), paint, guard=True)))
 
 
 def silence_stdout(stream: IO[str] | None = None) -> None:

@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import unicodedata
+from collections.abc import Iterable
 
 #: Longer error lines are cut in the middle (the file at the start and the hint at the end are kept).
 MAX_LINE_CHARS = 2000
@@ -71,7 +72,25 @@ def inert_in_ci_log(text: str, style: str = "text") -> str:
 
 
 def _inert_line(line: str, inert: dict[str, str]) -> str:
-    marks: list[int] = []  # positions of characters to escape
+    return _escaped_at(line, inert_marks(line), inert)
+
+
+def inert_at(text: str, marks: Iterable[int], style: str = "text") -> str:
+    """``text`` with the characters at ``marks`` (from :func:`inert_marks`) escaped as :func:`inert_in_ci_log`
+    escapes them."""
+    return _escaped_at(text, marks, _INERT_CHARACTERS[style])
+
+
+def _escaped_at(text: str, marks: Iterable[int], inert: dict[str, str]) -> str:
+    for position in sorted(marks, reverse=True):
+        text = text[:position] + inert[text[position]] + text[position + 1 :]
+    return text
+
+
+def inert_marks(line: str) -> list[int]:
+    """Where in one line :func:`inert_in_ci_log` escapes a character (a ``:`` or a ``[``), in ascending order; a
+    layout that must know its lines' final widths (the table's columns) escapes them itself."""
+    marks: list[int] = []
     first = line.lstrip()[:1]
     if not (first.isascii() and first.isprintable() and first != ":"):  # else the line starts plainly
         start = _next_shown(line, 0)
@@ -84,9 +103,7 @@ def _inert_line(line: str, inert: dict[str, str]) -> str:
         if second_before >= 0 and line[first_before] == line[second_before] == "#":
             marks.append(at)
         at = line.find("[", at + 1)
-    for position in reversed(marks):
-        line = line[:position] + inert[line[position]] + line[position + 1 :]
-    return line
+    return sorted(marks)
 
 
 def _next_shown(line: str, at: int) -> int:

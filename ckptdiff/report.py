@@ -115,6 +115,24 @@ class RowValues(msgspec.Struct, frozen=True, omit_defaults=True):
         value = getattr(self, field_name)
         return float(value.lower().replace("infinity", "inf")) if isinstance(value, str) else value
 
+    @property
+    def change_order(self) -> tuple[int, float, float]:
+        """Where this change ranks, largest first: :func:`value_change_order`."""
+        return value_change_order(self.equal, self.number("rel_l2"), self.number("max_abs"))
+
+
+def value_change_order(equal: bool, rel_l2: float | None, max_abs: float | None) -> tuple[int, float, float]:
+    """A sort key that puts the largest value change first: tensors measured as numbers by decreasing relative L2
+    (an A of all zeros that B is not, whose rel L2 is undefined, changed without bound: first), ties by max |Δ|;
+    then tensors that differ with no measure (a dtype compared only by its bytes, F4 or F6); then equal ones.
+    A difference of bytes says nothing of its size, so it is not ranked among sizes."""
+    if equal:
+        return (2, 0.0, 0.0)
+    if max_abs is None:
+        return (1, 0.0, 0.0)
+    relative = math.inf if rel_l2 is None or math.isnan(rel_l2) else rel_l2
+    return (0, -relative, -(math.inf if math.isnan(max_abs) else max_abs))
+
 
 NoteKind = Literal["rank", "dim", "dtype", "injected", "base_verdict", "did_you_mean"]
 

@@ -7,6 +7,7 @@ whatever ckptdiff prints (every format, stdout and stderr) holds no workflow com
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -108,6 +109,47 @@ def test_the_table_shows_a_neutralised_name_escaped(run_cli, tmp_path):
     assert any(line.startswith(r"##\x5berror]legacy form") for line in lines)
 
 
+#: Names whose odd start the table shows as it is (``:``, ``-``, a space, a backslash) or escaped (``::``), a name
+#: that puts ``##`` before the shape's ``[``, ones whose ``::`` or ``##[`` wrapping may bring to a line's start, and
+#: one the verdict line names.
+ODD_NAMES = [
+    "::weird.weight",
+    ":colon.weight",
+    "-dash.weight",
+    " space.weight",
+    r"\tTab.weight",
+    "end##",
+    "##[error]legacy.weight",
+    "model.layers.0.self_attn.::stop-commands::x.weight",
+    "model.layers.0.self_attn.##[add-mask]mid.weight",
+]
+
+
+@pytest.mark.parametrize("columns", [60, 80, 200])
+def test_an_escaped_name_keeps_its_row_in_its_columns(run_cli, tmp_path, columns):
+    """The table counts a guard's escape in its column's width: every row's cells start under their headers, and
+    no line (the verdict's included) runs past the terminal's width."""
+    for side, shape in (("a", [4, 8]), ("b", [4, 16])):
+        write_safetensors(tmp_path / side / "model.safetensors", [(name, "F32", shape) for name in ODD_NAMES])
+    result = run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--all", env={"COLUMNS": str(columns)})
+
+    lines = result.stdout.splitlines()
+    header = next(n for n, line in enumerate(lines) if line.startswith("tensor "))
+    dashes = next(line for line in lines if line.startswith("------"))  # under the headers, wrapped or not
+    starts = [found.start() for found in re.finditer(r"-+", dashes)]
+    rows = [line for line in lines[header : lines.index("", header)] if "shape_mismatch" in line]
+    assert len(rows) == len(ODD_NAMES) and max(map(len, lines[2:])) <= columns  # below the A: and B: paths
+    for row in rows:
+        assert row[starts[1] :].startswith(("[4, 8]", r"\x5b4, 8]")), row  # "end##" puts "##" before its "["
+        assert row[starts[3] :].startswith("shape_mismatch"), row
+    assert r"\x3a:weird.weight" in result.stdout and "\n:colon.weight " in result.stdout
+    assert "\n space.weight " in result.stdout and "\n-dash.weight " in result.stdout
+    assert runner_commands(result.stdout) == []
+    report = tmp_path / "report.txt"  # a file is no log: its table shows the names as they are
+    run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--all", "-o", str(report), env={"COLUMNS": str(columns)})
+    assert "\n::weird.weight " in report.read_text() and r"\x3a" not in report.read_text()
+
+
 def test_errors_and_usage_messages_quoting_a_name_are_inert(run_cli, tmp_path):
     """stderr is in the log too: a refusal that quotes an argument, a usage error, the verdict line with -o."""
     a, b = hostile_pair(tmp_path)
@@ -149,3 +191,14 @@ def test_the_convert_plan_names_no_workflow_command(run_cli, tmp_path, fmt):
     if fmt == "json":
         names = {tensor["name"] for tensor in json.loads(result.stdout)["tensors"]}
         assert {"::stop-commands::ckptdiff-paused", "##[error]legacy form"} <= names
+
+
+def test_a_wrapped_line_is_escaped_before_it_is_measured():
+    """The verdict and other wrapped lines: the guard's escape counts in the width, so the log's line keeps to it."""
+    from ckptdiff.errors import inert_in_ci_log
+    from ckptdiff.formats.table import hang
+
+    verdict = "incompatible: 2 errors (shape_mismatch ##[error]forged.weight, shape_mismatch ::x.weight)"
+    for width in range(40, 100):
+        for line in hang("", verdict, width, indent="  ", guard=True):
+            assert inert_in_ci_log(line) == line and len(line) <= width, (width, line)

@@ -168,6 +168,16 @@ def test_a_converted_drafter_holds_each_source_tensors_bytes_as_convert_json_say
     assert provenance["engine_proof"] == (None if engine != "trtllm" else "not proven by an engine")
 
 
+def test_convert_json_quotes_the_command_that_wrote_it(run_cli, drafter, tmp_path):
+    """As a report's footer does: shell-quoted, the subcommand named, whatever ran the entry point."""
+    out = tmp_path / "out dir"
+
+    assert run_cli("convert", str(drafter), str(out), "--to", "vllm", "-q").returncode == 0
+
+    command = json.loads((out / "convert.json").read_text())["command"]
+    assert command == f"ckptdiff convert {drafter} '{out}' --to vllm -q"
+
+
 def test_sglang_to_vllm_to_sglang_gives_back_the_same_checkpoint(run_cli, drafter, tmp_path):
     first, middle, last = tmp_path / "sglang", tmp_path / "vllm", tmp_path / "sglang-again"
     assert run_cli("convert", str(drafter), str(first), "--to", "sglang", "-q").returncode == 0

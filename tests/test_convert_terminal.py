@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -60,6 +61,31 @@ def test_the_plan_fits_the_terminal_and_loses_nothing(run_cli, tmp_path, case, c
     for change in document["config"]["changes"]:
         for cell in (change["key"], json.dumps(change["old"]), json.dumps(change["new"]), change["why"]):
             assert squeezed(cell) in squeezed(table), cell
+
+
+@pytest.mark.parametrize("columns", [40, 50, 60, 80])
+def test_a_long_src_path_and_the_config_patch_fit_a_narrow_terminal(run_cli, tmp_path, columns):
+    """SRC: and base: break after a "/"; the config patch, where even a key beside a JSON value is wider than the
+    terminal (under about 62 columns), lists each change on lines of its own. (The tensor table's narrowest is
+    its longest name part and its shapes: test_convert_plan_rows.)"""
+    source, flags = CASES["config"]
+    deep = tmp_path / "runs" / "a-rather-long-experiment-name" / "checkpoints" / "step-120000" / source.name
+    shutil.copytree(source, deep)
+    args = ["convert", str(deep), str(tmp_path / "out"), *flags, "--plan"]
+
+    wrapped, whole = run_cli(*args, env={"COLUMNS": str(columns)}), run_cli(*args)
+
+    assert wrapped.returncode == whole.returncode == 0, wrapped.stderr
+    head, rest = wrapped.stdout.split("\n\n", 1)[0], after_tensors(wrapped.stdout)
+    assert max(map(len, whole.stdout.splitlines()[:1])) > 80  # the SRC line needs wrapping
+    assert max(map(len, [*head.splitlines(), *rest.splitlines()])) <= columns, wrapped.stdout
+    assert squeezed(head) == squeezed(whole.stdout.split("\n\n", 1)[0])
+    src = head.split("\nfor: ", 1)[0].splitlines()
+    assert len(src) > 1 and all(line.endswith("/") for line in src[:-1]), src  # broken after a "/" only
+    document = json.loads(run_cli(*args, "--format", "json").stdout)
+    for change in document["config"]["changes"]:
+        for cell in (change["key"], json.dumps(change["old"]), json.dumps(change["new"]), change["why"]):
+            assert squeezed(cell) in squeezed(rest), cell
 
 
 @pytest.mark.parametrize("columns", [80, 200])

@@ -87,6 +87,7 @@ def test_a_values_note_is_data_worded_by_the_formats() -> None:
 
 
 def test_a_values_summary_names_a_bytes_only_change_by_its_note() -> None:
+    """As a report written before bytes-only changes were named apart has them, among the largest."""
     params = {
         "compared": 3,
         "equal": 1,
@@ -100,6 +101,25 @@ def test_a_values_summary_names_a_bytes_only_change_by_its_note() -> None:
     assert VALUES["values_changed"](params) == (
         "3 tensors compared by value: 1 equal, 2 changed; largest: fc.weight (rel L2 0.0123, cos 0.999877, "
         "max |Δ| 0.5), w4 (dtype F4 is not widened to float32; bytes compared)"
+    )
+
+
+def test_a_values_summary_names_changes_it_cannot_measure_apart() -> None:
+    """Bytes-only changes (F4, F6) have no size: named after the largest measured ones, the rest counted."""
+    fp4 = {"rel_l2": None, "cosine": None, "max_abs": None, "note": {"not_widened": "F4", "bytes_compared": True}}
+    params = {
+        "compared": 9,
+        "equal": 1,
+        "changed": 8,
+        "largest": [{"tensor": "fc.weight", "rel_l2": 0.0123, "cosine": 0.99987654, "max_abs": 0.5}],
+        "unmeasured": [{"tensor": f"experts.{n}.w", **fp4} for n in range(5)],
+        "unmeasured_count": 7,
+    }
+    assert VALUES["values_changed"](params) == (
+        "9 tensors compared by value: 1 equal, 8 changed; largest: fc.weight (rel L2 0.0123, cos 0.999877, "
+        "max |Δ| 0.5); changed, not measured: "
+        + ", ".join(f"experts.{n}.w (dtype F4 is not widened to float32; bytes compared)" for n in range(5))
+        + ", +2 more"
     )
 
 

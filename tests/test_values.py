@@ -338,6 +338,36 @@ def test_the_table_ranks_value_changes(tmp_path: Path) -> None:
         assert UP_PROJ in lines[0], text  # the largest change comes first, whatever the names' order
 
 
+def test_changes_rank_by_size_and_a_change_seen_only_in_the_bytes_comes_after(tmp_path: Path, run_cli) -> None:
+    """F4 (packed 4-bit) is compared by its bytes only: its change has no size to rank, so the summary names it
+    apart, after the largest measured changes, and the table lists it after them. A tensor that was all zeros
+    (a zero-initialised adapter) changed without bound: its rel L2 is undefined, and it comes first."""
+    base, tuned = fine_tuned_tensors()
+    base["adapter.weight"] = np.zeros(64, dtype=BF16)
+    tuned["adapter.weight"] = np.full(64, 0.001, dtype=BF16)
+    packed = bytes(range(256)) * 8
+    for folder, tensors, fp4 in (("published", base, packed), ("tuned", tuned, packed[:-1] + b"\x00")):
+        specs = [(name, DTYPE_NAMES[array.dtype], list(array.shape)) for name, array in tensors.items()]
+        prefix, _ = header_bytes([*specs, ("experts.w_packed", "F4", [4096])])
+        (tmp_path / folder).mkdir()
+        data = b"".join(np.ascontiguousarray(array).tobytes() for array in tensors.values()) + fp4
+        (tmp_path / folder / "model.safetensors").write_bytes(prefix + data)
+    published, tuned_side = str(tmp_path / "published"), str(tmp_path / "tuned")
+
+    report = json.loads(run_cli(published, tuned_side, "--values", "--format", "json").stdout)
+    summary = next(f for f in report["findings"] if f["code"] == "values_changed")
+    assert [one["tensor"] for one in summary["params"]["largest"]] == ["adapter.weight", UP_PROJ, "fc.weight"]
+    assert [one["tensor"] for one in summary["params"]["unmeasured"]] == ["experts.w_packed"]
+    assert summary["params"]["unmeasured_count"] == 1 and summary["params"]["changed"] == 4
+    assert summary["message"].endswith(
+        "; changed, not measured: experts.w_packed (dtype F4 is not widened to float32; bytes compared)"
+    )
+    table = run_cli(published, tuned_side, "--values").stdout
+    changed = ["adapter.weight", UP_PROJ, "fc.weight", "experts.w_packed"]
+    assert [line.split()[0] for line in table.splitlines() if line.split()[:1] in ([n] for n in changed)] == changed
+    assert next(line for line in table.splitlines() if line.startswith("experts.w_packed")).endswith(" ≠ (bytes)")
+
+
 def test_values_follow_renamed_tensors(tmp_path: Path) -> None:
     """B names its tensors the vLLM way (model. prefix); --rename matches them, --values reads each side's own."""
     published, _ = fine_tuned_pair(tmp_path)

@@ -138,29 +138,32 @@ def _size(count: int) -> str:
 
 
 def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) -> str:
-    """The plan for a terminal: rows folded into layer/expert patterns unless ``expand``, wrapped to ``width``."""
+    """The plan for a terminal: rows folded into layer/expert patterns unless ``expand``, wrapped to ``width``
+    (a path breaking after a ``/``). It is printed where a CI job's log may show it: what the log's guard escapes
+    (:func:`ckptdiff.errors.inert_in_ci_log`) is escaped as the lines are laid out, so that it keeps to them."""
     from ..formats.table import hang
 
-    lines = [f"SRC: {plan.source.spec}", f"for: {plan.label} ({', '.join(plan.config.get('architectures', []))})"]
+    architectures = ", ".join(plan.config.get("architectures", []))
+    lines = hang("SRC: ", plan.source.spec, width, "     ", guard=True, path=True)
+    lines += hang("for: ", f"{plan.label} ({architectures})", width, "     ", guard=True)
     if plan.base is not None:
-        lines.append(f"base: {plan.base.spec} (embedding: {plan.embed})")
+        lines += hang("base: ", f"{plan.base.spec} (embedding: {plan.embed})", width, "      ", guard=True, path=True)
     headers, rows = _rows(plan, expand)
     files = {t.file for t in plan.tensors}
     if len(files) == 1:  # one output file: named once, on the plan's last line, rather than on every row
         headers, rows = headers[:-1], [row[:-1] for row in rows]
     lines += ["", *_tensor_grid(headers, rows, width)]
     if plan.left:
-        lines += ["", "not written:"] + [part for line in _left_lines(plan) for part in hang("  ", line, width, "    ")]
+        left = [part for line in _left_lines(plan) for part in hang("  ", line, width, "    ", guard=True)]
+        lines += ["", "not written:", *left]
     if plan.changes:
         lines += ["", "config.json:", *_config_grid(plan, width)]
-    lines += _checks(plan, "  ", width)
+    lines += _checks(plan, "  ", width, guard=True)
     shards = len(plan.shards.shards)
     only = f" ({next(iter(files))})" if len(files) == 1 else ""
-    lines += [
-        "",
-        f"plan: {len(plan.tensors)} tensors, {_size(plan.nbytes)} in {shards} file{'s' if shards > 1 else ''}"
-        + (" + index" if plan.shards.indexed else only),
-    ]
+    files_line = f"{shards} file{'s' if shards > 1 else ''}" + (" + index" if plan.shards.indexed else only)
+    plan_line = f"plan: {len(plan.tensors)} tensors, {_size(plan.nbytes)} in {files_line}"
+    lines += ["", *hang("", plan_line, width, "  ", guard=True, path=True)]
     return "\n".join(lines) + "\n"
 
 
@@ -171,42 +174,58 @@ def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -
 
     natural = sum(max(map(len, column)) for column in zip(headers, *rows)) + 2 * (len(headers) - 1)
     if width is None or natural <= width:
-        return grid(headers, rows, width, shrink=[((0, 1), NAME_FLOOR), ((0, 1), 0)], names=(0, 1))
+        return grid(headers, rows, width, shrink=[((0, 1), NAME_FLOOR), ((0, 1), 0)], names=(0, 1), guard=True)
     below = [
         [("  ← " if n == 0 else "    ") + part for n, part in enumerate(wrap(row[1], width - 4, name=True))]
         for row in rows
     ]
     rows = [[row[0], *row[2:]] for row in rows]
-    return grid([f"{headers[0]} ← from", *headers[2:]], rows, width, shrink=[((0,), 0)], names=(0,), below=below)
+    headers = [f"{headers[0]} ← from", *headers[2:]]
+    return grid(headers, rows, width, shrink=[((0,), 0)], names=(0,), below=below, guard=True)
 
 
 def _config_grid(plan: Plan, width: int | None) -> list[str]:
     """The config.json patch: the key, both values and the reason side by side where that fits; narrower, as the
-    comparison's table does with its notes, each reason under its row, and narrower still both values in one
-    column (``old → new``), since a JSON value such as ``["Eagle3LlamaForCausalLM"]`` has nowhere to wrap."""
+    comparison's table does with its notes, each reason under its row, then both values in one column
+    (``old → new``), since a JSON value such as ``["Eagle3LlamaForCausalLM"]`` has nowhere to wrap; narrower
+    still (a long key beside such a value: about 60 columns), each change as lines of its own, no table."""
     from ..formats.table import NAME_FLOOR, NOTE_FLOOR, grid, hang
 
     headers = ["key", "SRC", "written", "why"]
     rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
-    lines = grid(headers, rows, width, shrink=[((3,), NOTE_FLOOR), ((0, 1, 2), 0)], names=(0,))
+    lines = grid(headers, rows, width, shrink=[((3,), NOTE_FLOOR), ((0, 1, 2), 0)], names=(0,), guard=True)
     if width is None or _fits(lines, width):
         return lines
-    below = [hang("    ", why, width) for *_, why in rows]
-    lines = grid(headers[:3], [row[:3] for row in rows], width, shrink=[((0, 1, 2), 0)], names=(0,), below=below)
+    below = [hang("    ", why, width, guard=True, path=True) for *_, why in rows]  # a why may name the base
+    three = [row[:3] for row in rows]
+    lines = grid(headers[:3], three, width, shrink=[((0, 1, 2), 0)], names=(0,), below=below, guard=True)
     if _fits(lines, width):
         return lines
     both = [[key, f"{old} → {new}"] for key, old, new, _ in rows]
     stages = [((1,), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1), 0)]
-    return grid(["key", "SRC → written"], both, width, shrink=stages, names=(0,), below=below)
+    lines = grid(["key", "SRC → written"], both, width, shrink=stages, names=(0,), below=below, guard=True)
+    if _fits(lines, width):
+        return lines
+    lines = []
+    for key, *values in rows:
+        lines += hang("", key, width, "  ", guard=True)
+        for label, value in zip(("SRC", "written", "why"), values):
+            lines += hang(f"  {label:<9}", value, width, " " * 11, guard=True, path=True)
+    return lines
 
 
 def _fits(lines: list[str], width: int) -> bool:
     return all(len(part) <= width for line in lines for part in line.split("\n"))
 
 
-def _checks(plan: Plan, indent: str, width: int | None = None) -> list[str]:
-    """The vocabulary check, the engine check and the plan's problems, each item wrapped to ``width``."""
-    from ..formats.table import hang
+def _checks(plan: Plan, indent: str, width: int | None = None, *, guard: bool = False) -> list[str]:
+    """The vocabulary check, the engine check and the plan's problems, each item wrapped to ``width`` (``guard``:
+    with what a CI log's guard escapes escaped first, :func:`ckptdiff.formats.table.hang`)."""
+    from functools import partial
+
+    from ..formats.table import hang as plain_hang
+
+    hang = partial(plain_hang, guard=guard)
 
     lines: list[str] = []
     more = indent + "  "

@@ -140,12 +140,15 @@ def has_values(lines: Sequence[DisplayRow]) -> bool:
 
 
 def value_cells(row: TensorRow) -> list[str]:
-    """max and mean |b−a|, cosine and relative L2 of a row, "=" for equal tensors, blanks where not compared."""
+    """max and mean |b−a|, cosine and relative L2 of a row, "=" for equal tensors, "≠ (bytes)" for a change seen
+    only in the bytes (a dtype not widened: F4, F6), blanks where not compared."""
     v = row.values
     if v is None:
         return ["", "", "", ""]
     if v.equal:
         return ["= (sha256)" if v.method == "sha256" else "=", "", "", ""]
+    if v.max_abs is None and v.note is not None and v.note.bytes_compared:
+        return ["≠ (bytes)", "", "", ""]
 
     def number(key: str, spec: str) -> str:
         value = v.number(key)
@@ -155,16 +158,14 @@ def value_cells(row: TensorRow) -> list[str]:
 
 
 def by_value_change(lines: Sequence[DisplayRow]) -> list[DisplayRow]:
-    """Structural differences first, then tensors whose values changed, largest relative L2 first, then equal."""
+    """Structural differences first, then tensors whose values changed, largest relative L2 first, then those that
+    differ with no measure (compared as bytes), then equal ones (:func:`ckptdiff.report.value_change_order`)."""
 
-    def key(line: DisplayRow) -> tuple[int, float]:
+    def key(line: DisplayRow) -> tuple[int, int, float, float]:
         v = line.row.values
         if v is None:
-            return (3, 0.0) if line.row.passes else (0, 0.0)
-        if v.equal:
-            return (2, 0.0)
-        change = next((n for n in map(v.number, ("rel_l2", "max_abs")) if n is not None), float("inf"))
-        return (1, -change)
+            return (2 if line.row.passes else 0, 0, 0.0, 0.0)
+        return (1, *v.change_order)
 
     return sorted(lines, key=key)
 

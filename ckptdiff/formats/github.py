@@ -60,5 +60,5 @@ def workflow_commands(report: Report) -> list[str]:
 
 def render(report: Report, options: RenderOptions, terminal: Terminal | None = None) -> str:
     """The annotations, then the table, in which no name or key can start a workflow command of its own."""
-    table = render_table(report, replace(options, color=False), terminal)
+    table = render_table(report, replace(options, color=False), replace(terminal or Terminal(), log=True))
     return "".join(workflow_commands(report)) + inert_in_ci_log(table)

@@ -5,9 +5,11 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate
 
 import msgspec
 
+from ..errors import inert_at, inert_in_ci_log, inert_marks
 from ..report import OK_STATUSES, STATUSES, EngineEvent, EngineResult, Finding, Report
 from . import RenderOptions
 from ._common import (
@@ -59,6 +61,9 @@ class Terminal(msgspec.Struct, frozen=True):
     width: int | None = None
     #: -1 (``-q``): only the verdict and what failed it; 0: everything but info; 1 (``-v``): info too.
     verbosity: int = 0
+    #: The text goes where a CI job's log may show it (stdout): what the log's guard escapes
+    #: (:func:`.errors.inert_in_ci_log`) is escaped as the lines are laid out, so the escapes keep to the columns.
+    log: bool = False
 
 
 def render(report: Report, options: RenderOptions, terminal: Terminal | None = None) -> str:
@@ -79,13 +84,13 @@ def render(report: Report, options: RenderOptions, terminal: Terminal | None = N
         rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
         lines += ["", "config.json differences:"]
         stages = [((1, 2), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1, 2), 0)]
-        lines += grid(["key", "A", "B", "status"], rows, terminal.width, shrink=stages, names=(0,))
+        lines += grid(["key", "A", "B", "status"], rows, terminal.width, shrink=stages, names=(0,), guard=terminal.log)
     lines += _engines(report, terminal, paint, failing_only=False)
     lines += _findings(report, terminal, paint, failing_only=False)
     if applied := rules_applied(report):
         lines += ["", "policy rules applied:"]
-        lines += [line for rule in applied for line in hang("  ", printable(rule), terminal.width)]
-    lines += ["", *verdict_lines(report, terminal.width, paint)]
+        lines += [line for rule in applied for line in hang("  ", printable(rule), terminal.width, guard=terminal.log)]
+    lines += ["", *verdict_lines(report, terminal.width, paint, guard=terminal.log)]
     return "\n".join(lines) + "\n"
 
 
@@ -117,9 +122,11 @@ def verdict_line(report: Report) -> str:
     return f"{report.verdict}: {text}"
 
 
-def verdict_lines(report: Report, width: int | None, paint: Callable[[str, str], str] = lambda t, k: t) -> list[str]:
+def verdict_lines(
+    report: Report, width: int | None, paint: Callable[[str, str], str] = lambda t, k: t, *, guard: bool = False
+) -> list[str]:
     verdict, rest = verdict_line(report).split(":", 1)
-    lines = hang("", f"{verdict}:{rest}", width, indent="  ")
+    lines = hang("", f"{verdict}:{rest}", width, indent="  ", guard=guard)
     lines[0] = paint(verdict, verdict) + lines[0][len(verdict) :]
     return lines
 
@@ -145,7 +152,7 @@ def _quiet(report: Report, options: RenderOptions, terminal: Terminal, paint: Pa
         lines = lines[1:]
     if lines and lines[-1] != "":
         lines.append("")
-    return lines + verdict_lines(report, terminal.width, paint)
+    return lines + verdict_lines(report, terminal.width, paint, guard=terminal.log)
 
 
 Painter = Callable[[str, str], str]
@@ -183,7 +190,10 @@ def _tensor_table(
     below: list[list[str]] = []
     if with_notes and terminal.width is not None and _note_room(headers, rows, terminal.width) < NOTE_FLOOR:
         # a narrow terminal: each note on lines of its own under its row, rather than a column a few words wide
-        below = [hang("    ", note, terminal.width) if note else [] for note in [row.pop() for row in rows]]
+        below = [
+            hang("    ", note, terminal.width, guard=terminal.log) if note else []
+            for note in [row.pop() for row in rows]
+        ]
         headers, with_notes = headers[:-1], False
     note_column = (len(headers) - 1,) if with_notes else ()
     sides = (status_column - 2, status_column - 1)
@@ -197,6 +207,7 @@ def _tensor_table(
         names=(0,),
         paint_column=(status_column, colors, paint),
         below=below,
+        guard=terminal.log,
     )
     if not rows:
         lines = ["no differing tensors" if report.tensors else "no tensors"]
@@ -218,12 +229,14 @@ def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only
         events = _failing_events(result) if failing_only else result.events
         if failing_only and not events:
             continue
-        lines += hang("  ", paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome]), terminal.width)
+        headline_text = paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome])
+        lines += hang("  ", headline_text, terminal.width, guard=terminal.log)
         visible = [e for e in events if terminal.verbosity > 0 or shown_unfolded(e)]
         for event in visible:
             label = paint(event.severity, event.severity)
             text = f"{label} [{event.code}] {event_text(report, event)}"
-            lines += hang("    ", text, terminal.width, indent="      ", invisible=len(label) - len(event.severity))
+            hidden_codes = len(label) - len(event.severity)
+            lines += hang("    ", text, terminal.width, indent="      ", invisible=hidden_codes, guard=terminal.log)
         hidden = len(events) - len(visible)
         if hidden:
             lines.append(
@@ -249,22 +262,23 @@ def _findings(report: Report, terminal: Terminal, paint: Painter, *, failing_onl
             continue
         lines += ["", paint(f"{_PLURAL[severity]}:", severity)]
         for finding in group:
-            lines += hang(
-                "  ", f"[{finding.code}] {printable(finding_message(report, finding))}", terminal.width, indent="    "
-            )
+            text = f"[{finding.code}] {printable(finding_message(report, finding))}"
+            lines += hang("  ", text, terminal.width, indent="    ", guard=terminal.log)
     return lines
 
 
 # --- layout: words, wrapping, columns ---------------------------------------------------------------------------
 
 #: A tensor name breaks after a dot (never inside a ``{0..60}`` index set); prose after a space (never inside
-#: a ``[64, 192]`` shape) or after a dot that a letter follows (a name it quotes; not ``1.00``).
+#: a ``[64, 192]`` shape) or after a dot that a letter follows (a name it quotes; not ``1.00``); a line naming a
+#: path or a repo (``SRC: /runs/exp-3/step-1200``) after a space (not in a shape) or a slash.
 _NAME_WORDS = re.compile(r"(?:\{[^}]*\}|[^.{])+\.?|.")
 _PROSE_WORDS = re.compile(r"(?:\[[0-9, ]*\]|[^\s.]|\.(?![A-Za-z_]))+(?:\.(?=[A-Za-z_]))?\s*|\.|\s+")
+_PATH_WORDS = re.compile(r"\[[0-9, ]*\][^\s/]*\s*|[^\s/]*/+|[^\s/]+\s*|\s+")
 
 
-def words(text: str, name: bool = False) -> list[str]:
-    return (_NAME_WORDS if name else _PROSE_WORDS).findall(text)
+def words(text: str, name: bool = False, path: bool = False) -> list[str]:
+    return (_PATH_WORDS if path else _NAME_WORDS if name else _PROSE_WORDS).findall(text)
 
 
 def _hidden_info(count: int, what: str) -> str:
@@ -272,13 +286,13 @@ def _hidden_info(count: int, what: str) -> str:
     return f"{count} info {what}s (-v shows them)" if count != 1 else f"1 info {what} (-v shows it)"
 
 
-def wrap(text: str, width: int | None, name: bool = False) -> list[str]:
+def wrap(text: str, width: int | None, name: bool = False, path: bool = False) -> list[str]:
     """``text`` in lines of at most ``width`` characters, broken only between words (a longer word overflows)."""
     if width is None or len(text) <= width:
         return [text]
     lines: list[str] = []
     line = ""
-    for word in words(text, name):
+    for word in words(text, name, path):
         if line and len((line + word).rstrip()) > width:
             lines.append(line.rstrip())
             line = word.lstrip()
@@ -287,20 +301,49 @@ def wrap(text: str, width: int | None, name: bool = False) -> list[str]:
     return lines + [line.rstrip()] if line.strip() or not lines else lines
 
 
-def hang(first: str, text: str, width: int | None, indent: str | None = None, invisible: int = 0) -> list[str]:
+def hang(
+    first: str,
+    text: str,
+    width: int | None,
+    indent: str | None = None,
+    invisible: int = 0,
+    *,
+    guard: bool = False,
+    path: bool = False,
+) -> list[str]:
     """``first`` + text wrapped to ``width``, continuation lines under ``indent`` (``invisible``: colour codes
-    in ``text`` that take no room on screen)."""
+    in ``text`` that take no room on screen; ``path``: the text names a path, which may break after a ``/``).
+    ``guard``: what the CI-log guard (:func:`.errors.inert_in_ci_log`) would escape in a line is escaped in the
+    text, which is wrapped again, so the lines keep to the width."""
     indent = first if indent is None else indent
+    while True:
+        lines = _hang(first, text, width, indent, invisible, path)
+        if not guard:
+            return lines
+        marks, offset = [], 0
+        for number, line in enumerate(lines):
+            prefix = len(first if number == 0 else indent)
+            offset = text.find(line[prefix:], offset)
+            if offset < 0:  # a line that is no piece of the text (not met): left to the guard as it is
+                return lines
+            marks += [offset + mark - prefix for mark in inert_marks(line) if mark >= prefix]
+            offset += len(line) - prefix
+        if not marks:
+            return lines
+        text = inert_at(text, marks)
+
+
+def _hang(first: str, text: str, width: int | None, indent: str, invisible: int, path: bool) -> list[str]:
     if width is None or len(first) + len(text) - invisible <= width:
         return [first + text]
     available = max(width - len(indent), 20)
-    head, *rest = wrap(text, max(width - len(first), 20) + invisible)
+    head, *rest = wrap(text, max(width - len(first), 20) + invisible, path=path)
     if not rest:
         return [first + head]
     # wrap the text after the first line again at the continuation width (rejoining the lines would put a space
     # where a path was broken after a dot)
     remainder = text[len(head) :].lstrip() if text.startswith(head) else " ".join(rest)
-    return [first + head] + [indent + line for line in wrap(remainder, available)]
+    return [first + head] + [indent + line for line in wrap(remainder, available, path=path)]
 
 
 def grid(
@@ -312,23 +355,64 @@ def grid(
     names: Sequence[int] = (),
     paint_column: tuple[int, Sequence[str], Painter] | None = None,
     below: Sequence[Sequence[str]] = (),
+    guard: bool = False,
 ) -> list[str]:
     """A plain table (headers, dashes, rows) that fits ``width``: the columns of each ``shrink`` stage in turn, the
     widest first, give up room down to the stage's floor (or their longest word) by wrapping their cells between
-    words; ``names`` columns wrap after dots. ``below[i]``: lines printed under row ``i``."""
-    columns = list(zip(headers, *rows)) if rows else [(h,) for h in headers]
-    widths = [max(map(len, column)) for column in columns]
-    if width is not None:
-        widths = _fit(columns, widths, width, shrink, names)
+    words; ``names`` columns wrap after dots. ``below[i]``: lines printed under row ``i``. ``guard``: what the
+    CI-log guard (:func:`.errors.inert_in_ci_log`) would escape in a printed line is escaped in its cell before
+    the columns are measured, so that no escape pushes the rest of its line out of its columns."""
+    # first what would start a line as it is, then what wrapping brings to a line's start or a "##" cell puts
+    # before a "[" one (each round escapes more, so the rounds end)
+    cells = [[_inert_cell(cell) if guard else cell for cell in row] for row in rows]
+    while True:
+        columns = list(zip(headers, *cells)) if cells else [(h,) for h in headers]
+        widths = [max(map(len, column)) for column in columns]
+        if width is not None:
+            widths = _fit(columns, widths, width, shrink, names)
+        body = [[wrap(cell, widths[i], i in names) for i, cell in enumerate(row)] for row in cells]
+        marked = [_inert_marks(row, pieces) for row, pieces in zip(cells, body)] if guard else []
+        if not any(marked):
+            break
+        cells = [[inert_at(cell, marks.get(i, ())) for i, cell in enumerate(row)] for row, marks in zip(cells, marked)]
     lines = [_line([wrap(h, widths[i]) for i, h in enumerate(headers)], widths), _GAP.join("-" * w for w in widths)]
-    for number, row in enumerate(rows):
-        cells = [wrap(cell, widths[i], i in names) for i, cell in enumerate(row)]
+    for number, pieces in enumerate(body):
         if paint_column is not None:
             column, keys, paint = paint_column
-            cells[column] = [paint(text.ljust(widths[column]), keys[number]) for text in cells[column]]
-        lines.append(_line(cells, widths))
+            pieces[column] = [paint(text.ljust(widths[column]), keys[number]) for text in pieces[column]]
+        lines.append(_line(pieces, widths))
         lines += below[number] if number < len(below) else []
     return lines
+
+
+def _inert_cell(cell: str) -> str:
+    """A cell as it would read at the start of a line of the log (most have nothing the guard looks for)."""
+    return inert_in_ci_log(cell) if ":" in cell or "#" in cell else cell
+
+
+def _inert_marks(row: Sequence[str], pieces: Sequence[Sequence[str]]) -> dict[int, list[int]]:
+    """Where the guard would escape a character in the printed lines of a row (its cells wrapped into
+    ``pieces``), as positions in the cells, by column. The padding between cells is spaces, which the guard reads
+    past, so the text of the cells alone decides."""
+    found: dict[int, list[int]] = {}
+    if not any(":" in cell or "#" in cell for cell in row):  # most rows: nothing the guard looks for
+        return found
+    # where each piece starts in its cell (wrapping drops only the spaces between words)
+    at: list[list[int]] = []
+    for cell, column in zip(row, pieces):
+        starts, offset = [], 0
+        for piece in column:
+            offset = cell.index(piece, offset)
+            starts.append(offset)
+            offset += len(piece)
+        at.append(starts)
+    for k in range(max(map(len, pieces))):
+        parts = [column[k] if k < len(column) else "" for column in pieces]
+        line_starts = list(accumulate((len(part) + 1 for part in parts[:-1]), initial=0))
+        for mark in inert_marks(" ".join(parts)):
+            i = max(i for i, start in enumerate(line_starts) if start <= mark)
+            found.setdefault(i, []).append(at[i][k] + mark - line_starts[i])
+    return found
 
 
 def _fit(

@@ -66,6 +66,10 @@ def _values_summary(params: Params) -> str:
     text = f"{params['compared']} tensors compared by value: {params['equal']} equal, {params['changed']} changed"
     if params["largest"]:
         text += "; largest: " + ", ".join(f"{one['tensor']} ({describe(one)})" for one in params["largest"])
+    if unmeasured := params.get("unmeasured"):
+        more = params["unmeasured_count"] - len(unmeasured)
+        named = [f"{one['tensor']} ({describe(one)})" for one in unmeasured] + ([f"+{more} more"] if more else [])
+        text += "; changed, not measured: " + ", ".join(named)
     return text
 
 

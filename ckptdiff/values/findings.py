@@ -104,13 +104,17 @@ def value_findings(result: ValuesResult) -> list[Finding]:
         hashed |= {"revision_a": result.revisions[0], "revision_b": result.revisions[1]}
         out.append(Finding("info", "identical_file", params=hashed))
     stats = result.stats
-    changed = sorted((s.change, name) for name, s in stats.items() if not s.equal)
-    changed.reverse()
+    changed = [name for name, s in stats.items() if not s.equal]
+    # ranked by size: a change seen only in the bytes (F4, F6) has none, so it is named apart, not first
+    measured = sorted((stats[name].change_order, name) for name in changed if stats[name].measured)
+    unmeasured = sorted(name for name in changed if not stats[name].measured)
     summary = {
         "compared": len(stats),
         "equal": sum(1 for s in stats.values() if s.equal),
         "changed": len(changed),
-        "largest": [{"tensor": name, **_numbers(stats[name])} for _, name in changed[:TOP_CHANGES]],
+        "largest": [{"tensor": name, **_numbers(stats[name])} for _, name in measured[:TOP_CHANGES]],
+        "unmeasured": [{"tensor": name, **_numbers(stats[name])} for name in unmeasured[:TOP_CHANGES]],
+        "unmeasured_count": len(unmeasured),
     }
     out.append(Finding("info", "values_changed" if changed else "values_equal", params=summary))
     for label, own, base_name, embed in result.embeds:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
-from ..report import ValueNote
+from ..report import ValueNote, value_change_order
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -27,14 +27,14 @@ class ValueStats:
     note: ValueNote | None = None
 
     @property
-    def change(self) -> float:
-        """Sort key for "largest change first": relative L2, then max |b−a|; unequal beats equal."""
-        if self.equal:
-            return -1.0
-        for value in (self.rel_l2, self.max_abs):
-            if value is not None:
-                return value
-        return math.inf
+    def change_order(self) -> tuple[int, float, float]:
+        """Where this change ranks, largest first (:func:`ckptdiff.report.value_change_order`)."""
+        return value_change_order(self.equal, self.rel_l2, self.max_abs)
+
+    @property
+    def measured(self) -> bool:
+        """Whether the values were compared as numbers (else as bytes, or not at all: no max |Δ|)."""
+        return self.max_abs is not None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
