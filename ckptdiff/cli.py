@@ -29,13 +29,14 @@ from .cli_output import (
     deliver,
     format_for,
     refuse_reports_over_inputs,
+    run_started,
     save_format,
     say,
     silence_stdout,
     wants_color,
     write_report,
 )
-from .errors import DISK_WRITE_ERRNOS, CkptdiffError, remember_url_credentials, scrub_secrets
+from .errors import DISK_WRITE_ERRNOS, CkptdiffError, printable, remember_url_credentials, scrub_secrets
 from .families import profile_choices
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
@@ -263,6 +264,7 @@ def command(
 
     Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
+    run_started()
     set_environment(debug=debug, offline=offline)  # the command line is accepted: nothing was read or sent before
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, load_format, render
@@ -398,6 +400,17 @@ def _stdout_failed(err: OSError) -> None:
     sys.exit(EXIT_TROUBLE)
 
 
+def _write_failed(err: OSError, debug: bool) -> None:
+    """A full disk (or quota, or file-size limit) under a write no writer of ckptdiff's handled (a library's: a
+    cache, a lock in shared memory): one line naming the file when the error does, and exit 2."""
+    if debug:
+        say(scrub_secrets(traceback.format_exc()))
+    where = f"{scrub_secrets(printable(os.fsdecode(err.filename)))}: " if err.filename is not None else ""
+    hint = "" if where else " (rerun with --debug to see where)"
+    say(f"ckptdiff: {where}cannot write: {err.strerror or err}{hint}")
+    sys.exit(EXIT_TROUBLE)
+
+
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
     remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
@@ -408,9 +421,10 @@ def _run(args: list[str]) -> None:
 
         if is_convert(args[leading:]):
             chosen, args = convert_command, args[:leading] + args[leading + 1 :]
+    state: dict[str, object] = {"argv": list(args)}  # "started" once a command's callback runs (run_started)
     try:
         name = "ckptdiff convert" if chosen is not command else "ckptdiff"
-        chosen.main(args=args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
+        chosen.main(args=args, prog_name=name, standalone_mode=False, obj=state)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:
@@ -436,8 +450,10 @@ def _run(args: list[str]) -> None:
         silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
-        if isinstance(err, OSError) and err.errno in DISK_WRITE_ERRNOS:  # click's own output (--help) on a full disk
-            _stdout_failed(err)
+        if isinstance(err, OSError) and err.errno in DISK_WRITE_ERRNOS:
+            if not state.get("started"):  # click's own output (--help, --version), the only write before a command
+                _stdout_failed(err)
+            _write_failed(err, debug)
         if debug:
             say(scrub_secrets(traceback.format_exc()))
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]
