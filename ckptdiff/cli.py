@@ -430,7 +430,7 @@ def _run(args: list[str]) -> None:
     except click.ClickException as err:
         shown = io.StringIO()
         err.show(file=shown)  # the usage and the message, which may quote an argument
-        say(shown.getvalue().rstrip("\n"))
+        say(scrub_secrets(shown.getvalue().rstrip("\n")))  # it may quote an argument: a URL's user:password@
         sys.exit(EXIT_TROUBLE)
     except click.exceptions.Abort:
         click.echo("ckptdiff: aborted", err=True)
