@@ -132,7 +132,7 @@ def convert_command(
     output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan, an
     output that cannot be written).
     """
-    from .cli_output import run_started, terminal_width
+    from .cli_output import run_started, say_if_it_can, terminal_width
     from .config_file import load_config
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
@@ -175,7 +175,7 @@ def convert_command(
         partial = partial_of(Path(out).expanduser())
         if isinstance(stop, Exception) or not partial.exists():
             raise
-        _echo(f"ckptdiff: interrupted: {partial} is incomplete", err=True)
+        say_if_it_can(f"ckptdiff: interrupted: {partial} is incomplete")  # a full stderr must not hide the signal
         sys.exit(128 + getattr(stop, "signum", 2))
     plan = outcome.plan
     width = terminal_width(sys.stdout)

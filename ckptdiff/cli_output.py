@@ -271,6 +271,31 @@ def echo_checked(text: str = "", *, err: bool = False, nl: bool = True) -> None:
         raise ReportWriteError("stderr" if err else "stdout", f"cannot write: {error.strerror or error}") from None
 
 
+def say_if_it_can(line: str) -> None:
+    """One line on stderr if stderr takes it now, else none: a run ending on a signal must end with the signal's
+    status whether stderr is a full disk (the write fails) or a pipe nobody reads (the write would wait forever).
+    After a line it could not take, stderr goes to /dev/null, so the interpreter's last flush neither fails nor
+    waits."""
+    try:
+        descriptor = sys.stderr.fileno()
+    except (OSError, ValueError, AttributeError):  # no descriptor: an in-process runner's buffer, never full
+        descriptor = None
+    if descriptor is not None:
+        import select
+
+        try:
+            ready = bool(select.select([], [descriptor], [], 0)[1])
+        except (OSError, ValueError):
+            ready = False
+        if not ready:
+            silence_stdout(sys.stderr)
+            return
+    try:
+        say(line)
+    except OSError:
+        silence_stdout(sys.stderr)
+
+
 def say(line: str) -> None:
     """One line on stderr, as a CI log may show it: nothing in it acts as a workflow command."""
     click.echo(inert_in_ci_log(line), err=True)
