@@ -416,7 +416,8 @@ def _write_failed(err: OSError, debug: bool) -> None:
     cache, a lock in shared memory): one line naming the file when the error does, and exit 2."""
     if debug:
         say(scrub_secrets(traceback.format_exc()))
-    where = f"{scrub_secrets(printable(os.fsdecode(err.filename)))}: " if err.filename is not None else ""
+    named = isinstance(err.filename, str | bytes | os.PathLike)  # not a descriptor's number
+    where = f"{scrub_secrets(printable(os.fsdecode(err.filename)))}: " if named else ""
     hint = "" if where else " (rerun with --debug to see where)"
     say(f"ckptdiff: {where}cannot write: {err.strerror or err}{hint}")
     sys.exit(EXIT_TROUBLE)
