@@ -15,6 +15,7 @@ import sys
 import threading
 import traceback
 from dataclasses import replace
+from typing import NoReturn
 
 import click
 
@@ -29,13 +30,15 @@ from .cli_output import (
     deliver,
     format_for,
     refuse_reports_over_inputs,
+    run_started,
     save_format,
     say,
+    say_if_it_can,
     silence_stdout,
     wants_color,
     write_report,
 )
-from .errors import DISK_WRITE_ERRNOS, CkptdiffError, remember_url_credentials, scrub_secrets
+from .errors import DISK_WRITE_ERRNOS, CkptdiffError, printable, remember_url_credentials, scrub_secrets
 from .families import profile_choices
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
@@ -263,6 +266,7 @@ def command(
 
     Without A and B, the config file's reference and candidate are compared (the pre-commit hook's way).
     """
+    run_started()
     set_environment(debug=debug, offline=offline)  # the command line is accepted: nothing was read or sent before
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, load_format, render
@@ -379,6 +383,8 @@ def main(argv: list[str] | None = None) -> None:
             handlers[stop] = signal.signal(stop, _interrupt)
     try:
         _run(args)
+    except Interrupted as interrupt:  # one that came while another line waited on a full stderr
+        _exit_interrupted(interrupt.signum)
     except OSError as err:
         # stderr itself cannot be written (`2>log` on a full disk): no line can say so, but the run is still in
         # trouble (exit 2), not the "incompatible" (exit 1) of the interpreter's traceback nobody could read
@@ -391,10 +397,29 @@ def main(argv: list[str] | None = None) -> None:
             signal.signal(stop, handler)
 
 
+def _exit_interrupted(signum: int) -> NoReturn:
+    """Exit 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), with one line if stderr can take it: a full disk
+    or a pipe nobody reads under stderr must not turn the interrupt into trouble (2) or a hang."""
+    say_if_it_can("ckptdiff: interrupted")
+    sys.exit(128 + signum)
+
+
 def _stdout_failed(err: OSError) -> None:
     """One line and exit 2; the rest of stdout's buffer goes nowhere instead of failing again at the exit."""
     silence_stdout()
     say(f"ckptdiff: stdout: cannot write: {err.strerror or err}")
+    sys.exit(EXIT_TROUBLE)
+
+
+def _write_failed(err: OSError, debug: bool) -> None:
+    """A full disk (or quota, or file-size limit) under a write no writer of ckptdiff's handled (a library's: a
+    cache, a lock in shared memory): one line naming the file when the error does, and exit 2."""
+    if debug:
+        say(scrub_secrets(traceback.format_exc()))
+    named = isinstance(err.filename, str | bytes | os.PathLike)  # not a descriptor's number
+    where = f"{scrub_secrets(printable(os.fsdecode(err.filename)))}: " if named else ""
+    hint = "" if where else " (rerun with --debug to see where)"
+    say(f"ckptdiff: {where}cannot write: {err.strerror or err}{hint}")
     sys.exit(EXIT_TROUBLE)
 
 
@@ -408,15 +433,16 @@ def _run(args: list[str]) -> None:
 
         if is_convert(args[leading:]):
             chosen, args = convert_command, args[:leading] + args[leading + 1 :]
+    state: dict[str, object] = {"argv": list(args)}  # "started" once a command's callback runs (run_started)
     try:
         name = "ckptdiff convert" if chosen is not command else "ckptdiff"
-        chosen.main(args=args, prog_name=name, standalone_mode=False, obj={"argv": list(args)})
+        chosen.main(args=args, prog_name=name, standalone_mode=False, obj=state)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except click.ClickException as err:
         shown = io.StringIO()
         err.show(file=shown)  # the usage and the message, which may quote an argument
-        say(shown.getvalue().rstrip("\n"))
+        say(scrub_secrets(shown.getvalue().rstrip("\n")))  # it may quote an argument: a URL's user:password@
         sys.exit(EXIT_TROUBLE)
     except click.exceptions.Abort:
         click.echo("ckptdiff: aborted", err=True)
@@ -427,17 +453,17 @@ def _run(args: list[str]) -> None:
         say(f"ckptdiff: {scrub_secrets(err.line())}")
         sys.exit(EXIT_TROUBLE)
     except Interrupted as stop:
-        click.echo("ckptdiff: interrupted", err=True)
-        sys.exit(128 + stop.signum)
+        _exit_interrupted(stop.signum)
     except KeyboardInterrupt:
-        click.echo("ckptdiff: interrupted", err=True)
-        sys.exit(130)
+        _exit_interrupted(signal.SIGINT)
     except (StdoutClosed, BrokenPipeError):  # the reader left (`| head`): nothing to say, nothing more to write
         silence_stdout()
         sys.exit(EXIT_TROUBLE)
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
-        if isinstance(err, OSError) and err.errno in DISK_WRITE_ERRNOS:  # click's own output (--help) on a full disk
-            _stdout_failed(err)
+        if isinstance(err, OSError) and err.errno in DISK_WRITE_ERRNOS:
+            if not state.get("started"):  # click's own output (--help, --version), the only write before a command
+                _stdout_failed(err)
+            _write_failed(err, debug)
         if debug:
             say(scrub_secrets(traceback.format_exc()))
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]

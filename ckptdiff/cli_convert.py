@@ -133,7 +133,7 @@ def convert_command(
     output that cannot be written).
     """
     from .cli_inputs import command_line
-    from .cli_output import terminal_width
+    from .cli_output import run_started, say_if_it_can, terminal_width
     from .config_file import load_config
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
@@ -141,6 +141,8 @@ def convert_command(
     from .naming import parse_rename
     from .progress import terminal_progress
     from .sources import SourceOptions
+
+    run_started()
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     # the comparison's file: of its settings only how the plan's rows show applies here; a flag overrides it
@@ -174,7 +176,7 @@ def convert_command(
         partial = partial_of(Path(out).expanduser())
         if isinstance(stop, Exception) or not partial.exists():
             raise
-        _echo(f"ckptdiff: interrupted: {partial} is incomplete", err=True)
+        say_if_it_can(f"ckptdiff: interrupted: {partial} is incomplete")  # a full stderr must not hide the signal
         sys.exit(128 + getattr(stop, "signum", 2))
     plan = outcome.plan
     width = terminal_width(sys.stdout)
@@ -199,7 +201,7 @@ def convert_command(
         _echo(json.dumps(outcome.document, indent=2), style="json")
     elif not quiet:
         _echo(render(plan), nl=False, style=style)
-        click.echo()
+        _echo("")
     proof = outcome.proof
     if outcome.failure is not None:
         for problem in proof.problems if proof is not None else ():
@@ -232,7 +234,9 @@ def _plan_failure(problems: list[str]) -> str:
 def _echo(text: str, *, err: bool = False, nl: bool = True, style: str = "text") -> None:
     """A line or the plan on stdout or stderr, as a CI log shows it: no tensor name forms a workflow command
     (:func:`ckptdiff.errors.inert_in_ci_log`)."""
-    click.echo(inert_in_ci_log(text, style), err=err, nl=nl)
+    from .cli_output import echo_checked
+
+    echo_checked(inert_in_ci_log(text, style), err=err, nl=nl)
 
 
 def is_convert(args: list[str]) -> bool:

@@ -13,7 +13,7 @@ from typing import IO, TYPE_CHECKING
 
 import click
 
-from .errors import CkptdiffError, ReportWriteError, inert_in_ci_log
+from .errors import DISK_WRITE_ERRNOS, CkptdiffError, ReportWriteError, inert_in_ci_log
 from .formats import FORMAT_ALIASES
 
 if TYPE_CHECKING:
@@ -249,6 +249,51 @@ def _append_whole(path: str, data: bytes) -> None:
 
 #: How each format escapes what could start a workflow command in a CI log (:func:`.errors.inert_in_ci_log`).
 LOG_STYLES = {"json": "json", "junit": "xml", "html": "xml"}
+
+
+def run_started() -> None:
+    """Called first by each command's callback: an unhandled write error from then on is the run's (a file, shared
+    memory), no longer click's own output to stdout (--help, --version, a completion script)."""
+    context = click.get_current_context(silent=True)
+    if context is not None and isinstance(context.obj, dict):
+        context.obj["started"] = True
+
+
+def echo_checked(text: str = "", *, err: bool = False, nl: bool = True) -> None:
+    """``click.echo`` for a command's own output: a full disk under stdout (or stderr) is one line naming it, as
+    a report's write is (``stdout: cannot write: No space left on device``), not a failure of the run's files."""
+    try:
+        click.echo(text, err=err, nl=nl)
+    except OSError as error:
+        if error.errno not in DISK_WRITE_ERRNOS:
+            raise
+        silence_stdout(sys.stderr if err else None)  # the buffer's rest would fail again at the interpreter's exit
+        raise ReportWriteError("stderr" if err else "stdout", f"cannot write: {error.strerror or error}") from None
+
+
+def say_if_it_can(line: str) -> None:
+    """One line on stderr if stderr takes it now, else none: a run ending on a signal must end with the signal's
+    status whether stderr is a full disk (the write fails) or a pipe nobody reads (the write would wait forever).
+    After a line it could not take, stderr goes to /dev/null, so the interpreter's last flush neither fails nor
+    waits."""
+    try:
+        descriptor = sys.stderr.fileno()
+    except (OSError, ValueError, AttributeError):  # no descriptor: an in-process runner's buffer, never full
+        descriptor = None
+    if descriptor is not None:
+        import select
+
+        try:
+            ready = bool(select.select([], [descriptor], [], 0)[1])
+        except (OSError, ValueError):
+            ready = False
+        if not ready:
+            silence_stdout(sys.stderr)
+            return
+    try:
+        say(line)
+    except OSError:
+        silence_stdout(sys.stderr)
 
 
 def say(line: str) -> None:

@@ -1,7 +1,7 @@
 """What the values of a config.json the rules read must be, wherever the config nests them (text_config, an
-eagle_config, ...): sizes and counts that are JSON integers, counts no real model exceeds, layer-id lists of
-integers. A value past these is a defect of the file: one line naming it, not a verdict built on a value the rules
-would take as unset."""
+eagle_config, ...): sizes and counts that are JSON integers, sizes above zero, counts no real model exceeds,
+layer-id lists of integers. A value past these is a defect of the file: one line naming it, not a verdict built on
+a value the rules would take as unset."""
 
 from __future__ import annotations
 
@@ -9,13 +9,20 @@ import json
 from typing import Any
 
 from .errors import CkptdiffError
-from .limits import CONFIG_INTEGERS, MAX_CONFIG_COUNTS, MAX_LAYER_ID_LISTS, SIGNED_CONFIG_INTEGERS
+from .limits import (
+    CONFIG_INTEGERS,
+    MAX_CONFIG_COUNTS,
+    MAX_LAYER_ID_LISTS,
+    POSITIVE_CONFIG_INTEGERS,
+    SIGNED_CONFIG_INTEGERS,
+)
 
 
 def check_config_values(document: dict[str, Any], config_name: str) -> None:
-    """A size or count the rules read that is no JSON integer (:data:`~ckptdiff.limits.CONFIG_INTEGERS`), or is
-    below zero, is refused, and so is a layer or expert count past any real model's
-    (:data:`~ckptdiff.limits.MAX_CONFIG_COUNTS`) and a layer-id list too long or holding other than integers."""
+    """A size or count the rules read that is no JSON integer (:data:`~ckptdiff.limits.CONFIG_INTEGERS`), is
+    below zero, or is a size at zero (:data:`~ckptdiff.limits.POSITIVE_CONFIG_INTEGERS`), is refused, and so is a
+    layer or expert count past any real model's (:data:`~ckptdiff.limits.MAX_CONFIG_COUNTS`) and a layer-id list
+    too long or holding other than integers."""
     pending: list[tuple[str, Any]] = [("", document)]
     while pending:
         scope, holder = pending.pop()
@@ -43,9 +50,12 @@ def _check_integer(key: str, value: Any, config_name: str) -> None:
     if isinstance(value, bool | str | float):
         shown = json.dumps(value)[:40] + (" (a string)" if isinstance(value, str) else "")
         raise CkptdiffError(config_name, f"{key} is {shown}: it must be a JSON integer")
-    if isinstance(value, int) and value < 0 and key.rpartition(".")[2] not in SIGNED_CONFIG_INTEGERS:
+    name = key.rpartition(".")[2]
+    if isinstance(value, int) and value < 1 and name in POSITIVE_CONFIG_INTEGERS:
+        raise CkptdiffError(config_name, f"{key} is {value}: a size must be at least 1")
+    if isinstance(value, int) and value < 0 and name not in SIGNED_CONFIG_INTEGERS:
         # the engines' replays would index layers from the end (-5 drafter layers asked for 31 of them)
-        what = "a count" if key.rpartition(".")[2] in MAX_CONFIG_COUNTS else "it"
+        what = "a count" if name in MAX_CONFIG_COUNTS else "it"
         raise CkptdiffError(config_name, f"{key} is {value}: {what} cannot be negative")
 
 

@@ -6,7 +6,9 @@ import errno
 import os
 import re
 import sys
+import threading
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Iterable
 
 #: Longer error lines are cut in the middle (the file at the start and the hint at the end are kept).
@@ -207,8 +209,13 @@ def hf_token_beyond_environment() -> bool:
 _ENDPOINT_VARIABLES = ("HF_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "DASK_SCHEDULER_ADDRESS")
 #: The credentials this process was given inside URLs (a spec's, an ``--scheduler`` address's): a library may
 #: quote them anywhere in a message, without the URL around them (botocore: ``Invalid bucket name
-#: "KEY:SECRET@bucket"``), so they are scrubbed as strings. Only ever added to.
-_URL_CREDENTIALS: set[str] = set()
+#: "KEY:SECRET@bucket"``), so they are scrubbed as strings. The most recent :data:`MOST_URL_CREDENTIALS` forms are
+#: kept, one given again moving to the end: a long-lived process (a notebook calling ``compare()`` with a new token
+#: each hour) does not grow without bound, and a run's own are always among them, since every spec and
+#: ``--scheduler`` address is remembered again as it is parsed (a run has a few, a few forms each).
+_URL_CREDENTIALS: OrderedDict[str, None] = OrderedDict()
+_URL_CREDENTIALS_LOCK = threading.Lock()
+MOST_URL_CREDENTIALS = 256
 _URL_AUTHORITY = re.compile(r"(?i)[a-z][a-z0-9+.-]*://([^/?#\s]*)")
 
 
@@ -231,7 +238,13 @@ def url_credentials(text: str) -> list[str]:
 
 def remember_url_credentials(text: str) -> None:
     """Scrub the credentials of every URL in ``text`` from all later output (:func:`scrub_secrets`)."""
-    _URL_CREDENTIALS.update(url_credentials(text))
+    found = url_credentials(text)
+    with _URL_CREDENTIALS_LOCK:
+        for form in found:
+            _URL_CREDENTIALS[form] = None
+            _URL_CREDENTIALS.move_to_end(form)
+        while len(_URL_CREDENTIALS) > MOST_URL_CREDENTIALS:
+            _URL_CREDENTIALS.popitem(last=False)
 
 
 def scrub_secrets(text: str) -> str:
@@ -239,7 +252,9 @@ def scrub_secrets(text: str) -> str:
     tokens: list[str | None] = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
     for variable in _ENDPOINT_VARIABLES:  # http://token@host or http://user:password@host
         tokens += url_credentials(os.environ.get(variable, ""))
-    remembered: list[str] = sorted(_URL_CREDENTIALS, key=len, reverse=True)  # user:password before its parts
+    with _URL_CREDENTIALS_LOCK:  # a copy: another thread may be remembering a spec's meanwhile
+        remembered = list(_URL_CREDENTIALS)
+    remembered.sort(key=len, reverse=True)  # user:password before its parts
     tokens += remembered
     if "huggingface_hub" in sys.modules and hf_token_beyond_environment():  # a stored login, in no hf_ shape
         from huggingface_hub import get_token

@@ -41,6 +41,20 @@ CONFIG_INTEGERS = frozenset(MAX_CONFIG_COUNTS) | {
 }
 #: Of those, the ones that can be below zero: a token id, which some exports set to -1 for "none".
 SIGNED_CONFIG_INTEGERS = frozenset({"mask_token_id"})
+#: Of those, the sizes no model has at zero: the rules read each as unset when it is 0 (``hidden_size or ...``), so
+#: a 0 would compare nothing and the engines' replays would say the key is missing. Counts (MTP layers, experts: 0 is
+#: a dense model), ranks and ids may be 0.
+POSITIVE_CONFIG_INTEGERS = frozenset(
+    {
+        "hidden_size",
+        "target_hidden_size",
+        "vocab_size",
+        "draft_vocab_size",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+    }
+)
 #: Lists of target-layer ids a drafter's config names (EAGLE-3's aux ids, DFlash's target layers), and the most
 #: entries accepted: real drafters name 3 to 8; the capture check's work grows with each id.
 MAX_LAYER_ID_LISTS = {

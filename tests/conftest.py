@@ -67,7 +67,7 @@ def run_in_process(args: list[str], env: dict[str, str], cwd: Path) -> CliRun:
 
     # a process remembers the credentials of the URLs it was given to scrub them (errors._URL_CREDENTIALS): each
     # in-process run starts with none, as a process does, so that one test's secrets are not another's
-    remembered = set(errors._URL_CREDENTIALS)
+    remembered = dict(errors._URL_CREDENTIALS)
     errors._URL_CREDENTIALS.clear()
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_signals = {stop: signal.getsignal(stop) for stop in (signal.SIGINT, signal.SIGTERM)}

@@ -12,6 +12,11 @@ Faults, per object path (``bucket/key``), answered before moto sees the request:
     s3.endless.add(path)                  # GETs answer 206 with a Content-Range, then bytes that never end
     s3.short_after[path] = n              # GETs send the object's bytes only up to byte n, as a shorter answer
     s3.drop_after[path] = n               # GETs send the object's bytes up to byte n, then the connection drops
+
+A plain web server, as ``python -m http.server`` is (no Range, no ETag; a folder's page lists its links):
+
+with WebServer(folder, autoindex=True) as web:  # web.endpoint + "/sub/model.safetensors" is folder's file
+    web.requests                                # Counter of (method, path), every request in order
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -227,3 +233,41 @@ def point_aws_chain_at(server: S3Server, monkeypatch: Any) -> S3Server:
         monkeypatch.delenv(variable, raising=False)
     server.reset_counters()
     return server
+
+
+class WebServer:
+    """A folder served on 127.0.0.1 by the standard library's file server: HEAD and GET, whole files (Range is
+    ignored), a folder's URL answering its page of links (``autoindex``) or 404, as servers configured so do."""
+
+    def __init__(self, folder: Path, *, autoindex: bool = True) -> None:
+        self.folder, self.autoindex = folder, autoindex
+        self.requests: Counter[tuple[str, str]] = Counter()
+        self.lock = threading.Lock()
+
+    def __enter__(self) -> WebServer:
+        server = self
+
+        class Handler(SimpleHTTPRequestHandler):
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__(*args, directory=str(server.folder), **kwargs)
+
+            def send_head(self) -> Any:
+                with server.lock:
+                    server.requests[self.command, unquote(self.path)] += 1
+                if not server.autoindex and Path(self.translate_path(self.path)).is_dir():
+                    self.send_error(404)
+                    return None
+                return super().send_head()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -8,8 +8,10 @@ the emulator (tests/hub_emulator.py), the object store moto's server.
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -153,6 +155,76 @@ def test_an_object_stores_file_copied_into_a_full_scratch_folder_is_one_line_not
     pattern += r"cannot be written: File too large \(free space there, or point TMPDIR at a disk with room\)"
     assert re.fullmatch(pattern, last_line(done)), done.stderr
     assert files_under(scratch) == []  # the partial copy and the run's scratch folder removed
+
+
+def test_a_temporary_folder_no_disk_can_take_is_one_line_naming_it(hub, tmp_path):
+    """tempfile finds no usable folder (its test file cannot be written anywhere): before, the line that should
+    name the folder asked tempfile for it again, and the run ended in "internal error: FileNotFoundError"."""
+    hub.add_repo("org/a", PUBLISHED)
+    hub.add_repo("org/b", OURS)
+
+    done = run_limited(tmp_path, "org/a", "org/b", "--values-only", "*", limit=0, env=hub.client_env(tmp_path / "h"))
+
+    assert done.returncode == 2 and done.stdout == ""
+    pattern = r"ckptdiff: the temporary folder: cannot be written: No usable temporary directory found in \[.*\] "
+    assert re.fullmatch(pattern + r"\(free space there, or point TMPDIR at a disk with room\)", last_line(done))
+
+
+def test_worker_processes_whose_locks_the_disk_cannot_take_name_jobs(tmp_path):
+    """--jobs' pool keeps its locks in shared memory (/dev/shm, a Docker container's 64 MB): before, a full one
+    was blamed on stdout (`ckptdiff: stdout: cannot write: File too large`)."""
+    done = run_limited(tmp_path, str(PUBLISHED), str(OURS), "--values", "--jobs", "2", limit=0)
+
+    assert done.returncode == 2 and done.stdout == ""
+    assert last_line(done) == (
+        "ckptdiff: --jobs 2: cannot start the worker processes: File too large"
+        " (their locks live in shared memory (/dev/shm): free room there, or give --jobs 1)"
+    )
+
+
+@pytest.fixture
+def few_inodes(tmp_path: Path) -> Iterator[Path]:
+    """A tmpfs of 3 inodes (root only: mount): itself and two folders; a third file or folder fails (ENOSPC)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    folder = tmp_path / "few-inodes"
+    folder.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=3", "tmpfs", str(folder)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=True)
+
+
+def test_a_write_no_writer_handled_names_its_file_not_the_store_or_stdout(s3, tmp_path, few_inodes):
+    """The copy's subfolder (an index naming sub/model.safetensors) cannot be made: the line names it. Before, the
+    store was blamed ("the store refused the request ([Errno 28] …)"), and a write error reaching the CLI's last
+    handler was said to be stdout's."""
+    pytest.importorskip("s3fs")
+    from ckptdiff.sources import resolve
+
+    for side, folder in (("a", PUBLISHED), ("b", OURS)):
+        (tmp_path / side / "sub").mkdir(parents=True)
+        shutil.copy(folder / "config.json", tmp_path / side)
+        shutil.copy(folder / "model.safetensors", tmp_path / side / "sub")
+        weight_map = {name: "sub/model.safetensors" for name in resolve(str(folder)).tensors}
+        (tmp_path / side / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    s3.upload(tmp_path / "a", "inodes/a")
+    s3.upload(tmp_path / "b", "inodes/b")
+
+    done = run_limited(
+        tmp_path, "s3://inodes/a", "s3://inodes/b", "--values", limit=None, env={"TMPDIR": str(few_inodes)}
+    )
+
+    assert done.returncode == 2 and done.stdout == ""
+    pattern = (
+        rf"ckptdiff: {re.escape(str(few_inodes))}/ckptdiff-values-\w+/A-\w+/sub: cannot write: No space left on device"
+    )
+    assert re.fullmatch(pattern, last_line(done)), done.stderr
 
 
 # --- (d) the header cache -----------------------------------------------------------------------------------------

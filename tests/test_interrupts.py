@@ -8,6 +8,7 @@ after the signal, no ``.partial`` file or scratch folder left, no process of the
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import pty
@@ -19,6 +20,7 @@ import termios
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -149,3 +151,77 @@ def _drain(controller: int, into: bytearray) -> None:
         if not chunk:
             return
         into += chunk
+
+
+@pytest.fixture(scope="module")
+def small_pair(s3_server, tmp_path_factory) -> tuple[str, str]:
+    root = tmp_path_factory.mktemp("interrupts-small")
+    for side in ("a", "b"):
+        write_safetensors(root / side / "model.safetensors", [("w", "F32", (16,))])
+        s3_server.upload(root / side, f"interrupts-small/{side}")
+    return "s3://interrupts-small/a", "s3://interrupts-small/b"
+
+
+def header_reads(environ: dict[str, Any]) -> bool:
+    path = unquote(environ.get("PATH_INFO", "")).lstrip("/")
+    return environ["REQUEST_METHOD"] == "GET" and path.startswith("interrupts-small/") and "HTTP_RANGE" in environ
+
+
+@contextlib.contextmanager
+def stderr_that_takes_nothing(kind: str) -> Iterator[int]:
+    """A descriptor for the run's stderr: /dev/full (every write fails, ENOSPC), or a pipe filled to the brim that
+    nobody reads (every write waits)."""
+    if kind == "full-disk":
+        descriptor = os.open("/dev/full", os.O_WRONLY)
+        try:
+            yield descriptor
+        finally:
+            os.close(descriptor)
+        return
+    reading, writing = os.pipe()
+    os.set_blocking(writing, False)
+    try:
+        while True:
+            os.write(writing, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    os.set_blocking(writing, True)
+    try:
+        yield writing
+    finally:
+        os.close(writing)
+        os.close(reading)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("kind", ["full-disk", "unread-pipe"])
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_wins_over_a_stderr_that_takes_nothing(s3_server, small_pair, tmp_path, stop, kind) -> None:
+    """The interrupted line cannot be written: the exit is still 128 + the signal, not trouble (2) nor a hang.
+    The header reads wait at the server, so the signal comes while the run is under way, every time."""
+    env = cli_env(tmp_path, s3_server.env)
+    env["PYTHONPATH"] = str(REPO)
+    gate = RequestGate(header_reads)
+    s3_server.hooks.append(gate)
+    try:
+        with stderr_that_takes_nothing(kind) as stderr:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "ckptdiff", *small_pair],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=env,
+                cwd=tmp_path,
+            )
+            try:
+                gate.wait_held(1)  # a header read is waiting at the server: the run is under way
+                child.send_signal(stop)
+                gate.open()
+                stdout, _ = child.communicate(timeout=HANG)
+            finally:
+                child.kill()
+    finally:
+        gate.open()
+        s3_server.hooks.remove(gate)
+
+    assert (child.returncode, stdout) == (128 + stop, b"")

@@ -432,6 +432,13 @@ CASES = [
         "text_config.intermediate_size is -1: it cannot be negative",
     ),
     Case(
+        "config-nested-negative-vocab",
+        with_config(b'{"text_config": {"vocab_size": -1}}'),
+        CkptdiffError,
+        "config.json",
+        "text_config.vocab_size is -1: a size must be at least 1",
+    ),
+    Case(
         "config-aux-id-string",
         with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, "58"]}}'),
         CkptdiffError,
@@ -701,5 +708,34 @@ def test_unset_and_per_layer_sizes_are_read_as_before(tmp_path: Path, run_cli) -
     config = json.loads((drafter / "config.json").read_text())
     odd = {**config, "head_dim": None, "text_config": {"intermediate_size": [32, 64], "mask_token_id": -1}}
     (drafter / "config.json").write_text(json.dumps(odd))
+    done = run_cli(str(drafter), "--engine", "sglang")
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("section", "key"),
+    [(None, "hidden_size"), (None, "vocab_size"), ("eagle_config", "draft_vocab_size"), ("text_config", "head_dim")],
+)
+def test_a_size_of_zero_is_refused_not_taken_as_unset(tmp_path: Path, run_cli, section, key) -> None:
+    # the rules read a 0 as unset: hidden_size 0 compared nothing, and every engine said "no hidden_size"
+    drafter = tmp_path / "drafter"
+    shutil.copytree(REPO / "fixtures" / "drafters" / "specforge-qwen3-8b", drafter)
+    config = json.loads((drafter / "config.json").read_text())
+    config.pop(key, None)
+    config.update({section: {key: 0}} if section else {key: 0})
+    (drafter / "config.json").write_text(json.dumps(config))
+    shown = f"{section}.{key}" if section else key
+    line = f"ckptdiff: {drafter / 'config.json'}: {shown} is 0: a size must be at least 1\n"
+    for args in ([str(GOOD), str(drafter)], [str(drafter), "--engine", "all"]):
+        done = run_cli(*args)
+        assert (done.returncode, done.stderr, done.stdout) == (2, line, ""), args
+
+
+def test_counts_and_ids_that_may_be_zero_are_read(tmp_path: Path, run_cli) -> None:
+    drafter = tmp_path / "drafter"
+    shutil.copytree(REPO / "fixtures" / "drafters" / "specforge-qwen3-8b", drafter)
+    config = json.loads((drafter / "config.json").read_text())
+    zeros = {"num_nextn_predict_layers": 0, "n_routed_experts": 0, "q_lora_rank": 0, "mask_token_id": 0}
+    (drafter / "config.json").write_text(json.dumps({**config, "text_config": zeros}))
     done = run_cli(str(drafter), "--engine", "sglang")
     assert done.returncode == 0, done.stderr

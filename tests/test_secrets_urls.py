@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import OrderedDict
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,41 @@ def test_the_scrubber_catches_every_url_form(text):
 def test_a_pasted_url_keeps_its_credentials_for_the_requests_only(tmp_path):
     parsed = parse_spec(f"https://user:{CANARY}@files.example/m/model.safetensors")
     assert parsed.url.startswith("https://user:")  # type: ignore[union-attr]  # the store still authenticates
+
+
+@pytest.fixture
+def fresh_process(monkeypatch):
+    """The remembered credentials of a process that has seen none yet (restored after)."""
+    from ckptdiff import errors
+
+    monkeypatch.setattr(errors, "_URL_CREDENTIALS", OrderedDict())
+    return errors
+
+
+def test_a_notebook_that_compares_for_days_remembers_a_bounded_number_of_credentials(fresh_process):
+    """A new token each hour: the process keeps the most recent ones only, and the current call's are always
+    scrubbed from what a library quotes without the URL around them."""
+    errors = fresh_process
+    for hour in range(4 * errors.MOST_URL_CREDENTIALS):
+        parse_spec(f"https://reader:expired{hour:05d}@files.example/m/model.safetensors")
+    parse_spec(f"https://reader:{CANARY}@files.example/m/model.safetensors")
+
+    assert len(errors._URL_CREDENTIALS) == errors.MOST_URL_CREDENTIALS
+    _no_canary([scrub_secrets(f'ValueError: invalid bucket name "reader:{CANARY}@files.example" ({CANARY})')])
+
+
+def test_a_credential_in_use_is_kept_however_many_others_come_after_it(fresh_process):
+    """Each spec is remembered again as it is parsed (every source a run opens): a run's own never age out."""
+    errors = fresh_process
+    spec = f"https://{CANARY}@files.example/m/model.safetensors"
+    for other in range(3 * errors.MOST_URL_CREDENTIALS):
+        parse_spec(spec)
+        errors.remember_url_credentials(f"tcp://user:other{other:05d}@scheduler.example:8786")
+    _no_canary([scrub_secrets(f"token {CANARY} refused")])
+
+
+def test_a_usage_error_quoting_a_url_shows_it_without_its_credentials(run_cli):
+    done = run_cli("a", "b", f"https://user:{CANARY}@files.example/m")
+    assert done.returncode == 2
+    assert "Error: Got unexpected extra argument (https://***@files.example/m)" in done.stderr
+    _no_canary([done.stdout, done.stderr])

@@ -7,10 +7,13 @@ The server is tests/hub_emulator.py, used here only as a web server that honours
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
+
+from store_servers import WebServer  # noqa: E402
 
 from ckptdiff.errors import SourceError  # noqa: E402
 from ckptdiff.sources import resolve  # noqa: E402
@@ -57,6 +60,57 @@ def test_a_missing_url_is_one_line(hub):
     with pytest.raises(SourceError) as error:
         resolve(url)
     assert error.value.line() == f"{url}: no such bucket, object or prefix (check the URL)"
+
+
+@pytest.fixture
+def weights_in_a_subfolder(tmp_path):
+    """A web server's tree: /models/x/config.json, and the weights in /models/x/sub/ (a run's checkpoint-100/)."""
+    folder = tmp_path / "models" / "x"
+    (folder / "sub").mkdir(parents=True)
+    shutil.copy(PUBLISHED / "config.json", folder)
+    shutil.copy(PUBLISHED / "model.safetensors", folder / "sub")
+    return tmp_path
+
+
+def test_a_folder_url_names_the_subfolder_its_server_lists_weights_in(weights_in_a_subfolder):
+    with WebServer(weights_in_a_subfolder, autoindex=True) as web:
+        url = f"{web.endpoint}/models/x"
+        with pytest.raises(SourceError) as error:
+            resolve(url)
+        assert error.value.line() == (
+            f"{url}: no safetensors weights (model.safetensors or *.safetensors.index.json)"
+            f" (its weights are in a subfolder: give {url}/sub)"
+        )
+        assert resolve(f"{url}/sub").tensors == resolve(str(PUBLISHED / "model.safetensors")).tensors
+
+
+def test_a_folder_url_without_folder_pages_says_what_it_found_and_what_to_give(weights_in_a_subfolder):
+    with WebServer(weights_in_a_subfolder, autoindex=False) as web:
+        url = f"{web.endpoint}/models/x"
+        with pytest.raises(SourceError) as error:
+            resolve(url)
+    assert error.value.line() == (
+        f"{url}: no safetensors weights (model.safetensors or *.safetensors.index.json) (found config.json, none of"
+        " model.safetensors, model.safetensors.index.json, pytorch_model.bin.index.json, pytorch_model.bin;"
+        " a web server lists no folder: give the URL of the weights' file or index,"
+        f" e.g. {url}/SUBFOLDER/model.safetensors)"
+    )
+
+
+def test_a_folder_url_asks_for_each_name_by_a_head_and_a_get_after_a_404(tmp_path):
+    """docs/object-stores.md: fsspec's HTTP client follows a HEAD that answers 404 with a GET."""
+    shutil.copy(PUBLISHED / "config.json", tmp_path)
+    shutil.copy(PUBLISHED / "model.safetensors", tmp_path)
+    with WebServer(tmp_path, autoindex=True) as web:
+        checkpoint = resolve(f"{web.endpoint}/")
+
+    assert checkpoint.tensors
+    absent = ("model.safetensors.index.json", "pytorch_model.bin.index.json", "pytorch_model.bin")
+    asked = {("HEAD", "/model.safetensors"): 1, ("HEAD", "/config.json"): 1}
+    asked |= {(method, f"/{name}"): 1 for name in absent for method in ("HEAD", "GET")}
+    read = {("GET", "/model.safetensors"): 1, ("GET", "/config.json"): 1}  # the header and config.json
+    assert web.requests == asked | read
+    assert sum(asked.values()) == 8
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/x/model.safetensors", "http://127.0.0.1:9/x/"])

@@ -49,6 +49,8 @@ class Listing(msgspec.Struct, frozen=True):
     named: RelativePath | None = None  # the spec named this file (a .safetensors, an index, a .bin)
     #: Its subfolders, where ``files`` is one level (a local folder, a store's prefix; a Hub listing has every file).
     folders: tuple[RelativePath, ...] = ()
+    #: The names asked for one by one where nothing can be listed (a web server): ``files`` holds those found.
+    asked: tuple[RelativePath, ...] = ()
 
 
 class Described(msgspec.Struct, frozen=True):

@@ -114,8 +114,17 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
     if others:
         hint += " (not safetensors)"
     else:
-        hint = _weights_below(listing, source) or hint
+        hint = _weights_below(listing, source) or (_asked_for(listing, source) if listing.asked else hint)
     raise SourceError(source.name_of(), "no safetensors weights (model.safetensors or *.safetensors.index.json)", hint)
+
+
+def _asked_for(listing: Listing, source: Source) -> str:
+    """What a web server (no listing to read, no folder page) was asked for and had, and the spec to give."""
+    missing = ", ".join(name for name in listing.asked if name not in listing.files)
+    found = ", ".join(sorted(listing.files))
+    example = source.spec_of("SUBFOLDER/" + SINGLE_FILE_NAME)
+    give = f"give the URL of the weights' file or index, e.g. {example}"
+    return f"found {found}, none of {missing}; a web server lists no folder: {give}"
 
 
 def _weights_below(listing: Listing, source: Source) -> str | None:

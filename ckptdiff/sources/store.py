@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import re
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
 
 from ..checkpoint import CONFIG_NAME, INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, RelativePath
 from ..errors import CkptdiffError, SourceError
@@ -102,6 +104,26 @@ def check_aws_endpoint() -> None:
 _MOST_FOLDERS_SEEN = 16
 
 
+#: The most bytes of a web server's folder page read for that hint (a page of a few thousand links).
+_PAGE_BYTES = 256 * 1024
+_HREF = re.compile(r"""href\s*=\s*["']([^"'?#]+)["']""", re.IGNORECASE)
+
+
+def _links(page: str, *, folders: bool) -> list[RelativePath]:
+    """The names a folder page links one level down: its subfolders (``sub/``) or its files; never a link out of
+    the folder (absolute, ``..``, a query)."""
+    names: list[RelativePath] = []
+    for href in _HREF.findall(page):
+        name = unquote(href.removeprefix("./"))
+        if ":" in name or name.startswith("/") or name.rstrip("/") in ("", ".", ".."):
+            continue
+        if folders and name.endswith("/") and "/" not in name[:-1]:
+            names.append(name[:-1])
+        elif not folders and "/" not in name:
+            names.append(name)
+    return list(dict.fromkeys(names))
+
+
 class StoreSource(Source):
     """One checkpoint in an fsspec filesystem: its folder (or prefix), the file the spec names, the versions seen."""
 
@@ -176,10 +198,11 @@ class StoreSource(Source):
         if self.scheme in ("http", "https"):
             # A web server has no folder listing to trust (an HTML page, or a big file misnamed): ask for the names
             # the planner takes, one HEAD each, and never GET a body that is not a header.
-            probed = {name: found for name in (*_WELL_KNOWN, CONFIG_NAME) if (found := self.stat(name)) is not None}
+            asked = (*_WELL_KNOWN, CONFIG_NAME)
+            probed = {name: found for name in asked if (found := self.stat(name)) is not None}
             if not probed:
                 raise FileNotFoundError(self.folder)
-            return Listing(probed)
+            return Listing(probed, asked=asked)
         entries = fs.ls(self.folder, detail=True)
         files: dict[RelativePath, ListedFile] = {}
         folders: list[RelativePath] = []
@@ -199,6 +222,8 @@ class StoreSource(Source):
         """The files one folder (prefix) down, in at most 16 of the listing's subfolders: one listing call each, on
         this error path only; a store that refuses is left out (a hint only)."""
         below: list[RelativePath] = []
+        if listing.asked:
+            return self._linked_below()
         try:
             fs = self._filesystem()
             for name in listing.folders[:_MOST_FOLDERS_SEEN]:
@@ -210,6 +235,24 @@ class StoreSource(Source):
         except Exception:  # noqa: BLE001  # any store library's failure: the hint is left out, the error stands
             return []
         return below
+
+    def _linked_below(self) -> list[RelativePath]:
+        """A web server's files one folder down, where its folder pages list them (an autoindex: nginx's, Apache's,
+        ``python -m http.server``'s): the subfolders the folder's page links, and the files each of their pages
+        links. At most 256 kB of each page and 16 subfolders, on this error path only; none without pages."""
+        below: list[RelativePath] = []
+        try:
+            for folder in _links(self._page(""), folders=True)[:_MOST_FOLDERS_SEEN]:
+                below += [f"{folder}/{name}" for name in _links(self._page(folder), folders=False)]
+        except Exception:  # noqa: BLE001  # no page, or not one of links: the hint is left out, the error stands
+            return []
+        return below
+
+    def _page(self, folder: RelativePath) -> str:
+        path = f"{self._path(folder) if folder else self.folder}/"
+        where = self.name_of(folder)
+        data = bounded_read(self._fs, self.scheme, path, 0, _PAGE_BYTES, where=where, expected=_PAGE_BYTES)
+        return data.decode("utf-8", "replace")
 
     def _entry(self, name: RelativePath, info: dict[str, Any]) -> ListedFile:
         version = next((str(info[key]) for key in _VERSION_KEYS if info.get(key)), None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import SourceError, display_url, scrub_secrets
+from ..errors import DISK_WRITE_ERRNOS, SourceError, display_url, scrub_secrets
 
 #: Where each store looks for credentials, for the "access denied" hint.
 CREDENTIAL_HINTS = {
@@ -38,6 +38,8 @@ _REFUSED = ("ClientError", "ClientResponseError", "BotoCoreError", "HttpResponse
 def explain_store_error(err: BaseException, *, where: str, scheme: str) -> SourceError | None:
     """One line for what went wrong reaching an object, or None for an error that is a bug in ckptdiff."""
     family = _FAMILY.get(scheme, scheme)
+    if isinstance(err, OSError) and err.filename is not None and err.errno in DISK_WRITE_ERRNOS:
+        return None  # a file on this machine (a copy's folder) the disk could not take: the CLI names that file
     answered = _http_answer(err)
     if answered is not None:
         return _explain_status(answered, where, family)

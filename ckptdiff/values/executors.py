@@ -19,7 +19,16 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..checkpoint import Checkpoint, RelativePath
-from ..errors import CkptdiffError, SourceError, display_url, printable, remember_url_credentials, scrub_secrets
+from ..errors import (
+    DISK_WRITE_ERRNOS,
+    CkptdiffError,
+    DiskWriteError,
+    SourceError,
+    display_url,
+    printable,
+    remember_url_credentials,
+    scrub_secrets,
+)
 from .readers import Side
 from .scheduling import Pair, ProgressHook, pair_stats
 from .statistics import ValueStats
@@ -150,7 +159,16 @@ class ProcessExecutor:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            self.pool = ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+        except OSError as err:  # its queues' locks are POSIX semaphores, files in shared memory (/dev/shm)
+            if err.errno not in DISK_WRITE_ERRNOS:
+                raise
+            raise DiskWriteError(
+                f"--jobs {processes}",
+                f"cannot start the worker processes: {err.strerror or err}",
+                "their locks live in shared memory (/dev/shm): free room there, or give --jobs 1",
+            ) from None
 
     def run(self, tasks: list[ShardTask], progress: ProgressHook | None) -> Iterator[tuple[ShardTask, TaskResult]]:
         from concurrent.futures import as_completed

@@ -137,7 +137,11 @@ def scratch_folder() -> Path:
         try:
             _SCRATCH = Path(tempfile.mkdtemp(prefix="ckptdiff-values-"))
         except OSError as err:
-            raise disk_write_error(err, tempfile.gettempdir(), SCRATCH_HINT) from None
+            try:
+                where = tempfile.gettempdir()
+            except OSError:  # no usual folder took tempfile's test file either: all full, or none writable
+                where = "the temporary folder"
+            raise disk_write_error(err, where, SCRATCH_HINT) from None
         atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
     return _SCRATCH
 
