@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from msgspec import structs
+
 from ..errors import inert_in_ci_log
 from ..report import Report
 from . import RenderOptions
@@ -60,5 +62,5 @@ def workflow_commands(report: Report) -> list[str]:
 
 def render(report: Report, options: RenderOptions, terminal: Terminal | None = None) -> str:
     """The annotations, then the table, in which no name or key can start a workflow command of its own."""
-    table = render_table(report, replace(options, color=False), replace(terminal or Terminal(), log=True))
+    table = render_table(report, replace(options, color=False), structs.replace(terminal or Terminal(), log=True))
     return "".join(workflow_commands(report)) + inert_in_ci_log(table)
