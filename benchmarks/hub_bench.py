@@ -4,6 +4,7 @@
     python benchmarks/hub_bench.py --quick          # 50 ms a request only, 3 rounds
     python benchmarks/hub_bench.py --against main   # also ckptdiff as of another git revision (before/after)
     python benchmarks/hub_bench.py --quick --rounds 20  # more rounds: a loaded machine needs them
+    python benchmarks/hub_bench.py --instructions --against main  # instructions each process runs (valgrind)
 
 Two emulated 50-shard repos (Kimi-K2 layout, 8 experts a layer: ~100 tensors and a ~12 kB header a shard) are
 served by tests/hub_emulator.py in a child process, which adds the latency to every request (it models round
@@ -21,6 +22,11 @@ every process): start-up (spawn → the first request arrives), the wave (→ th
 tail (→ the process has exited: parsing, comparing, reporting, the interpreter's exit). "CPU ms" is the
 process's user + system time: on a machine whose cores are busy with other work, wall time follows it. The
 spread column divides each round's time by the floor's in the same round.
+
+``--instructions`` runs each process once more under valgrind's callgrind (no latency, a cold HF cache) and
+gives the instructions it ran: a count that does not move with the neighbours' load (±2 % between runs: the
+threads' interleaving), for comparing two revisions on a busy machine. It is CPU work, not time: the targets
+are on time.
 
 The targets, at 50 ms a request: ckptdiff's both-sides time ≤ 0.55× the anchor's one-side time (issue 15), and
 ≤ 1.15× the floor's both-sides time (issue 29: the median of ≥ 5 interleaved rounds).
@@ -372,12 +378,56 @@ def checks(rows: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     ]
 
 
+def count_instructions(against: str | None, runs: int) -> list[tuple[str, list[int]]]:
+    """Each process's instruction count under callgrind (valgrind), ``runs`` times, at 0 ms a request."""
+    import re
+
+    counted = []
+    with tempfile.TemporaryDirectory(prefix="ckptdiff-hub-bench-") as scratch:
+        root = Path(scratch)
+        a, b = build_repos(root / "repos")
+        emulator = EmulatorProcess({"bench/a": a, "bench/b": b}, lfs_redirect=False)
+        try:
+            listed = [c for c in commands(against) if not c.warm]
+            totals: dict[str, list[int]] = {c.label: [] for c in listed}
+            for _ in range(runs):
+                for command in listed:
+                    home = Path(tempfile.mkdtemp(prefix="count-", dir=root))
+                    argv = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command.argv]
+                    done = subprocess.run(
+                        argv, env=environment(emulator.endpoint, home), cwd=ROOT, capture_output=True, text=True
+                    )
+                    found = re.search(r"Collected : (\d+)", done.stderr)
+                    if done.returncode not in (0, 1) or found is None:
+                        raise SystemExit(f"callgrind run failed: {command.label}\n{done.stderr[-2000:]}")
+                    totals[command.label].append(int(found.group(1)))
+            counted = list(totals.items())
+        finally:
+            emulator.stop()
+    return counted
+
+
+def render_instructions(counted: list[tuple[str, list[int]]]) -> str:
+    from tabulate import tabulate
+
+    floor = statistics.median(next(counts for label, counts in counted if label.startswith("floor")))
+    table = [
+        [label, ", ".join(f"{n / 1e6:,.0f}" for n in counts), f"{statistics.median(counts) / floor:.3f}"]
+        for label, counts in counted
+    ]
+    return tabulate(table, headers=["process", "M instructions (each run)", "× floor"], disable_numparse=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="only 50 ms a request, no redirects, 3 rounds")
     parser.add_argument("--against", metavar="REV", help="also time ckptdiff as of git REV (before/after)")
     parser.add_argument("--rounds", type=int, metavar="N", help="N rounds in every setting")
+    parser.add_argument("--instructions", action="store_true", help="instructions each process runs (valgrind)")
     args = parser.parse_args()
+    if args.instructions:
+        print(render_instructions(count_instructions(args.against, args.rounds or 2)))
+        return
     rows = run(quick=args.quick, against=args.against, rounds=args.rounds)
     print(
         f"Two {SHARDS}-shard repos on tests/hub_emulator.py; whole processes, cold HF cache each; "
