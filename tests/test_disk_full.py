@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -85,20 +86,26 @@ def test_a_download_the_hf_cache_cannot_take_is_one_line_naming_the_cache(hub, t
     assert not [f for f in hub_cache if "/blobs/" in f or "/snapshots/" in f or "incomplete" in f], hub_cache
 
 
-@pytest.fixture
-def small_filesystem(tmp_path: Path) -> Iterator[Path]:
-    """A 256 kB tmpfs (root only: mount), unmounted after."""
+@contextmanager
+def tmpfs(folder: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted on ``folder`` with these mount options (root only), unmounted after."""
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
-    folder = tmp_path / "small"
+        pytest.skip("mounting a tmpfs needs root")
     folder.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(folder)], capture_output=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
     try:
         yield folder
     finally:
         subprocess.run(["umount", str(folder)], check=True)
+
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A 256 kB tmpfs."""
+    with tmpfs(tmp_path / "small", "size=256k") as folder:
+        yield folder
 
 
 def test_a_download_onto_a_full_filesystem_is_one_line_without_huggingface_hubs_warning(
@@ -184,20 +191,9 @@ def test_worker_processes_whose_locks_the_disk_cannot_take_name_jobs(tmp_path):
 
 @pytest.fixture
 def few_inodes(tmp_path: Path) -> Iterator[Path]:
-    """A tmpfs of 3 inodes (root only: mount): itself and two folders; a third file or folder fails (ENOSPC)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    folder = tmp_path / "few-inodes"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m,nr_inodes=3", "tmpfs", str(folder)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
+    """A tmpfs of 3 inodes: itself and two folders; a third file or folder fails (ENOSPC)."""
+    with tmpfs(tmp_path / "few-inodes", "size=1m,nr_inodes=3") as folder:
         yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
 
 
 def test_a_write_no_writer_handled_names_its_file_not_the_store_or_stdout(s3, tmp_path, few_inodes):
