@@ -50,6 +50,19 @@ def test_the_report_fits_the_terminal_and_breaks_no_word(run_cli, args, columns)
     assert verdict.startswith(("compatible: ", "incompatible: ")) and " ".join(verdict.split()) in wide.stdout
 
 
+def test_a_long_path_wraps_after_a_slash_under_its_label(run_cli, tmp_path):
+    deep = tmp_path / "a-very-long-folder-name-for-the-published-kimi-k2-drafter" / "and-a-second-level-folder"
+    shutil.copytree(PUBLISHED, deep)
+
+    lines = run_cli(str(deep), OURS, env={"COLUMNS": "80"}).stdout.splitlines()
+
+    head = lines[: next(n for n, line in enumerate(lines) if line.startswith("B: "))]
+    assert len(head) > 1 and max(map(len, head)) <= 80
+    assert head[0].startswith("A: ") and all(line.startswith("   ") for line in head[1:])
+    assert all(line.endswith("/") for line in head[:-1])
+    assert "".join(line[3:] for line in head) == str(deep)
+
+
 def test_json_and_markdown_keep_the_full_text_whatever_the_width(run_cli):
     for fmt in ("json", "markdown"):
         assert run_cli(PUBLISHED, TWO_AUX, "--format", fmt, env={"COLUMNS": "80"}).stdout == (

@@ -71,10 +71,14 @@ def render(report: Report, options: RenderOptions, terminal: Terminal | None = N
     paint = _painter(options.color)
     if terminal.verbosity < 0:
         return "\n".join(_quiet(report, options, terminal, paint)) + "\n"
-    lines = [f"A: {printable(side_display(report.a))}"]
-    lines += [f"B: {printable(side_display(report.b))}"] if report.b is not None else []
-    if report.base is not None:
-        lines.append(f"base: {printable(side_display_with_layout(report.base))}")
+    sides = [("A: ", side_display(report.a))]
+    sides += [("B: ", side_display(report.b))] if report.b is not None else []
+    sides += [("base: ", side_display_with_layout(report.base))] if report.base is not None else []
+    lines = [
+        line
+        for label, shown in sides
+        for line in hang(label, printable(shown), terminal.width, " " * len(label), guard=terminal.log, path=True)
+    ]
     if report.profile:
         lines.append(f"profile: {report.profile}")
     lines += [f"variant ({label}): {printable(words)}" for label, words in variant_lines(report)]
