@@ -243,6 +243,8 @@ class WebServer:
         self.folder, self.autoindex = folder, autoindex
         self.requests: Counter[tuple[str, str]] = Counter()
         self.lock = threading.Lock()
+        #: Called with each request's (method, path) before it is answered (a tests/request_gate.py gate).
+        self.hooks: list[Callable[[tuple[str, str]], object]] = []
 
     def __enter__(self) -> WebServer:
         server = self
@@ -254,6 +256,8 @@ class WebServer:
             def send_head(self) -> Any:
                 with server.lock:
                     server.requests[self.command, unquote(self.path)] += 1
+                for hook in server.hooks:
+                    hook((self.command, unquote(self.path)))
                 if not server.autoindex and Path(self.translate_path(self.path)).is_dir():
                     self.send_error(404)
                     return None

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem
 
+from request_gate import RequestGate  # noqa: E402
 from store_servers import WebServer  # noqa: E402
 
 from ckptdiff.errors import SourceError  # noqa: E402
@@ -84,6 +86,17 @@ def test_a_folder_url_names_the_subfolder_its_server_lists_weights_in(weights_in
         assert resolve(f"{url}/sub").tensors == resolve(str(PUBLISHED / "model.safetensors")).tensors
 
 
+def test_a_folder_page_whose_links_are_absolute_paths_or_whole_urls_names_the_subfolder_too(weights_in_a_subfolder):
+    folder = weights_in_a_subfolder / "models" / "x"
+    with WebServer(weights_in_a_subfolder, autoindex=True) as web:
+        url = f"{web.endpoint}/models/x"
+        (folder / "index.html").write_text('<a href="/models/">up</a> <a href="/models/x/sub/">sub/</a>')
+        (folder / "sub" / "index.html").write_text(f'<a href="{url}/sub/model.safetensors">model.safetensors</a>')
+        with pytest.raises(SourceError) as error:
+            resolve(url)
+    assert error.value.line().endswith(f" (its weights are in a subfolder: give {url}/sub)")
+
+
 def test_a_folder_url_without_folder_pages_says_what_it_found_and_what_to_give(weights_in_a_subfolder):
     with WebServer(weights_in_a_subfolder, autoindex=False) as web:
         url = f"{web.endpoint}/models/x"
@@ -111,6 +124,21 @@ def test_a_folder_url_asks_for_each_name_by_a_head_and_a_get_after_a_404(tmp_pat
     read = {("GET", "/model.safetensors"): 1, ("GET", "/config.json"): 1}  # the header and config.json
     assert web.requests == asked | read
     assert sum(asked.values()) == 8
+
+
+def test_a_folder_url_asks_for_every_name_at_once(tmp_path):
+    """The five asks are in flight together (one round trip, not five): all five HEADs wait at the server at once."""
+    shutil.copy(PUBLISHED / "config.json", tmp_path)
+    shutil.copy(PUBLISHED / "model.safetensors", tmp_path)
+    with WebServer(tmp_path) as web, ThreadPoolExecutor(1) as caller:
+        gate = RequestGate(lambda request: request[0] == "HEAD")
+        web.hooks.append(gate)
+        reading = caller.submit(resolve, f"{web.endpoint}/")
+        try:
+            gate.wait_held(5)
+        finally:
+            gate.open()
+        assert reading.result().tensors
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/x/model.safetensors", "http://127.0.0.1:9/x/"])

@@ -16,7 +16,7 @@ import re
 import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
+from urllib.parse import unquote, urljoin
 
 from ..checkpoint import CONFIG_NAME, INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, RelativePath
 from ..errors import CkptdiffError, SourceError
@@ -109,17 +109,20 @@ _PAGE_BYTES = 256 * 1024
 _HREF = re.compile(r"""href\s*=\s*["']([^"'?#]+)["']""", re.IGNORECASE)
 
 
-def _links(page: str, *, folders: bool) -> list[RelativePath]:
-    """The names a folder page links one level down: its subfolders (``sub/``) or its files; never a link out of
-    the folder (absolute, ``..``, a query)."""
+def _links(page: str, url: str, *, folders: bool) -> list[RelativePath]:
+    """The names the folder page at ``url`` links one level down: its subfolders (``sub/``) or its files, whether a
+    link is relative, an absolute path or a whole URL (autoindexes write each); never a link out of the folder
+    (``..``, another host, a query)."""
+    folder = url.rstrip("/") + "/"
     names: list[RelativePath] = []
     for href in _HREF.findall(page):
-        name = unquote(href.removeprefix("./"))
-        if ":" in name or name.startswith("/") or name.rstrip("/") in ("", ".", ".."):
+        target = urljoin(folder, href.strip())
+        if not target.startswith(folder):
             continue
-        if folders and name.endswith("/") and "/" not in name[:-1]:
+        name = unquote(target[len(folder) :])
+        if folders and name.endswith("/") and "/" not in name[:-1] and name[:-1] not in ("", ".", ".."):
             names.append(name[:-1])
-        elif not folders and "/" not in name:
+        elif not folders and name and "/" not in name:
             names.append(name)
     return list(dict.fromkeys(names))
 
@@ -197,9 +200,14 @@ class StoreSource(Source):
     def _list_folder(self, fs: Any) -> Listing:
         if self.scheme in ("http", "https"):
             # A web server has no folder listing to trust (an HTML page, or a big file misnamed): ask for the names
-            # the planner takes, one HEAD each, and never GET a body that is not a header.
+            # the planner takes, one HEAD each, and never GET a body that is not a header. The asks are in flight
+            # together: one round trip (two where a 404 is followed by fsspec's GET), not one a name.
+            from concurrent.futures import ThreadPoolExecutor
+
             asked = (*_WELL_KNOWN, CONFIG_NAME)
-            probed = {name: found for name in asked if (found := self.stat(name)) is not None}
+            with ThreadPoolExecutor(len(asked), "ckptdiff-probe") as pool:
+                found = list(pool.map(self.stat, asked))
+            probed = {name: entry for name, entry in zip(asked, found, strict=True) if entry is not None}
             if not probed:
                 raise FileNotFoundError(self.folder)
             return Listing(probed, asked=asked)
@@ -242,8 +250,9 @@ class StoreSource(Source):
         links. At most 256 kB of each page and 16 subfolders, on this error path only; none without pages."""
         below: list[RelativePath] = []
         try:
-            for folder in _links(self._page(""), folders=True)[:_MOST_FOLDERS_SEEN]:
-                below += [f"{folder}/{name}" for name in _links(self._page(folder), folders=False)]
+            for folder in _links(self._page(""), self.folder, folders=True)[:_MOST_FOLDERS_SEEN]:
+                page = self._page(folder)
+                below += [f"{folder}/{name}" for name in _links(page, self._path(folder), folders=False)]
         except Exception:  # noqa: BLE001  # no page, or not one of links: the hint is left out, the error stands
             return []
         return below
