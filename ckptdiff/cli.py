@@ -373,14 +373,30 @@ def _interrupt(signum: int, frame: object) -> None:
     raise Interrupted(signum)
 
 
+def _not_lost(unraisable: sys.UnraisableHookArgs) -> None:
+    """The signal came while Python ran a callback whose errors it ignores (a weakref's, the collector's, a
+    ``__del__``), so its Interrupted could not propagate: it is raised again 10 ms later, from SIGALRM, where the
+    run's own code has resumed (a lost one let the run go on to its end, or to a timeout). Raising it from here
+    would be ignored too."""
+    if isinstance(unraisable.exc_value, Interrupted):
+        signum = unraisable.exc_value.signum
+        signal.signal(signal.SIGALRM, lambda _alarm, frame: _interrupt(signum, frame))
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: CkptdiffError → one line on stderr and exit 2; never a traceback unless --debug. Ctrl-C and
     SIGTERM cancel the run (:class:`Interrupted`): exit 130 or 143 once its clean-up has run."""
     args = sys.argv[1:] if argv is None else argv
     handlers = {}
+    unraisable_hook = sys.unraisablehook
     if threading.current_thread() is threading.main_thread():  # an in-process runner's thread may not install them
         for stop in (signal.SIGINT, signal.SIGTERM):
             handlers[stop] = signal.signal(stop, _interrupt)
+        handlers[signal.SIGALRM] = signal.getsignal(signal.SIGALRM) or signal.SIG_DFL
+        sys.unraisablehook = _not_lost
     try:
         _run(args)
     except Interrupted as interrupt:  # one that came while another line waited on a full stderr
@@ -393,8 +409,11 @@ def main(argv: list[str] | None = None) -> None:
         silence_stdout(sys.stderr)  # its buffered rest would fail again at the interpreter's exit
         sys.exit(EXIT_TROUBLE)
     finally:
+        if handlers:
+            signal.setitimer(signal.ITIMER_REAL, 0)  # an interrupt raised again (_not_lost) that did not come
         for stop, handler in handlers.items():
             signal.signal(stop, handler)
+        sys.unraisablehook = unraisable_hook
 
 
 def _exit_interrupted(signum: int) -> NoReturn:

@@ -105,3 +105,33 @@ def test_a_rejected_command_line_sends_no_request_and_writes_no_file(hub, tmp_pa
     assert done.returncode == 2, done.stderr
     assert hub.total_requests == 0, hub.log
     assert not home.exists() or not any(path.is_file() for path in home.rglob("*"))
+
+
+#: The console script's run, with a SIGTERM sent from inside a garbage collection (a callback whose exceptions
+#: Python ignores): once ckptdiff's handler is installed, on the main thread, the first time.
+SIGNAL_IN_A_CALLBACK = """
+import gc, os, signal, sys, threading
+from ckptdiff.cli import main
+
+def during_a_collection(phase, info):
+    installed = signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None)
+    if phase == "start" and installed and threading.current_thread() is threading.main_thread():
+        gc.callbacks.remove(during_a_collection)
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs here, inside the callback
+            pass
+
+gc.callbacks.append(during_a_collection)
+sys.argv[0] = "ckptdiff"
+main()
+"""
+
+
+def test_a_signal_that_comes_during_a_callback_is_not_lost():
+    """Python ignores an exception raised in a weakref's, the collector's or a ``__del__``'s callback: a signal
+    whose Interrupted was raised there would be lost, and the run would go on to its end (or a timeout)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "GITHUB_"))}
+    done = subprocess.run(
+        [sys.executable, "-c", SIGNAL_IN_A_CALLBACK, PUBLISHED, TWO_AUX], capture_output=True, text=True, env=env
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (143, "", "ckptdiff: interrupted\n")
