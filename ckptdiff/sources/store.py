@@ -250,18 +250,18 @@ class StoreSource(Source):
         links. At most 256 kB of each page and 16 subfolders, on this error path only; none without pages."""
         below: list[RelativePath] = []
         try:
-            for folder in _links(self._page(""), self.folder, folders=True)[:_MOST_FOLDERS_SEEN]:
-                page = self._page(folder)
-                below += [f"{folder}/{name}" for name in _links(page, self._path(folder), folders=False)]
+            for folder in self._linked("", folders=True)[:_MOST_FOLDERS_SEEN]:
+                below += [f"{folder}/{name}" for name in self._linked(folder, folders=False)]
         except Exception:  # noqa: BLE001  # no page, or not one of links: the hint is left out, the error stands
             return []
         return below
 
-    def _page(self, folder: RelativePath) -> str:
-        path = f"{self._path(folder) if folder else self.folder}/"
+    def _linked(self, folder: RelativePath, *, folders: bool) -> list[RelativePath]:
+        """What the page of ``folder`` ("" for this one) links one level down: at most 256 kB of it read."""
+        url = self._path(folder) if folder else self.folder
         where = self.name_of(folder)
-        data = bounded_read(self._fs, self.scheme, path, 0, _PAGE_BYTES, where=where, expected=_PAGE_BYTES)
-        return data.decode("utf-8", "replace")
+        data = bounded_read(self._fs, self.scheme, f"{url}/", 0, _PAGE_BYTES, where=where, expected=_PAGE_BYTES)
+        return _links(data.decode("utf-8", "replace"), url, folders=folders)
 
     def _entry(self, name: RelativePath, info: dict[str, Any]) -> ListedFile:
         version = next((str(info[key]) for key in _VERSION_KEYS if info.get(key)), None)
