@@ -15,7 +15,6 @@ import sys
 import threading
 import traceback
 from dataclasses import replace
-from typing import NoReturn
 
 import click
 
@@ -28,12 +27,12 @@ from .cli_output import (
     append_step_summary,
     check_report_destinations,
     deliver,
+    exit_interrupted,
     format_for,
     refuse_reports_over_inputs,
     run_started,
     save_format,
     say,
-    say_if_it_can,
     silence_stdout,
     wants_color,
     write_report,
@@ -400,7 +399,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _run(args)
     except Interrupted as interrupt:  # one that came while another line waited on a full stderr
-        _exit_interrupted(interrupt.signum)
+        exit_interrupted(interrupt.signum)
     except OSError as err:
         # stderr itself cannot be written (`2>log` on a full disk): no line can say so, but the run is still in
         # trouble (exit 2), not the "incompatible" (exit 1) of the interpreter's traceback nobody could read
@@ -414,13 +413,6 @@ def main(argv: list[str] | None = None) -> None:
         for stop, handler in handlers.items():
             signal.signal(stop, handler)
         sys.unraisablehook = unraisable_hook
-
-
-def _exit_interrupted(signum: int) -> NoReturn:
-    """Exit 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), with one line if stderr can take it: a full disk
-    or a pipe nobody reads under stderr must not turn the interrupt into trouble (2) or a hang."""
-    say_if_it_can("ckptdiff: interrupted")
-    sys.exit(128 + signum)
 
 
 def _stdout_failed(err: OSError) -> None:
@@ -472,9 +464,9 @@ def _run(args: list[str]) -> None:
         say(f"ckptdiff: {scrub_secrets(err.line())}")
         sys.exit(EXIT_TROUBLE)
     except Interrupted as stop:
-        _exit_interrupted(stop.signum)
+        exit_interrupted(stop.signum)
     except KeyboardInterrupt:
-        _exit_interrupted(signal.SIGINT)
+        exit_interrupted(signal.SIGINT)
     except (StdoutClosed, BrokenPipeError):  # the reader left (`| head`): nothing to say, nothing more to write
         silence_stdout()
         sys.exit(EXIT_TROUBLE)

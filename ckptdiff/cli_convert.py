@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,7 +134,7 @@ def convert_command(
     output that cannot be written).
     """
     from .cli_inputs import command_line
-    from .cli_output import run_started, say_if_it_can, terminal_width
+    from .cli_output import exit_interrupted, run_started, terminal_width
     from .config_file import load_config
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
@@ -176,8 +177,7 @@ def convert_command(
         partial = partial_of(Path(out).expanduser())
         if isinstance(stop, Exception) or not partial.exists():
             raise
-        say_if_it_can(f"ckptdiff: interrupted: {partial} is incomplete")  # a full stderr must not hide the signal
-        sys.exit(128 + getattr(stop, "signum", 2))
+        exit_interrupted(getattr(stop, "signum", signal.SIGINT), f"ckptdiff: interrupted: {partial} is incomplete")
     plan = outcome.plan
     width = terminal_width(sys.stdout)
 

@@ -9,7 +9,7 @@ import stat
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NoReturn
 
 import click
 
@@ -294,6 +294,13 @@ def say_if_it_can(line: str) -> None:
         say(line)
     except OSError:
         silence_stdout(sys.stderr)
+
+
+def exit_interrupted(signum: int, line: str = "ckptdiff: interrupted") -> NoReturn:
+    """Exit 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), with ``line`` if stderr can take it: a full disk
+    or a pipe nobody reads under stderr must not turn the interrupt into trouble (2) or a hang."""
+    say_if_it_can(line)
+    sys.exit(128 + signum)
 
 
 def say(line: str) -> None:
