@@ -17,6 +17,7 @@ A plain web server, as ``python -m http.server`` is (no Range, no ETag; a folder
 
 with WebServer(folder, autoindex=True) as web:  # web.endpoint + "/sub/model.safetensors" is folder's file
     web.requests                                # Counter of (method, path), every request in order
+    web.hooks.append(gate)                      # each (method, path) passes a tests/request_gate.py gate first
 """
 
 from __future__ import annotations
