@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
+
+import msgspec
 
 from ..families import event_words, finding_words, variant_words
 from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report, SideSummary
@@ -92,7 +95,18 @@ class _Fields(dict[str, object]):
         return "?"
 
 
-def _event_catalogue() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, str]]:
+class EventCatalogue(msgspec.Struct, frozen=True):
+    """Event wording key → template (or a function of the params); params worded before a template takes them;
+    fields derived from the params; headline phrases by code."""
+
+    words: dict[str, Any]
+    param_words: dict[str, Any]
+    derived: dict[str, Any]
+    summaries: dict[str, str]
+
+
+@cache  # built on first use: a run without engine events does not load the families' wording modules
+def event_catalogue() -> EventCatalogue:
     words: dict[str, Any] = {}
     param_words: dict[str, Any] = {}
     derived: dict[str, Any] = {}
@@ -102,22 +116,17 @@ def _event_catalogue() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], 
         param_words |= getattr(module, "PARAM_WORDS", {})
         derived |= getattr(module, "DERIVED", {})
         summaries |= getattr(module, "SUMMARIES", {})
-    return words, param_words, derived, summaries
-
-
-#: Event wording key → template (or a function of the params); params worded before a template takes them;
-#: fields derived from the params; headline phrases by code.
-EVENT_WORDS, EVENT_PARAM_WORDS, EVENT_DERIVED, EVENT_SUMMARIES = _event_catalogue()
+    return EventCatalogue(words, param_words, derived, summaries)
 
 
 def _event_fields(params: Mapping[str, Any]) -> _Fields:
-    fields = _Fields(
-        {key: EVENT_PARAM_WORDS[key](v, params) if key in EVENT_PARAM_WORDS else v for key, v in params.items()}
-    )
-    for key, derive in EVENT_DERIVED.items():
+    catalogue = event_catalogue()
+    param_words = catalogue.param_words
+    fields = _Fields({key: param_words[key](v, params) if key in param_words else v for key, v in params.items()})
+    for key, derive in catalogue.derived.items():
         if key not in fields:
             fields[key] = derive(params)
-    for key, word in EVENT_PARAM_WORDS.items():  # a worded param the event left out reads as its absence
+    for key, word in param_words.items():  # a worded param the event left out reads as its absence
         if key not in fields:
             fields[key] = word(None, params)
     return fields
@@ -125,7 +134,7 @@ def _event_fields(params: Mapping[str, Any]) -> _Fields:
 
 def event_message(event: EngineEvent) -> str:
     """An engine event in words, followed by its rule's citation: ``lm_head.weight is missing ... [repo@v path]``."""
-    words = EVENT_WORDS.get(event.wording)
+    words = event_catalogue().words.get(event.wording)
     if words is None:
         text = event.code
     elif isinstance(words, str):
@@ -158,7 +167,7 @@ def engine_summary(result: EngineResult) -> str:
     parts: list[str] = []
     for event in events:
         if event.severity == "error" and len(parts) < 2:
-            phrase = EVENT_SUMMARIES.get(event.code)
+            phrase = event_catalogue().summaries.get(event.code)
             if phrase is not None:
                 parts.append(phrase.format_map(_event_fields(event.params)))
             else:
@@ -240,17 +249,19 @@ def _template(code: str) -> Callable[[Mapping[str, Any], Report], str]:
     return lambda params, report: TEMPLATES[code].format_map(params)
 
 
-#: Finding code → how its text is made from its params (and the report, for the rules it names).
-CATALOGUE: dict[str, Callable[[Mapping[str, Any], Report], str]] = {
-    **{code: _template(code) for code in TEMPLATES},
-    "nothing_compared": _nothing_compared,
-    "policy_rule_unmatched": _rule_unmatched,
-    "policy_rule_other_side": _rule_other_side,
-    "config_missing": _config_missing,
-    **{code: _from_params(render) for code, render in (finding_words() | VALUES).items()},
-}
+@cache  # built on first use: a run without findings does not load the families' wording modules
+def finding_catalogue() -> dict[str, Callable[[Mapping[str, Any], Report], str]]:
+    """Finding code → how its text is made from its params (and the report, for the rules it names)."""
+    return {
+        **{code: _template(code) for code in TEMPLATES},
+        "nothing_compared": _nothing_compared,
+        "policy_rule_unmatched": _rule_unmatched,
+        "policy_rule_other_side": _rule_other_side,
+        "config_missing": _config_missing,
+        **{code: _from_params(render) for code, render in (finding_words() | VALUES).items()},
+    }
 
 
 def finding_message(report: Report, finding: Finding) -> str:
-    render = CATALOGUE.get(finding.code)
+    render = finding_catalogue().get(finding.code)
     return render(finding.params, report) if render is not None else finding.message

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any
 
 from ..errors import SourceError, hf_token_beyond_environment
@@ -101,10 +102,8 @@ def open_get(
     """A streamed GET through huggingface_hub's session, its 408/429/5xx retried here with waits that have a
     cap (Retry-After up to MAX_RETRY_AFTER, never past ``deadline``); an error status is raised as
     huggingface_hub's error class, from at most MAX_ERROR_BODY bytes of its body."""
-    from huggingface_hub.utils import http_stream_backoff  # type: ignore[attr-defined]  # public, in a lazy facade
-
     for attempt in range(MAX_RETRIES + 1):
-        with http_stream_backoff(
+        with _stream_backoff()(
             "GET", url, headers=headers, params=params, timeout=timeout, **retry_policy()
         ) as response:
             status = response.status_code
@@ -118,6 +117,13 @@ def open_get(
                 raise_for_status(response)
             yield response
             return
+
+
+@cache  # looked up once: each lookup through huggingface_hub.utils' lazy facade takes ~40 µs, a run makes ~200
+def _stream_backoff() -> Callable[..., Any]:
+    from huggingface_hub.utils import http_stream_backoff  # type: ignore[attr-defined]  # public, in a lazy facade
+
+    return http_stream_backoff
 
 
 def _wait_before_retry(response: Any, attempt: int, source: str) -> float:
