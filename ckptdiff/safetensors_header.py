@@ -351,11 +351,16 @@ def _plain_entries(document: dict[str, TensorEntry | None], totals: dict[DType, 
 
 def parse_file_prefix(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> SafetensorsHeader:
     """Parse a header from the first bytes of a file (length prefix + at least the whole JSON)."""
+    return parse_header(header_json(prefix, source=source, file_size=file_size), source=source, file_size=file_size)
+
+
+def header_json(prefix: bytes, *, source: SourceName, file_size: int | None = None) -> bytes:
+    """The header's JSON, not yet decoded, from the first bytes of a file (length prefix + at least the JSON)."""
     length = read_header_length(prefix, source=source, file_size=file_size)
     raw = prefix[LENGTH_PREFIX_BYTES : LENGTH_PREFIX_BYTES + length]
     if len(raw) < length:
         raise HeaderError(source, f"header truncated: {len(raw)} of {length} bytes")
-    return parse_header(raw, source=source, file_size=file_size)
+    return raw
 
 
 def _check_depth(text: str, source: SourceName) -> None:

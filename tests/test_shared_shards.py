@@ -15,7 +15,7 @@ import ckptdiff
 from ckptdiff.checkpoint import HeaderTensors
 from ckptdiff.comparison import choose_profile, compare_checkpoints
 from ckptdiff.errors import HeaderError
-from ckptdiff.sources import resolve, resolve_both
+from ckptdiff.sources import SourceOptions, resolve, resolve_both
 from ckptdiff.version import __version__
 from fixtures.generate import KIMI_K2_BASE_CONFIG, kimi_k2_base_layer, write_kimi_k2_base, write_safetensors
 
@@ -346,3 +346,61 @@ def test_a_shard_naming_another_tensor_under_a_index_is_refused_as_alone(tmp_pat
         resolve_both(str(a), str(b))
     assert str(paired.value) == str(alone.value)
     assert name.decode() in str(paired.value) or name[:-1].decode() + "W" in str(paired.value)
+
+
+# --- a remote pair: both sides are read at once, and share their shard headers both ways --------------------
+
+
+def on_the_hub(hub, a, b) -> tuple[str, str]:
+    hub.add_repo("org/a", a)
+    hub.add_repo("org/b", b)
+    return "org/a", "org/b"
+
+
+def decoded_once(a: str, b: str) -> set[str]:
+    """The shards whose header is one decoded object on both sides of a remote pair, read a header at a time
+    (``jobs=1``: each read and decode ends before the next starts, so the side second to a shard finds the
+    first one's decode, whichever side that was)."""
+    side_a, side_b = resolve_both(a, b, SourceOptions(jobs=1))
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    headers_a = dict(side_a.tensors.shards)
+    return {file for file, header in side_b.tensors.shards if headers_a.get(file) is header}
+
+
+def test_a_hub_pair_with_identical_shards_decodes_each_once(hub_client, tmp_path):
+    a, b = on_the_hub(hub_client, base(tmp_path / "a"), base(tmp_path / "b"))
+
+    assert decoded_once(a, b) == {shard(layer) for layer in range(LAYERS)}
+    reports_alike(a, b)
+
+
+def test_a_hub_pair_shares_only_the_shards_whose_bytes_are_the_same(hub_client, tmp_path):
+    b = base(tmp_path / "b")
+    specs = layer_specs(1)
+    name, dtype, shape = specs[0]
+    specs[0] = (name, dtype, [shape[0] + 1, *shape[1:]])
+    write_safetensors(b / shard(1), specs, metadata={"format": "pt"})
+    write_safetensors(b / shard(2), layer_specs(2), metadata={"format": "pu"})  # the tensors of A, other metadata
+    a, b_spec = on_the_hub(hub_client, base(tmp_path / "a"), b)
+
+    assert decoded_once(a, b_spec) == {shard(0), shard(3)}
+    side_a, side_b = resolve_both(a, b_spec, SourceOptions(jobs=1))
+    assert isinstance(side_a.tensors, HeaderTensors) and isinstance(side_b.tensors, HeaderTensors)
+    header_a, header_b = dict(side_a.tensors.shards)[shard(2)], dict(side_b.tensors.shards)[shard(2)]
+    assert header_a.tensors is header_b.tensors  # decoded once, under each side's own metadata
+    assert (dict(header_a.metadata), dict(header_b.metadata)) == ({"format": "pt"}, {"format": "pu"})
+    reports_alike(a, b_spec)
+    report = ckptdiff.compare(a, b_spec)
+    assert [row.name for row in report.tensors if row.status == "shape_mismatch"] == [name]
+
+
+def test_a_hub_pair_shard_reused_still_checks_its_own_size(hub_client, tmp_path):
+    b = base(tmp_path / "b")
+    with open(b / shard(3), "ab") as handle:  # the same header bytes, trailing data after the data region
+        handle.write(b"\0" * 8)
+    a, b_spec = on_the_hub(hub_client, base(tmp_path / "a"), b)
+
+    with pytest.raises(HeaderError) as raised:
+        resolve_both(a, b_spec, SourceOptions(jobs=1))
+    assert "org/b" in str(raised.value) and shard(3) in str(raised.value)
+    assert "trailing data" in str(raised.value)

@@ -330,6 +330,11 @@ def reading_both(
             raise side
         return read_source(side, progress=options.progress, pool=headers)
 
+    sources = [side for side in opened if not isinstance(side, CkptdiffError)]
+    if len(sources) == 2:  # shard headers both sides hold byte for byte are decoded once (.shared_shards)
+        from .shared_shards import SharedShards
+
+        sources[0].shared = sources[1].shared = SharedShards(both_ways=True)
     headers = ThreadPoolExecutor(options.jobs, "ckptdiff-read")
     sides = ThreadPoolExecutor(max_workers=2, thread_name_prefix="ckptdiff-side")
     try:

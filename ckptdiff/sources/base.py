@@ -23,7 +23,9 @@ from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
     MAX_HEADER_BYTES,
     SafetensorsHeader,
-    parse_file_prefix,
+    check_file_size,
+    header_json,
+    parse_header,
     read_header_length,
 )
 from .shared_shards import SharedShards
@@ -103,7 +105,7 @@ class Source(ABC):
     downloads_into: str = "a temporary folder"
     #: Every read is at one revision that cannot change under the run (a Hub commit): no need to watch for rewrites.
     at_one_commit: bool = False
-    #: Shards shared with the other side of a pair (only local sources share: :mod:`.shared_shards`).
+    #: Shards shared with the other side of a pair (:mod:`.shared_shards`).
     shared: SharedShards | None = None
 
     @property
@@ -177,8 +179,27 @@ class Source(ABC):
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
         """One safetensors file's header through ranged reads: one sized for typical headers, then the rest."""
-        prefix = self.read_prefix(file, first_range)
-        return parse_file_prefix(prefix, source=self.name_of(file.path), file_size=file.size)
+        return self.decode_prefix(file, self.read_prefix(file, first_range))
+
+    def decode_prefix(self, file: ListedFile, prefix: bytes) -> SafetensorsHeader:
+        """The header in ``prefix`` (the file's 8-byte length and JSON, as read)."""
+        source = self.name_of(file.path)
+        raw = header_json(prefix, source=source, file_size=file.size)
+        return self.decode_header(file.path, raw, source=source, size=file.size)
+
+    def decode_header(self, path: RelativePath, raw: bytes, *, source: str, size: int | None) -> SafetensorsHeader:
+        """The header whose JSON is ``raw``: decoded and validated, or the other side's decode of the same bytes
+        when the pair shares shards (:mod:`.shared_shards`); the file's size is checked either way."""
+        shared = self.shared
+        if shared is None:
+            return parse_header(raw, source=source, file_size=size)
+        header = shared.header_for(path, raw)
+        if header is not None:  # the other side's decode of these very bytes; only the file's size is this side's
+            check_file_size(header, size, source=source)
+            return header
+        header = parse_header(raw, source=source, file_size=size)
+        shared.remember(path, raw, header)
+        return header
 
     def read_prefix(self, file: ListedFile, first_range: int | None = None) -> bytes:
         """The 8-byte length and the JSON header of a safetensors file: one read, then only the missing remainder."""

@@ -29,7 +29,7 @@ from urllib.parse import quote
 from ..checkpoint import INDEX_SUFFIX, RelativePath, check_json_size
 from ..errors import DISK_WRITE_ERRNOS, CkptdiffError, DiskWriteError, HeaderError, SourceError, printable
 from ..limits import MAX_JSON_BYTES
-from ..safetensors_header import SafetensorsHeader, parse_file_prefix
+from ..safetensors_header import SafetensorsHeader
 from .base import INITIAL_RANGE, Described, ListedFile, Listing, Source, needed_from_prefix
 from .header_cache import HeaderCache
 from .hub_errors import OFFLINE_HINT, explain_hub_error
@@ -212,10 +212,10 @@ class HubSource(Source):
         """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached)."""
         assert self.commit is not None
         source, repo_path = self.name_of(file.path), self._repo_path(file.path)
-        raw = self.cache.read_header(self.commit, repo_path)
-        if raw is not None:
+        cached = self.cache.read_header(self.commit, repo_path)
+        if cached is not None:
             try:
-                return parse_file_prefix(raw, source=source, file_size=file.size)
+                return self.decode_prefix(file, cached)
             except HeaderError:
                 pass  # a damaged cache entry is a miss
         local = self.local_path(file.path)
@@ -226,7 +226,7 @@ class HubSource(Source):
         if self.offline:
             raise SourceError(source, "header not in the local cache and offline mode is on", OFFLINE_HINT)
         prefix = self.read_prefix(file, first_range or INITIAL_RANGE)
-        header = parse_file_prefix(prefix, source=source, file_size=file.size)
+        header = self.decode_prefix(file, prefix)
         self.cache.write_header(self.commit, repo_path, prefix)
         return header
 

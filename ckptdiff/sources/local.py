@@ -13,7 +13,6 @@ from ..errors import HeaderError, SourceError
 from ..safetensors_header import (
     LENGTH_PREFIX_BYTES,
     SafetensorsHeader,
-    check_file_size,
     parse_header,
     read_header_length,
 )
@@ -161,16 +160,7 @@ class LocalSource(Source):
         path = self._inside(file.path)
         name = str(path)
         raw, size = _read_header_bytes(path, name)
-        shared = self.shared
-        if shared is None:
-            return parse_header(raw, source=name, file_size=size)
-        header = shared.header_for(file.path, raw)
-        if header is not None:  # A's decode of these very bytes; only the file's size is B's own
-            check_file_size(header, size, source=name)
-            return header
-        header = parse_header(raw, source=name, file_size=size)
-        shared.remember(file.path, raw, header)
-        return header
+        return self.decode_header(file.path, raw, source=name, size=size)
 
     def open_file(self, file: ListedFile) -> ReadHandle:
         self._inside(file.path)

@@ -213,8 +213,8 @@ def read_checkpoint(
             per_file,
             weight_map=weight_map,
             index_name=index_name,
-            known=shared.tensors if shared is not None and not shared.recording else None,
-            into=shared.tensors if shared is not None and shared.recording else None,
+            known=shared.known_tensors() if shared is not None else None,
+            into=shared.tensors_to_record() if shared is not None else None,
         )
     sizes = {name: per_file[name].file_size for name in order}
     described = source.describe(plan.index or plan.files[0])
