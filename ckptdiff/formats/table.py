@@ -389,6 +389,32 @@ def grid(
     return lines
 
 
+def fits(lines: Sequence[str], width: int) -> bool:
+    """Whether every printed line of ``lines`` (a grid's row may hold several) keeps to ``width``."""
+    return all(_visible(part) <= width for line in lines for part in line.split("\n"))
+
+
+def blocks(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    *,
+    paths: Sequence[int] = (),
+    guard: bool = False,
+) -> list[str]:
+    """A table for a terminal too narrow for its columns: each row as lines of its own, its first cell, then each
+    other (non-empty) cell under it after its header (``  dtype    BF16``), continued under its text; ``paths``
+    columns may break after a ``/``."""
+    label = max(map(len, headers[1:]), default=0) + 2
+    lines: list[str] = []
+    for row in rows:
+        lines += hang("", row[0], width, "  ", guard=guard)
+        for i, (header, cell) in enumerate(zip(headers[1:], row[1:]), start=1):
+            if cell:
+                lines += hang(f"  {header:<{label}}", cell, width, " " * (label + 2), guard=guard, path=i in paths)
+    return lines
+
+
 def _inert_cell(cell: str) -> str:
     """A cell as it would read at the start of a line of the log (most have nothing the guard looks for)."""
     return inert_in_ci_log(cell) if ":" in cell or "#" in cell else cell
@@ -453,6 +479,10 @@ def _line(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
     return "\n".join(out)
 
 
+def _visible(text: str) -> int:
+    """How many columns ``text`` takes on screen (its colour codes none)."""
+    return len(re.sub(r"\033\[[0-9;]*m", "", text))
+
+
 def _pad(text: str, width: int) -> str:
-    visible = len(re.sub(r"\033\[[0-9;]*m", "", text))
-    return text + " " * max(width - visible, 0)
+    return text + " " * max(width - _visible(text), 0)
