@@ -89,9 +89,24 @@ def _escaped_at(text: str, marks: Iterable[int], inert: dict[str, str]) -> str:
     return text
 
 
+#: ckptdiff's own colour codes (SGR): an escape character in a line is always one of them, since text from a
+#: checkpoint or a server reaches the output through :func:`printable`, which shows an escape character escaped.
+_COLOR_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def inert_marks(line: str) -> list[int]:
     """Where in one line :func:`inert_in_ci_log` escapes a character (a ``:`` or a ``[``), in ascending order; a
-    layout that must know its lines' final widths (the table's columns) escapes them itself."""
+    layout that must know its lines' final widths (the table's columns) escapes them itself. The guard reads the
+    text as the log shows it, past ckptdiff's own colour codes, and never escapes one of theirs."""
+    if "\x1b" not in line:
+        return _text_marks(line)
+    # the marks of the text without its colour codes, moved back to where each character is in the line
+    codes = [(0, 0), *(code.span() for code in _COLOR_CODE.finditer(line)), (len(line), len(line))]
+    positions = [at for (_, start), (end, _) in zip(codes, codes[1:]) for at in range(start, end)]
+    return [positions[mark] for mark in _text_marks(_COLOR_CODE.sub("", line))]
+
+
+def _text_marks(line: str) -> list[int]:
     marks: list[int] = []
     first = line.lstrip()[:1]
     if not (first.isascii() and first.isprintable() and first != ":"):  # else the line starts plainly
