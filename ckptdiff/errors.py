@@ -47,6 +47,12 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
+def printable_name(text: str) -> str:
+    """A tensor name or config key as the table and markdown show it: escaped as :func:`printable` escapes text,
+    and a backslash shown doubled, so that ``\\t`` is always a tab and ``\\\\t`` a backslash and a ``t``."""
+    return printable(text.replace("\\", "\\\\") if "\\" in text else text)
+
+
 #: How each output keeps a ``:`` or ``[`` from forming a workflow command without changing what it says: plain text
 #: shows the character escaped (as :func:`printable` shows control characters), JSON and XML by their own escapes.
 _INERT_CHARACTERS = {

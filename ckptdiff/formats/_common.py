@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ..errors import printable as printable  # the terminal's escaping, for the table
+from ..errors import printable_name as printable_name  # names and keys: a backslash shown doubled
 from ..report import (
     STATUSES,
     ConfigDiff,
@@ -45,7 +46,7 @@ def shape_dtype(side: TensorSide | None) -> str:
         return "—"
     text = f"[{', '.join(map(str, side.shape))}] {side.dtype}"
     # a side matched under another name (naming convention, --rename) shows the name it stores
-    return f"{text} as {printable(side.name)}" if side.name is not None else text
+    return f"{text} as {printable_name(side.name)}" if side.name is not None else text
 
 
 def human_count(n: int) -> str:

@@ -21,6 +21,7 @@ from ._common import (
     has_values,
     outcomes_line,
     printable,
+    printable_name,
     row_note,
     shape_dtype,
     shown_unfolded,
@@ -85,7 +86,7 @@ def render(report: Report, options: RenderOptions, terminal: Terminal | None = N
     if report.b is not None:  # one checkpoint on its own: nothing compared
         lines += ["", *_tensor_table(report, options, terminal, paint, failing_only=False)]
     if report.config:
-        rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
+        rows = [[printable_name(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
         lines += ["", "config.json differences:"]
         stages = [((1, 2), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1, 2), 0)]
         lines += grid(["key", "A", "B", "status"], rows, terminal.width, shrink=stages, names=(0,), guard=terminal.log)
@@ -107,7 +108,7 @@ def verdict_line(report: Report) -> str:
     for row in report.tensors:
         if not row.passes:
             failing_statuses[row.status] += 1
-            failures["error"].append(f"{row.status} {printable(row.name)}")
+            failures["error"].append(f"{row.status} {printable_name(row.name)}")
     for finding in report.findings:
         if report.finding_fails(finding):
             failures[finding.severity].append(finding.code)
@@ -186,7 +187,7 @@ def _tensor_table(
     rows = []
     for line, note in zip(shown, notes):
         row = line.row
-        cells = [printable(line.name)] + ([str(line.count)] if with_counts else [])
+        cells = [printable_name(line.name)] + ([str(line.count)] if with_counts else [])
         cells += [shape_dtype(row.a), shape_dtype(row.b), row.status] + (value_cells(row) if with_values else [])
         rows.append(cells + ([note] if with_notes else []))
     status_column = headers.index("status")
