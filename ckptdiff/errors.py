@@ -176,6 +176,15 @@ def disk_write_error(err: OSError, where: str | None = None, hint: str | None = 
     return DiskWriteError(where, f"cannot be written: {err.strerror or err}", hint)
 
 
+def write_failure(err: OSError) -> str:
+    """Why a write failed, in the system's words; a file size limit (EFBIG: ``ulimit -f``, or the largest file
+    the file system holds) said as such, since "File too large" alone reads as the data's fault."""
+    reason = err.strerror or str(err)
+    if err.errno == errno.EFBIG:
+        reason += " (the file size limit was reached: ulimit -f, or the file system's largest file)"
+    return reason
+
+
 _TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")
 _HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
 #: Object stores' standard credential variables (an access key id is not secret, but it names an account).
