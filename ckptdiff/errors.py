@@ -8,8 +8,9 @@ import re
 import sys
 import threading
 import unicodedata
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 #: Longer error lines are cut in the middle (the file at the start and the hint at the end are kept).
 MAX_LINE_CHARS = 2000
@@ -241,11 +242,14 @@ _ENDPOINT_VARIABLES = ("HF_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
 #: quote them anywhere in a message, without the URL around them (botocore: ``Invalid bucket name
 #: "KEY:SECRET@bucket"``), so they are scrubbed as strings. The most recent :data:`MOST_URL_CREDENTIALS` forms are
 #: kept, one given again moving to the end: a long-lived process (a notebook calling ``compare()`` with a new token
-#: each hour) does not grow without bound, and a run's own are always among them, since every spec and
-#: ``--scheduler`` address is remembered again as it is parsed (a run has a few, a few forms each).
+#: each hour) does not grow without bound, and a hostile listing or index cannot either. A command line's are
+#: pinned apart for as long as its run lasts (:func:`url_credentials_pinned`), however many it holds: among the
+#: most recent alone, the first of ~40 credentialed URLs fell out and could be printed.
 _URL_CREDENTIALS: OrderedDict[str, None] = OrderedDict()
 _URL_CREDENTIALS_LOCK = threading.Lock()
 MOST_URL_CREDENTIALS = 256
+#: The pinned forms, counted by the runs that pinned them (runs in threads of one process each unpin their own).
+_PINNED_URL_CREDENTIALS: Counter[str] = Counter()
 _URL_AUTHORITY = re.compile(r"(?i)[a-z][a-z0-9+.-]*://([^/?#\s]*)")
 
 
@@ -277,13 +281,31 @@ def remember_url_credentials(text: str) -> None:
             _URL_CREDENTIALS.popitem(last=False)
 
 
+@contextmanager
+def url_credentials_pinned(text: str) -> Iterator[None]:
+    """Scrub the credentials of every URL in ``text`` (a command line) from all output while the block runs,
+    never forgotten for newer ones meanwhile. Bounded by ``text``, which the system's argument limit bounds, and
+    let go at the end of the run."""
+    found = set(url_credentials(text))
+    with _URL_CREDENTIALS_LOCK:
+        _PINNED_URL_CREDENTIALS.update(found)
+    try:
+        yield
+    finally:
+        with _URL_CREDENTIALS_LOCK:
+            _PINNED_URL_CREDENTIALS.subtract(found)
+            for form in found:
+                if _PINNED_URL_CREDENTIALS[form] <= 0:
+                    del _PINNED_URL_CREDENTIALS[form]
+
+
 def scrub_secrets(text: str) -> str:
     """Remove tokens and keys from anything we print, even one a server reflected into a message."""
     tokens: list[str | None] = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
     for variable in _ENDPOINT_VARIABLES:  # http://token@host or http://user:password@host
         tokens += url_credentials(os.environ.get(variable, ""))
     with _URL_CREDENTIALS_LOCK:  # a copy: another thread may be remembering a spec's meanwhile
-        remembered = list(_URL_CREDENTIALS)
+        remembered = list(_URL_CREDENTIALS.keys() | _PINNED_URL_CREDENTIALS.keys())
     remembered.sort(key=len, reverse=True)  # user:password before its parts
     tokens += remembered
     if "huggingface_hub" in sys.modules and hf_token_beyond_environment():  # a stored login, in no hf_ shape
