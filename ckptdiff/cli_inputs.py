@@ -41,8 +41,13 @@ def command_line(ctx: click.Context) -> str:
             argv[i + 1] = "***"
         elif arg.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
             argv[i] = arg.split("=", 1)[0] + "=***"
-    # each argument scrubbed before the quoting, which would split a password holding a quote ('"'"')
-    return shlex.join([*ctx.command_path.split(), *map(scrub_secrets, argv)])
+    return " ".join([*map(shlex.quote, ctx.command_path.split()), *map(_quoted_scrubbed, argv)])
+
+
+def _quoted_scrubbed(arg: str) -> str:
+    """An argument shell-quoted without its secrets. Quoting writes a quote inside as ``'"'"'``, which would
+    split a secret holding one past the scrubber: such an argument is scrubbed first (``***`` is then quoted)."""
+    return shlex.quote(scrub_secrets(arg)) if "'" in arg else scrub_secrets(shlex.quote(arg))
 
 
 def rename_rules_of(rules: Sequence[str]) -> list[RenameRule]:
