@@ -37,7 +37,7 @@ from .cli_output import (
     wants_color,
     write_report,
 )
-from .errors import DISK_WRITE_ERRNOS, CkptdiffError, printable, remember_url_credentials, scrub_secrets
+from .errors import DISK_WRITE_ERRNOS, CkptdiffError, printable, scrub_secrets, url_credentials_pinned
 from .families import profile_choices
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
@@ -397,7 +397,8 @@ def main(argv: list[str] | None = None) -> None:
         handlers[signal.SIGALRM] = signal.getsignal(signal.SIGALRM) or signal.SIG_DFL
         sys.unraisablehook = _not_lost
     try:
-        _run(args)
+        with url_credentials_pinned("\n".join(args)):  # no user:password@ of the command line is ever printed
+            _run(args)
     except Interrupted as interrupt:  # one that came while another line waited on a full stderr
         exit_interrupted(interrupt.signum)
     except OSError as err:
@@ -436,7 +437,6 @@ def _write_failed(err: OSError, debug: bool) -> None:
 
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
-    remember_url_credentials("\n".join(args))  # a spec's or --scheduler's user:password@ is never printed
     chosen: click.Command = command
     leading = 1 if args[:1] == ["--debug"] else 0  # `ckptdiff --debug convert ...`: convert takes --debug too
     if args[leading : leading + 1] == ["convert"]:  # a subcommand beside the comparison (ckptdiff/cli_convert.py)

@@ -32,7 +32,7 @@ _SECRET_OPTIONS = ("--token",)
 
 
 def command_line(ctx: click.Context) -> str:
-    """The command that produced a report (or ``convert.json``), shell-quoted, with secrets scrubbed, for the
+    """The command that produced a report (or ``convert.json``), with secrets scrubbed, shell-quoted, for the
     report's footer: the program as ``cli.main`` named it (``ckptdiff``, ``ckptdiff convert``), then its
     arguments."""
     argv = list((ctx.obj or {}).get("argv", sys.argv[1:]))
@@ -41,7 +41,13 @@ def command_line(ctx: click.Context) -> str:
             argv[i + 1] = "***"
         elif arg.startswith(tuple(f"{option}=" for option in _SECRET_OPTIONS)):
             argv[i] = arg.split("=", 1)[0] + "=***"
-    return scrub_secrets(shlex.join([*ctx.command_path.split(), *argv]))
+    return " ".join([*map(shlex.quote, ctx.command_path.split()), *map(_quoted_scrubbed, argv)])
+
+
+def _quoted_scrubbed(arg: str) -> str:
+    """An argument shell-quoted without its secrets. Quoting writes a quote inside as ``'"'"'``, which would
+    split a secret holding one past the scrubber: such an argument is scrubbed first (``***`` is then quoted)."""
+    return shlex.quote(scrub_secrets(arg)) if "'" in arg else scrub_secrets(shlex.quote(arg))
 
 
 def rename_rules_of(rules: Sequence[str]) -> list[RenameRule]:

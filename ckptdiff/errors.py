@@ -8,8 +8,9 @@ import re
 import sys
 import threading
 import unicodedata
-from collections import OrderedDict
-from collections.abc import Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 #: Longer error lines are cut in the middle (the file at the start and the hint at the end are kept).
 MAX_LINE_CHARS = 2000
@@ -45,6 +46,12 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
+def printable_name(text: str) -> str:
+    """A tensor name or config key as the table and markdown show it: escaped as :func:`printable` escapes text,
+    and a backslash shown doubled, so that ``\\t`` is always a tab and ``\\\\t`` a backslash and a ``t``."""
+    return printable(text.replace("\\", "\\\\") if "\\" in text else text)
 
 
 #: How each output keeps a ``:`` or ``[`` from forming a workflow command without changing what it says: plain text
@@ -89,9 +96,24 @@ def _escaped_at(text: str, marks: Iterable[int], inert: dict[str, str]) -> str:
     return text
 
 
+#: ckptdiff's own colour codes (SGR): an escape character in a line is always one of them, since text from a
+#: checkpoint or a server reaches the output through :func:`printable`, which shows an escape character escaped.
+_COLOR_CODE = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def inert_marks(line: str) -> list[int]:
     """Where in one line :func:`inert_in_ci_log` escapes a character (a ``:`` or a ``[``), in ascending order; a
-    layout that must know its lines' final widths (the table's columns) escapes them itself."""
+    layout that must know its lines' final widths (the table's columns) escapes them itself. The guard reads the
+    text as the log shows it, past ckptdiff's own colour codes, and never escapes one of theirs."""
+    if "\x1b" not in line:
+        return _text_marks(line)
+    # the marks of the text without its colour codes, moved back to where each character is in the line
+    codes = [(0, 0), *(code.span() for code in _COLOR_CODE.finditer(line)), (len(line), len(line))]
+    positions = [at for (_, start), (end, _) in zip(codes, codes[1:]) for at in range(start, end)]
+    return [positions[mark] for mark in _text_marks(_COLOR_CODE.sub("", line))]
+
+
+def _text_marks(line: str) -> list[int]:
     marks: list[int] = []
     first = line.lstrip()[:1]
     if not (first.isascii() and first.isprintable() and first != ":"):  # else the line starts plainly
@@ -155,6 +177,15 @@ def disk_write_error(err: OSError, where: str | None = None, hint: str | None = 
     return DiskWriteError(where, f"cannot be written: {err.strerror or err}", hint)
 
 
+def write_failure(err: OSError) -> str:
+    """Why a write failed, in the system's words; a file size limit (EFBIG: ``ulimit -f``, or the largest file
+    the file system holds) said as such, since "File too large" alone reads as the data's fault."""
+    reason = err.strerror or str(err)
+    if err.errno == errno.EFBIG:
+        reason += " (the file size limit was reached: ulimit -f, or the file system's largest file)"
+    return reason
+
+
 _TOKEN_PATTERN = re.compile(r"hf_[A-Za-z0-9]{8,}")
 _HF_TOKEN_VARIABLES = ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HUGGINGFACE_TOKEN")
 #: Object stores' standard credential variables (an access key id is not secret, but it names an account).
@@ -211,11 +242,14 @@ _ENDPOINT_VARIABLES = ("HF_ENDPOINT", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
 #: quote them anywhere in a message, without the URL around them (botocore: ``Invalid bucket name
 #: "KEY:SECRET@bucket"``), so they are scrubbed as strings. The most recent :data:`MOST_URL_CREDENTIALS` forms are
 #: kept, one given again moving to the end: a long-lived process (a notebook calling ``compare()`` with a new token
-#: each hour) does not grow without bound, and a run's own are always among them, since every spec and
-#: ``--scheduler`` address is remembered again as it is parsed (a run has a few, a few forms each).
+#: each hour) does not grow without bound, and a hostile listing or index cannot either. A command line's are
+#: pinned apart for as long as its run lasts (:func:`url_credentials_pinned`), however many it holds: among the
+#: most recent alone, the first of ~40 credentialed URLs fell out and could be printed.
 _URL_CREDENTIALS: OrderedDict[str, None] = OrderedDict()
 _URL_CREDENTIALS_LOCK = threading.Lock()
 MOST_URL_CREDENTIALS = 256
+#: The pinned forms, counted by the runs that pinned them (runs in threads of one process each unpin their own).
+_PINNED_URL_CREDENTIALS: Counter[str] = Counter()
 _URL_AUTHORITY = re.compile(r"(?i)[a-z][a-z0-9+.-]*://([^/?#\s]*)")
 
 
@@ -247,13 +281,31 @@ def remember_url_credentials(text: str) -> None:
             _URL_CREDENTIALS.popitem(last=False)
 
 
+@contextmanager
+def url_credentials_pinned(text: str) -> Iterator[None]:
+    """Scrub the credentials of every URL in ``text`` (a command line) from all output while the block runs,
+    never forgotten for newer ones meanwhile. Bounded by ``text``, which the system's argument limit bounds, and
+    let go at the end of the run."""
+    found = set(url_credentials(text))
+    with _URL_CREDENTIALS_LOCK:
+        _PINNED_URL_CREDENTIALS.update(found)
+    try:
+        yield
+    finally:
+        with _URL_CREDENTIALS_LOCK:
+            _PINNED_URL_CREDENTIALS.subtract(found)
+            for form in found:
+                if _PINNED_URL_CREDENTIALS[form] <= 0:
+                    del _PINNED_URL_CREDENTIALS[form]
+
+
 def scrub_secrets(text: str) -> str:
     """Remove tokens and keys from anything we print, even one a server reflected into a message."""
     tokens: list[str | None] = [os.environ.get(variable) for variable in _HF_TOKEN_VARIABLES]
     for variable in _ENDPOINT_VARIABLES:  # http://token@host or http://user:password@host
         tokens += url_credentials(os.environ.get(variable, ""))
     with _URL_CREDENTIALS_LOCK:  # a copy: another thread may be remembering a spec's meanwhile
-        remembered = list(_URL_CREDENTIALS)
+        remembered = list(_URL_CREDENTIALS.keys() | _PINNED_URL_CREDENTIALS.keys())
     remembered.sort(key=len, reverse=True)  # user:password before its parts
     tokens += remembered
     if "huggingface_hub" in sys.modules and hf_token_beyond_environment():  # a stored login, in no hf_ shape

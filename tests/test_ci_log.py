@@ -150,6 +150,34 @@ def test_an_escaped_name_keeps_its_row_in_its_columns(run_cli, tmp_path, columns
     assert "\n::weird.weight " in report.read_text() and r"\x3a" not in report.read_text()
 
 
+def test_the_guard_leaves_the_colour_codes_alone(run_cli, tmp_path):
+    """On a coloured terminal a name ending in ``##`` comes right before a colour code (the engine's headline ends
+    with the name the loader has no parameter for): the guard reads the text, past the codes, and escapes none."""
+    from fixtures.dflash_drafters import DRAFTER, drafter_tensors
+
+    for side, extra in (("a", []), ("b", [("x##", "BF16", [4]), ("::y", "BF16", [4])])):
+        write_config(tmp_path / side, DRAFTER)
+        write_safetensors(tmp_path / side / "model.safetensors", drafter_tensors(DRAFTER) + extra)
+    args = [str(tmp_path / "a"), str(tmp_path / "b"), "--engine", "vllm", "--color", "always"]
+
+    result = run_cli(*args)
+
+    output = result.stdout
+    assert result.returncode == 1 and "\x1b" in output, output
+    assert output.count("\x1b") == len(re.findall("\x1b\\[[0-9;]*m", output)), output
+    headline = next(line for line in output.splitlines() if "vllm B: fails" in line)
+    assert headline.endswith("x##\x1b[0m") and r"\x5b" not in headline
+    assert "\n\\x3a:y " in output and runner_commands(output) == []  # the text itself is guarded as before
+
+
+def test_the_guard_reads_past_colour_codes():
+    from ckptdiff.errors import inert_in_ci_log
+
+    assert inert_in_ci_log("x##\x1b[0m") == "x##\x1b[0m"
+    assert inert_in_ci_log("\x1b[31m::add-mask::x\x1b[0m") == "\x1b[31m\\x3a:add-mask::x\x1b[0m"
+    assert inert_in_ci_log("a##\x1b[31m[error]\x1b[0m") == "a##\x1b[31m\\x5berror]\x1b[0m"
+
+
 def test_errors_and_usage_messages_quoting_a_name_are_inert(run_cli, tmp_path):
     """stderr is in the log too: a refusal that quotes an argument, a usage error, the verdict line with -o."""
     a, b = hostile_pair(tmp_path)

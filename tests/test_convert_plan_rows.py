@@ -210,3 +210,21 @@ def test_a_narrow_terminal_puts_each_input_name_under_its_row(run_cli, tmp_path,
     assert table[0].startswith("tensor ← from ") and all(len(line) <= columns for line in table)
     assert "  ← model.layers.0.mlp.experts.{0..3}.down_proj.weight" in table
     assert "plan: 52 tensors" in result.stdout
+
+
+@pytest.mark.parametrize("columns", [40, 50])
+def test_a_terminal_too_narrow_for_the_table_lists_each_tensor_on_lines_of_its_own(run_cli, tmp_path, columns):
+    """Under about 54 columns even a name's longest part beside the shapes does not fit: each tensor is its name,
+    then what the table's columns hold, under it, and nothing is lost."""
+    args = ["convert", str(FIXTURES / "kimi-k2-eagle3-published"), str(tmp_path / "o"), "--to", "vllm", "--plan"]
+    result = run_cli(*args, env={"COLUMNS": str(columns)})
+    document = json.loads(run_cli(*args, "--format", "json").stdout)
+
+    assert result.returncode == 0, result.stderr
+    assert max(map(len, result.stdout.splitlines())) <= columns, result.stdout
+    table = result.stdout.split("\n\n")[1]
+    assert table.startswith("d2t\n  from       d2t\n  transform  copy\n  dtype      I64\n  shape      [256]\n")
+    squeezed = "".join(table.split())
+    for tensor in document["tensors"]:
+        cells = [tensor["name"], "from", tensor["from"]["name"], "transform", *tensor["transforms"]]
+        assert "".join(cells + ["dtype", tensor["dtype"], "shape", str(tensor["shape"])]).replace(" ", "") in squeezed

@@ -67,7 +67,7 @@ def test_the_plan_fits_the_terminal_and_loses_nothing(run_cli, tmp_path, case, c
 def test_a_long_src_path_and_the_config_patch_fit_a_narrow_terminal(run_cli, tmp_path, columns):
     """SRC: and base: break after a "/"; the config patch, where even a key beside a JSON value is wider than the
     terminal (under about 62 columns), lists each change on lines of its own. (The tensor table's narrowest is
-    its longest name part and its shapes: test_convert_plan_rows.)"""
+    its longest name part and its shapes, then a tensor a few lines: test_convert_plan_rows.)"""
     source, flags = CASES["config"]
     deep = tmp_path / "runs" / "a-rather-long-experiment-name" / "checkpoints" / "step-120000" / source.name
     shutil.copytree(source, deep)

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 import pytest
 from conftest import REPO, cli_env
@@ -30,9 +31,10 @@ OURS = FIXTURES / "kimi-k25-eagle3-ours"
 
 
 def run_limited(
-    tmp_path: Path, *args: str, limit: int | None, env: dict[str, str] | None = None
+    tmp_path: Path, *args: str, limit: int | None, env: dict[str, str] | None = None, stdout: IO[str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m ckptdiff args`` in a child whose every file write past ``limit`` bytes fails (EFBIG)."""
+    """``python -m ckptdiff args`` in a child whose every file write past ``limit`` bytes fails (EFBIG); its stdout
+    captured, or ``stdout`` (a file: ``> report.json``)."""
 
     def small_files() -> None:
         import resource
@@ -46,7 +48,8 @@ def run_limited(
     full_env["PYTHONDONTWRITEBYTECODE"] = "1"  # the limit would otherwise cut .pyc files short in the tree
     return subprocess.run(
         [sys.executable, "-m", "ckptdiff", *args],
-        capture_output=True,
+        stdout=subprocess.PIPE if stdout is None else stdout,
+        stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
         env=full_env,
@@ -291,8 +294,31 @@ def test_a_report_cut_mid_write_keeps_the_old_report_whole(tmp_path):
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.splitlines()
     assert line.startswith(f"ckptdiff: {report}: cannot write the report"), line
+    assert line.endswith("(the file size limit was reached: ulimit -f, or the file system's largest file)"), line
     assert report.read_text() == '{"previous": "report"}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[str(PUBLISHED), str(OURS)], ["convert", str(PUBLISHED), "out", "--to", "vllm", "--plan"]],
+    ids=["report", "convert-plan"],
+)
+def test_a_report_to_stdout_cut_by_a_file_size_limit_is_one_line_and_exit_2(tmp_path, args):
+    """`> report.json` under a file size limit: the write stops short at the limit, and the rest of the report
+    fails. (Python's buffered stdout took the short write for the whole: the report was cut, the run ended 0 or 1.)"""
+    with open(tmp_path / "report.json", "w") as stdout:
+        done = run_limited(tmp_path, *args, "--format", "json", limit=2000, stdout=stdout)
+
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "ckptdiff: stdout: cannot write the report: File too large (the file size limit was reached: ulimit -f, or "
+        "the file system's largest file)\n"
+        if args[0] != "convert"
+        else "ckptdiff: stdout: cannot write: File too large (the file size limit was reached: ulimit -f, or the file "
+        "system's largest file)\n"
+    )
+    assert (tmp_path / "report.json").stat().st_size == 2000  # what the limit let through, and no more
 
 
 def test_a_report_onto_a_full_filesystem_keeps_the_old_report(tmp_path, small_filesystem):

@@ -137,3 +137,27 @@ def test_json_carries_any_name_exactly(names: list[str]) -> None:
     # into: a name holding both (a pickle's key can) comes back with them joined, as any JSON reader sees it
     joined = [name.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass") for name in names]
     assert [row["name"] for row in json.loads(text)["tensors"]] == [joined[names.index(n)] for n in sorted(names)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list("\\\t\nt n x0u")), max_size=6), min_size=2, max_size=2))
+@example(["\t", "\\t"])
+@example(["\\\n", "\\\\n"])
+def test_two_names_never_look_the_same(pair: list[str]) -> None:
+    """A name shown escaped reads one way: a tab is ``\\t``, a backslash and a ``t`` are ``\\\\t``."""
+    from ckptdiff.errors import printable_name
+
+    a, b = pair
+    assert (printable_name(a) == printable_name(b)) == (a == b)
+    assert printable_name(a).isprintable()
+
+
+def test_a_backslash_and_t_and_a_tab_look_different_in_the_table_and_markdown() -> None:
+    tab, backslash_t = "x\tTab.weight", "x\\tTab.weight"
+    report = compare_checkpoints(checkpoint([tab, backslash_t]), checkpoint([]))
+
+    table = render(report, "table").splitlines()
+    assert any(line.startswith("x\\tTab.weight ") for line in table)  # the tab, escaped
+    assert any(line.startswith("x\\\\tTab.weight ") for line in table)  # the backslash, doubled
+    markdown = render(report, "markdown")
+    assert "- `x\\tTab.weight`: **only_in_a**" in markdown and "- `x\\\\tTab.weight`: **only_in_a**" in markdown

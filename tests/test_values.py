@@ -368,6 +368,22 @@ def test_changes_rank_by_size_and_a_change_seen_only_in_the_bytes_comes_after(tm
     assert next(line for line in table.splitlines() if line.startswith("experts.w_packed")).endswith(" ≠ (bytes)")
 
 
+def test_a_dtype_change_with_no_numbers_says_why_in_the_note(tmp_path: Path, run_cli) -> None:
+    """BF16 against F4: the statistics do not widen F4, and the bytes of two dtypes say nothing, so the value cells
+    are dashes; the note says why (as the summary's "changed, not measured" does)."""
+    for folder, dtype, size in (("a", "BF16", 128), ("b", "F4", 32)):  # 64 elements each
+        prefix, _ = header_bytes([("experts.w", dtype, [64])])
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "model.safetensors").write_bytes(prefix + bytes(range(size)))
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+
+    for fmt, start in (("table", "experts.w "), ("markdown", "| `experts.w` ")):
+        lines = run_cli(a, b, "--values", "--format", fmt).stdout.splitlines()
+        row = next(line for line in lines if line.startswith(start))
+        assert row.count("—") == 4, row
+        assert "dtype BF16 vs F4; values not measured: dtype F4 is not widened to float32" in row, row
+
+
 def test_values_follow_renamed_tensors(tmp_path: Path) -> None:
     """B names its tensors the vLLM way (model. prefix); --rename matches them, --values reads each side's own."""
     published, _ = fine_tuned_pair(tmp_path)

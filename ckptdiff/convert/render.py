@@ -169,8 +169,9 @@ def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) 
 
 def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -> list[str]:
     """The tensor table: side by side where it fits; narrower, each input name on a line of its own under its
-    row (``← name``), so that the output names keep most of the width and each row reads the same way."""
-    from ..formats.table import NAME_FLOOR, grid, wrap
+    row (``← name``), so that the output names keep most of the width and each row reads the same way; narrower
+    still (a long name part beside the shapes), each tensor as lines of its own, as the config patch does."""
+    from ..formats.table import NAME_FLOOR, blocks, fits, grid, wrap
 
     natural = sum(max(map(len, column)) for column in zip(headers, *rows)) + 2 * (len(headers) - 1)
     if width is None or natural <= width:
@@ -179,9 +180,13 @@ def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -
         [("  ← " if n == 0 else "    ") + part for n, part in enumerate(wrap(row[1], width - 4, name=True))]
         for row in rows
     ]
-    rows = [[row[0], *row[2:]] for row in rows]
-    headers = [f"{headers[0]} ← from", *headers[2:]]
-    return grid(headers, rows, width, shrink=[((0,), 0)], names=(0,), below=below, guard=True)
+    narrow = [[row[0], *row[2:]] for row in rows]
+    lines = grid(
+        [f"{headers[0]} ← from", *headers[2:]], narrow, width, shrink=[((0,), 0)], names=(0,), below=below, guard=True
+    )
+    if fits(lines, width):
+        return lines
+    return blocks(headers, rows, width, paths=(len(headers) - 1,) if headers[-1] == "file" else (), guard=True)
 
 
 def _config_grid(plan: Plan, width: int | None) -> list[str]:
@@ -189,33 +194,24 @@ def _config_grid(plan: Plan, width: int | None) -> list[str]:
     comparison's table does with its notes, each reason under its row, then both values in one column
     (``old → new``), since a JSON value such as ``["Eagle3LlamaForCausalLM"]`` has nowhere to wrap; narrower
     still (a long key beside such a value: about 60 columns), each change as lines of its own, no table."""
-    from ..formats.table import NAME_FLOOR, NOTE_FLOOR, grid, hang
+    from ..formats.table import NAME_FLOOR, NOTE_FLOOR, blocks, fits, grid, hang
 
     headers = ["key", "SRC", "written", "why"]
     rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
     lines = grid(headers, rows, width, shrink=[((3,), NOTE_FLOOR), ((0, 1, 2), 0)], names=(0,), guard=True)
-    if width is None or _fits(lines, width):
+    if width is None or fits(lines, width):
         return lines
     below = [hang("    ", why, width, guard=True, path=True) for *_, why in rows]  # a why may name the base
     three = [row[:3] for row in rows]
     lines = grid(headers[:3], three, width, shrink=[((0, 1, 2), 0)], names=(0,), below=below, guard=True)
-    if _fits(lines, width):
+    if fits(lines, width):
         return lines
     both = [[key, f"{old} → {new}"] for key, old, new, _ in rows]
     stages = [((1,), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1), 0)]
     lines = grid(["key", "SRC → written"], both, width, shrink=stages, names=(0,), below=below, guard=True)
-    if _fits(lines, width):
+    if fits(lines, width):
         return lines
-    lines = []
-    for key, *values in rows:
-        lines += hang("", key, width, "  ", guard=True)
-        for label, value in zip(("SRC", "written", "why"), values):
-            lines += hang(f"  {label:<9}", value, width, " " * 11, guard=True, path=True)
-    return lines
-
-
-def _fits(lines: list[str], width: int) -> bool:
-    return all(len(part) <= width for line in lines for part in line.split("\n"))
+    return blocks(headers, rows, width, paths=(1, 2, 3), guard=True)
 
 
 def _checks(plan: Plan, indent: str, width: int | None = None, *, guard: bool = False) -> list[str]:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ..errors import printable as printable  # the terminal's escaping, for the table
+from ..errors import printable_name as printable_name  # names and keys: a backslash shown doubled
 from ..report import (
     STATUSES,
     ConfigDiff,
@@ -22,7 +23,7 @@ from ..report import (
     TensorSide,
 )
 from .messages import allowed_by_text, event_message
-from .values_messages import nonfinite_text
+from .values_messages import nonfinite_text, value_note_text
 
 if TYPE_CHECKING:
     from . import RenderOptions
@@ -45,7 +46,7 @@ def shape_dtype(side: TensorSide | None) -> str:
         return "—"
     text = f"[{', '.join(map(str, side.shape))}] {side.dtype}"
     # a side matched under another name (naming convention, --rename) shows the name it stores
-    return f"{text} as {printable(side.name)}" if side.name is not None else text
+    return f"{text} as {printable_name(side.name)}" if side.name is not None else text
 
 
 def human_count(n: int) -> str:
@@ -111,15 +112,27 @@ def row_note(
     text: Callable[[str], str] = str,
     rule: Callable[[str], str] = str,
 ) -> str:
-    """The note column: the comparison's note, the non-finite elements the value statistics left out, then the
-    policy rule that accepts the row. ``text`` and ``rule``
-    escape the note and the rule for a format that needs it (markdown)."""
-    left_out = nonfinite_text(row.values.note) if row.values is not None else ""
+    """The note column: the comparison's note, what the value cells cannot say (the non-finite elements the
+    statistics left out, or why a changed tensor has no numbers), then the policy rule that accepts the row.
+    ``text`` and ``rule`` escape the note and the rule for a format that needs it (markdown)."""
+    left_out = _values_note(row)
     note = text("; ".join(part for part in (note_text(row), left_out) if part))
     if row.allowed_by is None:
         return note
     allowed = f"allowed by {rule(allowed_by_text(report, row.allowed_by))}"
     return f"{note}; {allowed}" if note else allowed
+
+
+def _values_note(row: TensorRow) -> str:
+    """The non-finite elements left out of a row's statistics; for a changed tensor with no numbers and no bytes
+    compared (a dtype the statistics do not widen, against another dtype: its cells are dashes), why."""
+    values = row.values
+    if values is None or values.note is None:
+        return ""
+    note = values.note
+    if not values.equal and values.max_abs is None and note.not_widened is not None and not note.bytes_compared:
+        return f"values not measured: {value_note_text(note)}"  # the summary's "changed, not measured"
+    return nonfinite_text(note)
 
 
 def display_rows(report: Report, options: RenderOptions) -> list[DisplayRow]:

@@ -9,7 +9,7 @@ from msgspec import structs
 from ..errors import inert_in_ci_log
 from ..report import Report
 from . import RenderOptions
-from ._common import display_rows, event_text, printable, row_note, shape_dtype
+from ._common import display_rows, event_text, printable, printable_name, row_note, shape_dtype
 from .messages import finding_message
 from .table import Terminal, verdict_line
 from .table import render as render_table
@@ -41,7 +41,7 @@ def workflow_commands(report: Report) -> list[str]:
         note = row_note(row, report)
         sides = f"A {shape_dtype(row.a)}, B {shape_dtype(row.b)}" + (f" ({note})" if note else "")
         count = f" ({line.count} tensors)" if line.count > 1 else ""
-        out.append(annotation("error", f"ckptdiff: {row.status}", f"{printable(line.name)}{count}: {sides}"))
+        out.append(annotation("error", f"ckptdiff: {row.status}", f"{printable_name(line.name)}{count}: {sides}"))
     for finding in report.findings:
         if finding.severity != "info":
             level = "error" if report.finding_fails(finding) else "warning"

@@ -12,7 +12,7 @@ import msgspec
 from msgspec import structs
 from tabulate import tabulate
 
-from ..errors import printable
+from ..errors import printable, printable_name
 from ..report import STATUSES, EngineEvent, Finding, Report, SideSummary
 from . import RenderOptions
 from ._common import (
@@ -53,15 +53,16 @@ NAMED_REASONS = 10
 REASONS_ROOM = 2_000
 
 
-def escape(text: str, *, code: bool = False, table: bool = False) -> str:
+def escape(text: str, *, code: bool = False, table: bool = False, name: bool = False) -> str:
     """Outside text (names, specs, messages, server strings) made inert for a PR comment or step summary.
 
     Control characters are shown escaped. As text (``code=False``), markdown's punctuation is backslash-
     escaped, autolinks are broken before "://" and "www.", and an "@" starts neither a mention nor an e-mail
     link. As a code span (``code=True``), the fence is longer than any run of backticks inside, so nothing ends
-    it early. In a table cell (``table=True``) "|" is escaped in both, so a name cannot shift the columns.
+    it early. In a table cell (``table=True``) "|" is escaped in both, so a name cannot shift the columns. A
+    tensor name or config key (``name=True``) shows a backslash doubled, so that ``\\t`` is always a tab.
     """
-    text = printable(text)
+    text = printable_name(text) if name else printable(text)
     if code:
         body = text.replace("|", "\\|") if table else text
         fence = "`" * (max(map(len, _BACKTICKS.findall(body)), default=0) + 1)
@@ -179,7 +180,7 @@ class _Rendering:
                 note = row_note(line.row, report)
                 count = f" ({line.count} tensors)" if line.count > 1 else ""
                 out.append(
-                    f"- {escape(line.name, code=True)}{count}: **{line.row.status}**"
+                    f"- {escape(line.name, code=True, name=True)}{count}: **{line.row.status}**"
                     + (f" — {escape(note)}" if note else "")
                 )
         elif self.failing:
@@ -189,11 +190,11 @@ class _Rendering:
                 out.append("- and more, under [Differences](#differences)")
         for finding in report.findings:
             if report.finding_fails(finding):
-                subject = f" ({escape(finding.subject, code=True)})" if finding.subject else ""
+                subject = f" ({escape(finding.subject, code=True, name=True)})" if finding.subject else ""
                 out.append(f"- finding {escape(finding.code, code=True)}{subject}: **{finding.severity}**")
         for result in report.engines:
             for event in failing_events(result):
-                tensor = f" ({escape(event.tensor, code=True)})" if event.tensor else ""
+                tensor = f" ({escape(event.tensor, code=True, name=True)})" if event.tensor else ""
                 out.append(
                     f"- {escape(result.engine)} {result.side} **{result.outcome}**: "
                     f"{escape(event.code, code=True)}{tensor} ({event.severity})"
@@ -290,7 +291,7 @@ class _Rendering:
             status = f"{row.status} (allowed)" if row.allowed_by else row.status
             if not row.passes:
                 status = f"**{status}** ❌"
-            cells = [escape(line.name, code=True, table=True)] + ([str(line.count)] if with_counts else [])
+            cells = [escape(line.name, code=True, table=True, name=True)] + ([str(line.count)] if with_counts else [])
             note = row_note(
                 row, report, lambda text: escape(text, table=True), lambda rule: escape(rule, code=True, table=True)
             )
@@ -320,7 +321,7 @@ class _Rendering:
             names = []
             named = 0
             for line in group:
-                name = escape(line.name, code=True)
+                name = escape(line.name, code=True, name=True)
                 if room is not None and used + len(name) > room:
                     break
                 names.append(name)
@@ -340,7 +341,7 @@ class _Rendering:
             return out + ["_None._", ""]
         table = [
             [
-                escape(d.key, code=True, table=True),
+                escape(d.key, code=True, table=True, name=True),
                 *(escape(c, code=True, table=True) for c in config_cells(d)),
                 d.status,
             ]

@@ -21,6 +21,7 @@ from ._common import (
     has_values,
     outcomes_line,
     printable,
+    printable_name,
     row_note,
     shape_dtype,
     shown_unfolded,
@@ -85,7 +86,7 @@ def render(report: Report, options: RenderOptions, terminal: Terminal | None = N
     if report.b is not None:  # one checkpoint on its own: nothing compared
         lines += ["", *_tensor_table(report, options, terminal, paint, failing_only=False)]
     if report.config:
-        rows = [[printable(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
+        rows = [[printable_name(d.key), *map(printable, config_cells(d)), d.status] for d in report.config]
         lines += ["", "config.json differences:"]
         stages = [((1, 2), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1, 2), 0)]
         lines += grid(["key", "A", "B", "status"], rows, terminal.width, shrink=stages, names=(0,), guard=terminal.log)
@@ -107,7 +108,7 @@ def verdict_line(report: Report) -> str:
     for row in report.tensors:
         if not row.passes:
             failing_statuses[row.status] += 1
-            failures["error"].append(f"{row.status} {printable(row.name)}")
+            failures["error"].append(f"{row.status} {printable_name(row.name)}")
     for finding in report.findings:
         if report.finding_fails(finding):
             failures[finding.severity].append(finding.code)
@@ -186,7 +187,7 @@ def _tensor_table(
     rows = []
     for line, note in zip(shown, notes):
         row = line.row
-        cells = [printable(line.name)] + ([str(line.count)] if with_counts else [])
+        cells = [printable_name(line.name)] + ([str(line.count)] if with_counts else [])
         cells += [shape_dtype(row.a), shape_dtype(row.b), row.status] + (value_cells(row) if with_values else [])
         rows.append(cells + ([note] if with_notes else []))
     status_column = headers.index("status")
@@ -389,6 +390,32 @@ def grid(
     return lines
 
 
+def fits(lines: Sequence[str], width: int) -> bool:
+    """Whether every printed line of ``lines`` (a grid's row may hold several) keeps to ``width``."""
+    return all(_visible(part) <= width for line in lines for part in line.split("\n"))
+
+
+def blocks(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    *,
+    paths: Sequence[int] = (),
+    guard: bool = False,
+) -> list[str]:
+    """A table for a terminal too narrow for its columns: each row as lines of its own, its first cell, then each
+    other (non-empty) cell under it after its header (``  dtype    BF16``), continued under its text; ``paths``
+    columns may break after a ``/``."""
+    label = max(map(len, headers[1:]), default=0) + 2
+    lines: list[str] = []
+    for row in rows:
+        lines += hang("", row[0], width, "  ", guard=guard)
+        for i, (header, cell) in enumerate(zip(headers[1:], row[1:]), start=1):
+            if cell:
+                lines += hang(f"  {header:<{label}}", cell, width, " " * (label + 2), guard=guard, path=i in paths)
+    return lines
+
+
 def _inert_cell(cell: str) -> str:
     """A cell as it would read at the start of a line of the log (most have nothing the guard looks for)."""
     return inert_in_ci_log(cell) if ":" in cell or "#" in cell else cell
@@ -453,6 +480,10 @@ def _line(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
     return "\n".join(out)
 
 
+def _visible(text: str) -> int:
+    """How many columns ``text`` takes on screen (its colour codes none)."""
+    return len(re.sub(r"\033\[[0-9;]*m", "", text))
+
+
 def _pad(text: str, width: int) -> str:
-    visible = len(re.sub(r"\033\[[0-9;]*m", "", text))
-    return text + " " * max(width - visible, 0)
+    return text + " " * max(width - _visible(text), 0)
