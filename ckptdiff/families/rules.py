@@ -140,6 +140,9 @@ class AuxIds:
     #: Said instead of any capture verdict when ``eagle_config.use_aux_hidden_state`` is false: the engine captures
     #: nothing then, the drafter reads the target's last hidden state (None: not known to switch the capture off).
     off_without_aux: Event | None = None
+    #: Where the engine passes an empty list of ids on as given (the first of ``keys`` set holds ``[]``), so that
+    #: no target layer is captured and fc gets nothing (None: an empty list reads as unset, the default is used).
+    empty_captures_nothing: Source | None = None
 
 
 @dataclass(frozen=True)

@@ -103,6 +103,14 @@ WRITTEN: list[Case] = [
     Case("aux_top_level", "aux ids only at the top level", config={**NO_AUX_IDS, AUX_KEY: [1, 15, 28]}),
     Case("aux_both_agree", "the same aux ids at the top level and in eagle_config", config={AUX_KEY: [1, 15, 28]}),
     Case("aux_both_differ", "top-level ids differ from eagle_config's", config={AUX_KEY: [2, 16, 29]}),
+    # an empty list: vLLM reads it as unset (its default); SGLang passes eagle_config's on and captures no layer
+    Case("aux_empty_nested", "eagle_config's aux ids an empty list", config={NESTED: []}, trained_outputs=None),
+    Case(
+        "aux_empty_top_level",
+        "aux ids an empty list at the top level, none in eagle_config",
+        config={**NO_AUX_IDS, AUX_KEY: []},
+        trained_outputs=None,
+    ),
     Case("aux_two_ids_fc3", "two aux ids, fc 3 x hidden wide", config={NESTED: [1, 28]}, trained_outputs=(1, 28)),
     Case(
         "aux_two_ids_fc2",

@@ -260,6 +260,16 @@ def _target_classes_not_refused(name: str) -> Callable[[], None]:
     return apply
 
 
+def _empty_ids(name: str, captures_nothing: bool) -> Callable[[], None]:
+    """An engine's reading of an empty list of ids turned round: as given (no layer captured) or as unset."""
+
+    def apply() -> None:
+        source = engine_module(name).ENGINE.aux_ids.source if captures_nothing else None
+        change_aux(name, empty_captures_nothing=source)
+
+    return apply
+
+
 MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "vllm.aux_ids.reads_eagle_config_layer_ids": (
         "vLLM's V2 runner no longer reads eagle_config.layer_ids (issue #26)",
@@ -289,6 +299,14 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "vllm.llama.q_norm_k_norm.unknown": (
         "vLLM's Llama drafter skips q_norm/k_norm silently instead of raising (issue #26)",
         _q_k_norm_skipped_silently,
+    ),
+    "sglang.aux_ids.empty_captures_nothing": (
+        "SGLang reads an empty list of eagle_config ids as unset (its default capture), as vLLM does",
+        _empty_ids("sglang", captures_nothing=False),
+    ),
+    "vllm.aux_ids.empty_is_unset": (
+        "vLLM passes an empty list of ids on as given (no layer captured), as SGLang does",
+        _empty_ids("vllm", captures_nothing=True),
     ),
     "sglang.capture.llama.plus_one": (
         "SGLang's Llama-class capture takes the ids without adding 1",

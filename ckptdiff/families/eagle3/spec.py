@@ -446,6 +446,14 @@ class DrafterSpec:
         by_key = {found.key: found for found in self.aux_ids}
         return next((by_key[key] for key in keys if key in by_key), None)
 
+    def empty_aux_key(self, keys: tuple[str, ...]) -> str | None:
+        """The first of ``keys`` (dotted) the config sets (not null), when it holds an empty list of ids."""
+        for key in keys:
+            value = lookup(self.config, key)
+            if value is not None:
+                return key if value == [] else None
+        return None
+
     def fc_aux_count(self, keys: tuple[str, ...]) -> int:
         """fc's number of target hidden states for an engine that sizes it from ``keys``: num_aux_hidden_states,
         else the length of the first of ``keys`` set, else 3."""

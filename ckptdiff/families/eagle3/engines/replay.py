@@ -310,6 +310,18 @@ def _aux_ids(engine: Engine, draft: Draft, events: _Events) -> None:
         unread = [[found.key, list(found.value)] for found in draft.spec.aux_ids]
         events.add(engine.aux_ids.off_without_aux, None, ignored=unread, engine=engine.name)
         return
+    empty_source = engine.aux_ids.empty_captures_nothing
+    empty_key = draft.spec.empty_aux_key(engine.aux_ids.keys) if empty_source is not None else None
+    if empty_source is not None and empty_key is not None:  # [] passed on as given: no layer is captured
+        events.add(
+            Event("error", "aux_count_mismatch", "eagle3.aux_count_mismatch", empty_source),
+            None,
+            captured=0,
+            read=[empty_key, []],
+            fc_aux=draft.fc_aux,
+            target_hidden=draft.target_hidden,
+        )
+        return
     if engine.aux_ids.classes and not engine.aux_ids.from_serving_config:
         class_capture(engine, draft, events)
         return

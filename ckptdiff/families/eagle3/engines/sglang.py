@@ -317,6 +317,13 @@ ENGINE = Engine(
                 "true)",
             ),
         ),
+        empty_captures_nothing=Source(
+            REPO,
+            VERSION,
+            "python/sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py:192 (eagle_config's "
+            "ids taken as given), python/sglang/srt/models/llama.py:933 (set_eagle3_layers_to_capture: only None "
+            "means the default; [] captures no layer, as in every target class)",
+        ),
         classes=CAPTURES,
     ),
     config_checks=(
