@@ -138,7 +138,7 @@ def convert_command(
     from .config_file import load_config
     from .convert.render import RENDERERS
     from .convert.run import ConvertRequest, convert, partial_of
-    from .formats.table import hang
+    from .formats.layout import hang
     from .naming import parse_rename
     from .progress import terminal_progress
     from .sources import SourceOptions

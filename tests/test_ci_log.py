@@ -224,7 +224,7 @@ def test_the_convert_plan_names_no_workflow_command(run_cli, tmp_path, fmt):
 def test_a_wrapped_line_is_escaped_before_it_is_measured():
     """The verdict and other wrapped lines: the guard's escape counts in the width, so the log's line keeps to it."""
     from ckptdiff.errors import inert_in_ci_log
-    from ckptdiff.formats.table import hang
+    from ckptdiff.formats.layout import hang
 
     verdict = "incompatible: 2 errors (shape_mismatch ##[error]forged.weight, shape_mismatch ::x.weight)"
     for width in range(40, 100):

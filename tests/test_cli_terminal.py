@@ -50,6 +50,32 @@ def test_the_report_fits_the_terminal_and_breaks_no_word(run_cli, args, columns)
     assert verdict.startswith(("compatible: ", "incompatible: ")) and " ".join(verdict.split()) in wide.stdout
 
 
+@pytest.mark.parametrize("columns", [40, 50])
+def test_a_terminal_too_narrow_for_the_tensor_table_lists_each_tensor_on_lines_of_its_own(run_cli, columns):
+    wide = run_cli(PUBLISHED, OURS, "--all")
+    narrow = run_cli(PUBLISHED, OURS, "--all", env={"COLUMNS": str(columns)})
+
+    lines = narrow.stdout.splitlines()
+    assert max(map(len, lines)) <= columns
+    body = narrow.stdout.split("\n\n", 1)[1]  # past the A:/B: lines, whose paths break after a slash
+    assert {w for w in body.split() if set(w) != {"-"}} <= words_of(wide.stdout)
+    at = lines.index("embed_tokens.weight")  # the row's name, then each cell under it after its header
+    assert [line.split(None, 3)[-1] for line in lines[at + 1 : at + 4]] == ["—", "[1024, 64] BF16", "injected"]
+    assert lines[at + 4].startswith("    frozen: ")  # its note under it
+
+
+def test_a_terminal_too_narrow_for_the_config_table_lists_each_key_on_lines_of_its_own(run_cli):
+    lines = run_cli(PUBLISHED, OURS, env={"COLUMNS": "40"}).stdout.splitlines()
+
+    assert max(map(len, lines)) <= 40
+    at = lines.index("max_position_embeddings")
+    assert [line.split() for line in lines[at + 1 : at + 4]] == [
+        ["A", "131072"],
+        ["B", "262144"],
+        ["status", "differs"],
+    ]
+
+
 def test_a_long_path_wraps_after_a_slash_under_its_label(run_cli, tmp_path):
     deep = tmp_path / "a-very-long-folder-name-for-the-published-kimi-k2-drafter" / "and-a-second-level-folder"
     shutil.copytree(PUBLISHED, deep)
@@ -341,7 +367,7 @@ def test_tab_completes_a_path_in_bash(tmp_path, on_path):
 
 def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
     """The event lines of a coloured table: the severity's colour codes take no room on screen."""
-    from ckptdiff.formats.table import hang
+    from ckptdiff.formats.layout import hang
 
     label = "\033[31merror\033[0m"
     message = (

@@ -141,7 +141,7 @@ def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) 
     """The plan for a terminal: rows folded into layer/expert patterns unless ``expand``, wrapped to ``width``
     (a path breaking after a ``/``). It is printed where a CI job's log may show it: what the log's guard escapes
     (:func:`ckptdiff.errors.inert_in_ci_log`) is escaped as the lines are laid out, so that it keeps to them."""
-    from ..formats.table import hang
+    from ..formats.layout import hang
 
     architectures = ", ".join(plan.config.get("architectures", []))
     lines = hang("SRC: ", plan.source.spec, width, "     ", guard=True, path=True)
@@ -171,7 +171,7 @@ def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -
     """The tensor table: side by side where it fits; narrower, each input name on a line of its own under its
     row (``← name``), so that the output names keep most of the width and each row reads the same way; narrower
     still (a long name part beside the shapes), each tensor as lines of its own, as the config patch does."""
-    from ..formats.table import NAME_FLOOR, blocks, fits, grid, wrap
+    from ..formats.layout import NAME_FLOOR, blocks, fits, grid, wrap
 
     natural = sum(max(map(len, column)) for column in zip(headers, *rows)) + 2 * (len(headers) - 1)
     if width is None or natural <= width:
@@ -194,7 +194,7 @@ def _config_grid(plan: Plan, width: int | None) -> list[str]:
     comparison's table does with its notes, each reason under its row, then both values in one column
     (``old → new``), since a JSON value such as ``["Eagle3LlamaForCausalLM"]`` has nowhere to wrap; narrower
     still (a long key beside such a value: about 60 columns), each change as lines of its own, no table."""
-    from ..formats.table import NAME_FLOOR, NOTE_FLOOR, blocks, fits, grid, hang
+    from ..formats.layout import NAME_FLOOR, NOTE_FLOOR, blocks, fits, grid, hang
 
     headers = ["key", "SRC", "written", "why"]
     rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
@@ -216,10 +216,10 @@ def _config_grid(plan: Plan, width: int | None) -> list[str]:
 
 def _checks(plan: Plan, indent: str, width: int | None = None, *, guard: bool = False) -> list[str]:
     """The vocabulary check, the engine check and the plan's problems, each item wrapped to ``width`` (``guard``:
-    with what a CI log's guard escapes escaped first, :func:`ckptdiff.formats.table.hang`)."""
+    with what a CI log's guard escapes escaped first, :func:`ckptdiff.formats.layout.hang`)."""
     from functools import partial
 
-    from ..formats.table import hang as plain_hang
+    from ..formats.layout import hang as plain_hang
 
     hang = partial(plain_hang, guard=guard)
 
