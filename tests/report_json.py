@@ -30,7 +30,7 @@ def validate(document: Any) -> Any:
     return document
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=4)  # the repeats come one after another; a report text can be megabytes
 def validate_text(text: str) -> None:
     """Validates the JSON report ``text``: once per text, as the same text passes here more than once (rendered,
     then printed; the same report written to a file and to stdout). A text that fails fails each time it comes."""
