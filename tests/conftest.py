@@ -146,8 +146,9 @@ def no_retry_waits(monkeypatch):
 def checkout_build_lock():
     """Held around every pip build of this checkout, by any test process: setuptools builds it in place, in its
     build/ folder, and two builds at once (two xdist workers) break each other there ("File exists: build/bdist…").
-    The tests that pip-install carry one xdist_group, but ``--dist loadgroup`` did not keep a group on one worker
-    here (pytest-xdist 3.8.0, pytest 9.2.0: a group of six tests ran on two), so the lock keeps the builds apart."""
+    The tests that pip-install carry one xdist_group, but the suite runs ``--dist worksteal``, which does not keep a
+    group on one worker, and ``--dist loadgroup`` did not either (pytest-xdist 3.8.0, pytest 9.2.0: a group of six
+    tests ran on two), so the lock keeps the builds apart."""
     from filelock import FileLock  # huggingface_hub's dependency
 
     (REPO / "build").mkdir(exist_ok=True)

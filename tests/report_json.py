@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,17 @@ def validate(document: Any) -> Any:
     return document
 
 
+@lru_cache(maxsize=4)  # the repeats come one after another; a report text can be megabytes
+def validate_text(text: str) -> None:
+    """Validates the JSON report ``text``: once per text, as the same text passes here more than once (rendered,
+    then printed; the same report written to a file and to stdout). A text that fails fails each time it comes."""
+    validate(json.loads(text))
+
+
 def validate_if_report(text: str) -> None:
     """Validates ``text`` when it is a JSON report (a CLI's stdout, a file it wrote)."""
     if text.startswith('{\n  "schema": "ckptdiff/report/v1"'):
-        validate(json.loads(text))
+        validate_text(text)
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +52,7 @@ def _every_json_report_follows_the_schema(monkeypatch: pytest.MonkeyPatch) -> No
 
     def render_and_validate(report: Report, options: RenderOptions) -> str:
         text = render_json(report, options)
-        validate(json.loads(text))
+        validate_text(text)
         return text
 
     monkeypatch.setattr(json_format, "render", render_and_validate)
@@ -53,4 +60,6 @@ def _every_json_report_follows_the_schema(monkeypatch: pytest.MonkeyPatch) -> No
 
 def json_document(report: Report) -> dict[str, Any]:
     """The report's JSON document, parsed and validated."""
-    return validate(json.loads(render(report, "json")))  # type: ignore[no-any-return]
+    text = render(report, "json")
+    validate_text(text)
+    return json.loads(text)  # type: ignore[no-any-return]

@@ -38,6 +38,8 @@ from urllib.parse import unquote
 ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
 #: A secret no output may ever contain (looked for whole and in pieces by the tests).
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzSecretNeverShown"
+#: How often the web server's loop looks for a shutdown, which waits for it (the standard library's 0.5 s each test).
+STOP_POLL = 0.01
 
 
 class _Counting:
@@ -269,7 +271,8 @@ class WebServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        loop = {"poll_interval": STOP_POLL}
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs=loop, daemon=True)
         self.thread.start()
         return self
 

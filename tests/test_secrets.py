@@ -120,6 +120,7 @@ def prepare(
             return ["org/drafter", OURS], {"HF_ENDPOINT": f"http://127.0.0.1:{probe.getsockname()[1]}"}
     elif scenario == "hub-timeout":
         hub.hooks.append(lambda request: request.route == "api-info" and released.wait(30))
+        return ["org/drafter", OURS], {"HF_HUB_DOWNLOAD_TIMEOUT": "1"}  # the listing never comes: no need to wait 2 s
     elif scenario == "hub-bad-header":
         repo = tmp_path / "bad-repo"
         repo.mkdir()

@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 HANG = 240
 #: The no-worker grace the runs here wait (CKPTDIFF_NO_WORKER_GRACE; 15 s by default): the same watch, sooner.
 GRACE = 3
+#: The grace where the run is meant to end by it (no worker ever, or the only one died): each waits it out whole.
+SHORT_GRACE = 1
 
 #: Preloads: a scheduler that ends its process when the pass's tasks arrive, a worker when it starts one.
 DIE_ON_TASKS = """
@@ -65,8 +67,8 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     return str(write_shards(root / "a", seed=1, changed=False)), str(write_shards(root / "b", seed=2, changed=True))
 
 
-def ckptdiff_values(pair: tuple[str, str], address: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "CKPTDIFF_NO_WORKER_GRACE": str(GRACE)}
+def ckptdiff_values(pair: tuple[str, str], address: str, grace: float = GRACE) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1", "CKPTDIFF_NO_WORKER_GRACE": f"{grace:g}"}
     return subprocess.run(
         [sys.executable, "-m", "ckptdiff", *pair, "--values", "--scheduler", address],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=HANG,
@@ -166,8 +168,8 @@ def test_a_cluster_without_workers_ends_the_run(pair, tmp_path):
     args = ["--host", "127.0.0.1", "--port", "0", "--dashboard-address", ":0", "--scheduler-file", str(scheduler_file)]
     with dask_process("scheduler", *args, preload=None, tmp=tmp_path) as scheduler:
         address = scheduler_address(scheduler_file, scheduler)
-        line = one_line(ckptdiff_values(pair, address), address)
-    assert f"the Dask cluster has had no worker for {GRACE} s" in line
+        line = one_line(ckptdiff_values(pair, address, SHORT_GRACE), address)
+    assert f"the Dask cluster has had no worker for {SHORT_GRACE} s" in line
 
 
 def test_the_only_worker_dying_mid_pass_ends_the_run(pair, tmp_path):
@@ -179,7 +181,7 @@ def test_the_only_worker_dying_mid_pass_ends_the_run(pair, tmp_path):
         worker_args = [address, "--no-nanny", "--nthreads", "1", "--host", "127.0.0.1", "--dashboard-address", ":0"]
         with dask_process("worker", *worker_args, preload=DIE_ON_EXECUTE, tmp=tmp_path) as worker:
             wait_for_workers(address, 1)
-            line = one_line(ckptdiff_values(pair, address), address)
+            line = one_line(ckptdiff_values(pair, address, SHORT_GRACE), address)
             assert worker.wait(HANG) != 0  # it did die mid-pass
     assert "no worker" in line or "workers died" in line
 
