@@ -51,7 +51,7 @@ def printable(text: str) -> str:
 def printable_name(text: str) -> str:
     """A tensor name or config key as the table and markdown show it: escaped as :func:`printable` escapes text,
     and a backslash shown doubled, so that ``\\t`` is always a tab and ``\\\\t`` a backslash and a ``t``."""
-    return printable(text.replace("\\", "\\\\") if "\\" in text else text)
+    return printable(text.replace("\\", "\\\\"))
 
 
 #: How each output keeps a ``:`` or ``[`` from forming a workflow command without changing what it says: plain text

@@ -171,7 +171,7 @@ def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -
     """The tensor table: side by side where it fits; narrower, each input name on a line of its own under its
     row (``← name``), so that the output names keep most of the width and each row reads the same way; narrower
     still (a long name part beside the shapes), each tensor as lines of its own, as the config patch does."""
-    from ..formats.layout import NAME_FLOOR, blocks, fits, grid, wrap
+    from ..formats.layout import NAME_FLOOR, grid, grid_or_blocks, wrap
 
     natural = sum(max(map(len, column)) for column in zip(headers, *rows)) + 2 * (len(headers) - 1)
     if width is None or natural <= width:
@@ -184,9 +184,8 @@ def _tensor_grid(headers: list[str], rows: list[list[str]], width: int | None) -
     lines = grid(
         [f"{headers[0]} ← from", *headers[2:]], narrow, width, shrink=[((0,), 0)], names=(0,), below=below, guard=True
     )
-    if fits(lines, width):
-        return lines
-    return blocks(headers, rows, width, paths=(len(headers) - 1,) if headers[-1] == "file" else (), guard=True)
+    paths = (len(headers) - 1,) if headers[-1] == "file" else ()
+    return grid_or_blocks(lines, headers, rows, width, paths=paths, guard=True)
 
 
 def _config_grid(plan: Plan, width: int | None) -> list[str]:
@@ -194,7 +193,7 @@ def _config_grid(plan: Plan, width: int | None) -> list[str]:
     comparison's table does with its notes, each reason under its row, then both values in one column
     (``old → new``), since a JSON value such as ``["Eagle3LlamaForCausalLM"]`` has nowhere to wrap; narrower
     still (a long key beside such a value: about 60 columns), each change as lines of its own, no table."""
-    from ..formats.layout import NAME_FLOOR, NOTE_FLOOR, blocks, fits, grid, hang
+    from ..formats.layout import NAME_FLOOR, NOTE_FLOOR, fits, grid, grid_or_blocks, hang
 
     headers = ["key", "SRC", "written", "why"]
     rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
@@ -209,9 +208,7 @@ def _config_grid(plan: Plan, width: int | None) -> list[str]:
     both = [[key, f"{old} → {new}"] for key, old, new, _ in rows]
     stages = [((1,), NOTE_FLOOR), ((0,), NAME_FLOOR), ((0, 1), 0)]
     lines = grid(["key", "SRC → written"], both, width, shrink=stages, names=(0,), below=below, guard=True)
-    if fits(lines, width):
-        return lines
-    return blocks(headers, rows, width, paths=(1, 2, 3), guard=True)
+    return grid_or_blocks(lines, headers, rows, width, paths=(1, 2, 3), guard=True)
 
 
 def _checks(plan: Plan, indent: str, width: int | None = None, *, guard: bool = False) -> list[str]:

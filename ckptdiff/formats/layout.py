@@ -234,14 +234,21 @@ def grid_or_blocks(
     rows: Sequence[Sequence[str]],
     width: int | None,
     *,
+    paths: Sequence[int] = (),
+    paint_column: tuple[int, Sequence[str], Painter] | None = None,
     below: Sequence[Sequence[str]] = (),
     guard: bool = False,
 ) -> list[str]:
-    """``lines`` (the :func:`grid` of ``headers`` and ``rows``) where they fit ``width``, else each row on lines of
-    its own (:func:`blocks`), ``below[i]`` after row ``i``: a terminal narrower than the columns' longest words."""
+    """``lines`` (a :func:`grid` of ``headers`` and ``rows``) where they fit ``width``, else each row on lines of
+    its own (:func:`blocks`; ``paint_column`` as :func:`grid` paints it), ``below[i]`` after row ``i``: a terminal
+    narrower than the columns' longest words."""
     if width is None or fits(lines, width):
         return lines
     out: list[str] = []
     for number, row in enumerate(rows):
-        out += blocks(headers, [row], width, guard=guard) + list(below[number] if number < len(below) else [])
+        if paint_column is not None:
+            column, keys, paint = paint_column
+            row = [*row[:column], paint(row[column], keys[number]), *row[column + 1 :]]
+        out += blocks(headers, [row], width, paths=paths, guard=guard)
+        out += below[number] if number < len(below) else []
     return out

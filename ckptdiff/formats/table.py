@@ -197,21 +197,18 @@ def _tensor_table(
     sides = (status_column - 2, status_column - 1)
     # notes first, then long tensor names, and the shape cells last: "[64, 192] BF16" reads best on one line
     shrink = [(note_column, NOTE_FLOOR), (note_column, 0), ((0,), NAME_FLOOR), ((0, *sides), 0)]
+    painting = (status_column, colors, paint)
     lines = grid(
         headers,
         rows,
         terminal.width,
         shrink=shrink,
         names=(0,),
-        paint_column=(status_column, colors, paint),
+        paint_column=painting,
         below=below,
         guard=terminal.log,
     )
-    painted = [
-        [*cells[:status_column], paint(cells[status_column], color), *cells[status_column + 1 :]]
-        for cells, color in zip(rows, colors)
-    ]
-    lines = grid_or_blocks(lines, headers, painted, terminal.width, below=below, guard=terminal.log)
+    lines = grid_or_blocks(lines, headers, rows, terminal.width, paint_column=painting, below=below, guard=terminal.log)
     if not rows:
         lines = ["no differing tensors" if report.tensors else "no tensors"]
     hidden = len(report.tensors) - sum(line.count for line in shown)  # the matches --only-diffs leaves out
