@@ -365,6 +365,30 @@ def test_force_never_replaces_a_folder_holding_src(run_cli, tmp_path):
     assert (src / "model.safetensors").is_file()
 
 
+def test_a_single_file_src_converts_into_a_folder_beside_it(run_cli, tmp_path):
+    """``ckptdiff convert drafter.safetensors ./drafter-vllm``: OUT beside the file is not inside the input."""
+    downloads = random_drafter(tmp_path / "downloads")
+    before = digest_folder(downloads)
+
+    result = run_cli("convert", str(downloads / "model.safetensors"), str(downloads / "drafter-vllm"), "--to", "vllm")
+
+    assert result.returncode == 0, result.stderr
+    assert (downloads / "drafter-vllm" / "model.safetensors").is_file()
+    assert digest_folder(downloads) == before
+
+
+def test_force_never_builds_out_where_src_is(run_cli, tmp_path):
+    """SRC named like OUT's build folder (``d.partial``, left by an earlier run): --force would remove SRC."""
+    src = random_drafter(tmp_path / "d.partial")
+    before = digest_folder(src)
+
+    result = run_cli("convert", str(src), str(tmp_path / "d"), "--to", "vllm", "--force")
+
+    assert result.returncode == 2
+    assert one_line(result).endswith("d.partial: convert never writes into its input")
+    assert digest_folder(src) == before and not (tmp_path / "d").exists()
+
+
 def test_a_left_partial_output_is_not_reused_without_force(run_cli, drafter, tmp_path):
     (tmp_path / "out.partial").mkdir()
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import INDEX_SUFFIX, Checkpoint
 from ..errors import CkptdiffError
 from ..naming import RenameRule
 from ..sources import LocalSpec, SourceOptions, open_source, parse_spec, read_source
@@ -197,8 +197,10 @@ def _plan(request: ConvertRequest, source: Checkpoint, layout: TargetLayout, bas
 
 
 def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> None:
-    """OUT inside SRC (or BASE), SRC inside an OUT --force would replace, OUT existing without --force."""
+    """OUT or OUT.partial inside SRC (or BASE), SRC inside an OUT --force would replace, OUT existing without
+    --force. A folder or an index is its whole folder; a single weight file is that file (OUT may sit beside it)."""
     resolved_out = out.resolve()
+    resolved_partial = partial.resolve()
     for what, spec in (("SRC", request.src), ("--base", request.base), ("--from-base", request.from_base)):
         if spec is None:
             continue
@@ -208,14 +210,19 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
             continue  # reading it says why
         if not isinstance(parsed, LocalSpec):
             continue
-        folder = parsed.path.resolve()
+        guarded = parsed.path.resolve()
         try:
-            folder = folder.parent if folder.is_file() else folder
+            if guarded.is_file() and guarded.name.endswith(INDEX_SUFFIX):
+                guarded = guarded.parent
         except OSError:
             continue  # a name the system cannot look up (ENAMETOOLONG): reading it says why
-        if resolved_out == folder or folder in resolved_out.parents:
+        if resolved_out == guarded or guarded in resolved_out.parents:
             raise ConvertRefused(str(out), f"is inside {what} {spec}: convert never writes into its input")
-        if request.force and (resolved_out in folder.parents):
+        if resolved_partial == guarded or resolved_partial in guarded.parents:
+            raise ConvertRefused(
+                str(out), f"is built in {partial}, which holds {what} {spec}: convert never writes into its input"
+            )
+        if request.force and (resolved_out in guarded.parents):
             raise ConvertRefused(str(out), f"holds {what} {spec}: --force would replace it")
     if request.plan_only:
         return
