@@ -46,9 +46,11 @@ from .version import __version__
 EXIT_TROUBLE = 2
 
 
-#: Specs are paths more often than not: typed as paths so that shell completion offers files (a Hub repo or a URL
-#: is accepted as it is; nothing is checked here).
-SPEC = click.Path()
+#: Specs, -o, --save and --config are typed as paths so that shell completion offers files (a Hub repo or a URL is
+#: accepted as it is). Nothing is checked here: click's own readability check would refuse an unreadable file in
+#: its usage-error block, before the reader or the writer could name the file and the defect in one line.
+PATH = click.Path(readable=False)
+SPEC = PATH
 
 
 @click.command(
@@ -66,13 +68,13 @@ SPEC = click.Path()
     "md is markdown; github: the table with ::error/::warning annotations for a GitHub job's log; html: one "
     "self-contained page (a table to filter; with --values, drift plots by layer).",
 )
-@click.option("-o", "--output", metavar="FILE", type=click.Path(), help="Write the report to FILE instead of stdout.")
+@click.option("-o", "--output", metavar="FILE", type=PATH, help="Write the report to FILE instead of stdout.")
 @click.option(
     "--save",
     "saves",
     multiple=True,
     metavar="FILE",
-    type=click.Path(),
+    type=PATH,
     help="Also write the report to FILE, in the format its extension names (.md, .json, .html, .xml, .txt): "
     "one comparison, several reports (repeatable).",
 )
@@ -190,7 +192,7 @@ SPEC = click.Path()
     "--config",
     "config_path",
     metavar="FILE",
-    type=click.Path(),
+    type=PATH,
     help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).",
 )
 @click.option(

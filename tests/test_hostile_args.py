@@ -4,9 +4,14 @@ empty strings (an unset ``$MODEL``). Each is one line naming the argument and ex
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli_env
 
 from fixtures.generate import write_safetensors
 
@@ -159,3 +164,42 @@ def test_a_malformed_hf_endpoint_is_one_line_naming_it(tmp_path, run_cli_subproc
 
     # a run that needs no Hub is not stopped by it
     assert run_cli_subprocess(str(model), str(model), env={"HF_ENDPOINT": endpoint}).returncode == 0
+
+
+def as_a_user(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ckptdiff ARGS`` in a process file modes apply to: root reads a ``chmod 000`` file unless it drops
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv does, for this process only)."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv reads every file whatever its mode")
+        caps = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", "--bounding-set", caps, "--inh-caps", caps]
+    command = [*prefix, sys.executable, "-m", "ckptdiff", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=cli_env(tmp_path, None), cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["locked/model.safetensors", "model"], "ckptdiff: locked/model.safetensors: cannot read: Permission denied\n"),
+        (["locked", "model"], "ckptdiff: locked: cannot be listed: Permission denied\n"),
+        (["model", "model", "--base", "locked"], "ckptdiff: locked: cannot be listed: Permission denied\n"),
+        (["convert", "locked", "out", "--to", "vllm"], "ckptdiff: locked: cannot be listed: Permission denied\n"),
+    ],
+)
+def test_an_unreadable_spec_is_one_line_naming_it(tmp_path, args, line):
+    """Not click's usage error ("Path 'locked' is not readable" under "Usage: ..."): the reader's own line."""
+    checkpoint(tmp_path / "model")
+    locked = checkpoint(tmp_path / "locked")
+    (locked / "model.safetensors").chmod(0)
+    if "locked" in args:
+        locked.chmod(0)
+    try:
+        result = as_a_user(tmp_path, *args)
+    finally:
+        locked.chmod(0o755)
+        (locked / "model.safetensors").chmod(0o644)
+
+    assert (result.returncode, result.stderr) == (2, line)
+    assert not (tmp_path / "out").exists()
