@@ -530,7 +530,7 @@ CASES = [
         lambda f: raw_file(f, b"{}", "weights.txt"),
         SourceError,
         "weights.txt",
-        "not a .safetensors file",
+        "is not named like a weight file",
     ),
     Case(
         "fifo",
