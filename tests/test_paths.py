@@ -101,6 +101,21 @@ def test_a_hugging_face_cache_snapshot_is_read(tmp_path, run_cli):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.parametrize("spec", ["snapshot", "snapshot/model.safetensors"])
+def test_a_snapshot_whose_blob_was_deleted_names_the_broken_link(tmp_path, run_cli, spec):
+    """Not "no safetensors weights (it holds: config.json)", nor "no such file or folder, and not a Hub repo id"."""
+    snapshot = checkpoint(tmp_path / "snapshot")
+    (snapshot / "model.safetensors").unlink()
+    (snapshot / "model.safetensors").symlink_to(Path("..", "blobs", "deleted"))
+
+    result = run_cli(str(tmp_path / spec), str(checkpoint(tmp_path / "other")))
+
+    assert result.stderr == (
+        f"ckptdiff: {snapshot / 'model.safetensors'}: is a broken symlink: the file it points to does not exist\n"
+    )
+    assert result.returncode == 2
+
+
 # --- the config file's search --------------------------------------------------------------------------------
 
 

@@ -121,7 +121,7 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
 def _exists(path: Path, spec: str) -> bool:
     """Whether the path exists; one the system cannot look up (a name over 255 bytes) is refused, not a bug."""
     try:
-        return path.exists()
+        return path.exists() or path.is_symlink()  # a broken link is a path: reading it says it is broken
     except OSError as err:  # pathlib swallows only ENOENT, ENOTDIR, EBADF and ELOOP
         raise SourceError(display_spec(spec), f"cannot be looked up: {err.strerror or err}") from None
 

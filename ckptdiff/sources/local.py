@@ -52,6 +52,9 @@ def _read_exactly(handle: BinaryIO, count: int) -> bytes:
     return data
 
 
+#: A symlink whose target does not exist (a Hugging Face cache snapshot whose blob was deleted, a folder copied
+#: without what its links point to).
+BROKEN_LINK = "is a broken symlink: the file it points to does not exist"
 #: Subfolders looked into for weights when a folder has none at its top (a hint only).
 _MOST_SUBFOLDERS_SEEN = 64
 
@@ -94,7 +97,7 @@ class LocalSource(Source):
     def list_files(self) -> Listing:
         path = self.path
         if not path.exists():
-            raise SourceError(self.display, "no such file or folder")
+            raise SourceError(self.display, BROKEN_LINK if path.is_symlink() else "no such file or folder")
         if path.is_file():
             self._named = path.name
             named = ListedFile(path.name, path.stat().st_size, None)
@@ -112,13 +115,16 @@ class LocalSource(Source):
         except OSError as err:  # a folder this user may not list
             raise SourceError(str(self.folder), f"cannot be listed: {err.strerror or err}") from None
         for entry in entries:
+            needed = entry.name == "config.json" or entry.name.endswith(WEIGHT_FILE_SUFFIXES)
             try:
                 if entry.is_file():
                     files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
                 elif entry.is_dir():
                     folders.append(entry.name)
+                elif needed and entry.is_symlink():  # a cache snapshot whose blob is gone: not "no weights"
+                    raise SourceError(str(self.folder / entry.name), BROKEN_LINK)
             except OSError as err:  # a link in a loop (ELOOP), a file gone since the listing
-                if entry.name == "config.json" or entry.name.endswith(WEIGHT_FILE_SUFFIXES):
+                if needed:
                     raise SourceError(str(self.folder / entry.name), f"cannot be read: {err.strerror or err}") from None
                 continue  # another file (a README linked in a loop) is nothing the checkpoint needs
         return Listing(files, folders=tuple(sorted(folders)))
