@@ -101,6 +101,20 @@ def test_a_hugging_face_cache_snapshot_is_read(tmp_path, run_cli):
     assert result.returncode == 0, result.stderr
 
 
+def test_a_hugging_face_cache_repo_folder_names_its_snapshot(tmp_path, run_cli):
+    """``ckptdiff ~/.cache/huggingface/hub/models--org--drafter``: the weights are two folders down."""
+    repo = tmp_path / "hub" / "models--org--drafter"
+    commit = "b" * 40
+    checkpoint(repo / "snapshots" / commit)
+    (repo / "blobs").mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+
+    result = run_cli(str(repo), str(checkpoint(tmp_path / "other")))
+
+    one_line(result, f"(its weights are in a subfolder: give {repo / 'snapshots' / commit})")
+
+
 @pytest.mark.parametrize("spec", ["snapshot", "snapshot/model.safetensors"])
 def test_a_snapshot_whose_blob_was_deleted_names_the_broken_link(tmp_path, run_cli, spec):
     """Not "no safetensors weights (it holds: config.json)", nor "no such file or folder, and not a Hub repo id"."""

@@ -130,9 +130,17 @@ class LocalSource(Source):
         return Listing(files, folders=tuple(sorted(folders)))
 
     def files_below(self, listing: Listing) -> list[RelativePath]:
-        """The files one folder down, in at most 64 of the listing's subfolders."""
+        """The files one folder down, in at most 64 of the listing's subfolders; in a Hugging Face cache repo's
+        folder (``models--org--name``), those of each ``snapshots/<commit>``."""
         below: list[RelativePath] = []
-        for name in listing.folders[:_MOST_SUBFOLDERS_SEEN]:
+        folders = list(listing.folders[:_MOST_SUBFOLDERS_SEEN])
+        if "snapshots" in folders and "blobs" in folders:
+            try:
+                commits = sorted(e.name for e in os.scandir(self.folder / "snapshots") if e.is_dir())
+            except OSError:
+                commits = []
+            folders += [f"snapshots/{commit}" for commit in commits[:_MOST_SUBFOLDERS_SEEN]]
+        for name in folders:
             try:
                 below += [f"{name}/{entry.name}" for entry in os.scandir(self.folder / name) if entry.is_file()]
             except OSError:  # only a hint: a folder that cannot be read is left out
