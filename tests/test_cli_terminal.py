@@ -134,6 +134,12 @@ def test_quiet_shows_only_the_verdict_and_what_failed_it(run_cli):
     assert passing.returncode == 0 and passing.stdout == "compatible: 15 match, 1 injected\n"
 
 
+def test_quiet_keeps_one_blank_line_between_failing_rows_and_failing_events(run_cli):
+    both = run_cli(NO_LM_HEAD, TWO_AUX, "--engine", "vllm", "-q").stdout.splitlines()
+    table_end = both.index("engines:") - 1
+    assert both[table_end] == "" and both[table_end - 1].startswith("lm_head.weight ")
+
+
 def test_the_verdict_names_the_first_failures_and_counts_the_rest(run_cli, tmp_path):
     base = write_kimi_k2_base(tmp_path / "base", layers=2, experts=4)
     result = run_cli(str(base), PUBLISHED, "-q")  # every base tensor is only_in_a, every drafter one only_in_b
