@@ -158,7 +158,10 @@ def test_one_spec_without_the_other_is_a_usage_error(run_cli, tmp_path):
     [
         ("allow-missing = [\n", "is not valid TOML"),
         ("fail-on = 'never'\n", "fail-on: must be one of error, warning"),
-        ("allow-dtype-change = ['BF16=>F32']\n", "is not FROM:TO"),
+        (
+            "allow-dtype-change = ['BF16=>F32']\n",
+            "is not FROM:TO (e.g. BF16:F32) (allow-dtype-change = true allows any",
+        ),
     ],
 )
 def test_a_broken_config_file_is_one_line_and_exit_2(run_cli, pair, tmp_path, text, defect):
