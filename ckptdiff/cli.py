@@ -313,7 +313,12 @@ def command(
     )
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
     fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
-    refuse_reports_over_inputs((output, *saves), {"A": a, "B": b, "--base": base})
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if no_step_summary or not settings.get("step_summary", True):
+        step_summary = None
+    inputs = {"A": a, "B": b, "--base": base}
+    refuse_reports_over_inputs((output, *saves), inputs)
+    refuse_reports_over_inputs((step_summary,), inputs, "GITHUB_STEP_SUMMARY names it; or pass --no-step-summary")
     check_report_destinations((output, *saves))
     from .families.engine_settings import EngineSettings, using
 
@@ -346,8 +351,7 @@ def command(
     text = deliver(report, fmt, output, view, verbosity, color)
     for path, saved_as in zip(saves, save_formats, strict=True):
         write_report(render(report, saved_as, replace(view, color=False, only_diffs=saved_as == "table")), path)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary and not no_step_summary and settings.get("step_summary", True):
+    if step_summary:
         plain = replace(view, color=False, expand=False)
         summary = text if fmt == "markdown" and not view.expand else render(report, "markdown", plain)
         if len(summary) > STEP_SUMMARY_LIMIT // 4 and len(summary.encode()) > STEP_SUMMARY_LIMIT:

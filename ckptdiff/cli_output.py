@@ -110,7 +110,9 @@ def _destination_status(destination: str) -> os.stat_result | None:
 _WRITE_CHARACTERS = 1 << 20
 
 
-def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mapping[str, str | None]) -> None:
+def refuse_reports_over_inputs(
+    destinations: Iterable[str | None], specs: Mapping[str, str | None], hint: str = "name another file for the report"
+) -> None:
     """Refuse, before anything is read, a report that would replace a file of a local checkpoint the run reads:
     ``-o model/config.json`` (a typo, a tab completion) wrote the report over A's config, and ``--format json
     -o b/model.safetensors`` would write it over B's weights. ``specs``: each side's label and spec."""
@@ -140,7 +142,7 @@ def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mappin
                 raise ReportWriteError(
                     destination,
                     f"would be {label}'s {target.name} ({spec}): a report never replaces or adds a checkpoint's files",
-                    "name another file for the report",
+                    hint,
                 )
 
 
