@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.generate import HERE as FIXTURES
-from fixtures.generate import write_kimi_k2_base
+from fixtures.generate import write_kimi_k2_base, write_safetensors
 
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
@@ -87,6 +87,22 @@ def test_a_long_path_wraps_after_a_slash_under_its_label(run_cli, tmp_path):
     assert head[0].startswith("A: ") and all(line.startswith("   ") for line in head[1:])
     assert all(line.endswith("/") for line in head[:-1])
     assert "".join(line[3:] for line in head) == str(deep)
+
+
+def test_wide_and_combining_characters_in_names_keep_the_columns_aligned(run_cli, tmp_path):
+    """A terminal shows 中 two columns wide and the accent of e\u0301 in none: the next column starts where it
+    starts for an ASCII name."""
+    names = ["abc.w", "中文.权重", "e\u0301.w"]  # 5, 9 and 3 columns on screen
+    write_safetensors(tmp_path / "a.safetensors", [(name, "F32", [1]) for name in names])
+    write_safetensors(tmp_path / "b.safetensors", [(name, "F32", [2]) for name in names])
+
+    result = run_cli(str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"), "-q", env={"COLUMNS": "100"})
+
+    lines = result.stdout.splitlines()
+    name_column = len(lines[1].split()[0])  # its dashes: the widest name's columns, 9
+    rows = {name: next(line for line in lines if line.startswith(name)) for name in names}
+    for name, on_screen in zip(names, (5, 9, 3)):
+        assert rows[name].index("[1] F32") == len(name) + (name_column - on_screen) + 2, rows[name]
 
 
 def test_json_and_markdown_keep_the_full_text_whatever_the_width(run_cli):
