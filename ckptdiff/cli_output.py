@@ -78,9 +78,13 @@ def check_report_destinations(destinations: Iterable[str | None]) -> None:
     """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
     exist, a parent that is a file. Found only once the report was ready, it threw away a run of minutes (the Hub,
     --values) for a typo in ``-o``; the write itself still says why when the file system changes meanwhile."""
-    for destination in destinations:
+    for number, destination in enumerate(destinations):
         if destination is None or destination == "-":
             continue
+        if not destination.strip():  # the first is -o's, the rest --save's
+            what = "-o" if number == 0 else "--save"
+            stdout = " (or - for stdout)" if number == 0 else ""
+            raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
         if _destination_status(destination) is None:
             parent = Path(destination).parent
             try:
