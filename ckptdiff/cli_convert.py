@@ -174,8 +174,10 @@ def convert_command(
     try:
         outcome = convert(request, options, bar_for)  # type: ignore[arg-type]
     except BaseException as stop:  # Ctrl-C, SIGTERM (ckptdiff.cli.Interrupted): say what is left unfinished
+        if isinstance(stop, Exception):
+            raise
         partial = partial_of(Path(out).expanduser())
-        if isinstance(stop, Exception) or not partial.exists():
+        if not partial.exists():
             raise
         exit_interrupted(getattr(stop, "signum", signal.SIGINT), f"ckptdiff: interrupted: {partial} is incomplete")
     plan = outcome.plan
