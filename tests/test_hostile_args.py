@@ -80,6 +80,7 @@ def test_an_empty_report_name_names_the_flag(tmp_path, run_cli):
     model = checkpoint(tmp_path / "model")
     one_line(run_cli(str(model), str(model), "-o", ""), "-o '': is empty; give a file name for the report")
     one_line(run_cli(str(model), str(model), "--save", " "), "--save ' ': is empty; give a file name for the report")
+    one_line(run_cli(str(model), str(model), "--config", ""), "--config '': is empty; give the config file's name")
 
 
 def test_a_bad_rename_rule_in_the_config_file_names_the_file_not_a_flag(tmp_path, run_cli):
