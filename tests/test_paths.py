@@ -118,16 +118,26 @@ def test_a_hugging_face_cache_repo_folder_names_its_snapshot(tmp_path, run_cli):
 @pytest.mark.parametrize("spec", ["snapshot", "snapshot/model.safetensors"])
 def test_a_snapshot_whose_blob_was_deleted_names_the_broken_link(tmp_path, run_cli, spec):
     """Not "no safetensors weights (it holds: config.json)", nor "no such file or folder, and not a Hub repo id"."""
-    snapshot = checkpoint(tmp_path / "snapshot")
+    snapshot = checkpoint(tmp_path / "models--org--drafter" / "snapshots" / "snapshot")
     (snapshot / "model.safetensors").unlink()
-    (snapshot / "model.safetensors").symlink_to(Path("..", "blobs", "deleted"))
+    (snapshot / "model.safetensors").symlink_to(Path("..", "..", "blobs", "deleted"))
 
-    result = run_cli(str(tmp_path / spec), str(checkpoint(tmp_path / "other")))
+    result = run_cli(str(snapshot.parent / spec), str(checkpoint(tmp_path / "other")))
 
     assert result.stderr == (
         f"ckptdiff: {snapshot / 'model.safetensors'}: is a broken symlink: the file it points to does not exist\n"
     )
     assert result.returncode == 2
+
+
+def test_a_broken_link_the_comparison_does_not_read_is_left_alone(tmp_path, run_cli):
+    """The .bin blobs deleted to save room, the snapshot's safetensors kept: the folder still compares."""
+    snapshot = checkpoint(tmp_path / "models--org--drafter" / "snapshots" / "snapshot")
+    (snapshot / "pytorch_model.bin").symlink_to(Path("..", "..", "blobs", "deleted"))
+
+    result = run_cli(str(snapshot), str(checkpoint(tmp_path / "other")))
+
+    assert result.returncode == 0, result.stderr
 
 
 # --- the config file's search --------------------------------------------------------------------------------

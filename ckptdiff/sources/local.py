@@ -16,7 +16,7 @@ from ..safetensors_header import (
     parse_header,
     read_header_length,
 )
-from .base import Described, ListedFile, Listing, ReadHandle, Source, open_regular
+from .base import BROKEN_LINK, Described, ListedFile, Listing, ReadHandle, Source, open_regular
 
 
 def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
@@ -52,9 +52,6 @@ def _read_exactly(handle: BinaryIO, count: int) -> bytes:
     return data
 
 
-#: A symlink whose target does not exist (a Hugging Face cache snapshot whose blob was deleted, a folder copied
-#: without what its links point to).
-BROKEN_LINK = "is a broken symlink: the file it points to does not exist"
 #: Subfolders looked into for weights when a folder has none at its top (a hint only).
 _MOST_SUBFOLDERS_SEEN = 64
 
@@ -121,8 +118,8 @@ class LocalSource(Source):
                     files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
                 elif entry.is_dir():
                     folders.append(entry.name)
-                elif needed and entry.is_symlink():  # a cache snapshot whose blob is gone: not "no weights"
-                    raise SourceError(str(self.folder / entry.name), BROKEN_LINK)
+                elif needed and entry.is_symlink():  # a cache snapshot whose blob is gone: listed, so that the
+                    files[entry.name] = ListedFile(entry.name, 0, None)  # read it is chosen for names it
             except OSError as err:  # a link in a loop (ELOOP), a file gone since the listing
                 if needed:
                     raise SourceError(str(self.folder / entry.name), f"cannot be read: {err.strerror or err}") from None
