@@ -41,7 +41,9 @@ def write_report(text: str, destination: str | None) -> None:
             silence_stdout()  # the buffer's rest would fail again at the interpreter's exit (exit 120, a traceback)
             raise ReportWriteError("stdout", f"cannot write the report: {write_failure(err)}") from None
         return
-    target = Path(destination)
+    # a link (latest.json -> reports/run-42.json) is written through, as `> latest.json` would: the file it names
+    # is replaced, the link stays
+    target = Path(os.path.realpath(destination)) if os.path.islink(destination) else Path(destination)
     status = _destination_status(destination)
     if status is not None and not stat.S_ISREG(status.st_mode):
         # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically

@@ -83,6 +83,20 @@ def test_an_empty_report_name_names_the_flag(tmp_path, run_cli):
     one_line(run_cli(str(model), str(model), "--config", ""), "--config '': is empty; give the config file's name")
 
 
+def test_a_report_onto_a_symlink_replaces_the_file_it_names_and_keeps_the_link(tmp_path, run_cli):
+    """``-o latest.json`` where latest.json -> reports/run-42.json, as ``> latest.json`` would write it."""
+    model = checkpoint(tmp_path / "model")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "run-42.json").write_text("old")
+    (tmp_path / "latest.json").symlink_to(Path("reports", "run-42.json"))
+
+    result = run_cli(str(model), str(model), "-o", str(tmp_path / "latest.json"))
+
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "latest.json").is_symlink()
+    assert json.loads((tmp_path / "reports" / "run-42.json").read_text())["verdict"] == "compatible"
+
+
 def test_a_bad_rename_rule_in_the_config_file_names_the_file_not_a_flag(tmp_path, run_cli):
     model = checkpoint(tmp_path / "model")
     (tmp_path / "ckptdiff.toml").write_text("rename = ['(?P<a>x)(?P<a>y)=z']\n")
