@@ -46,9 +46,11 @@ from .version import __version__
 EXIT_TROUBLE = 2
 
 
-#: Specs are paths more often than not: typed as paths so that shell completion offers files (a Hub repo or a URL
-#: is accepted as it is; nothing is checked here).
-SPEC = click.Path()
+#: Specs, -o, --save and --config are typed as paths so that shell completion offers files (a Hub repo or a URL is
+#: accepted as it is). Nothing is checked here: click's own readability check would refuse an unreadable file in
+#: its usage-error block, before the reader or the writer could name the file and the defect in one line.
+PATH = click.Path(readable=False)
+SPEC = PATH
 
 
 @click.command(
@@ -66,13 +68,13 @@ SPEC = click.Path()
     "md is markdown; github: the table with ::error/::warning annotations for a GitHub job's log; html: one "
     "self-contained page (a table to filter; with --values, drift plots by layer).",
 )
-@click.option("-o", "--output", metavar="FILE", type=click.Path(), help="Write the report to FILE instead of stdout.")
+@click.option("-o", "--output", metavar="FILE", type=PATH, help="Write the report to FILE instead of stdout.")
 @click.option(
     "--save",
     "saves",
     multiple=True,
     metavar="FILE",
-    type=click.Path(),
+    type=PATH,
     help="Also write the report to FILE, in the format its extension names (.md, .json, .html, .xml, .txt): "
     "one comparison, several reports (repeatable).",
 )
@@ -190,7 +192,7 @@ SPEC = click.Path()
     "--config",
     "config_path",
     metavar="FILE",
-    type=click.Path(),
+    type=PATH,
     help="Settings file (default: nearest ckptdiff.toml or pyproject.toml [tool.ckptdiff]).",
 )
 @click.option(
@@ -311,7 +313,12 @@ def command(
     )
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
     fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
-    refuse_reports_over_inputs((output, *saves), {"A": a, "B": b, "--base": base})
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if no_step_summary or not settings.get("step_summary", True):
+        step_summary = None
+    inputs = {"A": a, "B": b, "--base": base}
+    refuse_reports_over_inputs((output, *saves), inputs)
+    refuse_reports_over_inputs((step_summary,), inputs, "GITHUB_STEP_SUMMARY names it; or pass --no-step-summary")
     check_report_destinations((output, *saves))
     from .families.engine_settings import EngineSettings, using
 
@@ -344,8 +351,7 @@ def command(
     text = deliver(report, fmt, output, view, verbosity, color)
     for path, saved_as in zip(saves, save_formats, strict=True):
         write_report(render(report, saved_as, replace(view, color=False, only_diffs=saved_as == "table")), path)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary and not no_step_summary and settings.get("step_summary", True):
+    if step_summary:
         plain = replace(view, color=False, expand=False)
         summary = text if fmt == "markdown" and not view.expand else render(report, "markdown", plain)
         if len(summary) > STEP_SUMMARY_LIMIT // 4 and len(summary.encode()) > STEP_SUMMARY_LIMIT:

@@ -50,8 +50,8 @@ class ShardSize(_IntType):
     "  ckptdiff convert ./drafter ./drafter-vllm --to vllm --plan\n\n"
     "Manual: docs/convert.md of the ckptdiff repository.",
 )
-@click.argument("src", metavar="SRC", type=click.Path())
-@click.argument("out", metavar="OUT", type=click.Path())
+@click.argument("src", metavar="SRC", type=click.Path(readable=False))
+@click.argument("out", metavar="OUT", type=click.Path(readable=False))
 @click.option("--to", "engine", required=True, type=click.Choice(ENGINES), help="The engine that will load OUT.")
 @click.option("--base", metavar="BASE", help="The model OUT will serve: its context length, hidden size, embedding.")
 @click.option(
@@ -96,7 +96,7 @@ class ShardSize(_IntType):
     "--config",
     "config_path",
     metavar="FILE",
-    type=click.Path(),
+    type=click.Path(readable=False),
     help="Settings file; convert takes expand from it (default: nearest ckptdiff.toml or pyproject.toml "
     "[tool.ckptdiff]).",
 )
@@ -174,8 +174,10 @@ def convert_command(
     try:
         outcome = convert(request, options, bar_for)  # type: ignore[arg-type]
     except BaseException as stop:  # Ctrl-C, SIGTERM (ckptdiff.cli.Interrupted): say what is left unfinished
+        if isinstance(stop, Exception):
+            raise
         partial = partial_of(Path(out).expanduser())
-        if isinstance(stop, Exception) or not partial.exists():
+        if not partial.exists():
             raise
         exit_interrupted(getattr(stop, "signum", signal.SIGINT), f"ckptdiff: interrupted: {partial} is incomplete")
     plan = outcome.plan

@@ -41,7 +41,9 @@ def write_report(text: str, destination: str | None) -> None:
             silence_stdout()  # the buffer's rest would fail again at the interpreter's exit (exit 120, a traceback)
             raise ReportWriteError("stdout", f"cannot write the report: {write_failure(err)}") from None
         return
-    target = Path(destination)
+    # a link (latest.json -> reports/run-42.json) is written through, as `> latest.json` would: the file it names
+    # is replaced, the link stays
+    target = Path(os.path.realpath(destination)) if os.path.islink(destination) else Path(destination)
     status = _destination_status(destination)
     if status is not None and not stat.S_ISREG(status.st_mode):
         # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
@@ -78,9 +80,13 @@ def check_report_destinations(destinations: Iterable[str | None]) -> None:
     """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
     exist, a parent that is a file. Found only once the report was ready, it threw away a run of minutes (the Hub,
     --values) for a typo in ``-o``; the write itself still says why when the file system changes meanwhile."""
-    for destination in destinations:
+    for number, destination in enumerate(destinations):
         if destination is None or destination == "-":
             continue
+        if not destination.strip():  # the first is -o's, the rest --save's
+            what = "-o" if number == 0 else "--save"
+            stdout = " (or - for stdout)" if number == 0 else ""
+            raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
         if _destination_status(destination) is None:
             parent = Path(destination).parent
             try:
@@ -110,7 +116,9 @@ def _destination_status(destination: str) -> os.stat_result | None:
 _WRITE_CHARACTERS = 1 << 20
 
 
-def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mapping[str, str | None]) -> None:
+def refuse_reports_over_inputs(
+    destinations: Iterable[str | None], specs: Mapping[str, str | None], hint: str = "name another file for the report"
+) -> None:
     """Refuse, before anything is read, a report that would replace a file of a local checkpoint the run reads:
     ``-o model/config.json`` (a typo, a tab completion) wrote the report over A's config, and ``--format json
     -o b/model.safetensors`` would write it over B's weights. ``specs``: each side's label and spec."""
@@ -140,7 +148,7 @@ def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mappin
                 raise ReportWriteError(
                     destination,
                     f"would be {label}'s {target.name} ({spec}): a report never replaces or adds a checkpoint's files",
-                    "name another file for the report",
+                    hint,
                 )
 
 

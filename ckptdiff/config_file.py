@@ -237,6 +237,8 @@ def _home() -> Path | None:
 
 def load_config(path: str | Path | None = None, *, start: Path | None = None) -> FileSettings:
     """Read ``path`` (``--config``), or the file :func:`find_config` finds; no file gives empty settings."""
+    if path is not None and not str(path).strip():  # Path("") is the current folder
+        raise ConfigError(f"--config {str(path)!r}", "is empty; give the config file's name")
     found = Path(path) if path is not None else find_config(start)
     if found is None:
         return FileSettings()

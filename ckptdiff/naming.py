@@ -66,7 +66,7 @@ class NamedSide(msgspec.Struct, frozen=True):
 def name_side(
     checkpoint: Checkpoint, label: str, profile: Profile | None, renames: Sequence[RenameRule] = ()
 ) -> NamedSide:
-    if not renames and "" not in checkpoint.tensors:  # nothing to rename or refuse: the side's own map, as it is
+    if not renames:  # nothing to rename: the side's own map, as it is
         renamed: Mapping[str, TensorInfo] = checkpoint.tensors
     else:
         renamed = _renamed(checkpoint, label, renames)
@@ -90,7 +90,7 @@ def _renamed(checkpoint: Checkpoint, label: str, renames: Sequence[RenameRule]) 
         name = original
         for rule in renames:
             name = rule.apply(name)
-        if not name:
+        if not name and original:  # a name the checkpoint itself leaves empty is its own (safetensors allows it)
             raise CkptdiffError("--rename", f"turns {label}'s {original!r} into an empty name")
         if name in renamed:
             other = renamed[name].name

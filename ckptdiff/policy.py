@@ -100,10 +100,13 @@ class Policy:
             return rule
         parts = rule.split(":")
         if len(parts) != 2:
+            in_file = self.origin("allow_dtype_change") is not None  # "true" there, not a bare flag, allows any
             raise PolicyError(
                 self._where("allow_dtype_change"),
                 f"{rule!r} is not FROM:TO (e.g. BF16:F32)",
-                "a bare --allow-dtype-change goes after A and B",
+                "allow-dtype-change = true allows any change"
+                if in_file
+                else "a bare --allow-dtype-change goes after A and B",
             )
         normalised = []
         for dtype in parts:

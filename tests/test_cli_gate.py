@@ -9,6 +9,7 @@ import pty
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -158,7 +159,10 @@ def test_one_spec_without_the_other_is_a_usage_error(run_cli, tmp_path):
     [
         ("allow-missing = [\n", "is not valid TOML"),
         ("fail-on = 'never'\n", "fail-on: must be one of error, warning"),
-        ("allow-dtype-change = ['BF16=>F32']\n", "is not FROM:TO"),
+        (
+            "allow-dtype-change = ['BF16=>F32']\n",
+            "is not FROM:TO (e.g. BF16:F32) (allow-dtype-change = true allows any",
+        ),
     ],
 )
 def test_a_broken_config_file_is_one_line_and_exit_2(run_cli, pair, tmp_path, text, defect):
@@ -231,6 +235,20 @@ def test_an_unwritable_step_summary_is_exit_2_after_the_report(run_cli, pair, tm
     )
     line = one_error_line(result)
     assert "cannot append the step summary" in line and "--no-step-summary" in line
+
+
+def test_a_step_summary_naming_a_checkpoints_file_is_refused_before_anything_is_read(run_cli, pair, tmp_path):
+    """A GITHUB_STEP_SUMMARY pointed at A's config.json would have had the markdown appended to it."""
+    config = Path(pair[0]) / "config.json"
+    config.write_text('{"hidden_size": 8}')
+    before = config.read_bytes()
+
+    result = run_cli(*pair, env={"GITHUB_STEP_SUMMARY": str(config)})
+
+    assert result.returncode == 2 and result.stdout == ""
+    assert "a report never replaces or adds a checkpoint's files" in one_error_line(result)
+    assert "--no-step-summary" in result.stderr and config.read_bytes() == before
+    assert run_cli(*pair, "--no-step-summary", env={"GITHUB_STEP_SUMMARY": str(config)}).returncode == 1
 
 
 # --- readable output -------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.generate import HERE as FIXTURES
-from fixtures.generate import write_kimi_k2_base
+from fixtures.generate import write_kimi_k2_base, write_safetensors
 
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
@@ -89,6 +89,22 @@ def test_a_long_path_wraps_after_a_slash_under_its_label(run_cli, tmp_path):
     assert "".join(line[3:] for line in head) == str(deep)
 
 
+def test_wide_and_combining_characters_in_names_keep_the_columns_aligned(run_cli, tmp_path):
+    """A terminal shows 中 two columns wide and the accent of e\u0301 in none: the next column starts where it
+    starts for an ASCII name."""
+    names = ["abc.w", "中文.权重", "e\u0301.w"]  # 5, 9 and 3 columns on screen
+    write_safetensors(tmp_path / "a.safetensors", [(name, "F32", [1]) for name in names])
+    write_safetensors(tmp_path / "b.safetensors", [(name, "F32", [2]) for name in names])
+
+    result = run_cli(str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"), "-q", env={"COLUMNS": "100"})
+
+    lines = result.stdout.splitlines()
+    name_column = len(lines[1].split()[0])  # its dashes: the widest name's columns, 9
+    rows = {name: next(line for line in lines if line.startswith(name)) for name in names}
+    for name, on_screen in zip(names, (5, 9, 3)):
+        assert rows[name].index("[1] F32") == len(name) + (name_column - on_screen) + 2, rows[name]
+
+
 def test_json_and_markdown_keep_the_full_text_whatever_the_width(run_cli):
     for fmt in ("json", "markdown"):
         assert run_cli(PUBLISHED, TWO_AUX, "--format", fmt, env={"COLUMNS": "80"}).stdout == (
@@ -132,6 +148,12 @@ def test_quiet_shows_only_the_verdict_and_what_failed_it(run_cli):
 
     passing = run_cli(PUBLISHED, OURS, "-q")
     assert passing.returncode == 0 and passing.stdout == "compatible: 15 match, 1 injected\n"
+
+
+def test_quiet_keeps_one_blank_line_between_failing_rows_and_failing_events(run_cli):
+    both = run_cli(NO_LM_HEAD, TWO_AUX, "--engine", "vllm", "-q").stdout.splitlines()
+    table_end = both.index("engines:") - 1
+    assert both[table_end] == "" and both[table_end - 1].startswith("lm_head.weight ")
 
 
 def test_the_verdict_names_the_first_failures_and_counts_the_rest(run_cli, tmp_path):

@@ -365,6 +365,50 @@ def test_force_never_replaces_a_folder_holding_src(run_cli, tmp_path):
     assert (src / "model.safetensors").is_file()
 
 
+def test_a_single_file_src_converts_into_a_folder_beside_it(run_cli, tmp_path):
+    """``ckptdiff convert drafter.safetensors ./drafter-vllm``: OUT beside the file is not inside the input."""
+    downloads = random_drafter(tmp_path / "downloads")
+    before = digest_folder(downloads)
+
+    result = run_cli("convert", str(downloads / "model.safetensors"), str(downloads / "drafter-vllm"), "--to", "vllm")
+
+    assert result.returncode == 0, result.stderr
+    assert (downloads / "drafter-vllm" / "model.safetensors").is_file()
+    assert digest_folder(downloads) == before
+
+
+def test_force_never_builds_out_where_src_is(run_cli, tmp_path):
+    """SRC named like OUT's build folder (``d.partial``, left by an earlier run): --force would remove SRC."""
+    src = random_drafter(tmp_path / "d.partial")
+    before = digest_folder(src)
+
+    result = run_cli("convert", str(src), str(tmp_path / "d"), "--to", "vllm", "--force")
+
+    assert result.returncode == 2
+    assert one_line(result).endswith("d.partial: convert never writes into its input")
+    assert digest_folder(src) == before and not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("out", [".", "./", "..", "/", "HERE"])
+def test_out_naming_the_current_folder_is_refused_in_one_line(run_cli, drafter, tmp_path, out):
+    """``cd empty && ckptdiff convert SRC . --to vllm --force``: an internal error for ".", and for the folder by
+    its own name --force replaced the (empty) current folder under the shell."""
+    here = tmp_path / "empty"
+    here.mkdir()
+    out = str(here) if out == "HERE" else out
+
+    result = run_cli("convert", str(drafter), out, "--to", "vllm", "--force", cwd=here)
+
+    assert result.returncode == 2
+    assert one_line(result) == (
+        f"ckptdiff: {out.rstrip('/') or '/'}: names the current folder or one above it: convert writes OUT as a new "
+        "folder of its own (give it a name, e.g. ./drafter-vllm)"
+    )
+    assert here.is_dir() and not any(here.iterdir())
+    planned = run_cli("convert", str(drafter), out, "--to", "vllm", "--plan", cwd=here)
+    assert planned.returncode == 0, planned.stderr  # --plan writes nothing
+
+
 def test_a_left_partial_output_is_not_reused_without_force(run_cli, drafter, tmp_path):
     (tmp_path / "out.partial").mkdir()
 

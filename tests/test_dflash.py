@@ -232,6 +232,8 @@ def test_against_the_base_the_profile_names_what_does_not_fit(tmp_path, run_cli)
         ({"architectures": ["DFlash2DraftModel"]}, "vllm", "dflash_not_supported"),
         ({"num_hidden_layers": None}, "sglang", "layers_required"),
         ({"dflash_config": {"mask_token_id": 151669, "target_layer_ids": 9}}, "sglang", "target_layer_ids_malformed"),
+        # parse_dflash_draft_config reads a present [] as given and raises "must be non-empty"; only null is unset
+        ({"dflash_config": {"mask_token_id": 151669, "target_layer_ids": []}}, "sglang", "target_layer_ids_malformed"),
         (
             {"dflash_config": {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 40]}},
             "sglang",

@@ -32,6 +32,7 @@ from fixtures.generate import (
     small_drafter_config,
     write_drafter,
     write_kimi_k2_base,
+    write_safetensors,
 )
 
 EAGLE3 = get_profile("eagle3")
@@ -243,6 +244,22 @@ def test_a_bad_rename_rule_is_one_line_and_exit_2(rule, says, run_cli):
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith("ckptdiff: --rename: ") and says in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_tensor_the_file_names_empty_is_compared_not_blamed_on_rename(tmp_path, run_cli):
+    """safetensors allows the name ''; only a --rename that empties a name is refused."""
+    write_safetensors(tmp_path / "a.safetensors", [("", "F32", [2]), ("w", "F32", [2])])
+    write_safetensors(tmp_path / "b.safetensors", [("w", "F32", [2])])
+
+    result = run_cli(str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"), "--format", "json")
+
+    assert result.returncode == 1, result.stderr
+    rows = {row["name"]: row["status"] for row in json.loads(result.stdout)["tensors"]}
+    assert rows == {"": "only_in_a", "w": "match"}
+
+    emptied = run_cli(str(tmp_path / "b.safetensors"), str(tmp_path / "b.safetensors"), "--rename", "^w$=")
+    assert emptied.returncode == 2
+    assert emptied.stderr == "ckptdiff: --rename: turns A's 'w' into an empty name\n"
 
 
 # --- shapes from each side's own config -------------------------------------------------------------------

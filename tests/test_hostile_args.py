@@ -4,9 +4,14 @@ empty strings (an unset ``$MODEL``). Each is one line naming the argument and ex
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from conftest import cli_env
 
 from fixtures.generate import write_safetensors
 
@@ -74,6 +79,22 @@ def test_an_empty_spec_is_refused_not_read_as_the_current_folder(tmp_path, run_c
 def test_an_empty_report_name_names_the_flag(tmp_path, run_cli):
     model = checkpoint(tmp_path / "model")
     one_line(run_cli(str(model), str(model), "-o", ""), "-o '': is empty; give a file name for the report")
+    one_line(run_cli(str(model), str(model), "--save", " "), "--save ' ': is empty; give a file name for the report")
+    one_line(run_cli(str(model), str(model), "--config", ""), "--config '': is empty; give the config file's name")
+
+
+def test_a_report_onto_a_symlink_replaces_the_file_it_names_and_keeps_the_link(tmp_path, run_cli):
+    """``-o latest.json`` where latest.json -> reports/run-42.json, as ``> latest.json`` would write it."""
+    model = checkpoint(tmp_path / "model")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "run-42.json").write_text("old")
+    (tmp_path / "latest.json").symlink_to(Path("reports", "run-42.json"))
+
+    result = run_cli(str(model), str(model), "-o", str(tmp_path / "latest.json"))
+
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "latest.json").is_symlink()
+    assert json.loads((tmp_path / "reports" / "run-42.json").read_text())["verdict"] == "compatible"
 
 
 def test_a_bad_rename_rule_in_the_config_file_names_the_file_not_a_flag(tmp_path, run_cli):
@@ -159,3 +180,42 @@ def test_a_malformed_hf_endpoint_is_one_line_naming_it(tmp_path, run_cli_subproc
 
     # a run that needs no Hub is not stopped by it
     assert run_cli_subprocess(str(model), str(model), env={"HF_ENDPOINT": endpoint}).returncode == 0
+
+
+def as_a_user(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``ckptdiff ARGS`` in a process file modes apply to: root reads a ``chmod 000`` file unless it drops
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH (setpriv does, for this process only)."""
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv reads every file whatever its mode")
+        caps = "-dac_override,-dac_read_search"
+        prefix = ["setpriv", "--bounding-set", caps, "--inh-caps", caps]
+    command = [*prefix, sys.executable, "-m", "ckptdiff", *args]
+    return subprocess.run(command, capture_output=True, text=True, env=cli_env(tmp_path, None), cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["locked/model.safetensors", "model"], "ckptdiff: locked/model.safetensors: cannot read: Permission denied\n"),
+        (["locked", "model"], "ckptdiff: locked: cannot be listed: Permission denied\n"),
+        (["model", "model", "--base", "locked"], "ckptdiff: locked: cannot be listed: Permission denied\n"),
+        (["convert", "locked", "out", "--to", "vllm"], "ckptdiff: locked: cannot be listed: Permission denied\n"),
+    ],
+)
+def test_an_unreadable_spec_is_one_line_naming_it(tmp_path, args, line):
+    """Not click's usage error ("Path 'locked' is not readable" under "Usage: ..."): the reader's own line."""
+    checkpoint(tmp_path / "model")
+    locked = checkpoint(tmp_path / "locked")
+    (locked / "model.safetensors").chmod(0)
+    if "locked" in args:
+        locked.chmod(0)
+    try:
+        result = as_a_user(tmp_path, *args)
+    finally:
+        locked.chmod(0o755)
+        (locked / "model.safetensors").chmod(0o644)
+
+    assert (result.returncode, result.stderr) == (2, line)
+    assert not (tmp_path / "out").exists()

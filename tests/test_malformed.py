@@ -517,6 +517,13 @@ CASES = [
         "not a readable tensor pickle",
     ),
     Case(
+        "pickle-a-bare-tensor",  # torch.save(tensor): no names to compare
+        torch_archive(pickle.PROTO + b"\x02" + _TENSOR + pickle.STOP),
+        SourceError,
+        "pytorch_model.bin",
+        "holds a single tensor, not a state dict of tensors",
+    ),
+    Case(
         "pickle-not-a-zip",
         lambda f: raw_file(f, b"\x80\x02}q\x00.", "pytorch_model.bin"),
         SourceError,
@@ -530,7 +537,7 @@ CASES = [
         lambda f: raw_file(f, b"{}", "weights.txt"),
         SourceError,
         "weights.txt",
-        "not a .safetensors file",
+        "is not named like a weight file",
     ),
     Case(
         "fifo",

@@ -101,6 +101,45 @@ def test_a_hugging_face_cache_snapshot_is_read(tmp_path, run_cli):
     assert result.returncode == 0, result.stderr
 
 
+def test_a_hugging_face_cache_repo_folder_names_its_snapshot(tmp_path, run_cli):
+    """``ckptdiff ~/.cache/huggingface/hub/models--org--drafter``: the weights are two folders down."""
+    repo = tmp_path / "hub" / "models--org--drafter"
+    commit = "b" * 40
+    checkpoint(repo / "snapshots" / commit)
+    (repo / "blobs").mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+
+    result = run_cli(str(repo), str(checkpoint(tmp_path / "other")))
+
+    one_line(result, f"(its weights are in a subfolder: give {repo / 'snapshots' / commit})")
+
+
+@pytest.mark.parametrize("spec", ["snapshot", "snapshot/model.safetensors"])
+def test_a_snapshot_whose_blob_was_deleted_names_the_broken_link(tmp_path, run_cli, spec):
+    """Not "no safetensors weights (it holds: config.json)", nor "no such file or folder, and not a Hub repo id"."""
+    snapshot = checkpoint(tmp_path / "models--org--drafter" / "snapshots" / "snapshot")
+    (snapshot / "model.safetensors").unlink()
+    (snapshot / "model.safetensors").symlink_to(Path("..", "..", "blobs", "deleted"))
+
+    result = run_cli(str(snapshot.parent / spec), str(checkpoint(tmp_path / "other")))
+
+    assert result.stderr == (
+        f"ckptdiff: {snapshot / 'model.safetensors'}: is a broken symlink: the file it points to does not exist\n"
+    )
+    assert result.returncode == 2
+
+
+def test_a_broken_link_the_comparison_does_not_read_is_left_alone(tmp_path, run_cli):
+    """The .bin blobs deleted to save room, the snapshot's safetensors kept: the folder still compares."""
+    snapshot = checkpoint(tmp_path / "models--org--drafter" / "snapshots" / "snapshot")
+    (snapshot / "pytorch_model.bin").symlink_to(Path("..", "..", "blobs", "deleted"))
+
+    result = run_cli(str(snapshot), str(checkpoint(tmp_path / "other")))
+
+    assert result.returncode == 0, result.stderr
+
+
 # --- the config file's search --------------------------------------------------------------------------------
 
 

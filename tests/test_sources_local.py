@@ -115,6 +115,18 @@ def test_a_folder_whose_weights_are_in_a_subfolder_says_which_to_give(tmp_path):
         resolve(str(tmp_path / "run"))
 
 
+def test_a_file_not_named_like_weights_says_what_ckptdiff_reads(tmp_path):
+    """``ckptdiff ./run/config.json ...`` or a Lightning ``.ckpt``: the line names torch files too, not only
+    safetensors."""
+    write_config(tmp_path, {"hidden_size": 8})
+    with pytest.raises(SourceError) as error:
+        resolve(str(tmp_path / "config.json"))
+    assert error.value.line() == (
+        f"{tmp_path / 'config.json'}: is not named like a weight file (ckptdiff reads safetensors files, folders and "
+        "indexes, and torch .bin/.pt/.pth files)"
+    )
+
+
 def test_an_empty_folder_says_it_holds_no_files(tmp_path):
     (tmp_path / "only-a-folder").mkdir()
     with pytest.raises(SourceError, match=r"no safetensors weights .* \(it holds no files\)$"):

@@ -46,6 +46,24 @@ def test_a_malformed_url_is_refused_before_any_request(spec):
         parse_spec(spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "line"),
+    [
+        ("file:///data/drafter", "file:///data/drafter: ckptdiff does not read file:// URLs (give the path itself)"),
+        (
+            "ftp://user:pw@host/drafter",
+            "ftp://host/drafter: ckptdiff does not read ftp:// URLs (give a path, a Hub repo id, or an hf://, s3://, "
+            "gs://, az:// or https:// URL)",
+        ),
+    ],
+)
+def test_a_url_of_a_scheme_ckptdiff_does_not_read_says_so(spec, line):
+    """Not "no such file or folder, and not a Hub repo id": the user typed a URL, and its password stays out."""
+    with pytest.raises(SourceError) as error:
+        parse_spec(spec)
+    assert error.value.line() == line
+
+
 @pytest.mark.parametrize("spec", ["~\0", "./a\0b", "org/na\0me"])
 def test_a_nul_character_is_one_clear_error(spec):
     with pytest.raises(SourceError, match="holds a NUL character"):

@@ -247,10 +247,11 @@ def laid_out(tensors: Sequence[PlannedTensor], max_shard_size: int | None) -> tu
     return [replace(t, file=shards.file_of[t.name]) for t in tensors], shards
 
 
-def renamed(name: str, renames: Sequence[RenameRule]) -> str:
+def renamed(original: str, renames: Sequence[RenameRule]) -> str:
+    name = original
     for rule in renames:
         name = rule.apply(name)
-    if not name:
+    if not name and original:
         raise ConvertRefused("--rename", "turns a tensor name into an empty one")
     return name
 

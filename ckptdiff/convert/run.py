@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import INDEX_SUFFIX, Checkpoint
 from ..errors import CkptdiffError
 from ..naming import RenameRule
 from ..sources import LocalSpec, SourceOptions, open_source, parse_spec, read_source
@@ -75,7 +75,8 @@ class ConvertWriteError(CkptdiffError):
 
 
 def partial_of(out: Path) -> Path:
-    return out.with_name(out.name + PARTIAL_SUFFIX)
+    """Where OUT is built; OUT itself for a path with no name of its own (".", "/": refused unless --plan)."""
+    return out.with_name(out.name + PARTIAL_SUFFIX) if out.name not in ("", "..") else out
 
 
 def convert(
@@ -88,6 +89,13 @@ def convert(
     options = options or SourceOptions()
     layout = TARGETS[request.engine]
     out = Path(request.out).expanduser()
+    here = out.name in ("", "..") or _is_current_folder(out)  # ".", "/", "$PWD": none of its own to build and name
+    if here and not request.plan_only:
+        raise ConvertRefused(
+            str(out),
+            "names the current folder or one above it: convert writes OUT as a new folder of its own",
+            "give it a name, e.g. ./drafter-vllm",
+        )
     partial = partial_of(out)
     _refuse_hostile_paths(request, out, partial)
     src_source = open_source(request.src, options)
@@ -197,8 +205,10 @@ def _plan(request: ConvertRequest, source: Checkpoint, layout: TargetLayout, bas
 
 
 def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> None:
-    """OUT inside SRC (or BASE), SRC inside an OUT --force would replace, OUT existing without --force."""
+    """OUT or OUT.partial inside SRC (or BASE), SRC inside an OUT --force would replace, OUT existing without
+    --force. A folder or an index is its whole folder; a single weight file is that file (OUT may sit beside it)."""
     resolved_out = out.resolve()
+    resolved_partial = partial.resolve()
     for what, spec in (("SRC", request.src), ("--base", request.base), ("--from-base", request.from_base)):
         if spec is None:
             continue
@@ -208,14 +218,19 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
             continue  # reading it says why
         if not isinstance(parsed, LocalSpec):
             continue
-        folder = parsed.path.resolve()
+        guarded = parsed.path.resolve()
         try:
-            folder = folder.parent if folder.is_file() else folder
+            if guarded.is_file() and guarded.name.endswith(INDEX_SUFFIX):
+                guarded = guarded.parent
         except OSError:
             continue  # a name the system cannot look up (ENAMETOOLONG): reading it says why
-        if resolved_out == folder or folder in resolved_out.parents:
+        if resolved_out == guarded or guarded in resolved_out.parents:
             raise ConvertRefused(str(out), f"is inside {what} {spec}: convert never writes into its input")
-        if request.force and (resolved_out in folder.parents):
+        if partial != out and (resolved_partial == guarded or resolved_partial in guarded.parents):
+            raise ConvertRefused(
+                str(out), f"is built in {partial}, which holds {what} {spec}: convert never writes into its input"
+            )
+        if request.force and (resolved_out in guarded.parents):
             raise ConvertRefused(str(out), f"holds {what} {spec}: --force would replace it")
     if request.plan_only:
         return
@@ -237,6 +252,13 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
             raise ConvertRefused(str(partial), "exists, left by an earlier run: remove it, or --force")
     except OSError as err:  # a name longer than the file system allows (ENAMETOOLONG): no output could be made
         raise ConvertRefused(str(out), f"cannot be written: {err.strerror or err}") from None
+
+
+def _is_current_folder(out: Path) -> bool:
+    try:
+        return out.resolve() == Path.cwd().resolve()
+    except OSError:  # a name the system cannot look up, a current folder since removed: others say why
+        return False
 
 
 def _replaceable(out: Path) -> bool:

@@ -5,6 +5,7 @@ before anything is measured."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from itertools import accumulate
 
@@ -26,18 +27,34 @@ _PROSE_WORDS = re.compile(r"(?:\[[0-9, ]*\]|[^\s.]|\.(?![A-Za-z_]))+(?:\.(?=[A-Z
 _PATH_WORDS = re.compile(r"\[[0-9, ]*\][^\s/]*\s*|[^\s/]*/+|[^\s/]+\s*|\s+")
 
 
+def columns_of(text: str) -> int:
+    """How many terminal columns ``text`` takes: a wide (CJK, emoji) character two, a combining mark or a
+    zero-width one none, colour codes none."""
+    if "\033" in text:
+        text = re.sub(r"\033\[[0-9;]*m", "", text)
+    if text.isascii():
+        return len(text)
+    return sum(_char_columns(c) for c in text)
+
+
+def _char_columns(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
 def words(text: str, name: bool = False, path: bool = False) -> list[str]:
     return (_PATH_WORDS if path else _NAME_WORDS if name else _PROSE_WORDS).findall(text)
 
 
 def wrap(text: str, width: int | None, name: bool = False, path: bool = False) -> list[str]:
     """``text`` in lines of at most ``width`` characters, broken only between words (a longer word overflows)."""
-    if width is None or len(text) <= width:
+    if width is None or columns_of(text) <= width:
         return [text]
     lines: list[str] = []
     line = ""
     for word in words(text, name, path):
-        if line and len((line + word).rstrip()) > width:
+        if line and columns_of((line + word).rstrip()) > width:
             lines.append(line.rstrip())
             line = word.lstrip()
         else:
@@ -111,7 +128,7 @@ def grid(
     cells = [[_inert_cell(cell) if guard else cell for cell in row] for row in rows]
     while True:
         columns = list(zip(headers, *cells)) if cells else [(h,) for h in headers]
-        widths = [max(map(len, column)) for column in columns]
+        widths = [max(map(columns_of, column)) for column in columns]
         if width is not None:
             widths = _fit(columns, widths, width, shrink, names)
         body = [[wrap(cell, widths[i], i in names) for i, cell in enumerate(row)] for row in cells]
@@ -197,7 +214,7 @@ def _fit(
     if excess <= 0:
         return widths
     shrinkable = {i for stage, _ in shrink for i in stage}
-    smallest = {i: max(len(w.strip()) for c in columns[i] for w in words(c, i in names)) for i in shrinkable}
+    smallest = {i: max(columns_of(w.strip()) for c in columns[i] for w in words(c, i in names)) for i in shrinkable}
     widths = list(widths)
     for stage, floor in shrink:
         while excess > 0:
@@ -221,7 +238,7 @@ def _line(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
 
 def _visible(text: str) -> int:
     """How many columns ``text`` takes on screen (its colour codes none)."""
-    return len(re.sub(r"\033\[[0-9;]*m", "", text))
+    return columns_of(text)
 
 
 def _pad(text: str, width: int) -> str:

@@ -146,7 +146,7 @@ def _quiet(report: Report, options: RenderOptions, terminal: Terminal, paint: Pa
     """Only what failed the gate, then the verdict: failing tensors, findings and engine events."""
     lines: list[str] = []
     if report.b is not None and any(not row.passes for row in report.tensors):
-        lines += _tensor_table(report, options, terminal, paint, failing_only=True) + [""]
+        lines += _tensor_table(report, options, terminal, paint, failing_only=True)
     lines += _engines(report, terminal, paint, failing_only=True)
     lines += _findings(report, terminal, paint, failing_only=True)
     if lines and lines[0] == "":

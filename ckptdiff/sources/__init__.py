@@ -37,6 +37,8 @@ HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
 _HUB_PAGE = re.compile(r"^(?:/(?P<view>tree|blob|resolve)/(?P<revision>[^/]+)(?P<path>(?:/[^/]+)*))?/?$")
 #: What git refuses in a ref name (git check-ref-format), and so what no branch, tag or commit can be.
 _BAD_REVISION = re.compile(r"\.\.|@\{|//|[\x00-\x20\x7f~^:?*\[\\]|^[/.]|[/.]$|\.lock$|^@$|/\.")
+#: A URL scheme as RFC 3986 spells one (a spec "x://..." with another is not a URL).
+_URL_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 #: URL schemes read through fsspec, and the extra that installs each one's package.
 STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
 
@@ -109,13 +111,17 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
     repo, _, revision = spec.partition("@")
     if _REPO_ID.match(repo) and (not _ or revision):
         return HubSpec(repo, _checked_revision(spec, revision or None))
+    if separator and _URL_SCHEME.match(scheme):  # ftp://, file://: a URL, not a path that happens not to exist
+        other = "give a path, a Hub repo id, or an hf://, s3://, gs://, az:// or https:// URL"
+        hint = "give the path itself" if scheme == "file" else other
+        raise SourceError(display_spec(spec), f"ckptdiff does not read {scheme}:// URLs", hint)
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
 
 
 def _exists(path: Path, spec: str) -> bool:
     """Whether the path exists; one the system cannot look up (a name over 255 bytes) is refused, not a bug."""
     try:
-        return path.exists()
+        return path.exists() or path.is_symlink()  # a broken link is a path: reading it says it is broken
     except OSError as err:  # pathlib swallows only ENOENT, ENOTDIR, EBADF and ELOOP
         raise SourceError(display_spec(spec), f"cannot be looked up: {err.strerror or err}") from None
 

@@ -63,6 +63,11 @@ class Described(msgspec.Struct, frozen=True):
     revision: str | None
 
 
+#: A symlink whose target does not exist (a Hugging Face cache snapshot whose blob was deleted, a folder copied
+#: without what its links point to).
+BROKEN_LINK = "is a broken symlink: the file it points to does not exist"
+
+
 def open_regular(
     path: str | os.PathLike[str], where: str, *, buffering: int = -1, expected: str = "a file"
 ) -> BinaryIO:
@@ -72,6 +77,8 @@ def open_regular(
     between the check and the reads."""
     try:
         descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError as err:
+        raise SourceError(where, BROKEN_LINK if os.path.islink(path) else f"cannot read: {err.strerror}") from None
     except OSError as err:
         raise SourceError(where, f"cannot read: {err.strerror or err}") from None
     try:

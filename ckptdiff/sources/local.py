@@ -16,7 +16,7 @@ from ..safetensors_header import (
     parse_header,
     read_header_length,
 )
-from .base import Described, ListedFile, Listing, ReadHandle, Source, open_regular
+from .base import BROKEN_LINK, Described, ListedFile, Listing, ReadHandle, Source, open_regular
 
 
 def read_header_file(path: Path, *, source: str | None = None) -> SafetensorsHeader:
@@ -94,7 +94,7 @@ class LocalSource(Source):
     def list_files(self) -> Listing:
         path = self.path
         if not path.exists():
-            raise SourceError(self.display, "no such file or folder")
+            raise SourceError(self.display, BROKEN_LINK if path.is_symlink() else "no such file or folder")
         if path.is_file():
             self._named = path.name
             named = ListedFile(path.name, path.stat().st_size, None)
@@ -112,21 +112,32 @@ class LocalSource(Source):
         except OSError as err:  # a folder this user may not list
             raise SourceError(str(self.folder), f"cannot be listed: {err.strerror or err}") from None
         for entry in entries:
+            needed = entry.name == "config.json" or entry.name.endswith(WEIGHT_FILE_SUFFIXES)
             try:
                 if entry.is_file():
                     files[entry.name] = ListedFile(entry.name, entry.stat().st_size, None)
                 elif entry.is_dir():
                     folders.append(entry.name)
+                elif needed and entry.is_symlink():  # a cache snapshot whose blob is gone: listed, so that the
+                    files[entry.name] = ListedFile(entry.name, 0, None)  # read it is chosen for names it
             except OSError as err:  # a link in a loop (ELOOP), a file gone since the listing
-                if entry.name == "config.json" or entry.name.endswith(WEIGHT_FILE_SUFFIXES):
+                if needed:
                     raise SourceError(str(self.folder / entry.name), f"cannot be read: {err.strerror or err}") from None
                 continue  # another file (a README linked in a loop) is nothing the checkpoint needs
         return Listing(files, folders=tuple(sorted(folders)))
 
     def files_below(self, listing: Listing) -> list[RelativePath]:
-        """The files one folder down, in at most 64 of the listing's subfolders."""
+        """The files one folder down, in at most 64 of the listing's subfolders; in a Hugging Face cache repo's
+        folder (``models--org--name``), those of each ``snapshots/<commit>``."""
         below: list[RelativePath] = []
-        for name in listing.folders[:_MOST_SUBFOLDERS_SEEN]:
+        folders = list(listing.folders[:_MOST_SUBFOLDERS_SEEN])
+        if "snapshots" in folders and "blobs" in folders:
+            try:
+                commits = sorted(e.name for e in os.scandir(self.folder / "snapshots") if e.is_dir())
+            except OSError:
+                commits = []
+            folders += [f"snapshots/{commit}" for commit in commits[:_MOST_SUBFOLDERS_SEEN]]
+        for name in folders:
             try:
                 below += [f"{name}/{entry.name}" for entry in os.scandir(self.folder / name) if entry.is_file()]
             except OSError:  # only a hint: a folder that cannot be read is left out

@@ -80,7 +80,7 @@ def choose_weights(listing: Listing, source: Source) -> WeightPlan:
         known = next((name for suffix, name in _FORMAT_NAMES.items() if named.lower().endswith(suffix)), None)
         if known is not None:
             raise SourceError(source.name_of(named), f"is a {known} file", _READABLE)
-        raise SourceError(source.name_of(named), "not a .safetensors file or a *.safetensors.index.json index")
+        raise SourceError(source.name_of(named), "is not named like a weight file", _READABLE)
     if SINGLE_FILE_NAME in files:
         return WeightPlan(None, (SINGLE_FILE_NAME,))
     root = sorted(p for p in files if "/" not in p)

@@ -416,7 +416,8 @@ def _state_dict(loaded: Any, name: str) -> dict[str, TensorRecord]:
             f"holds no state dict of tensors ckptdiff can find (top-level keys: {shown or 'none'})",
             f"save the state dict itself, or under one of: {usual}",
         )
-    raise SourceError(name, f"holds a {type(loaded).__name__}, not a state dict of tensors")
+    held = "a single tensor" if isinstance(loaded, TensorRecord) else f"a {type(loaded).__name__}"
+    raise SourceError(name, f"holds {held}, not a state dict of tensors", "save a dict of named tensors")
 
 
 def _check_names(tensors: Mapping[str, TensorRecord], name: str) -> None:

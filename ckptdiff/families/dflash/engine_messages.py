@@ -58,7 +58,7 @@ DERIVED: dict[str, Callable[[Params], Any]] = {"needs": _needs}
 SUMMARIES: dict[str, str] = {
     "dflash_not_supported": "no DFlash class for {architecture}",
     "layers_required": "no num_hidden_layers",
-    "target_layer_ids_malformed": "{key} is not a list of ints",
+    "target_layer_ids_malformed": "{key} is not a non-empty list of ints",
     "target_layer_out_of_range": "target layer ids {ids} out of range",
     "target_layer_not_captured": "{captured} target states captured, fc takes {features}",
     "mask_hidden_refused": "mask_hidden refused ({name})",

@@ -30,6 +30,8 @@ class IdsKey:
 
     key: str
     capture: int = 0
+    #: Whether an empty list there is read as unset (the next key, else the default) or passed on as given.
+    empty_is_unset: bool = True
 
 
 @dataclass(frozen=True)

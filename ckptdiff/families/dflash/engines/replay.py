@@ -47,7 +47,7 @@ def read_ids(engine: DFlashEngine, config: Mapping[str, Any]) -> tuple[str | Non
     """The key the engine reads the target-layer ids at, its value and the engine's capture shift (first present)."""
     for each in engine.ids_keys:
         value = _dotted(config, each.key)
-        if value is not None and value != []:
+        if value is not None and (value != [] or not each.empty_is_unset):
             return each.key, value, each.capture
     return None, None, 0
 

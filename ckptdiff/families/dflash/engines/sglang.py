@@ -59,7 +59,11 @@ ENGINE = DFlashEngine(
     no_class=Event("error", "dflash_not_supported", "dflash.sglang.dflash_not_supported", REGISTRY),
     layers_required=Event("error", "layers_required", "dflash.sglang.layers_required", at(f"{UTILS}:545")),
     ids_malformed=Event("error", "target_layer_ids_malformed", "dflash.sglang.target_layer_ids_malformed", IDS),
-    ids_keys=(IdsKey("dflash_config.target_layer_ids"), IdsKey("target_layer_ids")),
+    # a present [] is parsed as given and refused as empty (ids_malformed); only a missing key or null is unset
+    ids_keys=(
+        IdsKey("dflash_config.target_layer_ids", empty_is_unset=False),
+        IdsKey("target_layer_ids", empty_is_unset=False),
+    ),
     ids_source=IDS,
     default_ids=build_target_layer_ids,
     default_ids_words="one id per drafter layer from the target's depth (build_target_layer_ids)",
