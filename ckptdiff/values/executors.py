@@ -25,7 +25,6 @@ from ..errors import (
     DiskWriteError,
     SourceError,
     display_url,
-    printable,
     remember_url_credentials,
     scrub_secrets,
 )
@@ -220,7 +219,7 @@ class DaskExecutor:
 
     def __init__(self, address: str) -> None:
         address = scheduler_address(address)
-        self.where = f"--scheduler {printable(display_url(address))}"
+        self.where = f"--scheduler {display_url(address)}"
         try:
             from distributed import Client
         except ImportError:
@@ -346,7 +345,7 @@ def scheduler_address(address: str) -> str:
     scheme, rest = (scheme.lower(), rest) if separator else ("tcp", address)
     url = address if separator else f"tcp://{address}"  # a bare host:port is Dask's tcp, user:password@ included
     remember_url_credentials(url)
-    where = f"--scheduler {printable(display_url(url) if separator else display_url(url).removeprefix('tcp://'))}"
+    where = f"--scheduler {display_url(url) if separator else display_url(url).removeprefix('tcp://')}"
     authority = rest.partition("/")[0]
     if "@" in authority:
         raise CkptdiffError(where, "a Dask address cannot carry credentials (user:password@)", _SCHEDULER_HINT)
