@@ -242,9 +242,10 @@ def _checks(plan: Plan, indent: str, width: int | None = None, *, guard: bool = 
     more = indent + "  "
     if plan.tokenizer is not None:
         verdict = "same vocabulary" if plan.tokenizer.same else "different vocabularies"
+        sides = f"{printable_name(plan.tokenizer.from_base)} → {printable_name(plan.tokenizer.base)}"
         lines += [
             "",
-            *hang("", f"tokenizer: {verdict}: {plan.tokenizer.from_base} → {plan.tokenizer.base}", width, more),
+            *hang("", f"tokenizer: {verdict}: {sides}", width, more),
         ]
         lines += [part for item in plan.tokenizer.compared for part in hang(indent, f"compared {item}", width, more)]
         lines += [part for item in plan.tokenizer.differences for part in hang(indent, item, width, more)]
