@@ -14,7 +14,7 @@ import msgspec
 
 from .config_values import check_config_values
 from .dtypes import DTYPE_BITS, DType
-from .errors import CkptdiffError, IndexError_, quoted_name
+from .errors import CkptdiffError, IndexError_, printable_name, quoted_name
 from .limits import MAX_JSON_BYTES
 from .safetensors_header import SafetensorsHeader, TensorEntry, TensorSpan, decode_unescaped, same_text, text_end
 from .strict_json import DuplicateKeyError, has_lone_surrogate, reject_duplicate_keys
@@ -295,7 +295,7 @@ def _refuse_name_in_two_shards(names_by_file: Mapping[RelativePath, Iterable[str
     for file in sorted(names_by_file):
         for name in names_by_file[file]:
             if name in first_in:
-                both = f"{first_in[name]} and {file}"
+                both = f"{printable_name(first_in[name])} and {printable_name(file)}"
                 raise IndexError_(index_name, f"tensor {quoted_name(name)} is stored in two shards: {both}")
             first_in[name] = file
 
@@ -307,13 +307,16 @@ def check_against_index(
     for name, file in weight_map.items():
         found = tensors.get(name)
         if found is None:
-            listed = f"tensor {quoted_name(name)} is listed in the index for {file}"
+            listed = f"tensor {quoted_name(name)} is listed in the index for {printable_name(file)}"
             raise IndexError_(index_name, f"{listed} but no shard has it")
         if found.file != file:
-            raise IndexError_(index_name, f"tensor {quoted_name(name)} is listed in {file} but stored in {found.file}")
+            listed, stored = printable_name(file), printable_name(found.file)
+            raise IndexError_(index_name, f"tensor {quoted_name(name)} is listed in {listed} but stored in {stored}")
     for name, info in tensors.items():
         if name not in weight_map:
-            raise IndexError_(index_name, f"tensor {quoted_name(name)} is in shard {info.file} but not in the index")
+            raise IndexError_(
+                index_name, f"tensor {quoted_name(name)} is in shard {printable_name(info.file)} but not in the index"
+            )
 
 
 def check_shard_path(path: str, *, index_name: str) -> RelativePath:

@@ -13,7 +13,14 @@ from typing import IO, TYPE_CHECKING, NoReturn
 
 import click
 
-from .errors import DISK_WRITE_ERRNOS, CkptdiffError, ReportWriteError, inert_in_ci_log, write_failure
+from .errors import (
+    DISK_WRITE_ERRNOS,
+    CkptdiffError,
+    ReportWriteError,
+    inert_in_ci_log,
+    printable_name,
+    write_failure,
+)
 from .formats import FORMAT_ALIASES
 
 if TYPE_CHECKING:
@@ -137,9 +144,10 @@ def refuse_reports_over_inputs(destinations: Iterable[str | None], specs: Mappin
                 target.name == "config.json" or target.name.endswith(WEIGHT_FILE_SUFFIXES)
             )
             if named_file or in_folder:
+                whose = f"{label}'s {printable_name(target.name)} ({printable_name(spec)})"
                 raise ReportWriteError(
                     destination,
-                    f"would be {label}'s {target.name} ({spec}): a report never replaces or adds a checkpoint's files",
+                    f"would be {whose}: a report never replaces or adds a checkpoint's files",
                     "name another file for the report",
                 )
 

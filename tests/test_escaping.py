@@ -243,3 +243,19 @@ def test_a_file_name_reads_the_same_in_the_report_in_its_findings_and_in_an_erro
     (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
     broken = run_cli(str(folder), str(folder))
     assert broken.returncode == 2 and broken.stderr.startswith(f"ckptdiff: {shown}/model.safetensors: header is not")
+
+
+def test_an_error_line_quotes_a_tensor_name_as_a_report_writes_it(run_cli, tmp_path) -> None:
+    import json
+
+    from test_markdown_report import write_header_only
+
+    shard, tensor = "x.safetensors", "w\\t"  # a backslash and a t
+    write_header_only(tmp_path / "m" / shard, {"v": ("F16", [4]), tensor: ("F16", [4])})
+    index = {"metadata": {}, "weight_map": {"v": shard}}  # w\t is stored but not listed
+    (tmp_path / "m" / "model.safetensors.index.json").write_text(json.dumps(index))
+
+    broken = run_cli(str(tmp_path / "m"), str(tmp_path / "m"))
+
+    assert broken.returncode == 2
+    assert "tensor 'w\\\\t' is in shard x.safetensors but not in the index" in broken.stderr

@@ -30,7 +30,7 @@ from ..checkpoint import TORCH_INDEX_SUFFIX as TORCH_INDEX_SUFFIX  # re-exported
 from ..checkpoint import TORCH_SUFFIXES as TORCH_SUFFIXES
 from ..checkpoint import RelativePath, TensorInfo
 from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, TORCH_WITHOUT_SAFETENSORS_DTYPE, DType
-from ..errors import CkptdiffError, SourceError, quoted_name
+from ..errors import CkptdiffError, SourceError, printable_name, quoted_name
 from .base import ReadHandle, open_regular
 from .pickle_bounds import check_expansion
 
@@ -290,11 +290,13 @@ def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: ReadHandl
             continue
         entry = entries.get(f"{root}data/{key}")
         if entry is None:
-            raise SourceError(name, f"storage {key} named by the pickle is missing from the archive")
+            raise SourceError(name, f"storage {printable_name(key)} named by the pickle is missing from the archive")
         starts[key] = _data_start(entry, handle, name)
         needed = (record.storage_offset + _span(record)) * record.itemsize
         if needed > entry.file_size:
-            raise SourceError(name, f"storage {key} holds {entry.file_size} bytes, a tensor needs {needed}")
+            raise SourceError(
+                name, f"storage {printable_name(key)} holds {entry.file_size} bytes, a tensor needs {needed}"
+            )
     return TorchArchive(path, records, starts, big_endian, file_size)
 
 

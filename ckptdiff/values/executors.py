@@ -25,6 +25,7 @@ from ..errors import (
     DiskWriteError,
     SourceError,
     display_url,
+    printable_name,
     remember_url_credentials,
     scrub_secrets,
 )
@@ -133,7 +134,9 @@ def worker_paths(side: SideSpec, files: set[RelativePath], scratch: Path) -> dic
         if local is not None and local.is_file():
             paths[file] = local
         elif not source.remote:
-            raise SourceError(side.spec, f"file {file} is missing on this worker (give workers a shared path)")
+            raise SourceError(
+                side.spec, f"file {printable_name(file)} is missing on this worker (give workers a shared path)"
+            )
         else:
             remote.append(file)
     if remote:
