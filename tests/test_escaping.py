@@ -259,3 +259,12 @@ def test_an_error_line_quotes_a_tensor_name_as_a_report_writes_it(run_cli, tmp_p
 
     assert broken.returncode == 2
     assert "tensor 'w\\\\t' is in shard x.safetensors but not in the index" in broken.stderr
+
+
+def test_a_results_repr_names_a_failing_tensor_as_the_table_does() -> None:
+    from ckptdiff.result import Result
+
+    result = Result.of(compare_checkpoints(checkpoint([TAB, BACKSLASH_T]), checkpoint([])))
+
+    assert result.failing()[:2] == [f"{SHOWN[TAB]} only_in_a", f"{SHOWN[BACKSLASH_T]} only_in_a"]
+    assert "\t" not in repr(result)
