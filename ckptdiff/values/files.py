@@ -80,7 +80,7 @@ def fetch_files(
             check_cached(checkpoint, file, local)
             paths[file] = local
         elif not source.remote:
-            raise SourceError(checkpoint.location, f"file {file} is missing")
+            raise SourceError(checkpoint.location, f"file {printable_name(file)} is missing")
         else:
             remote.append(file)
     if not remote:
@@ -120,7 +120,7 @@ def check_cached(checkpoint: Checkpoint, file: RelativePath, path: Path) -> None
     if digest.hexdigest() != expected:
         raise SourceError(
             str(path),
-            f"the Hugging Face cache's copy of {file} does not hold what the Hub lists for it at "
+            f"the Hugging Face cache's copy of {printable_name(file)} does not hold what the Hub lists for it at "
             f"{checkpoint.revision} (sha256 {digest.hexdigest()[:12]}…, not {expected[:12]}…: changed after download?)",
             "move it away to download it again",
         )
