@@ -14,7 +14,7 @@ import msgspec
 
 from .config_values import check_config_values
 from .dtypes import DTYPE_BITS, DType
-from .errors import CkptdiffError, IndexError_
+from .errors import CkptdiffError, IndexError_, printable_name, quoted_name
 from .limits import MAX_JSON_BYTES
 from .safetensors_header import SafetensorsHeader, TensorEntry, TensorSpan, decode_unescaped, same_text, text_end
 from .strict_json import DuplicateKeyError, has_lone_surrogate, reject_duplicate_keys
@@ -295,8 +295,8 @@ def _refuse_name_in_two_shards(names_by_file: Mapping[RelativePath, Iterable[str
     for file in sorted(names_by_file):
         for name in names_by_file[file]:
             if name in first_in:
-                both = f"{first_in[name]} and {file}"
-                raise IndexError_(index_name, f"tensor {name!r} is stored in two shards: {both}")
+                both = f"{printable_name(first_in[name])} and {printable_name(file)}"
+                raise IndexError_(index_name, f"tensor {quoted_name(name)} is stored in two shards: {both}")
             first_in[name] = file
 
 
@@ -307,23 +307,27 @@ def check_against_index(
     for name, file in weight_map.items():
         found = tensors.get(name)
         if found is None:
-            raise IndexError_(index_name, f"tensor {name!r} is listed in the index for {file} but no shard has it")
+            listed = f"tensor {quoted_name(name)} is listed in the index for {printable_name(file)}"
+            raise IndexError_(index_name, f"{listed} but no shard has it")
         if found.file != file:
-            raise IndexError_(index_name, f"tensor {name!r} is listed in {file} but stored in {found.file}")
+            listed, stored = printable_name(file), printable_name(found.file)
+            raise IndexError_(index_name, f"tensor {quoted_name(name)} is listed in {listed} but stored in {stored}")
     for name, info in tensors.items():
         if name not in weight_map:
-            raise IndexError_(index_name, f"tensor {name!r} is in shard {info.file} but not in the index")
+            raise IndexError_(
+                index_name, f"tensor {quoted_name(name)} is in shard {printable_name(info.file)} but not in the index"
+            )
 
 
 def check_shard_path(path: str, *, index_name: str) -> RelativePath:
     """A shard path from an index must stay inside the checkpoint: relative, no '..', no drive."""
     if not isinstance(path, str) or not path or not path.isprintable():
-        raise IndexError_(index_name, f"shard path {path!r} is not a file name")
+        raise IndexError_(index_name, f"shard path {quoted_name(path)} is not a file name")
     normal = posixpath.normpath(path.replace("\\", "/"))  # normalised first: "./C:/x" is a drive path too
     if normal.startswith("/") or (len(normal) > 1 and normal[1] == ":"):
-        raise IndexError_(index_name, f"shard path {path!r} is absolute; it must be inside the checkpoint")
+        raise IndexError_(index_name, f"shard path {quoted_name(path)} is absolute; it must be inside the checkpoint")
     if ".." in normal.split("/"):
-        raise IndexError_(index_name, f"shard path {path!r} escapes the checkpoint folder")
+        raise IndexError_(index_name, f"shard path {quoted_name(path)} escapes the checkpoint folder")
     return normal
 
 
@@ -421,7 +425,7 @@ def _load_json(
     except UnicodeDecodeError:
         raise error(where, f"{what} is not valid UTF-8") from None
     except DuplicateKeyError as dup:
-        raise error(where, f"{what} has duplicate key {dup.args[0]!r}") from None
+        raise error(where, f"{what} has duplicate key {quoted_name(dup.args[0])}") from None
     except RecursionError:
         raise error(where, f"{what} nests too deeply") from None
     except ValueError as err:

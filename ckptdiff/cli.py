@@ -37,7 +37,7 @@ from .cli_output import (
     wants_color,
     write_report,
 )
-from .errors import DISK_WRITE_ERRNOS, CkptdiffError, printable, scrub_secrets, url_credentials_pinned
+from .errors import DISK_WRITE_ERRNOS, CkptdiffError, printable_name, scrub_secrets, url_credentials_pinned
 from .families import profile_choices
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
@@ -435,7 +435,7 @@ def _write_failed(err: OSError, debug: bool) -> None:
     if debug:
         say(scrub_secrets(traceback.format_exc()))
     named = isinstance(err.filename, str | bytes | os.PathLike)  # not a descriptor's number
-    where = f"{scrub_secrets(printable(os.fsdecode(err.filename)))}: " if named else ""
+    where = f"{scrub_secrets(printable_name(os.fsdecode(err.filename)))}: " if named else ""
     hint = "" if where else " (rerun with --debug to see where)"
     say(f"ckptdiff: {where}cannot write: {err.strerror or err}{hint}")
     sys.exit(EXIT_TROUBLE)

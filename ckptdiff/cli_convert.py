@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .errors import CkptdiffError, inert_in_ci_log
+from .errors import CkptdiffError, inert_in_ci_log, printable_name
 
 if TYPE_CHECKING:
     from .convert.plan import Plan
@@ -179,7 +179,8 @@ def convert_command(
         partial = partial_of(Path(out).expanduser())
         if not partial.exists():
             raise
-        exit_interrupted(getattr(stop, "signum", signal.SIGINT), f"ckptdiff: interrupted: {partial} is incomplete")
+        line = f"ckptdiff: interrupted: {printable_name(str(partial))} is incomplete"  # OUT as every line names it
+        exit_interrupted(getattr(stop, "signum", signal.SIGINT), line)
     plan = outcome.plan
     width = terminal_width(sys.stdout)
 

@@ -13,7 +13,14 @@ from typing import IO, TYPE_CHECKING, NoReturn
 
 import click
 
-from .errors import DISK_WRITE_ERRNOS, CkptdiffError, ReportWriteError, inert_in_ci_log, write_failure
+from .errors import (
+    DISK_WRITE_ERRNOS,
+    CkptdiffError,
+    ReportWriteError,
+    inert_in_ci_log,
+    printable_name,
+    write_failure,
+)
 from .formats import FORMAT_ALIASES
 
 if TYPE_CHECKING:
@@ -145,9 +152,10 @@ def refuse_reports_over_inputs(
                 target.name == "config.json" or target.name.endswith(WEIGHT_FILE_SUFFIXES)
             )
             if named_file or in_folder:
+                whose = f"{label}'s {printable_name(target.name)} ({printable_name(spec)})"
                 raise ReportWriteError(
                     destination,
-                    f"would be {label}'s {target.name} ({spec}): a report never replaces or adds a checkpoint's files",
+                    f"would be {whose}: a report never replaces or adds a checkpoint's files",
                     hint,
                 )
 
@@ -298,13 +306,18 @@ def echo_checked(text: str = "", *, err: bool = False, nl: bool = True) -> None:
 def say_if_it_can(line: str) -> None:
     """One line on stderr if stderr takes it now, else none: a run ending on a signal must end with the signal's
     status whether stderr is a full disk (the write fails) or a pipe nobody reads (the write would wait forever).
-    After a line it could not take, stderr goes to /dev/null, so the interpreter's last flush neither fails nor
-    waits."""
+    To a pipe the line goes in one write that never waits, cut to what a pipe takes whole (PIPE_BUF bytes): all
+    of it or nothing, however little room is left or whoever else writes there. After a line it could not take,
+    or any line to a pipe, stderr goes to /dev/null, so the interpreter's last flush neither fails nor waits."""
     try:
         descriptor = sys.stderr.fileno()
     except (OSError, ValueError, AttributeError):  # no descriptor: an in-process runner's buffer, never full
         descriptor = None
-    if descriptor is not None:
+    if descriptor is not None and _is_pipe(descriptor):
+        _write_without_waiting(descriptor, _fitting(inert_in_ci_log(line) + "\n"))
+        silence_stdout(sys.stderr)
+        return
+    if descriptor is not None:  # a terminal or a file: a write ends (a full disk fails), unless a terminal is held
         import select
 
         try:
@@ -318,6 +331,58 @@ def say_if_it_can(line: str) -> None:
         say(line)
     except OSError:
         silence_stdout(sys.stderr)
+
+
+def _is_pipe(descriptor: int) -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(descriptor).st_mode)
+    except OSError:
+        return False
+
+
+def _fitting(text: str) -> bytes:
+    """``text`` in stderr's encoding, cut in the middle to PIPE_BUF bytes if longer (its start and its end kept)."""
+    import select
+
+    most = getattr(select, "PIPE_BUF", 512)  # POSIX's least
+    encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+    data = text.encode(encoding, "backslashreplace")
+    if len(data) <= most:
+        return data
+    keep = (most - 8) // 2
+    head = data[:keep].decode(encoding, "ignore")
+    tail = data[-keep:].decode(encoding, "ignore")
+    return f"{head} … {tail}".encode(encoding, "backslashreplace")
+
+
+def _write_without_waiting(descriptor: int, data: bytes) -> None:
+    """``data`` (at most PIPE_BUF bytes) written to the pipe at ``descriptor`` if it has the room now, else dropped.
+    The write is non-blocking on a file description of its own (Linux's /proc/self/fd opens the pipe anew), so
+    whoever else shares stderr's description never sees it non-blocking; without /proc, stderr's own is, for that
+    one write."""
+    try:
+        own = os.open(f"/proc/self/fd/{descriptor}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # nobody holds the pipe's other end: no one would read the line
+            return
+        own = None
+    try:
+        if own is not None:
+            os.write(own, data)
+            return
+        import fcntl
+
+        flags = fcntl.fcntl(descriptor, fcntl.F_GETFL)
+        fcntl.fcntl(descriptor, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+        try:
+            os.write(descriptor, data)
+        finally:
+            fcntl.fcntl(descriptor, fcntl.F_SETFL, flags)
+    except (OSError, ImportError):  # no room (EAGAIN), no reader (EPIPE), no fcntl: the line is dropped
+        pass
+    finally:
+        if own is not None:
+            os.close(own)
 
 
 def exit_interrupted(signum: int, line: str = "ckptdiff: interrupted") -> NoReturn:

@@ -30,7 +30,8 @@ class CkptdiffError(Exception):
         super().__init__(self.line())
 
     def line(self) -> str:
-        text = f"{self.where}: {self.defect}" if self.where else self.defect
+        # ``where`` names a file, a repo or a flag: written as names are, so it reads as it does in a report
+        text = f"{printable_name(self.where)}: {self.defect}" if self.where else self.defect
         if self.hint:
             text += f" ({self.hint})"
         # one line, whatever a hostile file name or server message contains; control characters shown escaped
@@ -52,6 +53,12 @@ def printable_name(text: str) -> str:
     """A tensor name or config key as the table and markdown show it: escaped as :func:`printable` escapes text,
     and a backslash shown doubled, so that ``\\t`` is always a tab and ``\\\\t`` a backslash and a ``t``."""
     return printable(text.replace("\\", "\\\\"))
+
+
+def quoted_name(text: object) -> str:
+    """A name quoted in a sentence or an error line, written as the tables write it: ``'x\\\\tTab.weight'``;
+    something that is no string where a name belongs (a malformed index's shard path) as Python writes it."""
+    return f"'{printable_name(text)}'" if isinstance(text, str) else printable(repr(text))
 
 
 #: How each output keeps a ``:`` or ``[`` from forming a workflow command without changing what it says: plain text
@@ -313,8 +320,8 @@ def scrub_secrets(text: str) -> str:
 
         tokens.append(get_token())
     for token in tokens:
-        if token and len(token) >= 4:
-            text = text.replace(token, "***")
+        if token and len(token) >= 4:  # as given, and as an error line writes it (a file or repo name's escapes)
+            text = text.replace(token, "***").replace(printable_name(token), "***")
     for variable in _STORE_SECRET_VARIABLES:  # real keys are long; a short one ("test", LocalStack's) is no secret
         value = os.environ.get(variable)
         if value and len(value) >= 8:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from .checkpoint import Checkpoint, TensorInfo
-from .errors import CkptdiffError, printable
+from .errors import CkptdiffError, printable, quoted_name
 from .report import Finding, NotePart, TensorRow
 
 if TYPE_CHECKING:
@@ -91,10 +91,11 @@ def _renamed(checkpoint: Checkpoint, label: str, renames: Sequence[RenameRule]) 
         for rule in renames:
             name = rule.apply(name)
         if not name and original:  # a name the checkpoint itself leaves empty is its own (safetensors allows it)
-            raise CkptdiffError("--rename", f"turns {label}'s {original!r} into an empty name")
+            raise CkptdiffError("--rename", f"turns {label}'s {quoted_name(original)} into an empty name")
         if name in renamed:
             other = renamed[name].name
-            raise CkptdiffError("--rename", f"turns both {other!r} and {original!r} of {label} into {name!r}")
+            both = f"{quoted_name(other)} and {quoted_name(original)}"
+            raise CkptdiffError("--rename", f"turns both {both} of {label} into {quoted_name(name)}")
         renamed[name] = info
     return renamed
 

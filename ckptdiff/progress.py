@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import IO, Any, Protocol
 
+from .errors import printable_name
+
 #: Seconds a piece of work runs before its bar appears.
 DELAY = 1.0
 
@@ -45,7 +47,7 @@ class _TqdmBar:
         self._started = time.monotonic()
         self._bar: Any = tqdm(
             total=total,
-            desc=label,
+            desc=printable_name(label),  # a spec or a path: written as names are, no escape acts on the terminal
             unit=unit,
             unit_scale=unit == "B",
             file=stream,

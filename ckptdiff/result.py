@@ -10,6 +10,7 @@ from typing import Any
 
 from msgspec import structs
 
+from .errors import printable_name
 from .report import Report
 
 #: How many failing tensors, findings and engine events the repr names before "+N more".
@@ -33,7 +34,7 @@ class Result(Report):
         return cls(**given)
 
     def __repr__(self) -> str:
-        sides = self.a.spec + (f" vs {self.b.spec}" if self.b is not None else "")
+        sides = printable_name(self.a.spec) + (f" vs {printable_name(self.b.spec)}" if self.b is not None else "")
         counts = ", ".join(f"{n} {status}" for status, n in self.counts.items() if n)
         failing = self.failing()
         named = ", ".join(failing[:_NAMED]) + (f", +{len(failing) - _NAMED} more" if len(failing) > _NAMED else "")
@@ -46,7 +47,7 @@ class Result(Report):
     def failing(self) -> list[str]:
         """What fails the gate, one short line each: ``fc.weight shape_mismatch``, ``finding nothing_compared``,
         ``vllm B aux_count_mismatch``."""
-        out = [f"{row.name} {row.status}" for row in self.tensors if not row.passes]
+        out = [f"{printable_name(row.name)} {row.status}" for row in self.tensors if not row.passes]
         out += [f"finding {f.code}" for f in self.findings if self.finding_fails(f)]
         for result in self.engines:
             out += [

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, cast
 import msgspec
 
 from .dtypes import DTYPE_BITS, DType
-from .errors import HeaderError
+from .errors import HeaderError, quoted_name
 from .strict_json import MAX_JSON_DEPTH, DuplicateKeyError, has_lone_surrogate, nesting_depth, reject_duplicate_keys
 
 T = TypeVar("T")
@@ -201,7 +201,7 @@ def _parse_document(text: str, source: SourceName, *, header_length: int, file_s
     nested = False
     for name, entry in document.items():
         if not name.isprintable():  # a name with ESC, BEL or newlines could forge lines on a user's terminal
-            raise HeaderError(source, f"tensor name {name!r} has control or unprintable characters")
+            raise HeaderError(source, f"tensor name {quoted_name(name)} has control or unprintable characters")
         tensors[name] = _parse_entry(name, entry, source)
         nested = nested or len(entry) != 3
     if nested:  # only an entry's extra keys can nest deeper than a plain header's three levels
@@ -374,7 +374,7 @@ def _load_json_object(text: str, source: SourceName) -> dict[str, Any]:
     try:
         document = json.loads(text, object_pairs_hook=reject_duplicate_keys)
     except DuplicateKeyError as dup:
-        raise HeaderError(source, f"header has duplicate key {str(dup)!r}") from None
+        raise HeaderError(source, f"header has duplicate key {quoted_name(str(dup))}") from None
     except RecursionError:
         raise HeaderError(source, "header JSON nests too deeply") from None
     except ValueError as err:
@@ -399,7 +399,7 @@ def _is_count(value: Any) -> bool:
 
 
 def _parse_entry(name: str, entry: Any, source: SourceName) -> TensorEntry:
-    where = f"tensor {name!r}"
+    where = f"tensor {quoted_name(name)}"
     if not isinstance(entry, dict):
         raise HeaderError(source, f"{where}: entry is not an object")
     missing = [key for key in ("dtype", "shape", "data_offsets") if key not in entry]

@@ -64,6 +64,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+from loopback import serve_in_background
+
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".h5", ".msgpack", ".onnx", ".npz", ".zip")
 LFS_MIN_SIZE = 10 * 1024 * 1024
 #: Files bigger than this (or sparse) get a fake, stable sha256 instead of a real one.
@@ -71,8 +73,6 @@ HASH_LIMIT = 64 * 1024 * 1024
 CHUNK = 64 * 1024
 #: Route names used by the counters.
 ROUTES = ("resolve", "cdn", "api-info", "api-tree", "agent-registry", "unknown")
-#: How often a server's loop looks for stop(): stop() waits for it, and every test that uses the emulator stops one.
-STOP_POLL = 0.01
 _ERROR_MESSAGES = {
     "RepoNotFound": "Repository not found",
     "RevisionNotFound": "Invalid rev id",
@@ -179,7 +179,7 @@ class HubEmulator:
             server = _Server((host, port if origin == "hub" else 0), _Handler)
             server.emulator = self  # type: ignore[attr-defined]
             server.origin = origin  # type: ignore[attr-defined]
-            threading.Thread(target=server.serve_forever, kwargs={"poll_interval": STOP_POLL}, daemon=True).start()
+            serve_in_background(server)
             self._servers.append(server)
         self.endpoint = f"http://127.0.0.1:{self._servers[0].server_address[1]}"
         self.cdn_endpoint = f"http://127.0.0.1:{self._servers[1].server_address[1]}"

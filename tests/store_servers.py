@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+from loopback import serve_in_background
+
 ACCESS_KEY = "AKIAIOSFODNN7EXAMPLE"
 #: A secret no output may ever contain (looked for whole and in pieces by the tests).
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzSecretNeverShown"
-#: How often the web server's loop looks for a shutdown, which waits for it (the standard library's 0.5 s each test).
-STOP_POLL = 0.01
 
 
 class _Counting:
@@ -271,9 +271,7 @@ class WebServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        loop = {"poll_interval": STOP_POLL}
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs=loop, daemon=True)
-        self.thread.start()
+        self.thread = serve_in_background(self.httpd)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -150,3 +150,17 @@ def test_values_draw_no_bar_when_quiet_or_not_on_a_terminal(tmp_path: Path, monk
     assert run_on_a_terminal(monkeypatch, capsys, str(a), str(b), "--values", "--format", "json", "-q") == ""
     piped = run_cli(str(a), str(b), "--values", "--format", "json")
     assert piped.returncode == 0 and "--values:" not in piped.stderr
+
+
+def test_a_bar_names_its_folder_as_names_are_written(monkeypatch) -> None:
+    """A folder whose name holds an escape character and a backslash: the bar shows them as the report's ``A:``
+    line does (``x\\\\t\\x1b``), and no escape reaches the terminal."""
+    screen = Terminal()
+    monkeypatch.setattr(progress_module, "DELAY", 0)
+    progress = terminal_progress(screen)
+    assert progress is not None
+    bar = progress("/models/x\\t\x1b", 2, "shard")
+    bar.advance()
+    bar.close()
+
+    assert "/models/x\\\\t\\x1b:" in screen.getvalue() and "\x1b" not in screen.getvalue()

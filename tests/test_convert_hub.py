@@ -4,6 +4,7 @@ context length, the same d2t after the vocabulary check; and what a run does whe
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
@@ -255,3 +256,55 @@ def test_ctrl_c_during_the_write_leaves_nothing_that_looks_complete(hub, seed, t
     assert f"interrupted: {out}.partial is incomplete" in stderr
     assert not out.exists()
     assert not (tmp_path / "out.partial" / "convert.json").exists()
+
+
+def test_ctrl_c_ends_the_run_when_its_line_outgrows_an_unread_stderr_pipe(hub, seed, tmp_path, release):
+    """The interrupted line names OUT.partial; OUT's folders here are control characters, each shown as four, so
+    the line is longer than the one page of room left in a stderr pipe nobody reads. The run still ends (130), and
+    the pipe holds a whole line, cut to what a pipe takes at once, or nothing: never a write left waiting."""
+    import select
+    import subprocess
+    import sys
+
+    from conftest import cli_env
+    from request_gate import HANG
+
+    entered = threading.Event()
+
+    def stall() -> None:
+        entered.set()
+        release.wait(HANG)
+
+    on_embedding_get(hub, stall)
+    out = tmp_path.joinpath(*["\x01" * 200] * 6, "out")  # a 1.2 kB path, a 4.8 kB line
+    out.parent.mkdir(parents=True)
+    reading, writing = os.pipe()
+    os.set_blocking(writing, False)
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            os.write(writing, b"x" * 4096)
+    os.set_blocking(writing, True)  # as a pipe is: a write waits for room
+    os.read(reading, 4096)  # one page of room: the pipe takes a write again, but not all of a 4.8 kB one
+    env = cli_env(tmp_path, hub.client_env(tmp_path / "hf-home"))
+    args = ["convert", DRAFTER, str(out), "--to", "sglang", "--base", K25, "--from-base", K2, "--embed", "base", "-q"]
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ckptdiff", *args], env=env, stdout=subprocess.DEVNULL, stderr=writing
+        )
+        try:
+            assert entered.wait(HANG)
+            process.send_signal(signal.SIGINT)
+            returncode = process.wait(timeout=HANG)  # only a guard: a run whose last write waits never ends
+        finally:
+            process.kill()
+            release.set()
+        os.set_blocking(reading, False)
+        told = b"".join(iter(lambda: os.read(reading, 65536) if select.select([reading], [], [], 0)[0] else b"", b""))
+    finally:
+        os.close(writing)
+        os.close(reading)
+
+    assert returncode == 130
+    line = told.lstrip(b"x")
+    assert line == b"" or (line.startswith(b"ckptdiff: interrupted: ") and line.endswith(b" is incomplete\n"))
+    assert len(line) <= select.PIPE_BUF and line.count(b"\n") <= 1

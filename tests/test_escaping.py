@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
@@ -161,3 +162,109 @@ def test_a_backslash_and_t_and_a_tab_look_different_in_the_table_and_markdown() 
     assert any(line.startswith("x\\\\tTab.weight ") for line in table)  # the backslash, doubled
     markdown = render(report, "markdown")
     assert "- `x\\tTab.weight`: **only_in_a**" in markdown and "- `x\\\\tTab.weight`: **only_in_a**" in markdown
+
+
+#: A name holding a tab and one holding a backslash and a ``t``, as every table and sentence writes them.
+TAB, BACKSLASH_T = "x\tTab.weight", "x\\tTab.weight"
+SHOWN = {TAB: "x\\tTab.weight", BACKSLASH_T: "x\\\\tTab.weight"}
+
+
+def test_a_note_quotes_a_name_as_its_row_writes_it_in_every_format() -> None:
+    """Each name only on one side; its note suggests the other: ``did you mean B's x\\\\tTab.weight?``."""
+    import json
+
+    report = compare_checkpoints(checkpoint([TAB]), checkpoint([BACKSLASH_T]))
+    rows = {TAB: ("only_in_a", "B", SHOWN[BACKSLASH_T]), BACKSLASH_T: ("only_in_b", "A", SHOWN[TAB])}
+    for name, (status, side, other) in rows.items():
+        note = f"did you mean {side}'s {other}? (same shape and dtype)"
+        assert re.search(rf"^{re.escape(SHOWN[name])} .* {status}  {re.escape(note)}$", render(report, "table"), re.M)
+        assert f"::{SHOWN[name]}: " in render(report, "github") and f"({note})" in render(report, "github")
+        html = render(report, "html")
+        assert f"<code>{SHOWN[name]}</code></td>" in html and f"<td>{note.replace(chr(39), '&#x27;')}</td>" in html
+        junit = ET.fromstring(render(report, "junit").split("\n", 1)[1])
+        (case,) = [case for case in junit.iter("testcase") if case.get("name") == SHOWN[name]]
+        assert case.find("failure").get("message") == f"{status}: {note}"  # type: ignore[union-attr]
+        # markdown as a renderer shows it: the name's code span and the note's escaped text read the same
+        tokens = GFM.parse(render(report, "markdown"))
+        texts = ["".join(c.content for c in t.children or []) for t in tokens if t.type == "inline"]
+        assert f"{SHOWN[name]}: {status} — {note}" in texts  # what fails the gate
+        at = texts.index(SHOWN[name])  # the table's row
+        assert texts[at + 3 : at + 5] == [f"{status} ❌", note]
+        # JSON: the name exactly, and the note's words as every format has them
+        (document,) = [row for row in json.loads(render(report, "json"))["tensors"] if row["name"] == name]
+        assert document["note"] == note
+
+
+def test_a_finding_quotes_names_as_the_table_writes_them_in_every_format(run_cli, tmp_path) -> None:
+    """``--values`` names the largest changes; ``--rename`` gave one of them an escape character."""
+    import json
+
+    np = pytest.importorskip("numpy")
+    from safetensors.numpy import save_file
+
+    for side, plus in (("a", 0), ("b", 1)):
+        (tmp_path / side).mkdir()
+        tensors = {BACKSLASH_T: np.arange(4, dtype=np.float32) + plus, "y.weight": np.ones(4, np.float32) + plus}
+        save_file(tensors, str(tmp_path / side / "model.safetensors"))
+    escape_y, shown_y = "\x1by.weight", "\\x1by.weight"
+    args = (str(tmp_path / "a"), str(tmp_path / "b"), "--values", "--rename", "^y=\x1by", "-v")
+    largest = f"largest: {shown_y} (rel L2 1, cos 1.000000, max |Δ| 1), {SHOWN[BACKSLASH_T]} (rel L2 0.535"
+
+    table = run_cli(*args).stdout
+    assert f"\n{shown_y} " in table and f"\n{SHOWN[BACKSLASH_T]} " in table and largest in table
+    tokens = GFM.parse(run_cli(*args, "--format", "markdown").stdout)
+    texts = ["".join(c.content for c in t.children or []) for t in tokens if t.type == "inline"]
+    assert shown_y in texts and SHOWN[BACKSLASH_T] in texts and any(largest in text for text in texts)
+    html = run_cli(*args, "--format", "html").stdout
+    assert f"<code>{SHOWN[BACKSLASH_T]}</code></td>" in html and largest in html
+    junit = run_cli(*args, "--format", "junit").stdout
+    assert f'name="{SHOWN[BACKSLASH_T]}"' in junit and largest in junit
+    document = json.loads(run_cli(*args, "--format", "json").stdout)
+    assert {row["name"] for row in document["tensors"]} == {BACKSLASH_T, escape_y}  # the names as they are
+    (changed,) = [f for f in document["findings"] if f["code"] == "values_changed"]
+    assert largest in changed["message"] and changed["params"]["largest"][0]["tensor"] == escape_y
+
+
+def test_a_file_name_reads_the_same_in_the_report_in_its_findings_and_in_an_error_line(run_cli, tmp_path) -> None:
+    import json
+
+    from test_markdown_report import write_header_only
+
+    folder = tmp_path / "x\\t\x1b"  # a backslash and a t, then an escape character
+    shown = f"{tmp_path}/x\\\\t\\x1b"
+    write_header_only(folder / "model.safetensors", {"w": ("F16", [4])})
+
+    table = run_cli(str(folder), str(folder), "-v").stdout
+    assert table.startswith(f"A: {shown}\n") and f"[config_missing] A ({shown}) has no config.json" in table
+    document = json.loads(run_cli(str(folder), str(folder), "--format", "json").stdout)
+    assert document["a"]["spec"] == str(folder)  # the name as it is; its words write it as the table does
+    assert document["findings"][0]["message"] == f"A ({shown}) has no config.json; configs not compared"
+
+    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}      ")
+    broken = run_cli(str(folder), str(folder))
+    assert broken.returncode == 2 and broken.stderr.startswith(f"ckptdiff: {shown}/model.safetensors: header is not")
+
+
+def test_an_error_line_quotes_a_tensor_name_as_a_report_writes_it(run_cli, tmp_path) -> None:
+    import json
+
+    from test_markdown_report import write_header_only
+
+    shard, tensor = "x.safetensors", "w\\t"  # a backslash and a t
+    write_header_only(tmp_path / "m" / shard, {"v": ("F16", [4]), tensor: ("F16", [4])})
+    index = {"metadata": {}, "weight_map": {"v": shard}}  # w\t is stored but not listed
+    (tmp_path / "m" / "model.safetensors.index.json").write_text(json.dumps(index))
+
+    broken = run_cli(str(tmp_path / "m"), str(tmp_path / "m"))
+
+    assert broken.returncode == 2
+    assert "tensor 'w\\\\t' is in shard x.safetensors but not in the index" in broken.stderr
+
+
+def test_a_results_repr_names_a_failing_tensor_as_the_table_does() -> None:
+    from ckptdiff.result import Result
+
+    result = Result.of(compare_checkpoints(checkpoint([TAB, BACKSLASH_T]), checkpoint([])))
+
+    assert result.failing()[:2] == [f"{SHOWN[TAB]} only_in_a", f"{SHOWN[BACKSLASH_T]} only_in_a"]
+    assert "\t" not in repr(result)

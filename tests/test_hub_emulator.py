@@ -189,3 +189,27 @@ def test_sparse_files_are_served_without_reading_them_whole(hub_client, tmp_path
     assert sibling.size == (folder / "model.safetensors").stat().st_size > 16 * 1024**3
     assert sibling.lfs.sha256 == hashlib.sha256(f"hub-emulator:model.safetensors:{sibling.size}".encode()).hexdigest()
     assert end.status_code == 206 and end.content == b"\0\0\0\0"
+
+
+def test_the_loopback_servers_stop_polling_at_one_interval_defined_once() -> None:
+    """The Hub emulator and the store servers' web server start their loops through tests/loopback.py, whose
+    STOP_POLL is the one interval: no server module keeps a copy of its own to drift from it."""
+    import ast
+
+    tests = Path(__file__).parent
+
+    def assigned(node: ast.AST) -> list[ast.expr]:
+        if isinstance(node, ast.AnnAssign):
+            return [node.target]
+        return node.targets if isinstance(node, ast.Assign) else []
+
+    defining = [
+        path.name
+        for path in sorted(tests.glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if any(getattr(target, "id", None) == "STOP_POLL" for target in assigned(node))
+    ]
+    assert defining == ["loopback.py"]
+    for server in ("hub_emulator.py", "store_servers.py"):
+        text = (tests / server).read_text(encoding="utf-8")
+        assert "from loopback import serve_in_background" in text and "serve_forever" not in text

@@ -158,7 +158,7 @@ def test_a_json_reports_profile_findings_are_worded_again_from_their_params(json
     for args in ((a, b), (a, b, "--base", base), (a, b, "--base", base, "--engine", "all")):
         for found in json_report(*args)["findings"]:
             if found["code"] in EAGLE3:
-                assert EAGLE3[found["code"]](found.get("params", {})) == found["message"], found
+                assert EAGLE3[found["code"]](messages.shown_params(found.get("params", {}))) == found["message"], found
 
 
 @pytest.mark.parametrize("a, b", PAIRS)
@@ -186,3 +186,11 @@ def test_a_json_reports_engine_events_are_worded_again_from_their_wording_and_pa
 def test_the_report_model_holds_no_words_for_engine_events() -> None:
     """An event is its code, wording key, params and citation; its text exists only where a format renders it."""
     assert "message" not in EngineEvent.__struct_fields__ and "summary" not in EngineResult.__struct_fields__
+
+
+def test_an_engine_event_quotes_its_tensor_as_the_tables_write_names() -> None:
+    """A backslash doubled, a control character escaped, in the event's words and in its engine's headline."""
+    event = EngineEvent("warning", "dropped", "a\\t\x1b.weight", "eagle3.sglang.dropped", {"name": "a\\t\x1b.weight"})
+    assert messages.event_message(event) == "a\\\\t\\x1b.weight is not used by SGLang (skipped by load_weights)"
+    result = EngineResult("sglang", "A", (event,))
+    assert messages.headline(result) == "sglang A: degraded — dropped (a\\\\t\\x1b.weight)"

@@ -596,3 +596,26 @@ def test_the_cache_lives_in_its_own_folder_under_hf_home_not_in_the_hub_cache(hu
 
     assert (Path(constants.HF_HOME) / "ckptdiff" / "v3" / "models--org--drafter").is_dir()
     assert not (Path(constants.HF_HUB_CACHE) / "ckptdiff").exists()  # `hf cache` would call it invalid
+
+
+def test_a_cached_header_names_its_shard_once(hub_client, monkeypatch):
+    """A header read from the cache is decoded under the shard's display name (``org/drafter@…:model.safetensors``,
+    the name its errors carry), built once for it: read_header leaves the naming to the way the header is read."""
+    from ckptdiff.sources.hub import HubSource
+
+    commit = hub_client.add_repo("org/drafter", PUBLISHED)
+    resolve("org/drafter")  # the header is in the cache now
+    named: list[object] = []
+    name_of = HubSource.name_of
+
+    def counted(self: HubSource, file: object = None) -> str:
+        named.append(file)
+        return name_of(self, file)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(HubSource, "name_of", counted)
+    hub_client.reset_counters()
+
+    again = resolve(f"org/drafter@{commit}")
+
+    assert "fc.weight" in again.tensors and hub_client.total_requests == 0
+    assert named.count("model.safetensors") == 1

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from ..base_layouts import Resolved, recognise, text_config
 from ..checkpoint import Checkpoint, TensorInfo
 from ..dtypes import DTYPE_BITS
-from ..errors import CkptdiffError
+from ..errors import CkptdiffError, printable_name, quoted_name
 from ..families.eagle3.spec import DrafterSpec, lookup
 from ..naming import RenameRule
 from ..report import EngineResult
@@ -181,9 +181,8 @@ def build_plan(
             continue
         out = output_name(parsed, layout, layers)
         if out in planned:
-            raise ConvertRefused(
-                source.spec, f"both {original_of[out]!r} and {original!r} would be written as {out!r}: not converted"
-            )
+            both = f"both {quoted_name(original_of[out])} and {quoted_name(original)}"
+            raise ConvertRefused(source.spec, f"{both} would be written as {quoted_name(out)}: not converted")
         original_of[out] = original
         transforms: list[str] = [] if out == original else ["rename"]
         dtype = info.dtype
@@ -207,7 +206,7 @@ def build_plan(
                 EMBED, grafted.dtype, grafted.shape, last, Origin("base", grafted), ("graft",)
             )
         else:
-            problems.append(f"--embed base: {base.spec} stores no embedding ckptdiff knows the name of")
+            problems.append(f"--embed base: {printable_name(base.spec)} stores no embedding ckptdiff knows the name of")
 
     _patch_config(config, changes, spec, layout, kind, planned, base, resolved, problems, warnings)
     if kind not in layout.architectures:
@@ -356,9 +355,11 @@ def _patch_config(
         text = text_config(base.config, resolved.layout if resolved else None)
         hidden, positions = text.get("hidden_size"), text.get("max_position_embeddings")
         if isinstance(hidden, int):
-            set_key(config, changes, "target_hidden_size", hidden, f"{base.spec}'s hidden size")
+            set_key(config, changes, "target_hidden_size", hidden, f"{printable_name(base.spec)}'s hidden size")
         if isinstance(positions, int):
-            set_key(config, changes, "max_position_embeddings", positions, f"{base.spec}'s context length")
+            set_key(
+                config, changes, "max_position_embeddings", positions, f"{printable_name(base.spec)}'s context length"
+            )
 
 
 def _base_embedding(source: Checkpoint, base: Checkpoint, resolved: Resolved, spec: DrafterSpec) -> TensorInfo | None:
@@ -369,8 +370,8 @@ def _base_embedding(source: Checkpoint, base: Checkpoint, resolved: Resolved, sp
     if None not in want and info.shape != want:
         raise ConvertRefused(
             base.spec,
-            f"{resolved.embedding} is {list(info.shape)} but the drafter takes [vocab_size, hidden_size] = "
-            f"{list(want)}: not grafted",
+            f"{printable_name(resolved.embedding)} is {list(info.shape)} but the drafter takes "
+            f"[vocab_size, hidden_size] = {list(want)}: not grafted",
         )
     return info
 
@@ -381,8 +382,8 @@ def _check_vocabulary(
     vocab = text_config(base.config, resolved.layout if resolved else None).get("vocab_size")
     if isinstance(vocab, int) and spec.vocab_size is not None and vocab != spec.vocab_size and not allow:
         problems.append(
-            f"{base.spec} has vocab_size {vocab}, the drafter {spec.vocab_size}: its d2t maps into another "
-            "vocabulary (--allow-tokenizer-change to convert anyway)"
+            f"{printable_name(base.spec)} has vocab_size {vocab}, the drafter {spec.vocab_size}: its d2t maps into "
+            "another vocabulary (--allow-tokenizer-change to convert anyway)"
         )
 
 
@@ -410,14 +411,16 @@ def engine_problems(result: EngineResult, written: Sequence[str], allowed: Seque
     unfilled = [name for name, fate in result.parameters if fate in UNFILLED]
     if unfilled:
         problems.append(
-            f"{result.engine} needs {', '.join(unfilled)}, and no input tensor provides "
+            f"{result.engine} needs {', '.join(map(printable_name, unfilled))}, and no input tensor provides "
             f"{'it' if len(unfilled) == 1 else 'them'} (nothing is invented)"
         )
     fates = {name: fate for name, fate, _ in result.tensors}
     warned = {event.tensor for event in result.events if event.severity != "info" and event.tensor}
     lost = [n for n in written if fates.get(n) in ("skipped", "error") and n in warned]
     if lost:
-        problems.append(f"{result.engine} would not load {', '.join(lost)}: the weight would be lost")
+        problems.append(
+            f"{result.engine} would not load {', '.join(map(printable_name, lost))}: the weight would be lost"
+        )
     problems += [
         f"{result.engine} [{event.code}]: {event_message(event)} (--allow-event {event.code} accepts it)"
         for event in result.events

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CkptdiffError
+from ..errors import CkptdiffError, printable_name
 from ..families.eagle3.spec import DrafterSpec
 from ..sources.base import Source
 from ..sources.tensor_read import TENSOR_CHUNK, read_tensor
@@ -108,8 +108,8 @@ def _check_d2t(plan: Plan, tensor: PlannedTensor, folder: Path, proof: Proof) ->
         for (offset,) in struct.iter_unpack(f"<{code}", piece):
             if not 0 <= draft_id + offset < vocab.value:
                 proof.problems.append(
-                    f"{tensor.name}: draft id {draft_id} maps to target id {draft_id + offset} (offset {offset}), "
-                    f"outside the target's vocabulary ({vocab} in the output's config.json)"
+                    f"{printable_name(tensor.name)}: draft id {draft_id} maps to target id {draft_id + offset} "
+                    f"(offset {offset}), outside the target's vocabulary ({vocab} in the output's config.json)"
                 )
                 return
             draft_id += 1
@@ -127,7 +127,7 @@ def _check_layout(plan: Plan, tensors: Any, proof: Proof) -> None:
         got = (info.dtype, tuple(info.shape), info.file, tuple(info.data_offsets))
         want = (tensor.dtype, tensor.shape, tensor.file, plan.shards.offsets[name])
         if got != want:
-            proof.problems.append(f"read back, {name} is {got}, planned {want}")
+            proof.problems.append(f"read back, {printable_name(name)} is {got}, planned {want}")
 
 
 def _check_with_safetensors(plan: Plan, folder: Path, proof: Proof) -> None:
@@ -142,25 +142,30 @@ def _check_with_safetensors(plan: Plan, folder: Path, proof: Proof) -> None:
     planned_by_name = {t.name: t for t in plan.tensors}
     for shard in plan.shards.shards:
         path = folder / shard.file
+        shown = printable_name(str(path))
         try:
             with safe_open(str(path), framework="numpy") as opened:
                 if set(opened.keys()) != set(shard.names):
-                    proof.problems.append(f"{path}: the safetensors package reads other tensors than planned")
+                    proof.problems.append(f"{shown}: the safetensors package reads other tensors than planned")
                 if opened.metadata() != METADATA:
-                    proof.problems.append(f"{path}: metadata {opened.metadata()}, planned {METADATA}")
+                    proof.problems.append(f"{shown}: metadata {opened.metadata()}, planned {METADATA}")
                 for name in shard.names:
                     piece = opened.get_slice(name)
                     planned = planned_by_name[name]
                     if (piece.get_dtype(), tuple(piece.get_shape())) != (planned.dtype, planned.shape):
-                        proof.problems.append(f"{path}: the safetensors package reads {name} otherwise than planned")
+                        proof.problems.append(
+                            f"{shown}: the safetensors package reads {printable_name(name)} otherwise than planned"
+                        )
         except Exception as err:  # noqa: BLE001 - the package's own refusal is the finding
-            proof.problems.append(f"{path}: the safetensors package refuses it: {err}")
+            proof.problems.append(f"{shown}: the safetensors package refuses it: {err}")
         if path.stat().st_size != shard.size:
-            proof.problems.append(f"{path}: {path.stat().st_size} bytes, planned {shard.size}")
+            proof.problems.append(f"{shown}: {path.stat().st_size} bytes, planned {shard.size}")
     if plan.shards.indexed:
         index = json.loads((folder / INDEX_FILE).read_text())
         if index.get("weight_map") != dict(sorted(plan.shards.file_of.items())):
-            proof.problems.append(f"{folder / INDEX_FILE}: its weight_map is not the shards written")
+            proof.problems.append(
+                f"{printable_name(str(folder / INDEX_FILE))}: its weight_map is not the shards written"
+            )
 
 
 def _check_bytes(
@@ -169,6 +174,7 @@ def _check_bytes(
     begin, end = plan.shards.offsets[tensor.name]
     out_path = folder / tensor.file
     origin = tensor.origin.tensor
+    name, was = printable_name(tensor.name), printable_name(origin.name)  # as the plan's table writes them
     if "cast" in tensor.transforms:
         import numpy as np
 
@@ -177,7 +183,7 @@ def _check_bytes(
             handle.seek(begin)
             after = np.frombuffer(handle.read(end - begin), dtype=numpy_dtype(tensor.dtype))
         if before.shape != after.shape or not np.array_equal(before.astype(np.float64), after.astype(np.float64)):
-            proof.problems.append(f"{tensor.name}: its values are not {origin.name}'s")
+            proof.problems.append(f"{name}: its values are not {was}'s")
         proof.tensors_by_value += 1
         return
     if tensor.name in written.digests:
@@ -185,7 +191,9 @@ def _check_bytes(
         for piece in _pieces(out_path, begin, end):
             digest.update(piece)
         if digest.hexdigest() != written.digests[tensor.name]:
-            proof.problems.append(f"{tensor.name}: its bytes are not those received from {source.name_of(origin.file)}")
+            proof.problems.append(
+                f"{name}: its bytes are not those received from {printable_name(source.name_of(origin.file))}"
+            )
         proof.tensors_by_digest += 1
         proof.bytes_compared += end - begin
         return
@@ -193,7 +201,7 @@ def _check_bytes(
     if path is None:
         raise CkptdiffError(source.name_of(origin.file), "was copied without a digest and is not on disk")
     if not same_bytes(out_path, begin, path, origin.data_offsets[0], end - begin):
-        proof.problems.append(f"{tensor.name}: its bytes are not {origin.name}'s in {path}")
+        proof.problems.append(f"{name}: its bytes are not {was}'s in {printable_name(str(path))}")
     proof.tensors_by_bytes += 1
     proof.bytes_compared += end - begin
 

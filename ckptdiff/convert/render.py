@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import printable_name
 from .plan import Plan, PlannedTensor
 
 PROVENANCE_SCHEMA = "ckptdiff/convert/v1"
@@ -75,11 +76,19 @@ def _value(value: Any) -> str:
 
 
 def _cells(tensor: PlannedTensor) -> list[str]:
-    """A tensor's row: its name, its input's (BASE's marked), the transform, the dtype (a cast: both), shape, file."""
+    """A tensor's row: its name, its input's (BASE's marked), the transform, the dtype (a cast: both), shape, file;
+    names written as every table writes them (:func:`.errors.printable_name`)."""
     info = tensor.origin.tensor
-    origin = info.name if tensor.origin.side == "source" else f"BASE {info.name}"
+    origin = printable_name(info.name) if tensor.origin.side == "source" else f"BASE {printable_name(info.name)}"
     cast = f"{info.dtype}→{tensor.dtype}" if info.dtype != tensor.dtype else tensor.dtype
-    return [tensor.name, origin, "+".join(tensor.transforms), cast, str(list(tensor.shape)), tensor.file]
+    return [
+        printable_name(tensor.name),
+        origin,
+        "+".join(tensor.transforms),
+        cast,
+        str(list(tensor.shape)),
+        tensor.file,
+    ]
 
 
 def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
@@ -103,8 +112,8 @@ def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
     folded = []
     for line in folds:
         cells = rows[line.first]
-        origin = ("BASE " if plan.tensors[line.first].origin.side == "base" else "") + line.names[1]
-        folded.append([line.names[0], origin, str(line.count), *cells[2:]])
+        origin = ("BASE " if plan.tensors[line.first].origin.side == "base" else "") + printable_name(line.names[1])
+        folded.append([printable_name(line.names[0]), origin, str(line.count), *cells[2:]])
     return HEADERS[:2] + ["count"] + HEADERS[2:], folded
 
 
@@ -116,7 +125,7 @@ def _left_lines(plan: Plan, code: str = "") -> list[str]:
     """The tensors not written, a line each, or per reason when many share one (convert.json lists them all)."""
     by_why: dict[str, list[str]] = {}
     for left in plan.left:
-        by_why.setdefault(left.why, []).append(left.name)
+        by_why.setdefault(left.why, []).append(printable_name(left.name))
     lines = []
     for why, names in by_why.items():
         if len(names) <= LEFT_LISTED:
@@ -144,10 +153,17 @@ def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) 
     from ..formats.layout import hang
 
     architectures = ", ".join(plan.config.get("architectures", []))
-    lines = hang("SRC: ", plan.source.spec, width, "     ", guard=True, path=True)
+    lines = hang("SRC: ", printable_name(plan.source.spec), width, "     ", guard=True, path=True)
     lines += hang("for: ", f"{plan.label} ({architectures})", width, "     ", guard=True)
     if plan.base is not None:
-        lines += hang("base: ", f"{plan.base.spec} (embedding: {plan.embed})", width, "      ", guard=True, path=True)
+        lines += hang(
+            "base: ",
+            f"{printable_name(plan.base.spec)} (embedding: {plan.embed})",
+            width,
+            "      ",
+            guard=True,
+            path=True,
+        )
     headers, rows = _rows(plan, expand)
     files = {t.file for t in plan.tensors}
     if len(files) == 1:  # one output file: named once, on the plan's last line, rather than on every row
@@ -196,7 +212,9 @@ def _config_grid(plan: Plan, width: int | None) -> list[str]:
     from ..formats.layout import NAME_FLOOR, NOTE_FLOOR, fits, grid, grid_or_blocks, hang
 
     headers = ["key", "SRC", "written", "why"]
-    rows = [[c.key, _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes]
+    rows = [
+        [printable_name(c.key), _value(c.old), "(removed)" if c.removed else _value(c.new), c.why] for c in plan.changes
+    ]
     lines = grid(headers, rows, width, shrink=[((3,), NOTE_FLOOR), ((0, 1, 2), 0)], names=(0,), guard=True)
     if width is None or fits(lines, width):
         return lines
@@ -224,9 +242,10 @@ def _checks(plan: Plan, indent: str, width: int | None = None, *, guard: bool = 
     more = indent + "  "
     if plan.tokenizer is not None:
         verdict = "same vocabulary" if plan.tokenizer.same else "different vocabularies"
+        sides = f"{printable_name(plan.tokenizer.from_base)} → {printable_name(plan.tokenizer.base)}"
         lines += [
             "",
-            *hang("", f"tokenizer: {verdict}: {plan.tokenizer.from_base} → {plan.tokenizer.base}", width, more),
+            *hang("", f"tokenizer: {verdict}: {sides}", width, more),
         ]
         lines += [part for item in plan.tokenizer.compared for part in hang(indent, f"compared {item}", width, more)]
         lines += [part for item in plan.tokenizer.differences for part in hang(indent, item, width, more)]
@@ -246,9 +265,9 @@ def render_markdown(plan: Plan, *, expand: bool = False, width: int | None = Non
     def cell(text: str) -> str:
         return text.replace("|", "\\|")
 
-    lines = [f"### ckptdiff convert: `{plan.source.spec}` for {plan.label}", ""]
+    lines = [f"### ckptdiff convert: `{printable_name(plan.source.spec)}` for {plan.label}", ""]
     if plan.base is not None:
-        lines += [f"Base: `{plan.base.spec}`, embedding: {plan.embed}", ""]
+        lines += [f"Base: `{printable_name(plan.base.spec)}`, embedding: {plan.embed}", ""]
     headers, rows = _rows(plan, expand)
     lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += [
@@ -258,11 +277,9 @@ def render_markdown(plan: Plan, *, expand: bool = False, width: int | None = Non
         lines += ["", "Not written:", ""] + [f"- {line}" for line in _left_lines(plan, code="`")]
     if plan.changes:
         lines += ["", "| config.json key | SRC | written | why |", "|---|---|---|---|"]
-        lines += [
-            f"| `{c.key}` | `{cell(_value(c.old))}` | {'(removed)' if c.removed else '`' + cell(_value(c.new)) + '`'} "
-            f"| {cell(c.why)} |"
-            for c in plan.changes
-        ]
+        for c in plan.changes:
+            written = "(removed)" if c.removed else f"`{cell(_value(c.new))}`"
+            lines.append(f"| `{printable_name(c.key)}` | `{cell(_value(c.old))}` | {written} | {cell(c.why)} |")
     lines += [line.strip() and ("- " + line.strip() if line.startswith("  ") else line) for line in _checks(plan, "  ")]
     return "\n".join(lines) + "\n"
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import INDEX_SUFFIX, Checkpoint
-from ..errors import CkptdiffError
+from ..errors import CkptdiffError, printable_name
 from ..naming import RenameRule
 from ..sources import LocalSpec, SourceOptions, open_source, parse_spec, read_source
 from ..sources.base import Source
@@ -120,7 +120,8 @@ def convert(
         where = err.filename if isinstance(err.filename, str) else str(partial)
         # nothing in it to inspect but where the disk gave out, and it holds the room a rerun needs
         shutil.rmtree(partial, ignore_errors=True)
-        hint = "removed; rerun once there is room" if not partial.exists() else f"{partial} is left"
+        left = f"{printable_name(str(partial))} is left"
+        hint = "removed; rerun once there is room" if not partial.exists() else left
         raise ConvertWriteError(where, f"cannot be written: {err.strerror or err}", hint) from None
 
 
@@ -147,14 +148,15 @@ def _write_and_prove(
         _unchanged(src_source, before, partial)
     except CkptdiffError as err:  # a read that failed mid-write, SRC rewritten: OUT.partial stays
         outcome.written_to = partial
-        outcome.failure = f"{err.line()}; {partial} is left for inspection"
+        outcome.failure = f"{err.line()}; {printable_name(str(partial))} is left for inspection"
         return outcome
     outcome.proof = proof
     outcome.document = provenance_map(plan, request, proof)
     write_durably(partial / PROVENANCE_FILE, json.dumps(outcome.document, indent=2) + "\n")
     if not proof.ok:
         outcome.written_to = partial
-        outcome.failure = f"{partial} is not proven ({len(proof.problems)} problems above); left for inspection"
+        shown = printable_name(str(partial))
+        outcome.failure = f"{shown} is not proven ({len(proof.problems)} problems above); left for inspection"
         return outcome
     _put_in_place(partial, out)
     outcome.written_to = out
@@ -225,13 +227,17 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
         except OSError:
             continue  # a name the system cannot look up (ENAMETOOLONG): reading it says why
         if resolved_out == guarded or guarded in resolved_out.parents:
-            raise ConvertRefused(str(out), f"is inside {what} {spec}: convert never writes into its input")
+            raise ConvertRefused(
+                str(out), f"is inside {what} {printable_name(spec)}: convert never writes into its input"
+            )
         if partial != out and (resolved_partial == guarded or resolved_partial in guarded.parents):
             raise ConvertRefused(
-                str(out), f"is built in {partial}, which holds {what} {spec}: convert never writes into its input"
+                str(out),
+                f"is built in {printable_name(str(partial))}, which holds {what} {printable_name(spec)}: convert never "
+                "writes into its input",
             )
         if request.force and (resolved_out in guarded.parents):
-            raise ConvertRefused(str(out), f"holds {what} {spec}: --force would replace it")
+            raise ConvertRefused(str(out), f"holds {what} {printable_name(spec)}: --force would replace it")
     if request.plan_only:
         return
     try:

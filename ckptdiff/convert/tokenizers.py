@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CkptdiffError
+from ..errors import CkptdiffError, printable_name
 from ..sources import HubSpec, SourceOptions, open_source, parse_spec
 
 VOCABULARY_FILES = (
@@ -150,7 +150,7 @@ def compare_tokenizers(from_base: str, base: str, options: SourceOptions | None 
 def _compare_file(name: str, old: _Side, new: _Side, check: TokenizerCheck, how: str) -> None:
     if name not in old.hashes or name not in new.hashes:
         where = old.source.display if name in old.hashes else new.source.display
-        check.differences.append(f"{name} only in {where}")
+        check.differences.append(f"{name} only in {printable_name(where)}")
         return
     same = _same(old.hashes[name], new.hashes[name])
     if same is None:  # one side's hash is LFS, the other's git: compare the bytes
@@ -163,7 +163,7 @@ def _compare_file(name: str, old: _Side, new: _Side, check: TokenizerCheck, how:
 def _compare_special_tokens(old: _Side, new: _Side, check: TokenizerCheck, how: str) -> None:
     if TOKENIZER_CONFIG not in old.hashes or TOKENIZER_CONFIG not in new.hashes:
         where = old.source.display if TOKENIZER_CONFIG in old.hashes else new.source.display
-        check.differences.append(f"{TOKENIZER_CONFIG} only in {where}")
+        check.differences.append(f"{TOKENIZER_CONFIG} only in {printable_name(where)}")
         return
     if _same(old.hashes[TOKENIZER_CONFIG], new.hashes[TOKENIZER_CONFIG]):
         check.compared.append(f"{TOKENIZER_CONFIG} ({how})")

@@ -31,9 +31,10 @@ if TYPE_CHECKING:
 
 
 def side_display(side: SideSummary) -> str:
-    """``org/name @ 0123456789ab``: the spec and the first 12 characters of its revision or ETag."""
-    version = side.version
-    return f"{side.spec} @ {version[:12]}" if version else side.spec
+    """``org/name @ 0123456789ab``: the spec (a file or repo name, written as names are) and the first 12
+    characters of its revision or ETag."""
+    version, spec = side.version, printable_name(side.spec)
+    return f"{spec} @ {version[:12]}" if version else spec
 
 
 def side_display_with_layout(side: SideSummary) -> str:
@@ -87,7 +88,7 @@ VERDICT_WORDING = {"verified": "verified: {got}", "does_not_fit": "base has {got
 
 
 def note_part_text(part: NotePart) -> str:
-    """One note part in words."""
+    """One note part in words, the name it quotes written as the tables write names."""
     if part.kind == "rank":
         return f"rank {part.a} vs {part.b}"
     if part.kind == "dim":
@@ -95,10 +96,10 @@ def note_part_text(part: NotePart) -> str:
     if part.kind == "dtype":
         return f"dtype {part.a} vs {part.b}"
     if part.kind == "injected":
-        return INJECTED_WORDING[part.how or ""].format(name=part.name)
+        return INJECTED_WORDING[part.how or ""].format(name=printable_name(part.name or ""))
     if part.kind == "base_verdict":
         return VERDICT_WORDING[part.how or ""].format(got=shape_dtype(part.stores))
-    return f"did you mean {part.side}'s {part.name}? (same shape and dtype)"
+    return f"did you mean {part.side}'s {printable_name(part.name or '')}? (same shape and dtype)"
 
 
 def note_text(row: TensorRow) -> str | None:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
+from ..errors import printable_name
 from ..report import TensorRow
 
 #: An integer path component between dots: the first one in a name is its layer.
@@ -122,7 +123,8 @@ def plot(family: Family, metric: str, title: str) -> str:
     for p in points:
         out.append(
             f'<circle cx="{x(p.layer):.1f}" cy="{y(p.value):.1f}" r="3.5" class="point" data-layer="{p.layer}" '
-            f'data-value="{p.value!r}"><title>{escape(p.tensor)}: {_number(p.value, digits)}</title></circle>'
+            f'data-value="{p.value!r}"><title>{escape(printable_name(p.tensor))}: {_number(p.value, digits)}'
+            "</title></circle>"
         )
     out.append("</svg>")
     return "".join(out)
@@ -141,8 +143,8 @@ def drift_section(rows: Sequence[TensorRow]) -> list[str]:
     for family in found:
         note = f" ({family.missing} values not defined, not drawn)" if family.missing else ""
         out.append(
-            f'<figure class="family" data-family="{escape(family.name)}"><figcaption><code>{escape(family.name)}'
-            f"</code> — {len(family.layers)} layers{note}</figcaption>"
+            f'<figure class="family" data-family="{escape(family.name)}"><figcaption>'
+            f"<code>{escape(printable_name(family.name))}</code> — {len(family.layers)} layers{note}</figcaption>"
         )
         out += [plot(family, metric, title) for metric, title in METRICS]
         out.append("</figure>")

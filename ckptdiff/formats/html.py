@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from html import escape
 
+from ..errors import printable_name
 from ..report import STATUSES, EngineEvent, Report, SideSummary
 from . import RenderOptions
 from ._common import (
@@ -159,7 +160,8 @@ _SCRIPT = r"""
 
 
 def render(report: Report, options: RenderOptions) -> str:
-    title = f"ckptdiff: {report.verdict} — {report.a.spec}" + (f" vs {report.b.spec}" if report.b else "")
+    title = f"ckptdiff: {report.verdict} — {printable_name(report.a.spec)}"
+    title += f" vs {printable_name(report.b.spec)}" if report.b else ""
     body = _verdict(report) + _sides(report)
     if report.b is not None:
         body += _tensors(report, options) + _config(report)
@@ -206,7 +208,7 @@ def _reasons(report: Report) -> list[str]:
             note = note_text(line.row)
             count = f" ({line.count:,} tensors)" if line.count > 1 else ""
             out.append(
-                f"<li><code>{escape(line.name)}</code>{count}: <strong>{line.row.status}</strong>"
+                f"<li><code>{escape(printable_name(line.name))}</code>{count}: <strong>{line.row.status}</strong>"
                 + (f" — {escape(note)}" if note else "")
                 + "</li>"
             )
@@ -220,7 +222,7 @@ def _reasons(report: Report) -> list[str]:
             )
     for result in report.engines:
         for event in failing_events(result):
-            tensor = f" (<code>{escape(event.tensor)}</code>)" if event.tensor else ""
+            tensor = f" (<code>{escape(printable_name(event.tensor))}</code>)" if event.tensor else ""
             out.append(
                 f"<li>{escape(result.engine)} {result.side} <strong>{result.outcome}</strong>: "
                 f"<code>{escape(event.code)}</code>{tensor} ({event.severity})</li>"
@@ -231,8 +233,9 @@ def _reasons(report: Report) -> list[str]:
 def _side(label: str, side: SideSummary) -> str:
     version = f" @ <code>{escape(side.version)}</code>" if side.version else ""
     layout = f" ({escape(side.layout.description)})" if side.layout is not None else ""
+    spec = escape(printable_name(side.spec))
     return (
-        f"<li><strong>{label}</strong>: <code>{escape(side.spec)}</code>{version}{layout} — {side.files} file(s), "
+        f"<li><strong>{label}</strong>: <code>{spec}</code>{version}{layout} — {side.files} file(s), "
         f"{side.tensors:,} tensors, {human_count(side.parameters)} parameters, {human_bytes(side.bytes)}</li>"
     )
 
@@ -285,7 +288,8 @@ def _row(report: Report, line: DisplayRow, with_counts: bool, with_values: bool)
         allowed = f"allowed by {allowed_by_text(report, row.allowed_by)}"
         note = f"{note}; {allowed}" if note else allowed
     status = f"{row.status} (allowed)" if row.allowed_by else row.status
-    cells = [f'<td class="name">{button}<code>{escape(line.name)}</code></td>']
+    name = escape(printable_name(line.name))  # the filter and the expanded members read it as shown
+    cells = [f'<td class="name">{button}<code>{name}</code></td>']
     cells += [f"<td>{line.count:,}</td>"] if with_counts else []
     cells += [f"<td>{escape(shape_dtype(row.a))}</td>", f"<td>{escape(shape_dtype(row.b))}</td>"]
     cells.append(f'<td class="status">{status}</td>')
@@ -293,7 +297,7 @@ def _row(report: Report, line: DisplayRow, with_counts: bool, with_values: bool)
     cells.append(f"<td>{escape(note)}</td>")
     return (
         f'<tr class="row{" fails" if fails else ""}" data-status="{row.status}" data-fails="{int(fails)}" '
-        f'data-count="{line.count}" data-name="{escape(line.name)}">' + "".join(cells) + "</tr>"
+        f'data-count="{line.count}" data-name="{name}">' + "".join(cells) + "</tr>"
     )
 
 
@@ -305,7 +309,7 @@ def _config(report: Report) -> list[str]:
     for diff in report.config:
         a, b = config_cells(diff)
         out.append(
-            f"<tr><td><code>{escape(diff.key)}</code></td><td><code>{escape(a)}</code></td>"
+            f"<tr><td><code>{escape(printable_name(diff.key))}</code></td><td><code>{escape(a)}</code></td>"
             f"<td><code>{escape(b)}</code></td><td>{diff.status}</td></tr>"
         )
     return out + ["</tbody></table>"]

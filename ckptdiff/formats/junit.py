@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 from ..report import Report, TensorRow
 from . import RenderOptions
-from ._common import config_cells, event_line, note_text, shape_dtype, side_display
+from ._common import config_cells, event_line, note_text, printable_name, shape_dtype, side_display
 from .messages import allowed_by_text, finding_message, headline, rules_applied, variants_text
 
 
@@ -38,9 +38,7 @@ def _element(parent: ET.Element, tag: str, text: str | None = None, **attributes
 
 
 def _sides(row: TensorRow) -> str:
-    a = shape_dtype(row.a) + (f" (as {row.a.name})" if row.a is not None and row.a.name else "")
-    b = shape_dtype(row.b) + (f" (as {row.b.name})" if row.b is not None and row.b.name else "")
-    return f"A: {a}\nB: {b}"
+    return f"A: {shape_dtype(row.a)}\nB: {shape_dtype(row.b)}"  # a side stored under another name says "as" it
 
 
 def render(report: Report, options: RenderOptions) -> str:
@@ -51,13 +49,13 @@ def render(report: Report, options: RenderOptions) -> str:
     facts = [
         ("ckptdiff.version", report.tool_version),
         ("verdict", report.verdict),
-        ("a", report.a.spec),
+        ("a", printable_name(report.a.spec)),
         ("a.revision", report.a.version or ""),
     ]
     if report.b is not None:
-        facts += [("b", report.b.spec), ("b.revision", report.b.version or "")]
+        facts += [("b", printable_name(report.b.spec)), ("b.revision", report.b.version or "")]
     if report.base is not None:
-        facts += [("base", report.base.spec), ("base.revision", report.base.version or "")]
+        facts += [("base", printable_name(report.base.spec)), ("base.revision", report.base.version or "")]
         if report.base.layout is not None:
             facts.append(("base.layout", report.base.layout.description))
     facts += [("profile", report.profile or "none"), ("fail_on", report.fail_on)]
@@ -72,7 +70,7 @@ def render(report: Report, options: RenderOptions) -> str:
     tests = failures = skipped = 0
     for row in report.tensors:
         tests += 1
-        case = _element(suite, "testcase", classname="tensors", name=row.name)
+        case = _element(suite, "testcase", classname="tensors", name=printable_name(row.name))
         if row.allowed_by is not None:
             skipped += 1
             _element(case, "skipped", message=f"{row.status}, allowed by {allowed_by_text(report, row.allowed_by)}")
@@ -101,7 +99,7 @@ def render(report: Report, options: RenderOptions) -> str:
         tests += 1
         case = _element(suite, "testcase", classname="config", name="config.json")
         if report.config:
-            lines = [f"{d.key}: {' vs '.join(config_cells(d))} ({d.status})" for d in report.config]
+            lines = [f"{printable_name(d.key)}: {' vs '.join(config_cells(d))} ({d.status})" for d in report.config]
             _element(case, "system-out", "\n".join(lines))
 
     for result in report.engines:

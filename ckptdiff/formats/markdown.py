@@ -209,7 +209,7 @@ class _Rendering:
             return []
         where = self.options.full_report
         full = (
-            f"the full report is {escape(where)}"
+            f"the full report is {escape(where, name=True)}"
             if where
             else "the full report is the JSON or HTML one (`--format json`, `--format html`)"
         )
@@ -433,6 +433,6 @@ def _side(label: str, side: SideSummary) -> str:
     pinned += f" at version {escape(side.etag, code=True)}" if side.etag else ""
     layout = f" ({escape(side.layout.description)})" if side.layout is not None else ""
     return (
-        f"- **{label}**: {escape(side.spec, code=True)}{pinned}{layout} — {side.files} file(s), "
+        f"- **{label}**: {escape(side.spec, code=True, name=True)}{pinned}{layout} — {side.files} file(s), "
         f"{side.tensors} tensors, {human_count(side.parameters)} parameters, {human_bytes(side.bytes)}"
     )

@@ -16,9 +16,29 @@ from typing import Any
 
 import msgspec
 
+from ..errors import printable_name
 from ..families import event_words, finding_words, variant_words
 from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report, SideSummary
 from .values_messages import VALUES
+
+
+def shown_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """A finding's or event's params as its words quote them: every string (a tensor name, a config key, a file or
+    repo name, a value from a config.json) written as the tables write names (:func:`.errors.printable_name`), in
+    lists too; a ``{key: value}`` param is a setting, its key a name and its value left for the words to show as
+    JSON. Every format's sentences, the JSON report's included, so quote a name the same way."""
+    return {key: _shown(value, setting=True) for key, value in params.items()}
+
+
+def _shown(value: Any, setting: bool = False) -> Any:
+    if isinstance(value, str):
+        return printable_name(value)
+    if isinstance(value, (list, tuple)):
+        return [_shown(item) for item in value]
+    if isinstance(value, dict):  # a record in a list (a largest change: its tensor and numbers) is shown whole
+        return {_shown(key): item if setting else _shown(item) for key, item in value.items()}
+    return value
+
 
 #: What each kind of rule does to the rows it matches, for "rules applied".
 _EFFECT = {
@@ -53,11 +73,12 @@ def flag(kind: str) -> str:
 
 
 def rule_text(rule: PolicyRule) -> str:
-    """A rule in the words of the command line, plus the config file it came from: ``--allow-missing 'x*'``."""
+    """A rule in the words of the command line (its pattern as typed, shell-quoted), plus the config file it came
+    from: ``--allow-missing 'x*' (from ckptdiff.toml)``."""
     text = flag(rule.kind)
     if not (rule.kind == "allow_dtype_change" and rule.pattern == "*"):
         text += f" {shlex.quote(rule.pattern)}"
-    return f"{text} (from {rule.path})" if rule.path else text
+    return f"{text} (from {printable_name(rule.path)})" if rule.path else text
 
 
 def allowed_by_text(report: Report, rule_id: str) -> str:
@@ -70,7 +91,7 @@ def fail_on_text(report: Report) -> str | None:
     count = report.failing_warnings
     if not count:
         return None
-    origin = f" (from {report.fail_on_origin})" if report.fail_on_origin else ""
+    origin = f" (from {printable_name(report.fail_on_origin)})" if report.fail_on_origin else ""
     verb = "fails" if count == 1 else "fail"
     return f"--fail-on warning{origin}: {plural(count, 'warning finding')} {verb} the gate"
 
@@ -138,9 +159,9 @@ def event_message(event: EngineEvent) -> str:
     if words is None:
         text = event.code
     elif isinstance(words, str):
-        text = words.format_map(_event_fields(event.params))
+        text = words.format_map(_event_fields(shown_params(event.params)))
     else:
-        text = words(event.params)
+        text = words(shown_params(event.params))
     return f"{text} [{event.source}]" if event.source else text
 
 
@@ -169,23 +190,23 @@ def engine_summary(result: EngineResult) -> str:
         if event.severity == "error" and len(parts) < 2:
             phrase = event_catalogue().summaries.get(event.code)
             if phrase is not None:
-                parts.append(phrase.format_map(_event_fields(event.params)))
+                parts.append(phrase.format_map(_event_fields(shown_params(event.params))))
             else:
-                parts.append(event.code + (f" ({event.tensor})" if event.tensor else ""))
+                parts.append(event.code + (f" ({printable_name(event.tensor)})" if event.tensor else ""))
     skipped = [e.tensor for e in events if e.code in _SKIPPED and e.tensor]
     if skipped:
-        parts.append(f"{_pattern(skipped)} skipped ({len(skipped)} tensor{'s' if len(skipped) > 1 else ''})")
+        count = len(skipped)
+        parts.append(f"{printable_name(_pattern(skipped))} skipped ({count} tensor{'s' if count > 1 else ''})")
     random_params = [name for name, fate in result.parameters if fate == "random"]
     if random_params:
-        parts.append(
-            f"{len(random_params)} weight{'s' if len(random_params) > 1 else ''} random ({_pattern(random_params)})"
-        )
+        count = len(random_params)
+        parts.append(f"{count} weight{'s' if count > 1 else ''} random ({printable_name(_pattern(random_params))})")
     from ..families.rules import PARAMETER_FATES  # with an engine's events only: the rules load with the engines
 
     for event in events:
         told = event.code in _SKIPPED or PARAMETER_FATES.get(event.code) == "random"
         if event.severity == "warning" and not told:
-            parts.append(event.code + (f" ({event.tensor})" if event.tensor else ""))
+            parts.append(event.code + (f" ({printable_name(event.tensor)})" if event.tensor else ""))
     return "; ".join(dict.fromkeys(parts))
 
 
@@ -227,7 +248,7 @@ def _rule_other_side(params: Mapping[str, Any], report: Report) -> str:
 
 def _config_missing(params: Mapping[str, Any], report: Report) -> str:
     side = report.a if params["side"] == "A" else report.b
-    spec = f" ({side.spec})" if side is not None else ""
+    spec = f" ({printable_name(side.spec)})" if side is not None else ""
     return f"{params['side']}{spec} has no config.json; configs not compared"
 
 
@@ -263,5 +284,6 @@ def finding_catalogue() -> dict[str, Callable[[Mapping[str, Any], Report], str]]
 
 
 def finding_message(report: Report, finding: Finding) -> str:
+    """A finding in words, each name it quotes written as the tables write names."""
     render = finding_catalogue().get(finding.code)
-    return render(finding.params, report) if render is not None else finding.message
+    return render(shown_params(finding.params), report) if render is not None else finding.message

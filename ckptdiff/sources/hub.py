@@ -209,9 +209,10 @@ class HubSource(Source):
         )
 
     def read_header(self, file: ListedFile, first_range: int | None = None) -> SafetensorsHeader:
-        """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached)."""
+        """One file's header: from our cache, from the HF cache, or by ranged GETs (then cached). Each way names
+        the file (:meth:`name_of`) where it reads or refuses it, once."""
         assert self.commit is not None
-        source, repo_path = self.name_of(file.path), self._repo_path(file.path)
+        repo_path = self._repo_path(file.path)
         cached = self.cache.read_header(self.commit, repo_path)
         if cached is not None:
             try:
@@ -222,9 +223,10 @@ class HubSource(Source):
         if local is not None and (file.size is None or os.path.getsize(local) == file.size):
             from .local import read_header_file
 
-            return read_header_file(local, source=source)
+            return read_header_file(local, source=self.name_of(file.path))
         if self.offline:
-            raise SourceError(source, "header not in the local cache and offline mode is on", OFFLINE_HINT)
+            defect = "header not in the local cache and offline mode is on"
+            raise SourceError(self.name_of(file.path), defect, OFFLINE_HINT)
         prefix = self.read_prefix(file, first_range or INITIAL_RANGE)
         header = self.decode_prefix(file, prefix)
         self.cache.write_header(self.commit, repo_path, prefix)

@@ -35,7 +35,7 @@ from ..checkpoint import (
     read_index,
     tensors_from_shards,
 )
-from ..errors import CkptdiffError, IndexError_, SourceError, scrub_secrets
+from ..errors import CkptdiffError, IndexError_, SourceError, printable_name, scrub_secrets
 from ..progress import Bar, Progress
 from .base import INITIAL_RANGE, ListedFile, Listing, Source
 from .wanted import Wanted, shards_after_index
@@ -318,7 +318,7 @@ def _shard_entry(
     """A shard the index names: from the listing, else by asking the store (one in a subfolder); absent, refused."""
     entry = files.get(shard) or source.stat(shard)
     if entry is None:
-        raise IndexError_(index_name, f"shard {shard} listed in the index is {source.absent}")
+        raise IndexError_(index_name, f"shard {printable_name(shard)} listed in the index is {source.absent}")
     return entry
 
 

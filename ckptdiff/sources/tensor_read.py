@@ -16,7 +16,7 @@ import os
 from collections.abc import Generator, Iterator
 
 from ..checkpoint import TensorInfo
-from ..errors import SourceError
+from ..errors import SourceError, printable_name
 from .base import Source, explained_errors
 
 #: The most bytes of a tensor held in memory at once.
@@ -42,7 +42,7 @@ def read_tensor_chunks(source: Source, tensor: TensorInfo, *, chunk_size: int = 
             yield piece
     if got != end - begin:
         where = source.name_of(tensor.file)
-        raise SourceError(where, f"{tensor.name}: {got} of its {end - begin} bytes were read")
+        raise SourceError(where, f"{printable_name(tensor.name)}: {got} of its {end - begin} bytes were read")
 
 
 def read_tensor(source: Source, tensor: TensorInfo, *, max_bytes: int = 64 * 1024 * 1024) -> bytes:
@@ -50,7 +50,9 @@ def read_tensor(source: Source, tensor: TensorInfo, *, max_bytes: int = 64 * 102
     begin, end = tensor.data_offsets
     if end - begin > max_bytes:
         where = source.name_of(tensor.file)
-        raise SourceError(where, f"{tensor.name} is {end - begin} bytes, more than the {max_bytes} read whole")
+        raise SourceError(
+            where, f"{printable_name(tensor.name)} is {end - begin} bytes, more than the {max_bytes} read whole"
+        )
     return b"".join(read_tensor_chunks(source, tensor))
 
 

@@ -30,7 +30,7 @@ from ..checkpoint import TORCH_INDEX_SUFFIX as TORCH_INDEX_SUFFIX  # re-exported
 from ..checkpoint import TORCH_SUFFIXES as TORCH_SUFFIXES
 from ..checkpoint import RelativePath, TensorInfo
 from ..dtypes import DTYPE_BITS, STORAGE_DTYPES, TORCH_DTYPES, TORCH_WITHOUT_SAFETENSORS_DTYPE, DType
-from ..errors import CkptdiffError, SourceError
+from ..errors import CkptdiffError, SourceError, printable_name, quoted_name
 from .base import ReadHandle, open_regular
 from .pickle_bounds import check_expansion
 
@@ -195,7 +195,7 @@ class _MetadataUnpickler(pickle.Unpickler):
         if not isinstance(storage_type, _StorageType):
             raise _PickleRefused(f"persistent id names {storage_type!r}, not a storage type")
         if not isinstance(key, str) or not key or "/" in key or ".." in key:
-            raise _PickleRefused(f"storage key {key!r} is not a plain name")
+            raise _PickleRefused(f"storage key {quoted_name(key)} is not a plain name")
         if not isinstance(numel, int) or numel < 0:
             raise _PickleRefused(f"storage size {numel!r} is not a count")
         return StorageRef(key, storage_type.dtype, numel, str(location))
@@ -290,11 +290,13 @@ def _read_zip(path: Path, name: str, archive: zipfile.ZipFile, handle: ReadHandl
             continue
         entry = entries.get(f"{root}data/{key}")
         if entry is None:
-            raise SourceError(name, f"storage {key} named by the pickle is missing from the archive")
+            raise SourceError(name, f"storage {printable_name(key)} named by the pickle is missing from the archive")
         starts[key] = _data_start(entry, handle, name)
         needed = (record.storage_offset + _span(record)) * record.itemsize
         if needed > entry.file_size:
-            raise SourceError(name, f"storage {key} holds {entry.file_size} bytes, a tensor needs {needed}")
+            raise SourceError(
+                name, f"storage {printable_name(key)} holds {entry.file_size} bytes, a tensor needs {needed}"
+            )
     return TorchArchive(path, records, starts, big_endian, file_size)
 
 
@@ -424,4 +426,4 @@ def _check_names(tensors: Mapping[str, TensorRecord], name: str) -> None:
     """Tensor names as safetensors allows them: printable, valid Unicode (a lone surrogate is not)."""
     for tensor in tensors:
         if not tensor.isprintable() or any("\ud800" <= c <= "\udfff" for c in tensor):
-            raise SourceError(name, f"tensor name {ascii(tensor)} has control, unprintable or invalid characters")
+            raise SourceError(name, f"tensor name {quoted_name(tensor)} has control, unprintable or invalid characters")

@@ -25,7 +25,7 @@ from ..errors import (
     DiskWriteError,
     SourceError,
     display_url,
-    printable,
+    printable_name,
     remember_url_credentials,
     scrub_secrets,
 )
@@ -134,7 +134,9 @@ def worker_paths(side: SideSpec, files: set[RelativePath], scratch: Path) -> dic
         if local is not None and local.is_file():
             paths[file] = local
         elif not source.remote:
-            raise SourceError(side.spec, f"file {file} is missing on this worker (give workers a shared path)")
+            raise SourceError(
+                side.spec, f"file {printable_name(file)} is missing on this worker (give workers a shared path)"
+            )
         else:
             remote.append(file)
     if remote:
@@ -220,7 +222,7 @@ class DaskExecutor:
 
     def __init__(self, address: str) -> None:
         address = scheduler_address(address)
-        self.where = f"--scheduler {printable(display_url(address))}"
+        self.where = f"--scheduler {display_url(address)}"
         try:
             from distributed import Client
         except ImportError:
@@ -346,7 +348,7 @@ def scheduler_address(address: str) -> str:
     scheme, rest = (scheme.lower(), rest) if separator else ("tcp", address)
     url = address if separator else f"tcp://{address}"  # a bare host:port is Dask's tcp, user:password@ included
     remember_url_credentials(url)
-    where = f"--scheduler {printable(display_url(url) if separator else display_url(url).removeprefix('tcp://'))}"
+    where = f"--scheduler {display_url(url) if separator else display_url(url).removeprefix('tcp://')}"
     authority = rest.partition("/")[0]
     if "@" in authority:
         raise CkptdiffError(where, "a Dask address cannot carry credentials (user:password@)", _SCHEDULER_HINT)

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..checkpoint import Checkpoint, RelativePath, TensorInfo
-from ..errors import SourceError, disk_write_error
+from ..errors import SourceError, disk_write_error, printable_name
 from ..progress import Progress
 from ..sources.file_copy import SCRATCH_HINT
 
@@ -80,7 +80,7 @@ def fetch_files(
             check_cached(checkpoint, file, local)
             paths[file] = local
         elif not source.remote:
-            raise SourceError(checkpoint.location, f"file {file} is missing")
+            raise SourceError(checkpoint.location, f"file {printable_name(file)} is missing")
         else:
             remote.append(file)
     if not remote:
@@ -94,7 +94,7 @@ def fetch_files(
         sizes = {info.path: info.size or 0 for info in checkpoint.files}
         total = _gib(sum(sizes.get(file, 0) for file in remote))
         also = f" ({len(paths)} already cached)" if paths else ""
-        where, into = source.name_of(), source.downloads_into
+        where, into = printable_name(source.name_of()), source.downloads_into
         notify(f"--values: downloading {len(remote)} file(s) of {label} ({where}), {total}, into {into}{also}")
     folder = _new_scratch(f"{label.replace(' ', '-')}-")  # one per side
     paths.update(fetch(source, folder, remote, progress))
@@ -120,7 +120,7 @@ def check_cached(checkpoint: Checkpoint, file: RelativePath, path: Path) -> None
     if digest.hexdigest() != expected:
         raise SourceError(
             str(path),
-            f"the Hugging Face cache's copy of {file} does not hold what the Hub lists for it at "
+            f"the Hugging Face cache's copy of {printable_name(file)} does not hold what the Hub lists for it at "
             f"{checkpoint.revision} (sha256 {digest.hexdigest()[:12]}…, not {expected[:12]}…: changed after download?)",
             "move it away to download it again",
         )
@@ -203,7 +203,7 @@ def fetch_tensors(
         raise SourceError(source.name_of(remote[0].file), defect, OFFLINE_HINT)
     if notify is not None:
         total = _gib(sum(t.data_offsets[1] - t.data_offsets[0] for t in remote))
-        where = source.name_of()
+        where = printable_name(source.name_of())
         notify(f"--values: reading {len(remote)} tensor(s) of {label} ({where}) by their byte ranges, {total}")
     folder = _new_scratch(f"{label.replace(' ', '-')}-tensors-")
     for number, tensor in enumerate(remote):

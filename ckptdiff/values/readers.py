@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import TORCH_SUFFIXES, Checkpoint, RelativePath, TensorInfo
-from ..errors import CkptdiffError, SourceError
+from ..errors import CkptdiffError, SourceError, quoted_name
 from ..sources.base import open_regular
 from .dtypes import ValueType
 
@@ -186,4 +186,4 @@ class Side:
             holder = loaded if key is None else loaded.get(key) if isinstance(loaded, dict) else None
             if isinstance(holder, dict) and info.name in holder:
                 return holder[info.name]
-        raise SourceError(self.where(info.file), f"torch.load found no tensor {info.name!r}")
+        raise SourceError(self.where(info.file), f"torch.load found no tensor {quoted_name(info.name)}")
