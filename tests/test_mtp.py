@@ -401,3 +401,32 @@ def test_the_outside_tensors_of_a_qwen3_next_target_are_worded_truly(tmp_path, r
     text = " ".join(done.stdout.split())
     assert "MTP layers []" not in text
     assert "3 tensors outside mtp.* are the target's own: Qwen3NextForCausalLMMTP skips" in text
+
+
+def test_a_mimo_target_keeps_its_mtp_layer_under_mtp_layers_whose_loaders_are_not_modelled(run_cli) -> None:
+    """MiMo-7B stores its MTP layer as model.mtp_layers.0.*: it is that layout, not a DeepSeek-V3 target missing
+    model.layers.36; both engines build a MiMo MTP class from it, whose loaders ckptdiff does not replay, so each
+    says so and the gate fails rather than guess."""
+    done = run_cli(str(FIXTURES / "mtp-mimo-7b"), "--engine", "all", "--format", "json")
+    document = json.loads(done.stdout)
+    assert document["findings"] == []
+    assert document["a"]["variants"] == ["mimo_layers"]
+    codes = {e["engine"]: [event["code"] for event in e["events"]] for e in document["engines"]}
+    assert codes == {"vllm": ["mtp_not_modelled"], "sglang": ["mtp_not_modelled"]}
+    text = run_cli(str(FIXTURES / "mtp-mimo-7b"), "--engine", "vllm").stdout
+    assert "vLLM builds MiMoMTPModel from the MTP layers of architectures[0] MiMoForCausalLM" in text
+
+
+def test_a_mimo_export_without_its_mtp_layer_is_named_against_the_original(run_cli) -> None:
+    done = run_cli(str(FIXTURES / "mtp-mimo-7b"), str(FIXTURES / "mtp-mimo-7b-dropped"), "--format", "json")
+    findings = json.loads(done.stdout)["findings"]
+    assert [(f["code"], f["params"]["side"], f["params"]["missing"]) for f in findings] == [
+        ("mtp_layers_missing", "B", [0])
+    ]
+    assert "stores none of model.mtp_layers.0.*" in findings[0]["message"]
+
+
+def test_convert_refuses_mimo_mtp_layers_naming_where_they_are(tmp_path, run_cli) -> None:
+    done = run_cli("convert", str(FIXTURES / "mtp-mimo-7b"), str(tmp_path / "out"), "--to", "vllm")
+    assert done.returncode == 2
+    assert "keeps its MTP layers under model.mtp_layers.* (MiMo)" in done.stdout + done.stderr

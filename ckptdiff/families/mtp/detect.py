@@ -7,6 +7,11 @@ from typing import Any
 
 #: model_types whose checkpoints keep MTP layers under ``mtp.*`` (and announce them by model_type alone).
 MTP_PREFIX_TYPES = ("qwen3_next",)
+#: MiMo keeps its MTP layers under their own prefix, ``model.mtp_layers.{i}.`` (token_layernorm, hidden_layernorm,
+#: input_proj, final_layernorm beside a Qwen2 decoder block), counted from 0; its architecture announces them even
+#: when an export stored none.
+MTP_LAYERS_PREFIX = "model.mtp_layers."
+MTP_LAYERS_ARCHITECTURES = ("MiMoForCausalLM",)
 #: Words in an architecture name that say it is an MTP/NextN head on its own (a standalone export).
 MTP_ARCHITECTURE_WORDS = ("MTP", "NextN")
 

@@ -8,8 +8,8 @@ from typing import Any
 Params = Mapping[str, Any]
 
 
-def _layers(layers: Any) -> str:
-    return ", ".join(f"model.layers.{layer}.*" for layer in layers) or "none"
+def _layers(layers: Any, prefix: str = "model.layers.") -> str:
+    return ", ".join(f"{prefix}{layer}.*" for layer in layers) or "none"
 
 
 def _missing(params: Params) -> str:
@@ -18,6 +18,13 @@ def _missing(params: Params) -> str:
         return (
             f"{side} stores no mtp.* tensor, though its model type keeps its MTP layers there: exported or "
             "quantized without them, the MTP drafter cannot be served from it"
+        )
+    if params.get("layout") == "mimo":
+        return (
+            f"{side}'s config announces {params['nextn']} MTP layer(s) (num_nextn_predict_layers), but it stores none "
+            f"of {_layers(params['missing'], 'model.mtp_layers.')} (stored: "
+            f"{_layers(params.get('stored', []), 'model.mtp_layers.')}): exported or quantized without them, the MTP "
+            "drafter has no trained weights to load"
         )
     return (
         f"{side}'s config announces {params['nextn']} MTP layer(s) (num_nextn_predict_layers) after its "
@@ -38,6 +45,9 @@ def _unannounced(params: Params) -> str:
 VARIANTS: dict[str, str] = {
     "nextn_layers": "DeepSeek-V3/GLM-4.5 MTP layers (model.layers.{N+i}: enorm, hnorm, eh_proj, shared_head)",
     "mtp_block": "Qwen3-Next mtp.* block",
+    "mimo_layers": (
+        "MiMo MTP layers (model.mtp_layers.{i}: token_layernorm, hidden_layernorm, input_proj, final_layernorm)"
+    ),
     "mtp_export": "standalone MTP/NextN export (its architecture is the MTP head's)",
 }
 

@@ -21,6 +21,13 @@ def side_findings(checkpoint: Checkpoint, side: str) -> list[Finding]:
         if not spec.mtp_prefix_names:
             return [Finding("error", "mtp_layers_missing", subject="mtp.*", params={"side": side, "layout": "mtp"})]
         return []
+    if spec.layout == "mimo":
+        stored_at = spec.mtp_layers_stored
+        absent = [index for index in range(spec.nextn or 0) if index not in stored_at]
+        if absent:
+            params = {"side": side, "nextn": spec.nextn, "missing": absent, "stored": list(stored_at), "layout": "mimo"}
+            return [Finding("error", "mtp_layers_missing", subject="num_nextn_predict_layers", params=params)]
+        return []
     announced, stored = spec.announced, spec.stored_mtp
     missing = [layer for layer in announced if layer not in stored]
     if missing:
@@ -41,12 +48,13 @@ def review(
 
 
 def variants(config: Config | None, names: Collection[str]) -> tuple[str, ...]:
-    """The MTP layout a side is (words in messages.VARIANTS): DeepSeek-V3/GLM-4.5 layers after the main ones or
-    Qwen3-Next's ``mtp.*`` block, and whether it is a standalone export (its architecture names the MTP head)."""
+    """The MTP layout a side is (words in messages.VARIANTS): DeepSeek-V3/GLM-4.5 layers after the main ones,
+    Qwen3-Next's ``mtp.*`` block or MiMo's ``model.mtp_layers.*``, and whether it is a standalone export (its
+    architecture names the MTP head)."""
     if config is None:
         return ()
     spec = MtpSpec.of(config, names)
-    layout = "mtp_block" if spec.layout == "mtp" else "nextn_layers"
+    layout = {"mtp": "mtp_block", "mimo": "mimo_layers"}.get(spec.layout, "nextn_layers")
     architecture = spec.architecture or ""
     export = any(word in architecture for word in MTP_ARCHITECTURE_WORDS)
     return (layout, "mtp_export") if export else (layout,)

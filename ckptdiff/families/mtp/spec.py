@@ -4,7 +4,7 @@ Two layouts exist. DeepSeek-V3 and GLM-4.5 (``deepseek``) append ``num_nextn_pre
 the ``num_hidden_layers`` main ones, each ``model.layers.{N+i}.`` with ``enorm``, ``hnorm``, ``eh_proj``,
 ``shared_head.{norm,head}``, often a copy of ``embed_tokens``, and an ordinary decoder block (MLA attention, a
 dense or MoE MLP). Qwen3-Next (``mtp``) keeps them under ``mtp.*`` (``mtp.fc``, ``mtp.pre_fc_norm_*``,
-``mtp.layers.{i}.*``, ``mtp.norm``).
+``mtp.layers.{i}.*``, ``mtp.norm``). MiMo (``mimo``) keeps them under ``model.mtp_layers.{i}.``.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from functools import cached_property
 from typing import Any, Literal
 
 from ...base_layouts import architecture as first_architecture
-from .detect import MTP_PREFIX_TYPES, nextn_layers, text_settings
+from .detect import MTP_LAYERS_ARCHITECTURES, MTP_LAYERS_PREFIX, MTP_PREFIX_TYPES, nextn_layers, text_settings
 
 Config = Mapping[str, Any]
-Layout = Literal["deepseek", "mtp"]
+Layout = Literal["deepseek", "mtp", "mimo"]
 
 #: The tensors of an MTP layer that are not its decoder block (vLLM's ``_rewrite_spec_layer_name`` list).
 SPEC_WEIGHTS = ("embed_tokens", "enorm", "hnorm", "eh_proj", "shared_head")
@@ -76,11 +76,11 @@ class MtpSpec:
 
     @property
     def layout(self) -> Layout:
-        return (
-            "mtp"
-            if self.model_type in MTP_PREFIX_TYPES or any(n.startswith("mtp.") for n in self.names)
-            else ("deepseek")
-        )
+        if self.model_type in MTP_PREFIX_TYPES or any(n.startswith("mtp.") for n in self.names):
+            return "mtp"
+        if self.architecture in MTP_LAYERS_ARCHITECTURES or any(n.startswith(MTP_LAYERS_PREFIX) for n in self.names):
+            return "mimo"
+        return "deepseek"
 
     @property
     def quantization(self) -> Config | None:
@@ -152,3 +152,15 @@ class MtpSpec:
     def mtp_prefix_names(self) -> tuple[str, ...]:
         """The ``mtp.*`` names (Qwen3-Next layout)."""
         return tuple(sorted(name for name in self.names if name.startswith("mtp.")))
+
+    @property
+    def mtp_layers_stored(self) -> tuple[int, ...]:
+        """The indices stored under ``model.mtp_layers.{i}.`` (MiMo layout)."""
+        found = {
+            int(index)
+            for name in self.names
+            if name.startswith(MTP_LAYERS_PREFIX)
+            for index in [name[len(MTP_LAYERS_PREFIX) :].split(".", 1)[0]]
+            if index.isdigit()
+        }
+        return tuple(sorted(found))

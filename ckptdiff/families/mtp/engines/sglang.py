@@ -1,6 +1,6 @@
 """SGLang's MTP (NextN) drafters, as data: DeepseekV3ForCausalLMNextN (deepseek_nextn.py, loading through
-deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP; the draft
-architecture chosen in configs/model_config.py."""
+deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP, MiMoMTP (built, its
+loader not modelled); the draft architecture chosen in configs/model_config.py."""
 
 from __future__ import annotations
 
@@ -25,6 +25,10 @@ QWEN3_NEXT = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next_mtp.py")
 #: Qwen3NextForCausalLM.load_weights(is_mtp=True): names without "mtp" skipped; mtp.fc / pre_fc_norm_* to the top,
 #: the rest mtp → model, ".self_attn" dropped, q/k/v and gate/up stacked, experts by FusedMoE's mapping, anything
 #: else params_dict[name] (KeyError when absent); nothing checks that every parameter was written.
+#: MiMoForCausalLM → MiMoMTP for the draft (model_config.py:1092-1093), loaded by MiMoMTP.load_weights.
+MIMO = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1092-1093, python/sglang/srt/models/mimo_mtp.py"
+)
 QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
 #: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
 #: num_experts (qwen2_moe.py:283-289); modelled as built here, unfused: a missing shared expert stays random either
@@ -230,6 +234,13 @@ ENGINE = MtpEngine(
                 outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_block", QN_LOAD),
                 quant=QN_QUANT,
             ),
+        ),
+        MtpClass(
+            "MiMoMTP",
+            MIMO,
+            architectures=("MiMoForCausalLM",),
+            layout="mimo",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", MIMO),
         ),
     ),
     registry=MODEL_CONFIG,

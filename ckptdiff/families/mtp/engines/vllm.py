@@ -1,5 +1,6 @@
 """vLLM's MTP drafters, as data: DeepSeekMTP (deepseek_mtp.py) for DeepSeek-V3/V3.2 and GLM-MoE-DSA targets,
-Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py); the model-type mapping in config/speculative.py."""
+Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py), MiMoMTP (mimo_mtp.py: built, its loader not
+modelled); the model-type mapping in config/speculative.py."""
 
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ DEEPSEEK = Source(REPO, VERSION, "vllm/model_executor/models/deepseek_mtp.py (De
 GLM = Source(REPO, VERSION, "vllm/model_executor/models/glm4_moe_mtp.py")
 QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py")
 #: Qwen3NextMTP.load_weights: names neither under mtp. nor holding embed_tokens/lm_head are skipped, mtp. → model.
+#: MiMoForCausalLM → MiMoMTPModel (num_hidden_layers 0: model.mtp_layers.{i} at i), loaded by MiMoMTP.load_weights.
+MIMO = Source(
+    REPO, VERSION, "vllm/config/speculative.py:795-805 (MiMoForCausalLM), vllm/model_executor/models/mimo_mtp.py"
+)
 QN_LOAD = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:230-245 (Qwen3NextMTP.load_weights)")
 QN_MOE = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next.py:131-245 (Qwen3NextSparseMoeBlock, FusedMoE)")
 AUTO_LOADER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py:443 (AutoWeightsLoader)")
@@ -147,6 +152,13 @@ ENGINE = MtpEngine(
                 outside=Event("info", "outside_mtp_layers", "mtp.vllm.outside_mtp_block", QN_LOAD),
                 quant=QN_QUANT,
             ),
+        ),
+        MtpClass(
+            "MiMoMTPModel",
+            MIMO,
+            architectures=("MiMoForCausalLM",),
+            layout="mimo",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", MIMO),
         ),
     ),
     registry=SPECULATIVE,
