@@ -430,3 +430,14 @@ def test_convert_refuses_mimo_mtp_layers_naming_where_they_are(tmp_path, run_cli
     done = run_cli("convert", str(FIXTURES / "mtp-mimo-7b"), str(tmp_path / "out"), "--to", "vllm")
     assert done.returncode == 2
     assert "keeps its MTP layers under model.mtp_layers.* (MiMo)" in done.stdout + done.stderr
+
+
+def test_a_glm_4_7_flash_target_is_built_by_both_engines_whose_loaders_are_not_modelled(tmp_path) -> None:
+    """GLM-4.7-Flash (Glm4MoeLiteForCausalLM) keeps its MTP layer after the main ones as DeepSeek-V3 does; vLLM
+    builds Glm4MoeLiteMTPModel and SGLang Glm4MoeLiteForCausalLMNextN from it: not "no class", but not replayed."""
+    config = deepseek_config(architectures=["Glm4MoeLiteForCausalLM"], model_type="glm4_moe_lite")
+    report = run(target(tmp_path / "flash", config=config), "vllm", "sglang")
+    assert report.findings == ()
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    (vllm,) = [e for r in report.engines if r.engine == "vllm" for e in r.events]
+    assert "Glm4MoeLiteMTPModel" in event_message(vllm)

@@ -1,6 +1,7 @@
 """SGLang's MTP (NextN) drafters, as data: DeepseekV3ForCausalLMNextN (deepseek_nextn.py, loading through
-deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP, MiMoMTP (built, its
-loader not modelled); the draft architecture chosen in configs/model_config.py."""
+deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP, MiMoMTP and
+Glm4MoeLiteForCausalLMNextN (built, their loaders not modelled); the draft architecture chosen in
+configs/model_config.py."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ QWEN3_NEXT = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next_mtp.py")
 #: MiMoForCausalLM → MiMoMTP for the draft (model_config.py:1092-1093), loaded by MiMoMTP.load_weights.
 MIMO = Source(
     REPO, VERSION, "python/sglang/srt/configs/model_config.py:1092-1093, python/sglang/srt/models/mimo_mtp.py"
+)
+#: Glm4MoeLiteForCausalLM (GLM-4.7-Flash) → Glm4MoeLiteForCausalLMNextN for the draft (model_config.py:1065-1069).
+GLM_LITE = Source(
+    REPO,
+    VERSION,
+    "python/sglang/srt/configs/model_config.py:1065-1069, python/sglang/srt/models/glm4_moe_lite_nextn.py",
 )
 QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
 #: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
@@ -241,6 +248,12 @@ ENGINE = MtpEngine(
             architectures=("MiMoForCausalLM",),
             layout="mimo",
             not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", MIMO),
+        ),
+        MtpClass(
+            "Glm4MoeLiteForCausalLMNextN",
+            GLM_LITE,
+            architectures=("Glm4MoeLiteForCausalLM",),
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_LITE),
         ),
     ),
     registry=MODEL_CONFIG,

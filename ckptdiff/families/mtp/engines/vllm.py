@@ -1,6 +1,6 @@
 """vLLM's MTP drafters, as data: DeepSeekMTP (deepseek_mtp.py) for DeepSeek-V3/V3.2 and GLM-MoE-DSA targets,
-Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py), MiMoMTP (mimo_mtp.py: built, its loader not
-modelled); the model-type mapping in config/speculative.py."""
+Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py), MiMoMTP (mimo_mtp.py) and Glm4MoeLiteMTP
+(glm4_moe_lite_mtp.py), built, their loaders not modelled; the model-type mapping in config/speculative.py."""
 
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py
 #: MiMoForCausalLM → MiMoMTPModel (num_hidden_layers 0: model.mtp_layers.{i} at i), loaded by MiMoMTP.load_weights.
 MIMO = Source(
     REPO, VERSION, "vllm/config/speculative.py:795-805 (MiMoForCausalLM), vllm/model_executor/models/mimo_mtp.py"
+)
+#: Glm4MoeLiteForCausalLM (GLM-4.7-Flash) → Glm4MoeLiteMTPModel, loaded by Glm4MoeLiteMTP.load_weights.
+GLM_LITE = Source(
+    REPO,
+    VERSION,
+    "vllm/config/speculative.py:858-867 (Glm4MoeLiteForCausalLM), vllm/model_executor/models/glm4_moe_lite_mtp.py",
 )
 QN_LOAD = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:230-245 (Qwen3NextMTP.load_weights)")
 QN_MOE = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next.py:131-245 (Qwen3NextSparseMoeBlock, FusedMoE)")
@@ -159,6 +165,12 @@ ENGINE = MtpEngine(
             architectures=("MiMoForCausalLM",),
             layout="mimo",
             not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", MIMO),
+        ),
+        MtpClass(
+            "Glm4MoeLiteMTPModel",
+            GLM_LITE,
+            architectures=("Glm4MoeLiteForCausalLM",),
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", GLM_LITE),
         ),
     ),
     registry=SPECULATIVE,
