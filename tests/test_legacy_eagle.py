@@ -85,3 +85,10 @@ def test_eagle3_drafters_get_no_eagle1_hint(tmp_path, run_cli) -> None:
     write_config(folder, {**EAGLE1_CONFIG, "architectures": ["LlamaForCausalLMEagle3"]})
     document = json.loads(run_cli(str(folder), "--engine", "all", "--format", "json").stdout)
     assert all(not messages for messages in hints(document).values())
+
+
+def test_convert_refuses_an_eagle1_drafter_in_one_line(tmp_path, run_cli) -> None:
+    done = run_cli("convert", eagle1(tmp_path / "eagle1"), str(tmp_path / "out"), "--to", "sglang")
+    assert done.returncode == 2
+    assert "an EAGLE-1/2 drafter; convert writes EAGLE-3 drafters" in done.stdout + done.stderr
+    assert not (tmp_path / "out").exists()

@@ -29,12 +29,12 @@ SERVED: dict[str, tuple[str, str, str]] = {
 }
 
 
-def eagle1_event(checkpoint: Checkpoint, engine: str) -> EngineEvent | None:
-    """A warning when ``checkpoint`` is laid out as an EAGLE-1/2 drafter: its config claimed by no EAGLE-3 sign, an
-    fc of [hidden_size, 2 x hidden_size] (over [embedding; hidden state]), no d2t, t2d or midlayer; else None."""
+def eagle1_fc(checkpoint: Checkpoint) -> tuple[str, list[int]] | None:
+    """The fc name and shape when ``checkpoint`` is laid out as an EAGLE-1/2 drafter: its config claimed by no
+    EAGLE-3 sign, an fc of [hidden_size, 2 x hidden_size] (over [embedding; hidden state]), no d2t, t2d or
+    midlayer; else None."""
     config = checkpoint.config
-    served = SERVED.get(engine)
-    if config is None or served is None or is_eagle3(config):
+    if config is None or is_eagle3(config):
         return None
     hidden = config.get("hidden_size")
     if not isinstance(hidden, int) or isinstance(hidden, bool) or hidden <= 0:
@@ -45,7 +45,16 @@ def eagle1_event(checkpoint: Checkpoint, engine: str) -> EngineEvent | None:
     for name in FC_NAMES:
         info = names.get(name)
         if info is not None and list(info.shape) == [hidden, 2 * hidden]:
-            how, cls, source = served
-            params = {"name": name, "shape": list(info.shape), "engine": engine, "how": how, "cls": cls}
-            return EngineEvent("warning", "eagle1_drafter", name, "eagle3.eagle1_drafter", params, source)
+            return name, list(info.shape)
     return None
+
+
+def eagle1_event(checkpoint: Checkpoint, engine: str) -> EngineEvent | None:
+    """A warning naming an EAGLE-1/2 drafter (:func:`eagle1_fc`) and where ``engine`` serves those; else None."""
+    served = SERVED.get(engine)
+    found = eagle1_fc(checkpoint) if served is not None else None
+    if served is None or found is None:
+        return None
+    (name, shape), (how, cls, source) = found, served
+    params = {"name": name, "shape": shape, "engine": engine, "how": how, "cls": cls}
+    return EngineEvent("warning", "eagle1_drafter", name, "eagle3.eagle1_drafter", params, source)
