@@ -441,3 +441,44 @@ def test_a_glm_4_7_flash_target_is_built_by_both_engines_whose_loaders_are_not_m
     assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
     (vllm,) = [e for r in report.engines if r.engine == "vllm" for e in r.events]
     assert "Glm4MoeLiteMTPModel" in event_message(vllm)
+
+
+def qwen3_5(folder: Path, *, mtp: bool = True, count: int = 1) -> str:
+    """A Qwen3.5 checkpoint as published: the multimodal wrapper, its text model under model.language_model., the
+    MTP block under mtp.* as Qwen3-Next's, counted by the text config's mtp_num_hidden_layers."""
+    tensors = [
+        ("model.language_model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]),
+        ("model.language_model.norm.weight", "BF16", [HIDDEN]),
+        ("lm_head.weight", "BF16", [VOCAB, HIDDEN]),
+    ]
+    if mtp:
+        tensors += [
+            ("mtp.fc.weight", "BF16", [HIDDEN, 2 * HIDDEN]),
+            ("mtp.norm.weight", "BF16", [HIDDEN]),
+            ("mtp.pre_fc_norm_embedding.weight", "BF16", [HIDDEN]),
+            ("mtp.pre_fc_norm_hidden.weight", "BF16", [HIDDEN]),
+            ("mtp.layers.0.input_layernorm.weight", "BF16", [HIDDEN]),
+        ]
+    text = {"model_type": "qwen3_5_text", "num_hidden_layers": 4, "mtp_num_hidden_layers": count}
+    write_config(folder, {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+                          "text_config": text | {"hidden_size": HIDDEN, "vocab_size": VOCAB}})  # fmt: skip
+    write_safetensors(folder / "model.safetensors", tensors)
+    return str(folder)
+
+
+def test_a_qwen3_5_checkpoints_mtp_block_is_recognised_and_its_loaders_are_not_modelled(tmp_path) -> None:
+    """Qwen3.5 keeps its MTP block under mtp.* (mtp_num_hidden_layers in its text config): both engines build a
+    drafter from it (vLLM Qwen3_5MTP, SGLang Qwen3_5ForCausalLMMTP), not an EAGLE-3 drafter they refuse."""
+    report = run(qwen3_5(tmp_path / "q"), "vllm", "sglang")
+    assert report.a.variants == ("mtp_block",)
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+
+
+def test_a_qwen3_5_export_without_its_mtp_block_is_named(tmp_path) -> None:
+    report = compare_specs(qwen3_5(tmp_path / "a"), qwen3_5(tmp_path / "b", mtp=False))
+    assert [(f.code, f.params["side"]) for f in report.findings] == [("mtp_layers_missing", "B")]
+
+
+def test_a_qwen3_5_that_announces_no_mtp_layer_is_not_an_mtp_checkpoint(tmp_path) -> None:
+    folder = Path(qwen3_5(tmp_path / "none", mtp=False, count=0))
+    assert detect_family(json.loads((folder / "config.json").read_text())) is None

@@ -77,7 +77,7 @@ def build_mtp_plan(
     names = [renamed(name, renames) for name in source.tensors]
     spec = MtpSpec.of(source.config, names)
     if spec.layout != "deepseek":
-        where = {"mtp": "mtp.* (Qwen3-Next)", "mimo": "model.mtp_layers.* (MiMo)"}[spec.layout]
+        where = {"mtp": "mtp.* (Qwen3-Next, Qwen3.5)", "mimo": "model.mtp_layers.* (MiMo)"}[spec.layout]
         raise ConvertRefused(
             source.spec, f"keeps its MTP layers under {where}: convert moves DeepSeek-V3/GLM-layout layers"
         )

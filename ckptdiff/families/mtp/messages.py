@@ -44,7 +44,7 @@ def _unannounced(params: Params) -> str:
 #: The MTP layouts a side can be (profile.variants).
 VARIANTS: dict[str, str] = {
     "nextn_layers": "DeepSeek-V3/GLM-4.5 MTP layers (model.layers.{N+i}: enorm, hnorm, eh_proj, shared_head)",
-    "mtp_block": "Qwen3-Next mtp.* block",
+    "mtp_block": "Qwen3-Next/Qwen3.5 mtp.* block",
     "mimo_layers": (
         "MiMo MTP layers (model.mtp_layers.{i}: token_layernorm, hidden_layernorm, input_proj, final_layernorm)"
     ),

@@ -1,7 +1,7 @@
 """SGLang's MTP (NextN) drafters, as data: DeepseekV3ForCausalLMNextN (deepseek_nextn.py, loading through
-deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP, MiMoMTP and
-Glm4MoeLiteForCausalLMNextN (built, their loaders not modelled); the draft architecture chosen in
-configs/model_config.py."""
+deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP, MiMoMTP,
+Glm4MoeLiteForCausalLMNextN and Qwen3_5ForCausalLMMTP (built, their loaders not modelled); the draft architecture
+chosen in configs/model_config.py."""
 
 from __future__ import annotations
 
@@ -35,6 +35,10 @@ GLM_LITE = Source(
     REPO,
     VERSION,
     "python/sglang/srt/configs/model_config.py:1065-1069, python/sglang/srt/models/glm4_moe_lite_nextn.py",
+)
+#: Qwen3.5's architectures (dense, MoE; multimodal or text-only) → Qwen3_5ForCausalLMMTP for the draft.
+QWEN3_5 = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1159-1181, python/sglang/srt/models/qwen3_5_mtp.py"
 )
 QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
 #: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
@@ -254,6 +258,18 @@ ENGINE = MtpEngine(
             GLM_LITE,
             architectures=("Glm4MoeLiteForCausalLM",),
             not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_LITE),
+        ),
+        MtpClass(
+            "Qwen3_5ForCausalLMMTP",
+            QWEN3_5,
+            architectures=(
+                "Qwen3_5ForConditionalGeneration",
+                "Qwen3_5MoeForConditionalGeneration",
+                "Qwen3_5ForCausalLM",
+                "Qwen3_5MoeForCausalLM",
+            ),
+            layout="mtp",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", QWEN3_5),
         ),
     ),
     registry=MODEL_CONFIG,

@@ -1,6 +1,7 @@
 """vLLM's MTP drafters, as data: DeepSeekMTP (deepseek_mtp.py) for DeepSeek-V3/V3.2 and GLM-MoE-DSA targets,
-Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py), MiMoMTP (mimo_mtp.py) and Glm4MoeLiteMTP
-(glm4_moe_lite_mtp.py), built, their loaders not modelled; the model-type mapping in config/speculative.py."""
+Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py), MiMoMTP (mimo_mtp.py), Glm4MoeLiteMTP
+(glm4_moe_lite_mtp.py) and Qwen3_5(Moe)MTP (qwen3_5_mtp.py), built, their loaders not modelled; the model-type
+mapping in config/speculative.py."""
 
 from __future__ import annotations
 
@@ -27,6 +28,10 @@ GLM_LITE = Source(
     REPO,
     VERSION,
     "vllm/config/speculative.py:858-867 (Glm4MoeLiteForCausalLM), vllm/model_executor/models/glm4_moe_lite_mtp.py",
+)
+#: qwen3_5 / qwen3_5_moe (and their _text configs) → Qwen3_5MTP / Qwen3_5MoeMTP, mtp.* read as model.*.
+QWEN3_5 = Source(
+    REPO, VERSION, "vllm/config/speculative.py:987-1007 (qwen3_5*), vllm/model_executor/models/qwen3_5_mtp.py"
 )
 QN_LOAD = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:230-245 (Qwen3NextMTP.load_weights)")
 QN_MOE = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next.py:131-245 (Qwen3NextSparseMoeBlock, FusedMoE)")
@@ -171,6 +176,20 @@ ENGINE = MtpEngine(
             GLM_LITE,
             architectures=("Glm4MoeLiteForCausalLM",),
             not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", GLM_LITE),
+        ),
+        MtpClass(
+            "Qwen3_5MTP",
+            QWEN3_5,
+            model_types=("qwen3_5", "qwen3_5_text"),
+            layout="mtp",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", QWEN3_5),
+        ),
+        MtpClass(
+            "Qwen3_5MoeMTP",
+            QWEN3_5,
+            model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
+            layout="mtp",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", QWEN3_5),
         ),
     ),
     registry=SPECULATIVE,
