@@ -482,3 +482,12 @@ def test_a_qwen3_5_export_without_its_mtp_block_is_named(tmp_path) -> None:
 def test_a_qwen3_5_that_announces_no_mtp_layer_is_not_an_mtp_checkpoint(tmp_path) -> None:
     folder = Path(qwen3_5(tmp_path / "none", mtp=False, count=0))
     assert detect_family(json.loads((folder / "config.json").read_text())) is None
+
+
+def test_a_glm_5_target_is_served_by_sglangs_own_nextn_class_which_is_not_modelled(tmp_path) -> None:
+    """GLM-5 (GlmMoeDsaForCausalLM): vLLM serves it with DeepSeekMTP (replayed); SGLang builds its own subclass,
+    GlmMoeDsaForCausalLMNextN, not replayed: not "no class"."""
+    config = deepseek_config(architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa")
+    report = run(target(tmp_path / "glm5", config=config), "vllm", "sglang")
+    assert outcomes(report)["vllm"] == "loads"
+    assert events(report, "sglang") == {"mtp_not_modelled": "error"}

@@ -1,7 +1,7 @@
 """SGLang's MTP (NextN) drafters, as data: DeepseekV3ForCausalLMNextN (deepseek_nextn.py, loading through
-deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP, MiMoMTP,
-Glm4MoeLiteForCausalLMNextN and Qwen3_5ForCausalLMMTP (built, their loaders not modelled); the draft architecture
-chosen in configs/model_config.py."""
+deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP; MiMoMTP,
+Glm4MoeLiteForCausalLMNextN, GlmMoeDsaForCausalLMNextN and Qwen3_5ForCausalLMMTP built, their loaders not modelled;
+the draft architecture chosen in configs/model_config.py."""
 
 from __future__ import annotations
 
@@ -39,6 +39,11 @@ GLM_LITE = Source(
 #: Qwen3.5's architectures (dense, MoE; multimodal or text-only) → Qwen3_5ForCausalLMMTP for the draft.
 QWEN3_5 = Source(
     REPO, VERSION, "python/sglang/srt/configs/model_config.py:1159-1181, python/sglang/srt/models/qwen3_5_mtp.py"
+)
+#: GlmMoeDsaForCausalLM (GLM-5) → GlmMoeDsaForCausalLMNextN for the draft (model_config.py:1038-1039), a
+#: DeepseekV3ForCausalLMNextN with its own layer-index and exclude-list handling (glm4_moe.py:1288).
+GLM_DSA = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1038-1039, python/sglang/srt/models/glm4_moe.py:1288"
 )
 QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
 #: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
@@ -258,6 +263,12 @@ ENGINE = MtpEngine(
             GLM_LITE,
             architectures=("Glm4MoeLiteForCausalLM",),
             not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_LITE),
+        ),
+        MtpClass(
+            "GlmMoeDsaForCausalLMNextN",
+            GLM_DSA,
+            architectures=("GlmMoeDsaForCausalLM",),
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_DSA),
         ),
         MtpClass(
             "Qwen3_5ForCausalLMMTP",
