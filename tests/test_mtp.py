@@ -491,3 +491,37 @@ def test_a_glm_5_target_is_served_by_sglangs_own_nextn_class_which_is_not_modell
     report = run(target(tmp_path / "glm5", config=config), "vllm", "sglang")
     assert outcomes(report)["vllm"] == "loads"
     assert events(report, "sglang") == {"mtp_not_modelled": "error"}
+
+
+def ernie(folder: Path, *, mtp: bool = True) -> str:
+    """An ERNIE-4.5 MoE target as published: its MTP layer i under model.mtp_emb_norm.{i}, mtp_hidden_norm.{i},
+    mtp_linear_proj.{i} and the block model.mtp_block.{i}, counted from 0."""
+    tensors = [("model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("lm_head.weight", "BF16", [VOCAB, HIDDEN])]
+    if mtp:
+        tensors += [
+            ("model.mtp_emb_norm.0.weight", "BF16", [HIDDEN]),
+            ("model.mtp_hidden_norm.0.weight", "BF16", [HIDDEN]),
+            ("model.mtp_linear_proj.0.weight", "BF16", [HIDDEN, 2 * HIDDEN]),
+            ("model.mtp_block.0.input_layernorm.weight", "BF16", [HIDDEN]),
+            ("model.mtp_block.0.self_attn.o_proj.weight", "BF16", [HIDDEN, HIDDEN]),
+        ]
+    config = {"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe", "num_hidden_layers": 4,
+              "num_nextn_predict_layers": 1, "hidden_size": HIDDEN, "vocab_size": VOCAB}  # fmt: skip
+    write_config(folder, config)
+    write_safetensors(folder / "model.safetensors", tensors)
+    return str(folder)
+
+
+def test_an_ernie_target_keeps_its_mtp_layer_under_names_of_its_own(tmp_path, run_cli) -> None:
+    """ERNIE-4.5's MTP layer is not model.layers.{N}: compared with itself it is complete (no mtp_layers_missing);
+    both engines build a drafter from it (vLLM ErnieMTPModel, SGLang Ernie4_5_MoeForCausalLMMTP), not replayed."""
+    full = ernie(tmp_path / "full")
+    report = compare_specs(full, full, engines=("vllm", "sglang"))
+    assert report.findings == ()
+    assert report.a.variants == ("ernie_layers",)
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    dropped = compare_specs(full, ernie(tmp_path / "dropped", mtp=False))
+    assert [(f.code, f.params["side"]) for f in dropped.findings] == [("mtp_layers_missing", "B")]
+    assert "stores none of model.mtp_block.0.*" in finding_message(dropped, dropped.findings[0])
+    done = run_cli("convert", full, str(tmp_path / "out"), "--to", "sglang")
+    assert "keeps its MTP layers under model.mtp_block.* (ERNIE-4.5)" in done.stdout + done.stderr

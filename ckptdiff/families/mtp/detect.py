@@ -8,11 +8,19 @@ from typing import Any
 #: model_types whose checkpoints keep MTP layers under ``mtp.*`` (and announce them by model_type alone, unless a
 #: count of 0 says there are none): Qwen3-Next, and Qwen3.5 (its multimodal and text-only configs, dense and MoE).
 MTP_PREFIX_TYPES = ("qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_5_text", "qwen3_5_moe_text")
-#: MiMo keeps its MTP layers under their own prefix, ``model.mtp_layers.{i}.`` (token_layernorm, hidden_layernorm,
-#: input_proj, final_layernorm beside a Qwen2 decoder block), counted from 0; its architecture announces them even
-#: when an export stored none.
-MTP_LAYERS_PREFIX = "model.mtp_layers."
-MTP_LAYERS_ARCHITECTURES = ("MiMoForCausalLM",)
+#: Layouts that keep MTP layer i under names of their own, counted from 0 (not after the main layers): layout →
+#: (the name prefixes, ``{i}`` the layer; the architectures that announce the layout even when an export stored
+#: none of it; its words). MiMo: model.mtp_layers.{i} (token_layernorm, hidden_layernorm, input_proj,
+#: final_layernorm beside a Qwen2 block); ERNIE-4.5: model.mtp_emb_norm.{i}, mtp_hidden_norm.{i},
+#: mtp_linear_proj.{i} and the block model.mtp_block.{i}.
+INDEXED_LAYOUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "mimo": (("model.mtp_layers.{i}.",), ("MiMoForCausalLM",), "MiMo"),
+    "ernie": (
+        ("model.mtp_block.{i}.", "model.mtp_emb_norm.{i}.", "model.mtp_hidden_norm.{i}.", "model.mtp_linear_proj.{i}."),
+        ("Ernie4_5_MoeForCausalLM",),
+        "ERNIE-4.5",
+    ),
+}
 #: Words in an architecture name that say it is an MTP/NextN head on its own (a standalone export).
 MTP_ARCHITECTURE_WORDS = ("MTP", "NextN")
 

@@ -19,12 +19,12 @@ def _missing(params: Params) -> str:
             f"{side} stores no mtp.* tensor, though its model type keeps its MTP layers there: exported or "
             "quantized without them, the MTP drafter cannot be served from it"
         )
-    if params.get("layout") == "mimo":
+    if "prefix" in params:  # an indexed layout (MiMo, ERNIE-4.5): layer i under names of its own
+        prefix = str(params["prefix"]).partition("{i}")[0]
         return (
             f"{side}'s config announces {params['nextn']} MTP layer(s) (num_nextn_predict_layers), but it stores none "
-            f"of {_layers(params['missing'], 'model.mtp_layers.')} (stored: "
-            f"{_layers(params.get('stored', []), 'model.mtp_layers.')}): exported or quantized without them, the MTP "
-            "drafter has no trained weights to load"
+            f"of {_layers(params['missing'], prefix)} (stored: {_layers(params.get('stored', []), prefix)}): exported "
+            "or quantized without them, the MTP drafter has no trained weights to load"
         )
     return (
         f"{side}'s config announces {params['nextn']} MTP layer(s) (num_nextn_predict_layers) after its "
@@ -47,6 +47,9 @@ VARIANTS: dict[str, str] = {
     "mtp_block": "Qwen3-Next/Qwen3.5 mtp.* block",
     "mimo_layers": (
         "MiMo MTP layers (model.mtp_layers.{i}: token_layernorm, hidden_layernorm, input_proj, final_layernorm)"
+    ),
+    "ernie_layers": (
+        "ERNIE-4.5 MTP layers (model.mtp_block.{i}, mtp_emb_norm.{i}, mtp_hidden_norm.{i}, mtp_linear_proj.{i})"
     ),
     "mtp_export": "standalone MTP/NextN export (its architecture is the MTP head's)",
 }

@@ -8,7 +8,7 @@ from collections.abc import Collection
 from ...checkpoint import Checkpoint
 from ...report import Finding, TensorRow
 from ..model import Config, Profile
-from .detect import MTP_ARCHITECTURE_WORDS, detect
+from .detect import INDEXED_LAYOUTS, MTP_ARCHITECTURE_WORDS, detect
 from .spec import MtpSpec
 
 
@@ -21,11 +21,12 @@ def side_findings(checkpoint: Checkpoint, side: str) -> list[Finding]:
         if not spec.mtp_prefix_names:
             return [Finding("error", "mtp_layers_missing", subject="mtp.*", params={"side": side, "layout": "mtp"})]
         return []
-    if spec.layout == "mimo":
-        stored_at = spec.mtp_layers_stored
+    if spec.layout in INDEXED_LAYOUTS:
+        stored_at = spec.indexed_stored
         absent = [index for index in range(spec.nextn or 0) if index not in stored_at]
         if absent:
-            params = {"side": side, "nextn": spec.nextn, "missing": absent, "stored": list(stored_at), "layout": "mimo"}
+            params = {"side": side, "nextn": spec.nextn, "missing": absent, "stored": list(stored_at)}
+            params |= {"layout": spec.layout, "prefix": INDEXED_LAYOUTS[spec.layout][0][0]}
             return [Finding("error", "mtp_layers_missing", subject="num_nextn_predict_layers", params=params)]
         return []
     announced, stored = spec.announced, spec.stored_mtp
@@ -49,12 +50,12 @@ def review(
 
 def variants(config: Config | None, names: Collection[str]) -> tuple[str, ...]:
     """The MTP layout a side is (words in messages.VARIANTS): DeepSeek-V3/GLM-4.5 layers after the main ones,
-    Qwen3-Next's ``mtp.*`` block or MiMo's ``model.mtp_layers.*``, and whether it is a standalone export (its
+    Qwen3-Next's ``mtp.*`` block or an indexed layout's (MiMo, ERNIE-4.5), and whether it is a standalone export (its
     architecture names the MTP head)."""
     if config is None:
         return ()
     spec = MtpSpec.of(config, names)
-    layout = {"mtp": "mtp_block", "mimo": "mimo_layers"}.get(spec.layout, "nextn_layers")
+    layout = {"mtp": "mtp_block", "deepseek": "nextn_layers"}.get(spec.layout, f"{spec.layout}_layers")
     architecture = spec.architecture or ""
     export = any(word in architecture for word in MTP_ARCHITECTURE_WORDS)
     return (layout, "mtp_export") if export else (layout,)

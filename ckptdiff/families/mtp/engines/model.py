@@ -49,8 +49,8 @@ class MtpClass:
     source: Source
     model_types: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ()
-    #: The checkpoint layout its loader reads ("deepseek": model.layers.{N+i}; "mtp": mtp.*; "mimo":
-    #: model.mtp_layers.{i}).
+    #: The checkpoint layout its loader reads ("deepseek": model.layers.{N+i}; "mtp": mtp.*; an indexed layout of
+    #: ``detect.INDEXED_LAYOUTS``: "mimo", "ernie").
     layout: str = "deepseek"
     #: Whether its loader also takes the top-level ``lm_head.weight`` as the first MTP layer's shared_head.head
     #: (vLLM's Glm4MoeMTP).

@@ -1,7 +1,7 @@
 """SGLang's MTP (NextN) drafters, as data: DeepseekV3ForCausalLMNextN (deepseek_nextn.py, loading through
 deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP; MiMoMTP,
-Glm4MoeLiteForCausalLMNextN, GlmMoeDsaForCausalLMNextN and Qwen3_5ForCausalLMMTP built, their loaders not modelled;
-the draft architecture chosen in configs/model_config.py."""
+Glm4MoeLiteForCausalLMNextN, GlmMoeDsaForCausalLMNextN, Ernie4_5_MoeForCausalLMMTP and Qwen3_5ForCausalLMMTP built,
+their loaders not modelled; the draft architecture chosen in configs/model_config.py."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ QWEN3_5 = Source(
 #: DeepseekV3ForCausalLMNextN with its own layer-index and exclude-list handling (glm4_moe.py:1288).
 GLM_DSA = Source(
     REPO, VERSION, "python/sglang/srt/configs/model_config.py:1038-1039, python/sglang/srt/models/glm4_moe.py:1288"
+)
+#: Ernie4_5_MoeForCausalLM → Ernie4_5_MoeForCausalLMMTP for the draft (model_config.py:1128-1132).
+ERNIE = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1128-1132, python/sglang/srt/models/ernie4_eagle.py"
 )
 QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
 #: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
@@ -263,6 +267,13 @@ ENGINE = MtpEngine(
             GLM_LITE,
             architectures=("Glm4MoeLiteForCausalLM",),
             not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_LITE),
+        ),
+        MtpClass(
+            "Ernie4_5_MoeForCausalLMMTP",
+            ERNIE,
+            architectures=("Ernie4_5_MoeForCausalLM",),
+            layout="ernie",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", ERNIE),
         ),
         MtpClass(
             "GlmMoeDsaForCausalLMNextN",

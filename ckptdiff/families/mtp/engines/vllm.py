@@ -1,7 +1,7 @@
 """vLLM's MTP drafters, as data: DeepSeekMTP (deepseek_mtp.py) for DeepSeek-V3/V3.2 and GLM-MoE-DSA targets,
-Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py), MiMoMTP (mimo_mtp.py), Glm4MoeLiteMTP
-(glm4_moe_lite_mtp.py) and Qwen3_5(Moe)MTP (qwen3_5_mtp.py), built, their loaders not modelled; the model-type
-mapping in config/speculative.py."""
+Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py); MiMoMTP (mimo_mtp.py), Glm4MoeLiteMTP
+(glm4_moe_lite_mtp.py), ErnieMTP (ernie_mtp.py) and Qwen3_5(Moe)MTP (qwen3_5_mtp.py) built, their loaders not
+modelled; the model-type mapping in config/speculative.py."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ GLM_LITE = Source(
 #: qwen3_5 / qwen3_5_moe (and their _text configs) → Qwen3_5MTP / Qwen3_5MoeMTP, mtp.* read as model.*.
 QWEN3_5 = Source(
     REPO, VERSION, "vllm/config/speculative.py:987-1007 (qwen3_5*), vllm/model_executor/models/qwen3_5_mtp.py"
+)
+#: ernie4_5_moe → ErnieMTPModel, model.mtp_*.{i} read as model.layers.{N+i}.*.
+ERNIE = Source(
+    REPO, VERSION, "vllm/config/speculative.py:880-886 (ernie4_5_moe), vllm/model_executor/models/ernie_mtp.py"
 )
 QN_LOAD = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:230-245 (Qwen3NextMTP.load_weights)")
 QN_MOE = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next.py:131-245 (Qwen3NextSparseMoeBlock, FusedMoE)")
@@ -176,6 +180,13 @@ ENGINE = MtpEngine(
             GLM_LITE,
             architectures=("Glm4MoeLiteForCausalLM",),
             not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", GLM_LITE),
+        ),
+        MtpClass(
+            "ErnieMTPModel",
+            ERNIE,
+            model_types=("ernie4_5_moe", "ernie_mtp"),
+            layout="ernie",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", ERNIE),
         ),
         MtpClass(
             "Qwen3_5MTP",
