@@ -525,3 +525,18 @@ def test_an_ernie_target_keeps_its_mtp_layer_under_names_of_its_own(tmp_path, ru
     assert "stores none of model.mtp_block.0.*" in finding_message(dropped, dropped.findings[0])
     done = run_cli("convert", full, str(tmp_path / "out"), "--to", "sglang")
     assert "keeps its MTP layers under model.mtp_block.* (ERNIE-4.5)" in done.stdout + done.stderr
+
+
+def test_mtp_tensors_under_a_layout_ckptdiff_does_not_know_are_not_called_missing(tmp_path) -> None:
+    """A target announcing an MTP layer it keeps under names of another layout (model.mtp.layers.0.*, as
+    LongCat-Flash's loaders read it) is not "missing" its layer: ckptdiff says it does not know the layout."""
+    folder = tmp_path / "other"
+    tensors = [("model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("model.layers.0.input_layernorm.weight",
+               "BF16", [HIDDEN]), ("model.mtp.layers.0.enorm.m.weight", "BF16", [HIDDEN]),
+               ("model.mtp.layers.0.eh_proj.weight", "BF16", [HIDDEN, 2 * HIDDEN])]  # fmt: skip
+    write_config(folder, deepseek_config(architectures=["LongcatFlashForCausalLM"], model_type="longcat_flash"))
+    write_safetensors(folder / "model.safetensors", tensors)
+    report = compare_specs(str(folder), str(folder))
+    assert [(f.code, f.severity) for f in report.findings] == [("mtp_layout_unknown", "warning")] * 2
+    assert "model.mtp.layers.0.eh_proj.weight" in finding_message(report, report.findings[0])
+    assert report.verdict == "compatible"

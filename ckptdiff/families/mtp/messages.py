@@ -41,6 +41,16 @@ def _unannounced(params: Params) -> str:
     )
 
 
+def _layout_unknown(params: Params) -> str:
+    examples = ", ".join(params["examples"])
+    return (
+        f"{params['side']}'s config announces {params['nextn']} MTP layer(s) (num_nextn_predict_layers) after its "
+        f"{params['hidden_layers']} layers and stores none of {_layers(params['missing'])}, but it holds "
+        f"{params['count']} MTP tensors under names of a layout ckptdiff does not know ({examples}, ...): it cannot "
+        "say whether they are the announced layers"
+    )
+
+
 #: The MTP layouts a side can be (profile.variants).
 VARIANTS: dict[str, str] = {
     "nextn_layers": "DeepSeek-V3/GLM-4.5 MTP layers (model.layers.{N+i}: enorm, hnorm, eh_proj, shared_head)",
@@ -57,4 +67,5 @@ VARIANTS: dict[str, str] = {
 FINDINGS: dict[str, Callable[[Params], str]] = {
     "mtp_layers_missing": _missing,
     "mtp_layers_unannounced": _unannounced,
+    "mtp_layout_unknown": _layout_unknown,
 }

@@ -3,13 +3,17 @@ quantization that dropped them), or stores MTP layers it does not announce."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 from ...checkpoint import Checkpoint
 from ...report import Finding, TensorRow
 from ..model import Config, Profile
 from .detect import INDEXED_LAYOUTS, MTP_ARCHITECTURE_WORDS, detect
-from .spec import MtpSpec
+from .spec import MtpSpec, layer_index
+
+#: A name with an ``mtp`` path component (``model.mtp.layers.0.``, ``model.mtp_block.0.``, ``mtp_norm``).
+_MTP_NAMED = re.compile(r"(?:^|\.)mtp(?:[._]|$)")
 
 
 def side_findings(checkpoint: Checkpoint, side: str) -> list[Finding]:
@@ -31,6 +35,12 @@ def side_findings(checkpoint: Checkpoint, side: str) -> list[Finding]:
         return []
     announced, stored = spec.announced, spec.stored_mtp
     missing = [layer for layer in announced if layer not in stored]
+    elsewhere = sorted(name for name in spec.names if _MTP_NAMED.search(name) and layer_index(name) is None)
+    if missing and elsewhere:
+        # MTP tensors under names of a layout ckptdiff does not know (model.mtp.layers.0...): not "missing"
+        params = {"side": side, "nextn": spec.nextn, "hidden_layers": spec.hidden_layers, "missing": missing}
+        params |= {"examples": elsewhere[:3], "count": len(elsewhere)}
+        return [Finding("warning", "mtp_layout_unknown", subject="num_nextn_predict_layers", params=params)]
     if missing:
         params = {"side": side, "nextn": spec.nextn, "hidden_layers": spec.hidden_layers, "missing": missing}
         params |= {"stored": list(stored), "layout": "deepseek"}
