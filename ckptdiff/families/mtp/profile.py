@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
+from typing import Any
 
 from ...checkpoint import Checkpoint
 from ...report import Finding, TensorRow
@@ -38,9 +39,9 @@ def side_findings(checkpoint: Checkpoint, side: str) -> list[Finding]:
     elsewhere = sorted(name for name in spec.names if _MTP_NAMED.search(name) and layer_index(name) is None)
     if missing and elsewhere:
         # MTP tensors under names of a layout ckptdiff does not know (model.mtp.layers.0...): not "missing"
-        params = {"side": side, "nextn": spec.nextn, "hidden_layers": spec.hidden_layers, "missing": missing}
-        params |= {"examples": elsewhere[:3], "count": len(elsewhere)}
-        return [Finding("warning", "mtp_layout_unknown", subject="num_nextn_predict_layers", params=params)]
+        unknown: dict[str, Any] = {"side": side, "nextn": spec.nextn, "hidden_layers": spec.hidden_layers}
+        unknown |= {"missing": missing, "examples": elsewhere[:3], "count": len(elsewhere)}
+        return [Finding("warning", "mtp_layout_unknown", subject="num_nextn_predict_layers", params=unknown)]
     if missing:
         params = {"side": side, "nextn": spec.nextn, "hidden_layers": spec.hidden_layers, "missing": missing}
         params |= {"stored": list(stored), "layout": "deepseek"}
