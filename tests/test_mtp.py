@@ -540,3 +540,23 @@ def test_mtp_tensors_under_a_layout_ckptdiff_does_not_know_are_not_called_missin
     assert [(f.code, f.severity) for f in report.findings] == [("mtp_layout_unknown", "warning")] * 2
     assert "model.mtp.layers.0.eh_proj.weight" in finding_message(report, report.findings[0])
     assert report.verdict == "compatible"
+
+
+@pytest.mark.parametrize(
+    ("architecture", "model_type", "vllm", "sglang"),
+    [
+        ("LongcatFlashForCausalLM", "longcat_flash", "LongCatFlashMTPModel", "LongcatFlashForCausalLMNextN"),
+        ("Step3p5ForCausalLM", "step3p5", "Step3p5MTP", "Step3p5MTP"),
+        ("MiMoV2FlashForCausalLM", "mimo_v2_flash", "MiMoV2MTPModel", "MiMoV2MTP"),
+    ],
+)
+def test_targets_the_engines_build_an_mtp_drafter_for_are_not_modelled_not_unsupported(
+    tmp_path, architecture: str, model_type: str, vllm: str, sglang: str
+) -> None:
+    """Each engine maps these targets to an MTP class of its own (vLLM's hf_config_override, SGLang's draft
+    architecture override): ckptdiff does not replay them, and says so rather than "no class"."""
+    config = deepseek_config(architectures=[architecture], model_type=model_type)
+    report = run(target(tmp_path / "t", config=config), "vllm", "sglang")
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    classes = {r.engine: e.params["cls"] for r in report.engines for e in r.events}
+    assert classes == {"vllm": vllm, "sglang": sglang}

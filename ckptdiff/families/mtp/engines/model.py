@@ -50,7 +50,7 @@ class MtpClass:
     model_types: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ()
     #: The checkpoint layout its loader reads ("deepseek": model.layers.{N+i}; "mtp": mtp.*; an indexed layout of
-    #: ``detect.INDEXED_LAYOUTS``: "mimo", "ernie").
+    #: ``detect.INDEXED_LAYOUTS``: "mimo", "ernie"; "other": a class not modelled, its layout not described).
     layout: str = "deepseek"
     #: Whether its loader also takes the top-level ``lm_head.weight`` as the first MTP layer's shared_head.head
     #: (vLLM's Glm4MoeMTP).

@@ -49,6 +49,14 @@ GLM_DSA = Source(
 ERNIE = Source(
     REPO, VERSION, "python/sglang/srt/configs/model_config.py:1128-1132, python/sglang/srt/models/ernie4_eagle.py"
 )
+#: Other targets SGLang builds an MTP (NextN) drafter for (model_config.py), whose loaders are not modelled.
+LONGCAT = Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py:1085-1090 (LongcatFlashForCausalLMNextN)")
+MIMO_V2 = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1094-1096, python/sglang/srt/models/mimo_v2_nextn.py"
+)
+STEP3P5 = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1097-1098, python/sglang/srt/models/step3p5_mtp.py"
+)
 QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
 #: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
 #: num_experts (qwen2_moe.py:283-289); modelled as built here, unfused: a missing shared expert stays random either
@@ -274,6 +282,20 @@ ENGINE = MtpEngine(
             architectures=("Ernie4_5_MoeForCausalLM",),
             layout="ernie",
             not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", ERNIE),
+        ),
+        *(
+            MtpClass(
+                name,
+                source,
+                architectures=archs,
+                layout="other",
+                not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", source),
+            )  # fmt: skip
+            for name, source, archs in (
+                ("LongcatFlashForCausalLMNextN", LONGCAT, ("LongcatFlashForCausalLM",)),
+                ("MiMoV2MTP", MIMO_V2, ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")),
+                ("Step3p5MTP", STEP3P5, ("Step3p5ForCausalLM",)),
+            )
         ),
         MtpClass(
             "GlmMoeDsaForCausalLMNextN",

@@ -37,6 +37,10 @@ QWEN3_5 = Source(
 ERNIE = Source(
     REPO, VERSION, "vllm/config/speculative.py:880-886 (ernie4_5_moe), vllm/model_executor/models/ernie_mtp.py"
 )
+#: Other targets vLLM builds an MTP drafter for (speculative.py's hf_config_override), whose loaders are not modelled.
+LONGCAT = Source(REPO, VERSION, "vllm/config/speculative.py:1032-1037, vllm/model_executor/models/longcat_flash_mtp.py")
+STEP3P5 = Source(REPO, VERSION, "vllm/config/speculative.py:1039-1051, vllm/model_executor/models/step3p5_mtp.py")
+MIMO_V2 = Source(REPO, VERSION, "vllm/config/speculative.py:796-846, vllm/model_executor/models/mimo_v2_mtp.py")
 QN_LOAD = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:230-245 (Qwen3NextMTP.load_weights)")
 QN_MOE = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next.py:131-245 (Qwen3NextSparseMoeBlock, FusedMoE)")
 AUTO_LOADER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py:443 (AutoWeightsLoader)")
@@ -187,6 +191,26 @@ ENGINE = MtpEngine(
             model_types=("ernie4_5_moe", "ernie_mtp"),
             layout="ernie",
             not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", ERNIE),
+        ),
+        *(
+            MtpClass(
+                name,
+                source,
+                model_types=types,
+                architectures=archs,
+                layout="other",
+                not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", source),
+            )  # fmt: skip
+            for name, source, types, archs in (
+                ("LongCatFlashMTPModel", LONGCAT, ("longcat_flash",), ()),
+                (
+                    "Step3p5MTP",
+                    STEP3P5,
+                    ("step3p5", "step3p7"),
+                    ("Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"),
+                ),
+                ("MiMoV2MTPModel", MIMO_V2, (), ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")),
+            )
         ),
         MtpClass(
             "Qwen3_5MTP",
