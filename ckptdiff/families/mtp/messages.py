@@ -61,6 +61,7 @@ VARIANTS: dict[str, str] = {
     "ernie_layers": (
         "ERNIE-4.5 MTP layers (model.mtp_block.{i}, mtp_emb_norm.{i}, mtp_hidden_norm.{i}, mtp_linear_proj.{i})"
     ),
+    "unknown_layout": "MTP tensors under a layout ckptdiff does not know (no model.layers.{N+i}, mtp.* elsewhere)",
     "mtp_export": "standalone MTP/NextN export (its architecture is the MTP head's)",
 }
 

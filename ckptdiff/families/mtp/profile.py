@@ -36,7 +36,7 @@ def side_findings(checkpoint: Checkpoint, side: str) -> list[Finding]:
         return []
     announced, stored = spec.announced, spec.stored_mtp
     missing = [layer for layer in announced if layer not in stored]
-    elsewhere = sorted(name for name in spec.names if _MTP_NAMED.search(name) and layer_index(name) is None)
+    elsewhere = _elsewhere(spec)
     if missing and elsewhere:
         # MTP tensors under names of a layout ckptdiff does not know (model.mtp.layers.0...): not "missing"
         unknown: dict[str, Any] = {"side": side, "nextn": spec.nextn, "hidden_layers": spec.hidden_layers}
@@ -59,14 +59,21 @@ def review(
     return rows, [*side_findings(a, "A"), *side_findings(b, "B")]
 
 
+def _elsewhere(spec: MtpSpec) -> list[str]:
+    """Names with an ``mtp`` path component outside the decoder layers (a layout ckptdiff does not know)."""
+    return sorted(name for name in spec.names if _MTP_NAMED.search(name) and layer_index(name) is None)
+
+
 def variants(config: Config | None, names: Collection[str]) -> tuple[str, ...]:
     """The MTP layout a side is (words in messages.VARIANTS): DeepSeek-V3/GLM-4.5 layers after the main ones,
-    Qwen3-Next's ``mtp.*`` block or an indexed layout's (MiMo, ERNIE-4.5), and whether it is a standalone export (its
-    architecture names the MTP head)."""
+    Qwen3-Next's ``mtp.*`` block, an indexed layout's (MiMo, ERNIE-4.5) or one it does not know, and whether it is
+    a standalone export (its architecture names the MTP head)."""
     if config is None:
         return ()
     spec = MtpSpec.of(config, names)
     layout = {"mtp": "mtp_block", "deepseek": "nextn_layers"}.get(spec.layout, f"{spec.layout}_layers")
+    if layout == "nextn_layers" and not spec.stored_mtp and _elsewhere(spec):
+        layout = "unknown_layout"
     architecture = spec.architecture or ""
     export = any(word in architecture for word in MTP_ARCHITECTURE_WORDS)
     return (layout, "mtp_export") if export else (layout,)
