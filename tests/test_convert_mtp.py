@@ -131,7 +131,7 @@ def test_qwen3_next_mtp_prefix_is_refused(run_cli, tmp_path):
     result = run_cli("convert", str(model), str(tmp_path / "o"), "--to", "vllm")
 
     assert result.returncode == 2
-    assert "keeps its MTP layers under mtp.* (Qwen3-Next)" in one_line(result)
+    assert "keeps its MTP layers under mtp.* (Qwen3-Next, Qwen3.5)" in one_line(result)
 
 
 def test_the_source_is_never_modified(run_cli, tmp_path):

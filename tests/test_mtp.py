@@ -401,3 +401,163 @@ def test_the_outside_tensors_of_a_qwen3_next_target_are_worded_truly(tmp_path, r
     text = " ".join(done.stdout.split())
     assert "MTP layers []" not in text
     assert "3 tensors outside mtp.* are the target's own: Qwen3NextForCausalLMMTP skips" in text
+
+
+def test_a_mimo_target_keeps_its_mtp_layer_under_mtp_layers_whose_loaders_are_not_modelled(run_cli) -> None:
+    """MiMo-7B stores its MTP layer as model.mtp_layers.0.*: it is that layout, not a DeepSeek-V3 target missing
+    model.layers.36; both engines build a MiMo MTP class from it, whose loaders ckptdiff does not replay, so each
+    says so and the gate fails rather than guess."""
+    done = run_cli(str(FIXTURES / "mtp-mimo-7b"), "--engine", "all", "--format", "json")
+    document = json.loads(done.stdout)
+    assert document["findings"] == []
+    assert document["a"]["variants"] == ["mimo_layers"]
+    codes = {e["engine"]: [event["code"] for event in e["events"]] for e in document["engines"]}
+    assert codes == {"vllm": ["mtp_not_modelled"], "sglang": ["mtp_not_modelled"]}
+    text = run_cli(str(FIXTURES / "mtp-mimo-7b"), "--engine", "vllm").stdout
+    assert "vLLM builds MiMoMTPModel from the MTP layers of architectures[0] MiMoForCausalLM" in text
+
+
+def test_a_mimo_export_without_its_mtp_layer_is_named_against_the_original(run_cli) -> None:
+    done = run_cli(str(FIXTURES / "mtp-mimo-7b"), str(FIXTURES / "mtp-mimo-7b-dropped"), "--format", "json")
+    findings = json.loads(done.stdout)["findings"]
+    assert [(f["code"], f["params"]["side"], f["params"]["missing"]) for f in findings] == [
+        ("mtp_layers_missing", "B", [0])
+    ]
+    assert "stores none of model.mtp_layers.0.*" in findings[0]["message"]
+
+
+def test_convert_refuses_mimo_mtp_layers_naming_where_they_are(tmp_path, run_cli) -> None:
+    done = run_cli("convert", str(FIXTURES / "mtp-mimo-7b"), str(tmp_path / "out"), "--to", "vllm")
+    assert done.returncode == 2
+    assert "keeps its MTP layers under model.mtp_layers.* (MiMo)" in done.stdout + done.stderr
+
+
+def test_a_glm_4_7_flash_target_is_built_by_both_engines_whose_loaders_are_not_modelled(tmp_path) -> None:
+    """GLM-4.7-Flash (Glm4MoeLiteForCausalLM) keeps its MTP layer after the main ones as DeepSeek-V3 does; vLLM
+    builds Glm4MoeLiteMTPModel and SGLang Glm4MoeLiteForCausalLMNextN from it: not "no class", but not replayed."""
+    config = deepseek_config(architectures=["Glm4MoeLiteForCausalLM"], model_type="glm4_moe_lite")
+    report = run(target(tmp_path / "flash", config=config), "vllm", "sglang")
+    assert report.findings == ()
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    (vllm,) = [e for r in report.engines if r.engine == "vllm" for e in r.events]
+    assert "Glm4MoeLiteMTPModel" in event_message(vllm)
+
+
+def qwen3_5(folder: Path, *, mtp: bool = True, count: int = 1) -> str:
+    """A Qwen3.5 checkpoint as published: the multimodal wrapper, its text model under model.language_model., the
+    MTP block under mtp.* as Qwen3-Next's, counted by the text config's mtp_num_hidden_layers."""
+    tensors = [
+        ("model.language_model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]),
+        ("model.language_model.norm.weight", "BF16", [HIDDEN]),
+        ("lm_head.weight", "BF16", [VOCAB, HIDDEN]),
+    ]
+    if mtp:
+        tensors += [
+            ("mtp.fc.weight", "BF16", [HIDDEN, 2 * HIDDEN]),
+            ("mtp.norm.weight", "BF16", [HIDDEN]),
+            ("mtp.pre_fc_norm_embedding.weight", "BF16", [HIDDEN]),
+            ("mtp.pre_fc_norm_hidden.weight", "BF16", [HIDDEN]),
+            ("mtp.layers.0.input_layernorm.weight", "BF16", [HIDDEN]),
+        ]
+    text = {"model_type": "qwen3_5_text", "num_hidden_layers": 4, "mtp_num_hidden_layers": count}
+    write_config(folder, {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+                          "text_config": text | {"hidden_size": HIDDEN, "vocab_size": VOCAB}})  # fmt: skip
+    write_safetensors(folder / "model.safetensors", tensors)
+    return str(folder)
+
+
+def test_a_qwen3_5_checkpoints_mtp_block_is_recognised_and_its_loaders_are_not_modelled(tmp_path) -> None:
+    """Qwen3.5 keeps its MTP block under mtp.* (mtp_num_hidden_layers in its text config): both engines build a
+    drafter from it (vLLM Qwen3_5MTP, SGLang Qwen3_5ForCausalLMMTP), not an EAGLE-3 drafter they refuse."""
+    report = run(qwen3_5(tmp_path / "q"), "vllm", "sglang")
+    assert report.a.variants == ("mtp_block",)
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+
+
+def test_a_qwen3_5_export_without_its_mtp_block_is_named(tmp_path) -> None:
+    report = compare_specs(qwen3_5(tmp_path / "a"), qwen3_5(tmp_path / "b", mtp=False))
+    assert [(f.code, f.params["side"]) for f in report.findings] == [("mtp_layers_missing", "B")]
+
+
+def test_a_qwen3_5_that_announces_no_mtp_layer_is_not_an_mtp_checkpoint(tmp_path) -> None:
+    folder = Path(qwen3_5(tmp_path / "none", mtp=False, count=0))
+    assert detect_family(json.loads((folder / "config.json").read_text())) is None
+
+
+def test_a_glm_5_target_is_served_by_sglangs_own_nextn_class_which_is_not_modelled(tmp_path) -> None:
+    """GLM-5 (GlmMoeDsaForCausalLM): vLLM serves it with DeepSeekMTP (replayed); SGLang builds its own subclass,
+    GlmMoeDsaForCausalLMNextN, not replayed: not "no class"."""
+    config = deepseek_config(architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa")
+    report = run(target(tmp_path / "glm5", config=config), "vllm", "sglang")
+    assert outcomes(report)["vllm"] == "loads"
+    assert events(report, "sglang") == {"mtp_not_modelled": "error"}
+
+
+def ernie(folder: Path, *, mtp: bool = True) -> str:
+    """An ERNIE-4.5 MoE target as published: its MTP layer i under model.mtp_emb_norm.{i}, mtp_hidden_norm.{i},
+    mtp_linear_proj.{i} and the block model.mtp_block.{i}, counted from 0."""
+    tensors = [("model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("lm_head.weight", "BF16", [VOCAB, HIDDEN])]
+    if mtp:
+        tensors += [
+            ("model.mtp_emb_norm.0.weight", "BF16", [HIDDEN]),
+            ("model.mtp_hidden_norm.0.weight", "BF16", [HIDDEN]),
+            ("model.mtp_linear_proj.0.weight", "BF16", [HIDDEN, 2 * HIDDEN]),
+            ("model.mtp_block.0.input_layernorm.weight", "BF16", [HIDDEN]),
+            ("model.mtp_block.0.self_attn.o_proj.weight", "BF16", [HIDDEN, HIDDEN]),
+        ]
+    config = {"architectures": ["Ernie4_5_MoeForCausalLM"], "model_type": "ernie4_5_moe", "num_hidden_layers": 4,
+              "num_nextn_predict_layers": 1, "hidden_size": HIDDEN, "vocab_size": VOCAB}  # fmt: skip
+    write_config(folder, config)
+    write_safetensors(folder / "model.safetensors", tensors)
+    return str(folder)
+
+
+def test_an_ernie_target_keeps_its_mtp_layer_under_names_of_its_own(tmp_path, run_cli) -> None:
+    """ERNIE-4.5's MTP layer is not model.layers.{N}: compared with itself it is complete (no mtp_layers_missing);
+    both engines build a drafter from it (vLLM ErnieMTPModel, SGLang Ernie4_5_MoeForCausalLMMTP), not replayed."""
+    full = ernie(tmp_path / "full")
+    report = compare_specs(full, full, engines=("vllm", "sglang"))
+    assert report.findings == ()
+    assert report.a.variants == ("ernie_layers",)
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    dropped = compare_specs(full, ernie(tmp_path / "dropped", mtp=False))
+    assert [(f.code, f.params["side"]) for f in dropped.findings] == [("mtp_layers_missing", "B")]
+    assert "stores none of model.mtp_block.0.*" in finding_message(dropped, dropped.findings[0])
+    done = run_cli("convert", full, str(tmp_path / "out"), "--to", "sglang")
+    assert "keeps its MTP layers under model.mtp_block.* (ERNIE-4.5)" in done.stdout + done.stderr
+
+
+def test_mtp_tensors_under_a_layout_ckptdiff_does_not_know_are_not_called_missing(tmp_path) -> None:
+    """A target announcing an MTP layer it keeps under names of another layout (model.mtp.layers.0.*, as
+    LongCat-Flash's loaders read it) is not "missing" its layer: ckptdiff says it does not know the layout."""
+    folder = tmp_path / "other"
+    tensors = [("model.embed_tokens.weight", "BF16", [VOCAB, HIDDEN]), ("model.layers.0.input_layernorm.weight",
+               "BF16", [HIDDEN]), ("model.mtp.layers.0.enorm.m.weight", "BF16", [HIDDEN]),
+               ("model.mtp.layers.0.eh_proj.weight", "BF16", [HIDDEN, 2 * HIDDEN])]  # fmt: skip
+    write_config(folder, deepseek_config(architectures=["LongcatFlashForCausalLM"], model_type="longcat_flash"))
+    write_safetensors(folder / "model.safetensors", tensors)
+    report = compare_specs(str(folder), str(folder))
+    assert [(f.code, f.severity) for f in report.findings] == [("mtp_layout_unknown", "warning")] * 2
+    assert "model.mtp.layers.0.eh_proj.weight" in finding_message(report, report.findings[0])
+    assert report.verdict == "compatible"
+    assert report.a.variants == ("unknown_layout",)  # not "DeepSeek-V3/GLM-4.5 MTP layers"
+
+
+@pytest.mark.parametrize(
+    ("architecture", "model_type", "vllm", "sglang"),
+    [
+        ("LongcatFlashForCausalLM", "longcat_flash", "LongCatFlashMTPModel", "LongcatFlashForCausalLMNextN"),
+        ("Step3p5ForCausalLM", "step3p5", "Step3p5MTP", "Step3p5MTP"),
+        ("MiMoV2FlashForCausalLM", "mimo_v2_flash", "MiMoV2MTPModel", "MiMoV2MTP"),
+    ],
+)
+def test_targets_the_engines_build_an_mtp_drafter_for_are_not_modelled_not_unsupported(
+    tmp_path, architecture: str, model_type: str, vllm: str, sglang: str
+) -> None:
+    """Each engine maps these targets to an MTP class of its own (vLLM's hf_config_override, SGLang's draft
+    architecture override): ckptdiff does not replay them, and says so rather than "no class"."""
+    config = deepseek_config(architectures=[architecture], model_type=model_type)
+    report = run(target(tmp_path / "t", config=config), "vllm", "sglang")
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    classes = {r.engine: e.params["cls"] for r in report.engines for e in r.events}
+    assert classes == {"vllm": vllm, "sglang": sglang}

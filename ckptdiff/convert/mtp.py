@@ -77,8 +77,15 @@ def build_mtp_plan(
     names = [renamed(name, renames) for name in source.tensors]
     spec = MtpSpec.of(source.config, names)
     if spec.layout != "deepseek":
+        from ..families.mtp.detect import INDEXED_LAYOUTS
+
+        if spec.layout == "mtp":
+            where = "mtp.* (Qwen3-Next, Qwen3.5)"
+        else:
+            prefixes, _, words = INDEXED_LAYOUTS[spec.layout]
+            where = f"{prefixes[0].partition('{i}')[0]}* ({words})"
         raise ConvertRefused(
-            source.spec, "keeps its MTP layers under mtp.* (Qwen3-Next): convert moves DeepSeek-V3/GLM-layout layers"
+            source.spec, f"keeps its MTP layers under {where}: convert moves DeepSeek-V3/GLM-layout layers"
         )
     stored = spec.stored_mtp
     if not stored:

@@ -180,6 +180,17 @@ def _plan(request: ConvertRequest, source: Checkpoint, layout: TargetLayout, bas
             f"its config.json describes {family(found).title}; convert writes {CONVERTED_WORDS}",
             f"ckptdiff {source.spec} --engine ENGINE says whether an engine loads it as it is",
         )
+    if found is None and source.config is not None:
+        from ..families.eagle3.legacy import eagle1_fc
+
+        legacy = eagle1_fc(source)
+        if legacy is not None:
+            raise ConvertRefused(
+                source.spec,
+                f"{legacy[0]} is {legacy[1]}, an fc over [embedding; hidden state] with no d2t or midlayer: an "
+                f"EAGLE-1/2 drafter; convert writes {CONVERTED_WORDS}",
+                f"ckptdiff {source.spec} --engine ENGINE says where the engines serve it",
+            )
     if found == "mtp":
         for flag, given in (("--embed", request.embed), ("--from-base", request.from_base)):
             if given is not None:

@@ -1,7 +1,8 @@
 """A family's ``engines`` package, shared by the families whose rules are one module per engine holding ``ENGINE``
 (DFlash, MTP): the engines of the family's registry line, each one's rules looked up when asked for (so a mutation
 that replaces a module's ``ENGINE`` is seen), replayed by the package's ``replay.simulate``, and the support
-table's cell from each engine's ``classes``."""
+table's cell from each engine's ``classes`` (a class the engine builds whose loader ckptdiff has no rules for,
+its ``not_modelled`` set, is marked so)."""
 
 from __future__ import annotations
 
@@ -62,4 +63,10 @@ class EngineRules(Generic[E]):
 
     def support(self, name: str) -> tuple[tuple[str, str], ...]:
         """The support table's cell: each class the engine builds for the family, and where that was read."""
-        return tuple((each.name, str(each.source)) for each in self.get_engine(name).classes)
+        return tuple(
+            (
+                each.name if getattr(each, "not_modelled", None) is None else f"{each.name} (loader not modelled)",
+                str(each.source),
+            )
+            for each in self.get_engine(name).classes
+        )

@@ -64,6 +64,7 @@ DERIVED: dict[str, Callable[[Params], Any]] = {
 #: Headline phrases for events that end a replay early (code → template), instead of the bare code.
 SUMMARIES: dict[str, str] = {
     "no_config": "no config.json",
+    "eagle1_drafter": "an EAGLE-1/2 drafter ({name} over 2 x hidden_size), read as EAGLE-3",
     "no_architecture": "no architectures in config.json",
     "no_hidden_size": "no hidden_size in config.json",
     "architecture_not_eagle3": "{arch} is not an EAGLE-3 class it serves",
@@ -74,6 +75,12 @@ SUMMARIES: dict[str, str] = {
 
 EVENTS: dict[str, str | Callable[[Params], str]] = {
     "eagle3.no_config": "{spec} has no config.json: {label} cannot build a drafter from it",
+    "eagle3.eagle1_drafter": (
+        "{name} is {shape}: an fc over 2 x hidden_size ([embedding; hidden state]) with no d2t, t2d or midlayer is "
+        "an EAGLE-1/2 drafter's, not EAGLE-3's (over three captured target states); {label} serves EAGLE-1/2 "
+        "drafters under {how} ({cls}), whose loading ckptdiff has no rules for: the rest of this verdict is "
+        "{label}'s EAGLE-3 loader's"
+    ),
     "eagle3.no_architecture": "config.json has no architectures list: {label} cannot choose a drafter class",
     "eagle3.no_hidden_size": "config.json has no hidden_size: {label} cannot build the drafter's layers",
     "eagle3.aux_id_out_of_range": (

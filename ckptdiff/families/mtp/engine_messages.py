@@ -12,6 +12,7 @@ DERIVED: dict[str, Callable[[Params], Any]] = {}
 #: Headline phrases for events that end a replay early (code → template).
 SUMMARIES: dict[str, str] = {
     "mtp_not_supported": "no MTP drafter class for model_type {model_type}",
+    "mtp_not_modelled": "{cls}'s loader is not modelled",
     "mtp_layers_not_announced": "no MTP layers announced (num_nextn_predict_layers)",
     "mtp_layers_key_absent": "no num_nextn_predict_layers in the config",
     "mtp_layer_not_moe": "no MoE layer among its MTP layers",
@@ -25,7 +26,14 @@ _NONE = (
     "{architecture}); the MTP classes {label} maps targets to are {registered}"
 )
 
+_NOT_MODELLED = (
+    " builds {cls} from the MTP layers of architectures[0] {architecture}, but ckptdiff has no rules for its "
+    "loader: it cannot say whether this checkpoint's MTP layers load (the gate fails rather than guess)"
+)
+
 EVENTS: dict[str, str] = {
+    "mtp.vllm.mtp_not_modelled": "vLLM" + _NOT_MODELLED,
+    "mtp.sglang.mtp_not_modelled": "SGLang" + _NOT_MODELLED,
     "mtp.no_config": "{spec} has no config.json: no MTP layers can be built from it",
     "mtp.mtp_composition_unchecked": (
         "{count} mtp.* tensors are there, so the MTP block was exported; how {label}'s {cls} loads a quantized "

@@ -4,7 +4,8 @@ Two layouts exist. DeepSeek-V3 and GLM-4.5 (``deepseek``) append ``num_nextn_pre
 the ``num_hidden_layers`` main ones, each ``model.layers.{N+i}.`` with ``enorm``, ``hnorm``, ``eh_proj``,
 ``shared_head.{norm,head}``, often a copy of ``embed_tokens``, and an ordinary decoder block (MLA attention, a
 dense or MoE MLP). Qwen3-Next (``mtp``) keeps them under ``mtp.*`` (``mtp.fc``, ``mtp.pre_fc_norm_*``,
-``mtp.layers.{i}.*``, ``mtp.norm``).
+``mtp.layers.{i}.*``, ``mtp.norm``). MiMo and ERNIE-4.5 keep them under names of their own, counted from 0
+(``detect.INDEXED_LAYOUTS``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 from ...base_layouts import architecture as first_architecture
-from .detect import MTP_PREFIX_TYPES, nextn_layers, text_settings
+from .detect import INDEXED_LAYOUTS, MTP_PREFIX_TYPES, nextn_layers, text_settings
 
 Config = Mapping[str, Any]
-Layout = Literal["deepseek", "mtp"]
+#: "deepseek", "mtp", or an INDEXED_LAYOUTS name.
+Layout = str
 
 #: The tensors of an MTP layer that are not its decoder block (vLLM's ``_rewrite_spec_layer_name`` list).
 SPEC_WEIGHTS = ("embed_tokens", "enorm", "hnorm", "eh_proj", "shared_head")
@@ -76,11 +78,12 @@ class MtpSpec:
 
     @property
     def layout(self) -> Layout:
-        return (
-            "mtp"
-            if self.model_type in MTP_PREFIX_TYPES or any(n.startswith("mtp.") for n in self.names)
-            else ("deepseek")
-        )
+        if self.model_type in MTP_PREFIX_TYPES or any(n.startswith("mtp.") for n in self.names):
+            return "mtp"
+        for name, (_, architectures, _) in INDEXED_LAYOUTS.items():
+            if self.architecture in architectures or any(_indexed(name, n) is not None for n in self.names):
+                return name
+        return "deepseek"
 
     @property
     def quantization(self) -> Config | None:
@@ -152,3 +155,22 @@ class MtpSpec:
     def mtp_prefix_names(self) -> tuple[str, ...]:
         """The ``mtp.*`` names (Qwen3-Next layout)."""
         return tuple(sorted(name for name in self.names if name.startswith("mtp.")))
+
+    @property
+    def indexed_stored(self) -> tuple[int, ...]:
+        """The MTP layer indices stored under the names of an indexed layout (MiMo, ERNIE-4.5)."""
+        if self.layout not in INDEXED_LAYOUTS:
+            return ()
+        found = {index for n in self.names for index in [_indexed(self.layout, n)] if index is not None}
+        return tuple(sorted(found))
+
+
+def _indexed(layout: str, name: str) -> int | None:
+    """The layer index of ``name`` under one of ``layout``'s prefixes, or None."""
+    for prefix in INDEXED_LAYOUTS[layout][0]:
+        head = prefix.partition("{i}")[0]  # every prefix ends "{i}."
+        if name.startswith(head):
+            index, dot, _ = name[len(head) :].partition(".")
+            if index.isdigit() and dot:
+                return int(index)
+    return None

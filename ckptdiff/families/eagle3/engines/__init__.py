@@ -31,9 +31,18 @@ def simulate(
     name: str, checkpoint: Checkpoint, side: str, base_config: Mapping[str, Any] | None = None
 ) -> EngineResult:
     """What engine ``name`` does with ``checkpoint`` served as an EAGLE-3 drafter (``base_config``: the target's)."""
+    import msgspec
+
+    from ..legacy import eagle1_event
     from .replay import simulate as replay
 
-    return replay(get_engine(name), checkpoint, side, base_config)
+    result = replay(get_engine(name), checkpoint, side, base_config)
+    hint = eagle1_event(checkpoint, name)
+    if hint is None:
+        return result
+    # after the errors, first of the warnings: it says what the rest is about
+    events = sorted((hint, *result.events), key=lambda event: ("error", "warning", "info").index(event.severity))
+    return msgspec.structs.replace(result, events=tuple(events))
 
 
 def support(name: str) -> tuple[tuple[str, str], ...]:

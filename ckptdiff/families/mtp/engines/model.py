@@ -49,7 +49,8 @@ class MtpClass:
     source: Source
     model_types: tuple[str, ...] = ()
     architectures: tuple[str, ...] = ()
-    #: The checkpoint layout its loader reads ("deepseek": model.layers.{N+i}; "mtp": mtp.*).
+    #: The checkpoint layout its loader reads ("deepseek": model.layers.{N+i}; "mtp": mtp.*; an indexed layout of
+    #: ``detect.INDEXED_LAYOUTS``: "mimo", "ernie"; "other": a class not modelled, its layout not described).
     layout: str = "deepseek"
     #: Whether its loader also takes the top-level ``lm_head.weight`` as the first MTP layer's shared_head.head
     #: (vLLM's Glm4MoeMTP).
@@ -63,6 +64,9 @@ class MtpClass:
     prefix: PrefixLoad | None = None
     #: How it builds and loads an FP8-quantized MTP layer (None: not modelled; scales are then taken as they come).
     fp8: Fp8Load | None = None
+    #: The engine builds this class, but ckptdiff has no rules for its loader: the replay says so ({cls}) and stops,
+    #: so the gate fails rather than guess (None: its loader is modelled).
+    not_modelled: Event | None = None
 
     def serves(self, spec: MtpSpec) -> bool:
         return spec.model_type in self.model_types or spec.architecture in self.architectures

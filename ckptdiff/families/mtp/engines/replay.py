@@ -45,6 +45,9 @@ def simulate(
         registered = [c.name for c in engine.classes]
         events.add(engine.no_class, model_type=spec.model_type, architecture=spec.architecture, registered=registered)
         return EngineResult(engine.name, side, tuple(events.items))
+    if chosen.not_modelled is not None:
+        events.add(chosen.not_modelled, cls=chosen.name, architecture=spec.architecture)
+        return EngineResult(engine.name, side, tuple(events.items))
     if chosen.layout == "deepseek":
         allowed = engine.nextn_allowed
         if spec.nextn is None:

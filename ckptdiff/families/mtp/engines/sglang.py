@@ -1,6 +1,7 @@
 """SGLang's MTP (NextN) drafters, as data: DeepseekV3ForCausalLMNextN (deepseek_nextn.py, loading through
-deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP; the draft
-architecture chosen in configs/model_config.py."""
+deepseek_common/deepseek_weight_loader.py), Glm4MoeForCausalLMNextN, Qwen3NextForCausalLMMTP; MiMoMTP,
+Glm4MoeLiteForCausalLMNextN, GlmMoeDsaForCausalLMNextN, Ernie4_5_MoeForCausalLMMTP and Qwen3_5ForCausalLMMTP built,
+their loaders not modelled; the draft architecture chosen in configs/model_config.py."""
 
 from __future__ import annotations
 
@@ -25,6 +26,37 @@ QWEN3_NEXT = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next_mtp.py")
 #: Qwen3NextForCausalLM.load_weights(is_mtp=True): names without "mtp" skipped; mtp.fc / pre_fc_norm_* to the top,
 #: the rest mtp → model, ".self_attn" dropped, q/k/v and gate/up stacked, experts by FusedMoE's mapping, anything
 #: else params_dict[name] (KeyError when absent); nothing checks that every parameter was written.
+#: MiMoForCausalLM → MiMoMTP for the draft (model_config.py:1092-1093), loaded by MiMoMTP.load_weights.
+MIMO = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1092-1093, python/sglang/srt/models/mimo_mtp.py"
+)
+#: Glm4MoeLiteForCausalLM (GLM-4.7-Flash) → Glm4MoeLiteForCausalLMNextN for the draft (model_config.py:1065-1069).
+GLM_LITE = Source(
+    REPO,
+    VERSION,
+    "python/sglang/srt/configs/model_config.py:1065-1069, python/sglang/srt/models/glm4_moe_lite_nextn.py",
+)
+#: Qwen3.5's architectures (dense, MoE; multimodal or text-only) → Qwen3_5ForCausalLMMTP for the draft.
+QWEN3_5 = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1159-1181, python/sglang/srt/models/qwen3_5_mtp.py"
+)
+#: GlmMoeDsaForCausalLM (GLM-5) → GlmMoeDsaForCausalLMNextN for the draft (model_config.py:1038-1039), a
+#: DeepseekV3ForCausalLMNextN with its own layer-index and exclude-list handling (glm4_moe.py:1288).
+GLM_DSA = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1038-1039, python/sglang/srt/models/glm4_moe.py:1288"
+)
+#: Ernie4_5_MoeForCausalLM → Ernie4_5_MoeForCausalLMMTP for the draft (model_config.py:1128-1132).
+ERNIE = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1128-1132, python/sglang/srt/models/ernie4_eagle.py"
+)
+#: Other targets SGLang builds an MTP (NextN) drafter for (model_config.py), whose loaders are not modelled.
+LONGCAT = Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py:1085-1090 (LongcatFlashForCausalLMNextN)")
+MIMO_V2 = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1094-1096, python/sglang/srt/models/mimo_v2_nextn.py"
+)
+STEP3P5 = Source(
+    REPO, VERSION, "python/sglang/srt/configs/model_config.py:1097-1098, python/sglang/srt/models/step3p5_mtp.py"
+)
 QN_LOAD = Source(REPO, VERSION, "python/sglang/srt/models/qwen3_next.py:1138-1277 (Qwen3NextForCausalLM.load_weights)")
 #: Every Qwen3-Next decoder layer's MLP is a MoE; on CUDA its shared expert may be fused into expert slot
 #: num_experts (qwen2_moe.py:283-289); modelled as built here, unfused: a missing shared expert stays random either
@@ -230,6 +262,58 @@ ENGINE = MtpEngine(
                 outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_block", QN_LOAD),
                 quant=QN_QUANT,
             ),
+        ),
+        MtpClass(
+            "MiMoMTP",
+            MIMO,
+            architectures=("MiMoForCausalLM",),
+            layout="mimo",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", MIMO),
+        ),
+        MtpClass(
+            "Glm4MoeLiteForCausalLMNextN",
+            GLM_LITE,
+            architectures=("Glm4MoeLiteForCausalLM",),
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_LITE),
+        ),
+        MtpClass(
+            "Ernie4_5_MoeForCausalLMMTP",
+            ERNIE,
+            architectures=("Ernie4_5_MoeForCausalLM",),
+            layout="ernie",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", ERNIE),
+        ),
+        *(
+            MtpClass(
+                name,
+                source,
+                architectures=archs,
+                layout="other",
+                not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", source),
+            )  # fmt: skip
+            for name, source, archs in (
+                ("LongcatFlashForCausalLMNextN", LONGCAT, ("LongcatFlashForCausalLM",)),
+                ("MiMoV2MTP", MIMO_V2, ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM")),
+                ("Step3p5MTP", STEP3P5, ("Step3p5ForCausalLM",)),
+            )
+        ),
+        MtpClass(
+            "GlmMoeDsaForCausalLMNextN",
+            GLM_DSA,
+            architectures=("GlmMoeDsaForCausalLM",),
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_DSA),
+        ),
+        MtpClass(
+            "Qwen3_5ForCausalLMMTP",
+            QWEN3_5,
+            architectures=(
+                "Qwen3_5ForConditionalGeneration",
+                "Qwen3_5MoeForConditionalGeneration",
+                "Qwen3_5ForCausalLM",
+                "Qwen3_5MoeForCausalLM",
+            ),
+            layout="mtp",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", QWEN3_5),
         ),
     ),
     registry=MODEL_CONFIG,

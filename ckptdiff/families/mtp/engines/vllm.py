@@ -1,5 +1,7 @@
 """vLLM's MTP drafters, as data: DeepSeekMTP (deepseek_mtp.py) for DeepSeek-V3/V3.2 and GLM-MoE-DSA targets,
-Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py); the model-type mapping in config/speculative.py."""
+Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py); MiMoMTP (mimo_mtp.py), Glm4MoeLiteMTP
+(glm4_moe_lite_mtp.py), ErnieMTP (ernie_mtp.py) and Qwen3_5(Moe)MTP (qwen3_5_mtp.py) built, their loaders not
+modelled; the model-type mapping in config/speculative.py."""
 
 from __future__ import annotations
 
@@ -17,6 +19,28 @@ DEEPSEEK = Source(REPO, VERSION, "vllm/model_executor/models/deepseek_mtp.py (De
 GLM = Source(REPO, VERSION, "vllm/model_executor/models/glm4_moe_mtp.py")
 QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py")
 #: Qwen3NextMTP.load_weights: names neither under mtp. nor holding embed_tokens/lm_head are skipped, mtp. → model.
+#: MiMoForCausalLM → MiMoMTPModel (num_hidden_layers 0: model.mtp_layers.{i} at i), loaded by MiMoMTP.load_weights.
+MIMO = Source(
+    REPO, VERSION, "vllm/config/speculative.py:795-805 (MiMoForCausalLM), vllm/model_executor/models/mimo_mtp.py"
+)
+#: Glm4MoeLiteForCausalLM (GLM-4.7-Flash) → Glm4MoeLiteMTPModel, loaded by Glm4MoeLiteMTP.load_weights.
+GLM_LITE = Source(
+    REPO,
+    VERSION,
+    "vllm/config/speculative.py:858-867 (Glm4MoeLiteForCausalLM), vllm/model_executor/models/glm4_moe_lite_mtp.py",
+)
+#: qwen3_5 / qwen3_5_moe (and their _text configs) → Qwen3_5MTP / Qwen3_5MoeMTP, mtp.* read as model.*.
+QWEN3_5 = Source(
+    REPO, VERSION, "vllm/config/speculative.py:987-1007 (qwen3_5*), vllm/model_executor/models/qwen3_5_mtp.py"
+)
+#: ernie4_5_moe → ErnieMTPModel, model.mtp_*.{i} read as model.layers.{N+i}.*.
+ERNIE = Source(
+    REPO, VERSION, "vllm/config/speculative.py:880-886 (ernie4_5_moe), vllm/model_executor/models/ernie_mtp.py"
+)
+#: Other targets vLLM builds an MTP drafter for (speculative.py's hf_config_override), whose loaders are not modelled.
+LONGCAT = Source(REPO, VERSION, "vllm/config/speculative.py:1032-1037, vllm/model_executor/models/longcat_flash_mtp.py")
+STEP3P5 = Source(REPO, VERSION, "vllm/config/speculative.py:1039-1051, vllm/model_executor/models/step3p5_mtp.py")
+MIMO_V2 = Source(REPO, VERSION, "vllm/config/speculative.py:796-846, vllm/model_executor/models/mimo_v2_mtp.py")
 QN_LOAD = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py:230-245 (Qwen3NextMTP.load_weights)")
 QN_MOE = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next.py:131-245 (Qwen3NextSparseMoeBlock, FusedMoE)")
 AUTO_LOADER = Source(REPO, VERSION, "vllm/model_executor/models/utils.py:443 (AutoWeightsLoader)")
@@ -147,6 +171,60 @@ ENGINE = MtpEngine(
                 outside=Event("info", "outside_mtp_layers", "mtp.vllm.outside_mtp_block", QN_LOAD),
                 quant=QN_QUANT,
             ),
+        ),
+        MtpClass(
+            "MiMoMTPModel",
+            MIMO,
+            architectures=("MiMoForCausalLM",),
+            layout="mimo",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", MIMO),
+        ),
+        MtpClass(
+            "Glm4MoeLiteMTPModel",
+            GLM_LITE,
+            architectures=("Glm4MoeLiteForCausalLM",),
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", GLM_LITE),
+        ),
+        MtpClass(
+            "ErnieMTPModel",
+            ERNIE,
+            model_types=("ernie4_5_moe", "ernie_mtp"),
+            layout="ernie",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", ERNIE),
+        ),
+        *(
+            MtpClass(
+                name,
+                source,
+                model_types=types,
+                architectures=archs,
+                layout="other",
+                not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", source),
+            )  # fmt: skip
+            for name, source, types, archs in (
+                ("LongCatFlashMTPModel", LONGCAT, ("longcat_flash",), ()),
+                (
+                    "Step3p5MTP",
+                    STEP3P5,
+                    ("step3p5", "step3p7"),
+                    ("Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"),
+                ),
+                ("MiMoV2MTPModel", MIMO_V2, (), ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")),
+            )
+        ),
+        MtpClass(
+            "Qwen3_5MTP",
+            QWEN3_5,
+            model_types=("qwen3_5", "qwen3_5_text"),
+            layout="mtp",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", QWEN3_5),
+        ),
+        MtpClass(
+            "Qwen3_5MoeMTP",
+            QWEN3_5,
+            model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
+            layout="mtp",
+            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", QWEN3_5),
         ),
     ),
     registry=SPECULATIVE,
