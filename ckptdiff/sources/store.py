@@ -293,7 +293,15 @@ class StoreSource(Source):
         size = self.sizes.get(file)
         expected = (min(stop, size) if size is not None else stop) - start
         fs, where = self._filesystem(), self.name_of(file)
-        return bounded_read(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected)
+        try:
+            return bounded_read(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected)
+        except CkptdiffError:
+            raise
+        except Exception as err:  # the store's own error: one line naming this file, not the whole checkpoint
+            explained = explain_store_error(err, where=where, scheme=self.scheme)
+            if explained is None:
+                raise
+            raise explained from None
 
     def copy_range(self, file: RelativePath, start: int, stop: int, out: int) -> int:
         size = self.sizes.get(file)
