@@ -208,8 +208,8 @@ class StoreSource(Source):
             with ThreadPoolExecutor(len(asked), "ckptdiff-probe") as pool:
                 found = list(pool.map(self.stat, asked))
             probed = {name: entry for name, entry in zip(asked, found, strict=True) if entry is not None}
-            if not probed:
-                raise FileNotFoundError(self.folder)
+            if not probed and not any(p.endswith(WEIGHT_FILE_SUFFIXES) for p in self._linked_below()):
+                raise FileNotFoundError(self.folder)  # neither the names asked for nor a page linking weights below
             return Listing(probed, asked=asked)
         entries = fs.ls(self.folder, detail=True)
         files: dict[RelativePath, ListedFile] = {}
