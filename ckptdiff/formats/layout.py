@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from itertools import accumulate
+from unicodedata import combining, east_asian_width
 
 from ..errors import inert_at, inert_in_ci_log, inert_marks
 
@@ -111,7 +112,7 @@ def grid(
     cells = [[_inert_cell(cell) if guard else cell for cell in row] for row in rows]
     while True:
         columns = list(zip(headers, *cells)) if cells else [(h,) for h in headers]
-        widths = [max(map(len, column)) for column in columns]
+        widths = [max(map(_visible, column)) for column in columns]
         if width is not None:
             widths = _fit(columns, widths, width, shrink, names)
         body = [[wrap(cell, widths[i], i in names) for i, cell in enumerate(row)] for row in cells]
@@ -220,8 +221,12 @@ def _line(cells: Sequence[Sequence[str]], widths: Sequence[int]) -> str:
 
 
 def _visible(text: str) -> int:
-    """How many columns ``text`` takes on screen (its colour codes none)."""
-    return len(re.sub(r"\033\[[0-9;]*m", "", text))
+    """How many columns ``text`` takes on screen: its colour codes none, a wide character (CJK, most emoji) two, a
+    combining mark none."""
+    text = re.sub(r"\033\[[0-9;]*m", "", text)
+    if text.isascii():
+        return len(text)
+    return sum(0 if combining(c) else 2 if east_asian_width(c) in ("W", "F") else 1 for c in text)
 
 
 def _pad(text: str, width: int) -> str:
