@@ -49,6 +49,8 @@ def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
         (lambda: render(compare(PUBLISHED, OURS).to_dict(), "markdown"), "report"),  # type: ignore[arg-type]
         (lambda: render(compare(PUBLISHED, OURS), "table", {"color": True}), "options"),  # type: ignore[arg-type]
         (lambda: compare(PUBLISHED, OURS).render("table", colour=True), "options"),
+        (lambda: compare(PUBLISHED, OURS).render("markdown", budget="60000"), "options"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS).render("markdown", only_diffs="yes"), "options"),  # type: ignore[arg-type]
     ],
 )
 def test_every_input_mistake_is_a_ckptdiff_error(call, where) -> None:

@@ -49,6 +49,16 @@ class RenderOptions:
     #: markdown: where the full report is (a URL or a file), named when the budget cut the report.
     full_report: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("color", "expand", "only_diffs"):
+            if not isinstance(getattr(self, name), bool):
+                raise CkptdiffError("options", f"{name}={getattr(self, name)!r} is not True or False")
+        budget = self.budget
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
+            raise CkptdiffError("options", f"budget={budget!r} is not a positive number of characters, or None")
+        if self.full_report is not None and not isinstance(self.full_report, str):
+            raise CkptdiffError("options", f"full_report={self.full_report!r} is not a URL or a file's name")
+
 
 class FormatError(CkptdiffError, ValueError):
     """A format name ckptdiff does not know."""
