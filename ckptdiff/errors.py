@@ -268,7 +268,8 @@ _URL_CREDENTIALS_LOCK = threading.Lock()
 MOST_URL_CREDENTIALS = 256
 #: The pinned forms, counted by the runs that pinned them (runs in threads of one process each unpin their own).
 _PINNED_URL_CREDENTIALS: Counter[str] = Counter()
-_URL_AFTER_SCHEME = re.compile(r"(?i)[a-z][a-z0-9+.-]*://(\S*)")
+_URL_SCHEME = re.compile(r"(?i)[a-z][a-z0-9+.-]*://")
+_NOT_SPACE = re.compile(r"\S*")
 
 
 def url_credentials(text: str) -> list[str]:
@@ -277,8 +278,9 @@ def url_credentials(text: str) -> list[str]:
     from urllib.parse import unquote
 
     found = []
-    for rest in _URL_AFTER_SCHEME.findall(text):
-        userinfo = split_userinfo(rest)[0]
+    for scheme in _URL_SCHEME.finditer(text):  # each URL, one run on from another without a space too
+        url = _NOT_SPACE.match(text, scheme.end())
+        userinfo = split_userinfo(url.group() if url else "")[0]
         if not userinfo:
             continue
         user, colon, password = userinfo.partition(":")

@@ -127,6 +127,14 @@ def test_the_scrubber_catches_every_url_form(text):
     assert CANARY not in scrub_secrets(text)
 
 
+def test_every_url_of_a_text_gives_up_its_credentials_even_run_together():
+    from ckptdiff.errors import url_credentials
+
+    found = url_credentials(f"s3://b/x,https://user:{CANARY}@h/m http://AKIAKEYID4242:{CANARY[:8]}/{CANARY[8:]}@b/p")
+    assert CANARY in found and f"{CANARY[:8]}/{CANARY[8:]}" in found and "AKIAKEYID4242" in found
+    assert url_credentials("http://h:8/m@main s3://bucket/a@b") == []  # a port, a path holding '@': no credentials
+
+
 def test_a_pasted_url_keeps_its_credentials_for_the_requests_only(tmp_path):
     parsed = parse_spec(f"https://user:{CANARY}@files.example/m/model.safetensors")
     assert parsed.url.startswith("https://user:")  # type: ignore[union-attr]  # the store still authenticates
