@@ -212,6 +212,11 @@ class StoreSource(Source):
                 raise FileNotFoundError(self.folder)  # neither the names asked for nor a page linking weights below
             return Listing(probed, asked=asked)
         entries = fs.ls(self.folder, detail=True)
+        if len(entries) == 1 and entries[0].get("type") == "file" and entries[0]["name"].rstrip("/") == self.folder:
+            # the spec names a file that is no weight file (config.json, a .gguf): the planner says what it is
+            self.folder, _, named = self.folder.rpartition("/")
+            self._named = named
+            return Listing({named: self._entry(named, entries[0])}, named)
         files: dict[RelativePath, ListedFile] = {}
         folders: list[RelativePath] = []
         for info in entries:
