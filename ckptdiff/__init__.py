@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .errors import CkptdiffError
@@ -22,12 +23,12 @@ __all__ = ["CkptdiffError", "Policy", "RenderOptions", "Report", "Result", "__ve
 
 
 def compare(
-    a: str,
-    b: str | None = None,
+    a: str | os.PathLike[str],
+    b: str | os.PathLike[str] | None = None,
     *,
     profile: str = "auto",
     policy: Policy | None = None,
-    base: str | None = None,
+    base: str | os.PathLike[str] | None = None,
     engines: Sequence[str] = (),
     renames: Sequence[str | RenameRule] = (),
     values: bool = False,
@@ -44,17 +45,19 @@ def compare(
     words in its ``message``); the CLI's options by name.
 
     ``a`` and ``b`` are local paths, Hub repos ``org/name[@revision]`` or store URLs, as on the command line (a
-    revision is part of the spec). ``profile`` is ``auto``, ``none`` or a profile name (``--profile``); ``policy``
-    holds the rules (``--ignore``, ``--allow-*``, ``--fail-on``, ``--allow-empty``); ``base`` is ``--base``;
-    ``engines`` is ``--engine`` (with ``b`` None the one checkpoint is checked against them); ``renames`` is
-    ``--rename``; ``values`` is ``--values`` (needs ``ckptdiff[values]``; torch too for .bin/.pt), ``values_only``
-    ``--values-only`` (globs; implies ``values``); ``offline`` and ``jobs`` are ``--offline`` and ``--jobs``;
-    ``progress`` draws progress bars on stderr (True) or reports to your own :data:`ckptdiff.progress.Progress`
-    callback; ``notify`` receives announcements; ``follow_symlinks`` is
-    ``--follow-symlinks``; ``vllm_runner`` is ``--vllm-runner`` (``v2`` or ``v1``).
+    revision is part of the spec); a :class:`pathlib.Path` (any ``os.PathLike``) is always a local path.
+    ``profile`` is ``auto``, ``none`` or a profile name (``--profile``); ``policy`` holds the rules (``--ignore``,
+    ``--allow-*``, ``--fail-on``, ``--allow-empty``); ``base`` is ``--base``; ``engines`` is ``--engine`` (with
+    ``b`` None the one checkpoint is checked against them); ``renames`` is ``--rename``; ``values`` is
+    ``--values`` (needs ``ckptdiff[values]``; torch too for .bin/.pt), ``values_only`` ``--values-only`` (globs;
+    implies ``values``); ``offline`` and ``jobs`` are ``--offline`` and ``--jobs``; ``progress`` draws progress
+    bars on stderr (True) or reports to your own :data:`ckptdiff.progress.Progress` callback; ``notify`` receives
+    announcements; ``follow_symlinks`` is ``--follow-symlinks``; ``vllm_runner`` is ``--vllm-runner`` (``v2`` or
+    ``v1``).
 
     Raises :class:`CkptdiffError` for every mistake in the input: an unreadable or invalid checkpoint, an
-    unknown profile or engine, a bad rule, a missing ``b`` without ``engines``. Its ``where``, ``defect`` and
+    unknown profile or engine, a bad rule, a missing ``b`` without ``engines``, an argument of the wrong type (a
+    string where a list is expected, None, a flag that is not True or False). Its ``where``, ``defect`` and
     ``hint`` say what and where.
     """
     from .families import profile_names
@@ -62,11 +65,28 @@ def compare(
     from .pipeline import compare_specs
     from .sources import SourceOptions
 
+    a = _spec(a, "a")
+    b = None if b is None else _spec(b, "b")
+    base = None if base is None else _spec(base, "base")
+    engines = _listed(engines, "engines", "engine names, e.g. ['sglang']")
+    renames = _listed(renames, "renames", "'REGEX=REPLACEMENT' rules, e.g. [r'^layers\\.0\\.=midlayer.']")
+    values_only = _listed(values_only, "values_only", "globs, e.g. ['fc.weight']")
+    for name, flag in (("values", values), ("offline", offline), ("follow_symlinks", follow_symlinks)):
+        if not isinstance(flag, bool):
+            raise CkptdiffError(name, f"{flag!r} is not True or False")
+    if not (isinstance(progress, bool) or callable(progress)):
+        raise CkptdiffError("progress", f"{progress!r} is not True, False or a callback")
+    if notify is not None and not callable(notify):
+        raise CkptdiffError("notify", f"{notify!r} is not a callback")
+    for rule in renames:
+        if not isinstance(rule, str) and not _is_rename_rule(rule):
+            raise CkptdiffError("renames", f"{rule!r} is not a 'REGEX=REPLACEMENT' string")
+    for glob in values_only:
+        if not isinstance(glob, str) or not glob:
+            raise CkptdiffError("values_only", f"{glob!r} is not a non-empty glob")
     profiles = ("auto", "none", *profile_names())
     if profile not in profiles:
         raise CkptdiffError("profile", f"unknown profile {profile!r}", f"choose from {', '.join(profiles)}")
-    if isinstance(engines, str):
-        raise CkptdiffError("engines", f"{engines!r} is a string", "give a list of engine names, e.g. ['sglang']")
     for engine in engines:
         if engine not in ENGINE_CHOICES:
             raise CkptdiffError("engines", f"unknown engine {engine!r}", f"choose from {', '.join(ENGINE_CHOICES)}")
@@ -74,8 +94,6 @@ def compare(
         raise CkptdiffError("b", "missing", "give B to compare A with, or engines to check A on its own")
     if vllm_runner not in ("v2", "v1"):
         raise CkptdiffError("vllm_runner", f"unknown vLLM runner {vllm_runner!r}", "choose from v2, v1")
-    if isinstance(values_only, str):
-        raise CkptdiffError("values_only", f"{values_only!r} is a string", "give a list of globs, e.g. ['fc.weight']")
     values = values or bool(values_only)
     if b is None and values:
         raise CkptdiffError("values", "compares A's tensor values with B's", "give B")
@@ -102,6 +120,35 @@ def compare(
             values_only=tuple(values_only),
         )
     return Result.of(report)
+
+
+def _spec(value: object, where: str) -> str:
+    """A spec as ``compare`` takes it: a string as on the command line, or a path (``os.PathLike``), which is always
+    local: a relative one that does not exist is spelled ``./path``, so that it is not taken for a Hub repo id."""
+    if isinstance(value, str):
+        return value
+    path = os.fspath(value) if isinstance(value, os.PathLike) else None
+    if not isinstance(path, str):
+        hint = "give a path, a Hub repo id (org/name) or a URL, as a string or a pathlib.Path"
+        raise CkptdiffError(where, f"{value!r} is not a checkpoint spec", hint)
+    if path and not os.path.isabs(path) and not os.path.lexists(path):
+        return os.path.join(os.curdir, path)
+    return path
+
+
+def _listed(value: object, where: str, example: str) -> tuple[Any, ...]:
+    """A list argument as a tuple; a string (which would be taken character by character) or anything that is no
+    collection is refused."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        shown = f"{value!r} is a string" if isinstance(value, str) else f"{value!r} is not a list"
+        raise CkptdiffError(where, shown, f"give a list of {example}, or () for none")
+    return tuple(value)
+
+
+def _is_rename_rule(value: object) -> bool:
+    from .naming import RenameRule
+
+    return isinstance(value, RenameRule)
 
 
 def _bars(progress: bool | Progress) -> Progress | None:

@@ -214,8 +214,27 @@ _URL_SECRETS = re.compile(
     r"(?i)([?&#;](?:[\w.-]*(?:token|key|secret|passw(?:or)?d|pwd|signature|credential|auth)[\w.-]*|sig|code)=)"
     r"[^&#\s\"']+"
 )
-#: ``user:password@``, ``:password@`` and ``token@`` in a URL's authority.
-_URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s\"']+@")
+#: ``user:password@``, ``:password@`` and ``token@`` in a URL's authority, and a ``user:password@`` whose password
+#: holds a ``/`` (:func:`split_userinfo`): after the ``:`` comes no port number, and the ``@`` is further on.
+_URL_USERINFO = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.-]*://)(?:[^/@\s\"']+@|[^/@\s\"':\[]*:(?![0-9]*(?:[/?#\s\"']|$))[^@\s\"']*@)"
+)
+
+
+def split_userinfo(rest: str) -> tuple[str, str]:
+    """A URL after its ``scheme://`` as (its ``user:password``, the rest from the host on); ``("", rest)`` without
+    credentials. RFC 3986 ends the authority at the first ``/``, but a secret pasted into a URL unencoded may hold
+    one (AWS secret keys and Azure account keys often do): an authority with a ``:`` followed by no port number and
+    an ``@`` further on is credentials up to that ``@``, so that such a key is never printed as a host or a path."""
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if "@" in authority:  # everything up to the authority's last '@' is credentials
+        at = authority.rindex("@")
+        return rest[:at], rest[at + 1 :]
+    port = authority.rpartition(":")[2]
+    if ":" in authority and not port.isdigit() and not authority.startswith("[") and "@" in rest:
+        at = rest.index("@")
+        return rest[:at], rest[at + 1 :]
+    return "", rest
 
 
 def display_url(url: str) -> str:
@@ -224,8 +243,7 @@ def display_url(url: str) -> str:
     scheme, separator, rest = url.partition("://")
     if not separator:
         return url
-    authority, slash, path = rest.partition("/")
-    authority = authority.rpartition("@")[2]  # everything up to the last '@' is credentials
+    authority, slash, path = split_userinfo(rest)[1].partition("/")
     host = re.split(r"[?#]", authority, maxsplit=1)[0]
     if host != authority:
         slash, path = "", ""
@@ -257,7 +275,8 @@ _URL_CREDENTIALS_LOCK = threading.Lock()
 MOST_URL_CREDENTIALS = 256
 #: The pinned forms, counted by the runs that pinned them (runs in threads of one process each unpin their own).
 _PINNED_URL_CREDENTIALS: Counter[str] = Counter()
-_URL_AUTHORITY = re.compile(r"(?i)[a-z][a-z0-9+.-]*://([^/?#\s]*)")
+_URL_SCHEME = re.compile(r"(?i)[a-z][a-z0-9+.-]*://")
+_NOT_SPACE = re.compile(r"\S*")
 
 
 def url_credentials(text: str) -> list[str]:
@@ -266,8 +285,9 @@ def url_credentials(text: str) -> list[str]:
     from urllib.parse import unquote
 
     found = []
-    for authority in _URL_AUTHORITY.findall(text):
-        userinfo = authority.rpartition("@")[0]
+    for scheme in _URL_SCHEME.finditer(text):  # each URL, one run on from another without a space too
+        url = _NOT_SPACE.match(text, scheme.end())
+        userinfo = split_userinfo(url.group() if url else "")[0]
         if not userinfo:
             continue
         user, colon, password = userinfo.partition(":")

@@ -12,6 +12,7 @@ Faults, per object path (``bucket/key``), answered before moto sees the request:
     s3.endless.add(path)                  # GETs answer 206 with a Content-Range, then bytes that never end
     s3.short_after[path] = n              # GETs send the object's bytes only up to byte n, as a shorter answer
     s3.drop_after[path] = n               # GETs send the object's bytes up to byte n, then the connection drops
+    s3.answer[path] = status              # HEADs and GETs answer that HTTP status with S3's error document
 
 A plain web server, as ``python -m http.server`` is (no Range, no ETag; a folder's page lists its links):
 
@@ -65,6 +66,8 @@ class _Counting:
         cut = server.short_after.get(path, server.drop_after.get(path))
         if cut is not None and environ["REQUEST_METHOD"] == "GET":
             app = self._cut(app, cut, drop=path in server.drop_after)
+        if path in server.answer:
+            app = self._refuse
         try:
             time.sleep(server.latency)
             for chunk in app(environ, start_response):
@@ -102,6 +105,15 @@ class _Counting:
 
         return cut_app
 
+    def _refuse(self, environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
+        """S3's error document for the status ``answer`` holds for the object (AccessDenied, InternalError, ...)."""
+        status = self.server.answer[unquote(environ.get("PATH_INFO", "")).lstrip("/")]
+        code = {403: "AccessDenied", 500: "InternalError", 503: "SlowDown"}.get(status, "Error")
+        body = f'<?xml version="1.0" encoding="UTF-8"?><Error><Code>{code}</Code><Message>{code}</Message></Error>'
+        reason = {403: "Forbidden", 500: "Internal Server Error", 503: "Slow Down"}.get(status, "Error")
+        start_response(f"{status} {reason}", [("Content-Type", "application/xml"), ("Content-Length", str(len(body)))])
+        yield body.encode()
+
     def _fault(self, environ: dict[str, Any], start_response: Any) -> Iterator[bytes]:
         """A generated object (HEAD and GET, Range ignored) or an endless 206."""
         path = unquote(environ.get("PATH_INFO", "")).lstrip("/")
@@ -131,6 +143,7 @@ class S3Server:
         self.endless: set[str] = set()
         self.short_after: dict[str, int] = {}
         self.drop_after: dict[str, int] = {}
+        self.answer: dict[str, int] = {}
         self.requests: Counter[str] = Counter()
         self.bytes_sent: Counter[str] = Counter()
         self.lock = threading.Lock()
@@ -190,7 +203,7 @@ class S3Server:
 
     def clear_faults(self) -> None:
         """No fault, hook or latency left from a test: the server is the whole run's."""
-        for faults in (self.generated, self.ignore_range, self.endless, self.short_after, self.drop_after):
+        for faults in (self.generated, self.ignore_range, self.endless, self.short_after, self.drop_after, self.answer):
             faults.clear()
         self.hooks.clear()
         self.latency = 0.0

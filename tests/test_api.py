@@ -36,6 +36,21 @@ def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
         (lambda: compare(PUBLISHED, OURS, policy=ckptdiff.Policy(ignore="x")), "--ignore"),  # type: ignore[arg-type]
         (lambda: compare(PUBLISHED, "/nonexistent/ckpt"), None),
         (lambda: render(compare(PUBLISHED, OURS), "pdf"), "format"),
+        (lambda: compare(None, OURS), "a"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, 3), "b"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, base=b"base"), "base"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, engines=None), "engines"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, renames=r"^layers\.0\.=midlayer."), "renames"),
+        (lambda: compare(PUBLISHED, OURS, renames=[None]), "renames"),  # type: ignore[list-item]
+        (lambda: compare(PUBLISHED, OURS, values_only=None), "values_only"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, values_only=[1]), "values_only"),  # type: ignore[list-item]
+        (lambda: compare(PUBLISHED, OURS, offline="yes"), "offline"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, progress="yes"), "progress"),  # type: ignore[arg-type]
+        (lambda: render(compare(PUBLISHED, OURS).to_dict(), "markdown"), "report"),  # type: ignore[arg-type]
+        (lambda: render(compare(PUBLISHED, OURS), "table", {"color": True}), "options"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS).render("table", colour=True), "options"),
+        (lambda: compare(PUBLISHED, OURS).render("markdown", budget="60000"), "options"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS).render("markdown", only_diffs="yes"), "options"),  # type: ignore[arg-type]
     ],
 )
 def test_every_input_mistake_is_a_ckptdiff_error(call, where) -> None:
@@ -44,6 +59,15 @@ def test_every_input_mistake_is_a_ckptdiff_error(call, where) -> None:
     if where is not None:
         assert caught.value.where == where
     assert "\n" not in caught.value.line()
+
+
+def test_a_path_is_a_local_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = compare(Path(PUBLISHED), Path(OURS), base=None)
+    assert report.verdict == "compatible" and report.a.spec == PUBLISHED
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CkptdiffError) as caught:  # a relative path, even one shaped like org/name, is no Hub repo
+        compare(Path("org/name"), Path(OURS))
+    assert caught.value.line() == "./org/name: no such file or folder"
 
 
 def test_the_old_module_name_still_imports() -> None:

@@ -76,6 +76,25 @@ def test_a_terminal_too_narrow_for_the_config_table_lists_each_key_on_lines_of_i
     ]
 
 
+def test_names_of_wide_characters_keep_the_columns_aligned(run_cli, tmp_path):
+    from unicodedata import east_asian_width
+
+    from fixtures.generate import write_safetensors
+
+    names = ["model.权重.weight", "emoji😀.weight", "ünïcødé.weight", "plain.weight"]
+    write_safetensors(tmp_path / "a" / "model.safetensors", [(n, "BF16", [4, 4]) for n in names])
+    write_safetensors(tmp_path / "b" / "model.safetensors", [(n, "F16", [4, 4]) for n in names])
+
+    lines = run_cli(str(tmp_path / "a"), str(tmp_path / "b"), env={"COLUMNS": "120"}).stdout.splitlines()
+
+    def column_of(line: str, text: str) -> int:  # where ``text`` starts on screen: a wide character takes two
+        before = line[: line.index(text)]
+        return sum(2 if east_asian_width(c) in ("W", "F") else 1 for c in before)
+
+    rows = [line for line in lines if line.startswith(tuple(names))]
+    assert len(rows) == 4 and len({column_of(row, "[4, 4] BF16") for row in rows}) == 1, rows
+
+
 def test_a_long_path_wraps_after_a_slash_under_its_label(run_cli, tmp_path):
     deep = tmp_path / "a-very-long-folder-name-for-the-published-kimi-k2-drafter" / "and-a-second-level-folder"
     shutil.copytree(PUBLISHED, deep)

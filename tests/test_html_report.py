@@ -185,6 +185,37 @@ def test_hostile_names_stay_text(tmp_path: Path) -> None:
     assert "owned" not in seen and sorted(json.loads(seen["names"])) == sorted(names)
 
 
+def test_long_names_and_layer_patterns_wrap_inside_the_page(run_cli, tmp_path: Path) -> None:
+    from fixtures.generate import write_config, write_safetensors
+
+    # every other layer's MLP in another dtype: one pattern row, model.layers.{1,3,5,…,79}.mlp.down_proj.weight
+    long_name = "x" * 300 + ".weight"  # no dot to wrap at for 300 characters
+    layers = [f"model.layers.{i}.mlp.down_proj.weight" for i in range(80)]
+    for side, dtype in (("a", "BF16"), ("b", "F16")):
+        tensors = [(n, dtype if i % 2 else "BF16", [4, 4]) for i, n in enumerate(layers)]
+        write_safetensors(tmp_path / side / "model.safetensors", [*tensors, (long_name, "BF16", [4])])
+        write_config(tmp_path / side, {"model_type": "llama", "_name_or_path": f"/{side}" + "y" * 400})
+    page = tmp_path / "report.html"
+    assert run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(page)).returncode == 1
+    seen = probe(
+        page,
+        """
+        const d = document.body.dataset;
+        d.pageWidth = document.documentElement.scrollWidth;
+        d.viewWidth = document.documentElement.clientWidth;
+        const pattern = [...document.querySelectorAll("tr.row")].find((r) => r.dataset.count !== "1");
+        d.pattern = pattern.dataset.name;
+        d.shown = pattern.querySelector("code").textContent;
+        """,
+    )
+    assert (
+        seen["pattern"]
+        == seen["shown"]
+        == "model.layers.{" + ",".join(map(str, range(1, 80, 2))) + "}.mlp.down_proj.weight"
+    )
+    assert int(seen["pageWidth"]) <= int(seen["viewWidth"]), seen  # no column pushed past the right edge
+
+
 def test_save_writes_more_formats_from_one_run_and_refuses_an_unknown_extension(run_cli, tmp_path: Path) -> None:
     result = run_cli(
         PUBLISHED,

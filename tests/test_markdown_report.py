@@ -197,6 +197,16 @@ def test_names_that_share_no_pattern_are_counted_where_they_no_longer_fit(run_cl
     assert len(named) + int(counted[1].replace(",", "")) == 2500
 
 
+def test_a_budget_with_no_room_left_for_names_counts_them_without_an_empty_list() -> None:
+    from ckptdiff import RenderOptions, compare, render
+
+    markdown = render(compare(PUBLISHED, TWO_AUX, engines=["vllm"]), "markdown", RenderOptions(budget=500))
+    assert "- **shape_mismatch** (1): `fc.weight`" in markdown  # the verdict names it
+    differences = markdown.split("### Differences", 1)[1].split("###", 1)[0]
+    assert differences == "\n\n1 tensor differs (failing first):\n\n- **shape_mismatch** (1)\n\n"
+    assert "the shapes and notes of the failing rows;" in markdown and "the first 0" not in markdown
+
+
 def test_a_compatible_pair_is_short_and_says_so_first(run_cli, tmp_path: Path) -> None:
     markdown = run_cli(PUBLISHED, str(FIXTURES / "kimi-k25-eagle3-ours"), "--format", "md").stdout
     assert markdown.startswith("## ckptdiff: compatible ✅\n\n**compatible**: 15 match, 1 injected.\n")

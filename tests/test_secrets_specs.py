@@ -35,7 +35,14 @@ def closed_port() -> int:
 
 
 def userinfo_forms() -> list[str]:
-    return [f"{KEY_ID}:{SECRET}@", f"user:{SECRET}@", f":{SECRET}@", f"{SECRET}@"]
+    # the last: a secret pasted unencoded holding a '/' (as AWS secret keys and Azure account keys often do)
+    return [
+        f"{KEY_ID}:{SECRET}@",
+        f"user:{SECRET}@",
+        f":{SECRET}@",
+        f"{SECRET}@",
+        f"{KEY_ID}:{SECRET[:9]}/{SECRET[9:]}@",
+    ]
 
 
 def generated_specs(port: int) -> list[str]:
@@ -108,6 +115,15 @@ def test_an_object_store_url_carrying_credentials_is_refused_in_one_line(run_cli
     assert result.stderr == (
         "ckptdiff: s3://bucket/run: credentials in the URL (user:secret@) are not read "
         "(give them as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)\n"
+    )
+
+
+def test_a_web_password_holding_a_slash_is_refused_without_it(run_cli):
+    result = run_cli(f"https://user:{SECRET[:9]}/{SECRET[9:]}@files.example/m/model.safetensors", PUBLISHED)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "ckptdiff: https://files.example/m/model.safetensors: the password in the URL (user:password@) holds a '/' "
+        "(write each '/' in it as %2F)\n"
     )
 
 

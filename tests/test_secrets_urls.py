@@ -99,6 +99,9 @@ def test_a_url_carrying_a_token_is_refused_in_a_line_without_it(run_cli, url):
         (f"s3://b/p?token={CANARY}", "s3://b/p"),
         (f"https://h/m#access_token={CANARY}", "https://h/m"),
         (f"https://u:p#{CANARY}@h/m", "https://h/m"),
+        (f"s3://AKIAKEYID4242:{CANARY[:8]}/{CANARY[8:]}@b/p", "s3://b/p"),  # a '/' in the secret, unencoded
+        (f"http://user:{CANARY[:8]}/{CANARY[8:]}@h:8/m", "http://h:8/m"),
+        ("http://h:8/m@main", "http://h:8/m@main"),
         ("org/name@main", "org/name@main"),
         ("./runs/ckpt-100", "./runs/ckpt-100"),
     ],
@@ -117,10 +120,19 @@ def test_the_display_identity_keeps_the_place_and_drops_the_credentials(spec, sh
         f"see https://h/x?refresh_token={CANARY}&a=1",
         f"see https://h/x?sv=1&sig={CANARY}",
         f"see https://h/x?client_secret={CANARY}",
+        f'Invalid bucket name "s3://AKIAKEYID4242:{CANARY[:8]}/{CANARY[8:]}@bucket"',
     ],
 )
 def test_the_scrubber_catches_every_url_form(text):
     assert CANARY not in scrub_secrets(text)
+
+
+def test_every_url_of_a_text_gives_up_its_credentials_even_run_together():
+    from ckptdiff.errors import url_credentials
+
+    found = url_credentials(f"s3://b/x,https://user:{CANARY}@h/m http://AKIAKEYID4242:{CANARY[:8]}/{CANARY[8:]}@b/p")
+    assert CANARY in found and f"{CANARY[:8]}/{CANARY[8:]}" in found and "AKIAKEYID4242" in found
+    assert url_credentials("http://h:8/m@main s3://bucket/a@b") == []  # a port, a path holding '@': no credentials
 
 
 def test_a_pasted_url_keeps_its_credentials_for_the_requests_only(tmp_path):

@@ -86,6 +86,24 @@ def test_a_folder_url_names_the_subfolder_its_server_lists_weights_in(weights_in
         assert resolve(f"{url}/sub").tensors == resolve(str(PUBLISHED / "model.safetensors")).tensors
 
 
+def test_a_folder_url_holding_only_subfolders_names_those_with_weights(tmp_path):
+    """A run's folder with no file of its own at the top, only its checkpoints: none of the names asked for is
+    there, and its page names them (it is no missing folder)."""
+    for step in ("checkpoint-100", "checkpoint-200"):
+        shutil.copytree(PUBLISHED, tmp_path / "run" / step)
+    with WebServer(tmp_path, autoindex=True) as web:
+        url = f"{web.endpoint}/run"
+        with pytest.raises(SourceError) as error:
+            resolve(url)
+        with pytest.raises(SourceError) as missing:
+            resolve(f"{web.endpoint}/no-such-run")
+    assert error.value.line() == (
+        f"{url}: no safetensors weights (model.safetensors or *.safetensors.index.json)"
+        f" (its weights are in subfolders: give one of {url}/checkpoint-100, {url}/checkpoint-200)"
+    )
+    assert missing.value.line() == f"{web.endpoint}/no-such-run: no such bucket, object or prefix (check the URL)"
+
+
 def test_a_folder_page_whose_links_are_absolute_paths_or_whole_urls_names_the_subfolder_too(weights_in_a_subfolder):
     folder = weights_in_a_subfolder / "models" / "x"
     with WebServer(weights_in_a_subfolder, autoindex=True) as web:

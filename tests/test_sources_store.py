@@ -163,16 +163,43 @@ def test_a_missing_bucket_or_key_is_one_line(s3, run_cli, spec, expected):
     assert_one_line(result, expected)
 
 
+def test_an_object_that_is_no_weight_file_is_named_as_a_local_one_would_be(s3, run_cli):
+    s3.upload(PUBLISHED, "files/drafter")
+    result = run_cli("s3://files/drafter/config.json", str(OURS), env=s3.env)
+    assert_one_line(result, "s3://files/drafter/config.json: not a .safetensors file or a *.safetensors.index.json")
+    local = run_cli(str(PUBLISHED / "config.json"), str(OURS))  # the same words as for a local file
+    assert local.stderr == result.stderr.replace("s3://files/drafter", str(PUBLISHED))
+
+
 def test_denied_credentials_are_one_line_and_the_secret_is_never_shown(s3, run_cli):
     s3.upload(PUBLISHED, "private/drafter")
     with s3.require_auth() as (key_id, secret):
         for debug in ((), ("--debug",)):
             result = run_cli("s3://private/drafter", str(OURS), *debug, env=s3.env)
-            assert_one_line(result, "s3://private/drafter: access denied (check the credentials")
+            assert_one_line(result, "s3://private/drafter")  # the prefix, or the object the keys could not read
+            assert ": access denied (check the credentials" in result.stderr
         allowed_env = {**s3.env, "AWS_ACCESS_KEY_ID": key_id, "AWS_SECRET_ACCESS_KEY": secret}
         allowed = run_cli("s3://private/drafter", str(OURS), env=allowed_env)
     assert allowed.returncode == 0, allowed.stderr
     assert secret not in allowed.stdout + allowed.stderr
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (403, "access denied (check the credentials"),  # an object the keys may not read (a KMS key, an ACL)
+        (500, "the server answered HTTP 500 (retry later)"),
+        (503, "the server answered HTTP 503 (retry later)"),
+    ],
+)
+def test_a_shard_the_store_will_not_serve_is_one_line_naming_that_shard(s3, run_cli, tmp_path, status, said):
+    base = write_sharded(tmp_path / "base")
+    s3.upload(base, "refusing/base")
+    shard = sorted(base.glob("*.safetensors"))[1].name
+    s3.answer[f"refusing/base/{shard}"] = status
+    # AWS_MAX_ATTEMPTS: botocore's retries of the 5xx prove nothing here, and take seconds
+    result = run_cli("s3://refusing/base", str(base), env={**s3.env, "AWS_MAX_ATTEMPTS": "1"})
+    assert_one_line(result, f"s3://refusing/base/{shard}: {said}")
 
 
 def test_an_unreachable_endpoint_is_one_line(s3, run_cli):

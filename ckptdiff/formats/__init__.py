@@ -6,7 +6,7 @@ Formats draw; they never recompute a verdict. Each owns its words (from :mod:`.m
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..errors import CkptdiffError
@@ -49,6 +49,16 @@ class RenderOptions:
     #: markdown: where the full report is (a URL or a file), named when the budget cut the report.
     full_report: str | None = None
 
+    def __post_init__(self) -> None:
+        for name in ("color", "expand", "only_diffs"):
+            if not isinstance(getattr(self, name), bool):
+                raise CkptdiffError("options", f"{name}={getattr(self, name)!r} is not True or False")
+        budget = self.budget
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 1):
+            raise CkptdiffError("options", f"budget={budget!r} is not a positive number of characters, or None")
+        if self.full_report is not None and not isinstance(self.full_report, str):
+            raise CkptdiffError("options", f"full_report={self.full_report!r} is not a URL or a file's name")
+
 
 class FormatError(CkptdiffError, ValueError):
     """A format name ckptdiff does not know."""
@@ -75,4 +85,19 @@ def load_format(fmt: str) -> None:
 
 
 def render(report: Report, fmt: str = "table", options: RenderOptions | None = None, **overrides: Any) -> str:
+    """``report`` in the format ``fmt``, drawn with ``options`` or, without them, ``RenderOptions(**overrides)``.
+    Anything but a report (its ``to_dict()``, None), options of another type and an option it does not have are
+    refused with a :class:`~ckptdiff.errors.CkptdiffError`, as an unknown format is."""
+    from ..report import Report
+
+    if not isinstance(report, Report):
+        hint = "give what ckptdiff.compare() returns"
+        raise CkptdiffError("report", f"{type(report).__name__} is not a ckptdiff Report", hint)
+    if options is not None and not isinstance(options, RenderOptions):
+        hint = "give a ckptdiff.RenderOptions, or the options by name"
+        raise CkptdiffError("options", f"{type(options).__name__} is not a RenderOptions", hint)
+    known = [field.name for field in fields(RenderOptions)]
+    for name in overrides:
+        if name not in known:
+            raise CkptdiffError("options", f"{name!r} is not a render option", f"choose from {', '.join(known)}")
     return get_format(fmt).render(report, options or RenderOptions(**overrides))

@@ -4,6 +4,7 @@ drift plots as inline SVG (:mod:`.drift`)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from html import escape
 
@@ -53,6 +54,7 @@ th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vert
 th { background: var(--soft); position: sticky; top: 0; }
 tr.fails td.status { color: var(--fail); font-weight: 600; }
 tr.member td { background: var(--soft); padding-left: 36px; }
+td code { overflow-wrap: anywhere; } td.name { min-width: 14em; }
 .controls { display: flex; gap: 14px; align-items: center; flex-wrap: wrap; margin: 8px 0; }
 .controls input[type=search] { width: 360px; padding: 4px 8px; font: inherit; }
 button.expand { border: 0; background: none; cursor: pointer; width: 18px; padding: 0; font-size: 12px; }
@@ -208,7 +210,7 @@ def _reasons(report: Report) -> list[str]:
             note = note_text(line.row)
             count = f" ({line.count:,} tensors)" if line.count > 1 else ""
             out.append(
-                f"<li><code>{escape(printable_name(line.name))}</code>{count}: <strong>{line.row.status}</strong>"
+                f"<li><code>{breakable(printable_name(line.name))}</code>{count}: <strong>{line.row.status}</strong>"
                 + (f" — {escape(note)}" if note else "")
                 + "</li>"
             )
@@ -288,8 +290,9 @@ def _row(report: Report, line: DisplayRow, with_counts: bool, with_values: bool)
         allowed = f"allowed by {allowed_by_text(report, row.allowed_by)}"
         note = f"{note}; {allowed}" if note else allowed
     status = f"{row.status} (allowed)" if row.allowed_by else row.status
-    name = escape(printable_name(line.name))  # the filter and the expanded members read it as shown
-    cells = [f'<td class="name">{button}<code>{name}</code></td>']
+    shown = printable_name(line.name)  # the filter and the expanded members read it as shown
+    name = escape(shown)
+    cells = [f'<td class="name">{button}<code>{breakable(shown)}</code></td>']
     cells += [f"<td>{line.count:,}</td>"] if with_counts else []
     cells += [f"<td>{escape(shape_dtype(row.a))}</td>", f"<td>{escape(shape_dtype(row.b))}</td>"]
     cells.append(f'<td class="status">{status}</td>')
@@ -301,6 +304,16 @@ def _row(report: Report, line: DisplayRow, with_counts: bool, with_values: bool)
     )
 
 
+#: Where a name or key may wrap: after each of these (a pattern's ``{1,3,5,…}`` has no other place).
+_BREAK_AFTER = re.compile(r"(?<=[.,/])")
+
+
+def breakable(name: str) -> str:
+    """A tensor name or config key, escaped, that may wrap after its dots, commas and slashes (``<wbr>``: nothing
+    a reader copies), so that a long one, a layer pattern above all, does not widen its table past the page."""
+    return "<wbr>".join(escape(part) for part in _BREAK_AFTER.split(name))
+
+
 def _config(report: Report) -> list[str]:
     out = ["<h2>config.json differences</h2>"]
     if not report.config:
@@ -308,8 +321,9 @@ def _config(report: Report) -> list[str]:
     out.append("<table><thead><tr><th>key</th><th>A</th><th>B</th><th>status</th></tr></thead><tbody>")
     for diff in report.config:
         a, b = config_cells(diff)
+        key = breakable(printable_name(diff.key))
         out.append(
-            f"<tr><td><code>{escape(printable_name(diff.key))}</code></td><td><code>{escape(a)}</code></td>"
+            f'<tr><td class="name"><code>{key}</code></td><td><code>{escape(a)}</code></td>'
             f"<td><code>{escape(b)}</code></td><td>{diff.status}</td></tr>"
         )
     return out + ["</tbody></table>"]

@@ -236,7 +236,8 @@ class _Rendering:
         if not detail.totals and report.b is not None:
             self.left_out.append("the totals per dtype")
         if detail.failing != "table" and len(self.failing) > detail.table_rows:
-            self.left_out.append(f"the shapes and notes of all but the first {detail.table_rows} failing rows")
+            first = f"all but the first {detail.table_rows} " if detail.table_rows else "the "
+            self.left_out.append(f"the shapes and notes of {first}failing rows")
 
     def _sides(self) -> list[str]:
         report = self.report
@@ -258,7 +259,8 @@ class _Rendering:
         count = sum(line.count for line in self.failing) + sum(line.count for line in passing)
         out = ["### Differences", ""]
         if count:
-            out += [f"{plural(count, 'tensor')} differ" + (" (failing first):" if self.failing else ":"), ""]
+            verb = "differs" if count == 1 else "differ"
+            out += [f"{plural(count, 'tensor')} {verb}" + (" (failing first):" if self.failing else ":"), ""]
         if detail.failing == "table" or not self.failing:
             lines = self.failing + passing
             out += [self._table(lines), ""] if lines else ["_No differing tensors._", ""]
@@ -328,6 +330,9 @@ class _Rendering:
                 named += line.count
                 used += len(name) + 2
             tensors = sum(line.count for line in group)
+            if not names:  # not one name fits: the count alone (the verdict above names the first ones)
+                out.append(f"- **{status}** ({tensors:,})")
+                continue
             rest = f", and {tensors - named:,} more" if named < tensors else ""
             out.append(f"- **{status}** ({tensors:,}): {', '.join(names)}{rest}")
         return out

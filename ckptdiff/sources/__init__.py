@@ -20,7 +20,14 @@ from urllib.parse import unquote
 
 import msgspec
 
-from ..errors import CkptdiffError, SourceError, display_url, remember_url_credentials, scrub_secrets
+from ..errors import (
+    CkptdiffError,
+    SourceError,
+    display_url,
+    remember_url_credentials,
+    scrub_secrets,
+    split_userinfo,
+)
 
 if TYPE_CHECKING:  # light to import: the command parses A and B before loading the checkpoint model
     from concurrent.futures import Executor
@@ -96,7 +103,7 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
                 "a URL with a query string (a signed link) is not supported",
                 "name the object through its store (s3://, gs://, az://) and let its credentials sign the requests",
             )
-        _refuse_store_credentials(spec, scheme, rest.partition("/")[0])
+        _refuse_store_credentials(spec, scheme, rest)
         return StoreSpec(f"{scheme}://{rest}", scheme)
     if "\0" in spec:  # no path or repo id holds one (expanduser would raise ValueError on it)
         raise SourceError(display_spec(spec), "holds a NUL character: no file, folder or Hub repo id has one")
@@ -134,11 +141,15 @@ _CREDENTIAL_CHAINS = {
 }
 
 
-def _refuse_store_credentials(spec: str, scheme: str, authority: str) -> None:
+def _refuse_store_credentials(spec: str, scheme: str, rest: str) -> None:
     """An object store takes no credentials in its URL (s3fs would read ``KEY:SECRET@bucket`` as a bucket's name and
-    quote it in its error): refused, without them. Azure's ``container@account`` is a place, not a credential."""
-    userinfo = authority.rpartition("@")[0]
+    quote it in its error): refused, without them. Azure's ``container@account`` is a place, not a credential. A
+    web server's password holding a ``/`` (which ends a URL's host) is refused too: it would be sent as a host."""
+    userinfo = split_userinfo(rest)[0]
     azure = scheme in ("az", "abfs", "abfss")
+    if scheme in ("http", "https") and "/" in userinfo:
+        hint = "write each '/' in it as %2F"
+        raise SourceError(display_spec(spec), "the password in the URL (user:password@) holds a '/'", hint)
     if scheme in ("http", "https") or not userinfo or (azure and ":" not in userinfo):
         return
     chain = _CREDENTIAL_CHAINS["az" if azure else "gs" if scheme == "gcs" else scheme]

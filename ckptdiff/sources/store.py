@@ -208,10 +208,15 @@ class StoreSource(Source):
             with ThreadPoolExecutor(len(asked), "ckptdiff-probe") as pool:
                 found = list(pool.map(self.stat, asked))
             probed = {name: entry for name, entry in zip(asked, found, strict=True) if entry is not None}
-            if not probed:
-                raise FileNotFoundError(self.folder)
+            if not probed and not any(p.endswith(WEIGHT_FILE_SUFFIXES) for p in self._linked_below()):
+                raise FileNotFoundError(self.folder)  # neither the names asked for nor a page linking weights below
             return Listing(probed, asked=asked)
         entries = fs.ls(self.folder, detail=True)
+        if len(entries) == 1 and entries[0].get("type") == "file" and entries[0]["name"].rstrip("/") == self.folder:
+            # the spec names a file that is no weight file (config.json, a .gguf): the planner says what it is
+            self.folder, _, named = self.folder.rpartition("/")
+            self._named = named
+            return Listing({named: self._entry(named, entries[0])}, named)
         files: dict[RelativePath, ListedFile] = {}
         folders: list[RelativePath] = []
         for info in entries:
@@ -293,7 +298,15 @@ class StoreSource(Source):
         size = self.sizes.get(file)
         expected = (min(stop, size) if size is not None else stop) - start
         fs, where = self._filesystem(), self.name_of(file)
-        return bounded_read(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected)
+        try:
+            return bounded_read(fs, self.scheme, self._path(file), start, stop, where=where, expected=expected)
+        except CkptdiffError:
+            raise
+        except Exception as err:  # the store's own error: one line naming this file, not the whole checkpoint
+            explained = explain_store_error(err, where=where, scheme=self.scheme)
+            if explained is None:
+                raise
+            raise explained from None
 
     def copy_range(self, file: RelativePath, start: int, stop: int, out: int) -> int:
         size = self.sizes.get(file)

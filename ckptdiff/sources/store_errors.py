@@ -83,8 +83,9 @@ def connection_failure(err: BaseException) -> BaseException | None:
 
 
 def _http_answer(err: BaseException) -> int | str | None:
-    """The HTTP status a web server answered (aiohttp's error, or the one fsspec wrapped in FileNotFoundError
-    after a HEAD and a GET both failed), or "redirects" for a redirect loop; None if there was no answer."""
+    """The HTTP status a web server or S3 answered (aiohttp's error, or the one fsspec wrapped in FileNotFoundError
+    after a HEAD and a GET both failed; botocore's under s3fs's OSError), or "redirects" for a redirect loop; None
+    if there was no answer."""
     seen: BaseException | None = err
     for _ in range(4):
         if seen is None:
@@ -92,6 +93,10 @@ def _http_answer(err: BaseException) -> int | str | None:
         if type(seen).__name__ == "TooManyRedirects":
             return "redirects"
         status = getattr(seen, "status", None)
+        response = getattr(seen, "response", None)  # botocore's ClientError, which s3fs's OSError was raised from
+        if status is None and isinstance(response, dict):  # s3fs words 403 and 404 itself; the rest it leaves bare
+            code = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            status = code if isinstance(code, int) and (code >= 500 or code == 429) else None
         if isinstance(status, int) and status >= 400 and status != 404:
             return status
         seen = seen.__cause__ or seen.__context__
