@@ -13,7 +13,7 @@ from conftest import CliRun, run_in_process
 from ckptdiff.families.eagle3.engines import get_engine
 from ckptdiff.families.eagle3.engines.capture import capture_for, documented_table
 from fixtures.generate import HERE as FIXTURES
-from fixtures.generate import write_config, write_kimi_k2_drafter_pair, write_safetensors
+from fixtures.generate import write_config, write_drafter, write_kimi_k2_drafter_pair, write_safetensors
 
 REPO = Path(__file__).resolve().parent.parent
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
@@ -50,7 +50,10 @@ def test_the_published_kimi_k2_drafter_alone_loads_under_both_engines_with_the_c
     # [2, 30, 58] are the default capture's indices of a 61-layer model: vLLM's default takes those layers on
     # any 61-layer target; SGLang reads them as given only in its DeepSeek-V2 class (and GPT-OSS at depth 58)
     words = " ".join(done.stdout.split())
-    assert "a 61-layer model of any class it knows (Llama, Qwen2/Qwen3, Qwen3-MoE, DeepSeek-V2/V3, GPT-OSS)" in words
+    assert (
+        "a 61-layer model of any class it knows (Llama, Llama-4, Qwen2/Qwen3, Qwen3-MoE, DeepSeek-V2/V3, GPT-OSS)"
+        in words
+    )
     assert "a 59-256-layer DeepSeek-V2/V3 model such as Kimi-K2" in done.stdout
     assert done.stdout.rstrip().endswith(
         "compatible: vllm A loads (conditional on the target), sglang A loads (conditional on the target)"
@@ -59,7 +62,7 @@ def test_the_published_kimi_k2_drafter_alone_loads_under_both_engines_with_the_c
     (condition,) = entries["vllm"]["conditions"]
     assert condition["code"] == "aux_capture"
     assert {t["family"]: t["layers"] for t in condition["targets"]} == {
-        family: [[61, 61]] for family in ("Llama", "Qwen2/Qwen3", "Qwen3-MoE", "DeepSeek-V2/V3", "GPT-OSS")
+        family: [[61, 61]] for family in ("Llama", "Llama-4", "Qwen2/Qwen3", "Qwen3-MoE", "DeepSeek-V2/V3", "GPT-OSS")
     }
     (condition,) = entries["sglang"]["conditions"]
     assert {t["family"]: t["layers"] for t in condition["targets"]} == {
@@ -139,6 +142,11 @@ def test_a_target_class_no_rule_names_gets_a_condition_naming_it_never_a_guess(t
         ("sglang", "Qwen3MoeForCausalLM", (1, 46, 93), 94, (1, 46)),
         ("vllm", "Qwen3ForCausalLM", (2, 18, 36), 36, (1, 17, 35)),
         ("vllm", "DeepseekV3ForCausalLM", None, 61, (1, 29, 57)),
+        ("vllm", "Llama4ForConditionalGeneration", None, 48, (1, 23, 44)),
+        ("vllm", "Llama4ForConditionalGeneration", (2, 24, 45), 48, (1, 23, 44)),
+        ("sglang", "Llama4ForConditionalGeneration", None, 48, (1, 23, 44)),
+        ("sglang", "Llama4ForConditionalGeneration", (1, 23, 44), 48, (1, 23, 44)),
+        ("sglang", "Llama4ForConditionalGeneration", (1, 23, 47), 48, (1, 23)),
     ],
 )
 def test_each_class_captures_as_its_rule_says(engine, architecture, ids, layers, outputs) -> None:
@@ -149,6 +157,95 @@ def test_each_class_captures_as_its_rule_says(engine, architecture, ids, layers,
 def test_a_multimodal_wrapper_is_matched_by_its_text_model_type() -> None:
     capture = capture_for(get_engine("sglang").aux_ids.classes, "KimiK25ForConditionalGeneration", "kimi_k2")
     assert capture is not None and capture.label == "DeepSeek-V2/V3"
+
+
+def test_llama_4s_text_model_is_matched_when_the_wrapper_is_not_named() -> None:
+    for engine in ("vllm", "sglang"):
+        capture = capture_for(get_engine(engine).aux_ids.classes, None, "llama4_text")
+        assert capture is not None and capture.label == "Llama-4"
+
+
+def maverick(folder: Path) -> str:
+    """A Llama-4 Maverick target as published: the wrapper's config, its text model's sizes in text_config."""
+    text = {"model_type": "llama4_text", "hidden_size": 5120, "num_hidden_layers": 48, "vocab_size": 202048}
+    write_config(
+        folder, {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "text_config": text}
+    )
+    write_safetensors(
+        folder / "model.safetensors", [("language_model.model.embed_tokens.weight", "BF16", [202048, 5120])]
+    )
+    return str(folder)
+
+
+def maverick_drafter(folder: Path, **ids: list[int]) -> str:
+    """An EAGLE-3 drafter for Maverick (nvidia/Llama-4-Maverick-17B-128E-Eagle3's sizes, SpecForge names); ``nested``:
+    eagle_config's ids (SGLang reads them), ``top``: the top-level ids (vLLM reads them)."""
+    config = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": 5120,
+        "intermediate_size": 16384,
+        "num_attention_heads": 40,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "num_hidden_layers": 1,
+        "vocab_size": 202048,
+        "draft_vocab_size": 32000,
+        "rms_norm_eps": 1e-5,
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096,
+        "eagle_config": {"use_aux_hidden_state": True},
+    }
+    if "nested" in ids:
+        config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] = ids["nested"]
+    if "top" in ids:
+        config["eagle_aux_hidden_state_layer_ids"] = ids["top"]
+    return str(write_drafter(folder, config, with_embed=False))
+
+
+def capture_events(entry: dict) -> list[dict]:
+    return [e for e in entry["events"] if e["params"].get("family") == "Llama-4"]
+
+
+def test_a_maverick_drafter_on_a_llama_4_target_is_decided_by_its_text_models_depth(tmp_path: Path) -> None:
+    """Both engines hand the capture to Llama-4's text model: SGLang reads eagle_config's [1, 23, 44] (the outputs of
+    layers 1, 23, 44), vLLM reads no ids and its default over text_config's 48 layers takes the same layers."""
+    drafter = maverick_drafter(tmp_path / "drafter", nested=[1, 23, 44])
+    done = ckptdiff(
+        drafter, "--base", maverick(tmp_path / "maverick"), "--engine", "vllm", "--engine", "sglang", "--format", "json"
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    for name, entry in engines_of(done).items():
+        assert entry["outcome"] == "loads" and "conditions" not in entry, (name, entry)
+        (event,) = capture_events(entry)
+        assert (event["severity"], event["params"]["captured"], event["params"]["layers"]) == ("info", [1, 23, 44], 48)
+        assert "on this 48-layer Llama-4 target" in event["message"]
+        assert "aux_capture_unknown_class" not in {e["code"] for e in entry["events"]}
+
+
+def test_without_ids_each_engine_takes_its_default_from_the_text_config(tmp_path: Path) -> None:
+    drafter = maverick_drafter(tmp_path / "drafter")
+    done = ckptdiff(
+        drafter, "--base", maverick(tmp_path / "maverick"), "--engine", "vllm", "--engine", "sglang", "--format", "json"
+    )
+    for entry in engines_of(done).values():
+        (event,) = capture_events(entry)
+        assert event["code"] == "aux_ids_default" and event["params"]["captured"] == [1, 23, 44]
+
+
+def test_ids_past_llama_4s_depth_are_never_captured(tmp_path: Path) -> None:
+    """SGLang captures before layer id + 1 < 48 (id 47 never); vLLM before layer id, up to 48 (id 49 never)."""
+    drafter = maverick_drafter(tmp_path / "drafter", nested=[1, 23, 47], top=[2, 24, 49])
+    done = ckptdiff(
+        drafter, "--base", maverick(tmp_path / "maverick"), "--engine", "vllm", "--engine", "sglang", "--format", "json"
+    )
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
+    entries = engines_of(done)
+    for name, outside in (("sglang", [47]), ("vllm", [49])):
+        errors = {e["code"]: e for e in entries[name]["events"] if e["severity"] == "error"}
+        assert errors["aux_id_out_of_range"]["params"]["outside"] == outside
+        assert errors["aux_id_out_of_range"]["params"]["captured"] == [1, 23]
+        assert "aux_count_mismatch" in errors
 
 
 def test_docs_engines_md_holds_the_generated_convention_table() -> None:

@@ -70,7 +70,8 @@ class Case:
     #: Which split the case belongs to: "main" (the job), or "held-out" (written before the rules it checks
     #: were fixed; scored separately by run.py --split held-out).
     split: str = "main"
-    #: The oracle family that runs it (oracle_families.py): "eagle3", or "eagle3_k25" against a Kimi-K2.5 target.
+    #: The oracle family that runs it (oracle_families.py): "eagle3", or "eagle3_k25" against a Kimi-K2.5 target,
+    #: "eagle3_llama4" against a Llama-4 one.
     family: str = "eagle3"
 
 
@@ -275,6 +276,18 @@ TARGET_CLASSES: dict[str, tuple[str, str, dict[str, Any]]] = {
         {"head_dim": HIDDEN // HEADS, "query_pre_attn_scalar": HIDDEN // HEADS, "sliding_window": 128},
     ),
     "mixtral": ("MixtralForCausalLM", "mixtral", {"num_local_experts": 4, "num_experts_per_tok": 2}),
+    # Llama-4's text model (Llama4TextConfig): every layer MoE, as Maverick's interleave of 1 in Scout
+    "llama4_text": (
+        "Llama4ForCausalLM",
+        "llama4_text",
+        {
+            "head_dim": HIDDEN // HEADS,
+            "intermediate_size_mlp": INTERMEDIATE,
+            "num_local_experts": 4,
+            "num_experts_per_tok": 1,
+            "interleave_moe_layer_step": 1,
+        },
+    ),
     "glm4_moe": (
         "Glm4MoeForCausalLM",
         "glm4_moe",
@@ -293,10 +306,12 @@ TARGET_CLASSES: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 
 #: Multimodal wrappers around a text model of TARGET_CLASSES: class → (architecture, model_type, the text model's
-#: class). Kimi-K2.5: KimiK25ForConditionalGeneration over a DeepSeek-V3-class text model (model_type kimi_k2) in
-#: text_config, beside a vision tower; the workers read such a target through worker_<engine>_k25.py.
+#: class). Kimi-K2.5: KimiK25ForConditionalGeneration over a DeepSeek-V3-class text model (model_type kimi_k2);
+#: Llama-4: Llama4ForConditionalGeneration over Llama4ForCausalLM (llama4_text); each in text_config, beside a
+#: vision tower; the workers read such a target through worker_k25_<engine>.py.
 WRAPPED_TARGETS: dict[str, tuple[str, str, str]] = {
     "kimi_k25": ("KimiK25ForConditionalGeneration", "kimi_k25", "deepseek_v3"),
+    "llama4": ("Llama4ForConditionalGeneration", "llama4", "llama4_text"),
 }
 #: Kimi-K2.5's vision tower, scaled down (moonshotai/Kimi-K2.5 config.json: moonvit3d, patch 14, merge 2 x 2).
 K25_VISION = {
@@ -308,6 +323,29 @@ K25_VISION = {
     "patch_size": 14,
     "merge_kernel_size": [2, 2],
     "text_hidden_size": HIDDEN,
+}
+#: Llama-4's vision tower, scaled down (Llama4VisionConfig's keys: patch 14, pixel shuffle 0.5).
+LLAMA4_VISION = {
+    "model_type": "llama4_vision_model",
+    "hidden_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "intermediate_size": 64,
+    "image_size": 28,
+    "patch_size": 14,
+    "pixel_shuffle_ratio": 0.5,
+    "projector_input_dim": 64,
+    "projector_output_dim": 64,
+    "vision_output_dim": 64,
+}
+#: Each wrapper's own keys: its text model's model_type, the keys beside text_config, its vision tower.
+WRAPPED_KEYS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "kimi_k25": (
+        "kimi_k2",
+        {"media_placeholder_token_id": VOCAB - 6, "pad_token_id": VOCAB - 1, "tie_word_embeddings": False},
+        K25_VISION,
+    ),
+    "llama4": ("llama4_text", {"image_token_index": VOCAB - 6, "tie_word_embeddings": False}, LLAMA4_VISION),
 }
 
 
@@ -333,14 +371,13 @@ def target_config(target: Target | None = None) -> dict[str, Any]:
     if target.model_class in WRAPPED_TARGETS:
         architecture, model_type, text_class = WRAPPED_TARGETS[target.model_class]
         text = target_config(Target(text_class, target.layers))
+        text_type, keys, vision = WRAPPED_KEYS[target.model_class]
         return {
             "architectures": [architecture],
             "model_type": model_type,
-            "media_placeholder_token_id": VOCAB - 6,
-            "pad_token_id": VOCAB - 1,
-            "tie_word_embeddings": False,
-            "text_config": {**text, "model_type": "kimi_k2"},
-            "vision_config": K25_VISION,
+            **keys,
+            "text_config": {**text, "model_type": text_type},
+            "vision_config": vision,
         }
     architecture, model_type, extra = TARGET_CLASSES[target.model_class]
     return {

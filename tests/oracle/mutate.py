@@ -488,9 +488,16 @@ from mutate_v2 import MUTATIONS as V2_MUTATIONS  # noqa: E402
 
 MUTATIONS |= V2_MUTATIONS
 MUTATIONS |= DFLASH_MUTATIONS
+# The Llama-4 target's capture (judged on the eagle3_llama4 family's cases).
+from mutate_llama4 import FAMILY as LLAMA4_FAMILY  # noqa: E402
+from mutate_llama4 import MUTATIONS as LLAMA4_MUTATIONS  # noqa: E402
+
+MUTATIONS |= LLAMA4_MUTATIONS
 #: Mutations whose rules only one family's drafters reach: judged on that family's cases only (the baseline run
 #: judges every case, so each such family's cases are in it).
-SCOPE: dict[str, str] = {name: DFLASH_FAMILY for name in DFLASH_MUTATIONS}
+SCOPE: dict[str, str] = {name: DFLASH_FAMILY for name in DFLASH_MUTATIONS} | dict.fromkeys(
+    LLAMA4_MUTATIONS, LLAMA4_FAMILY
+)
 
 
 def v1_dflash_found(engines: list[str] | None) -> list[str]:

@@ -75,6 +75,12 @@ def _k25_cases() -> list[Any]:
     return list(K25_CASES)
 
 
+def _llama4_cases() -> list[Any]:
+    from llama4_cases import LLAMA4_CASES
+
+    return list(LLAMA4_CASES)
+
+
 def _mtp_cases() -> list[Any]:
     from mtp_catalogue import MTP_CASES
 
@@ -151,6 +157,18 @@ ORACLE_FAMILIES: tuple[OracleFamily, ...] = (
         shared=("worker_vllm.py", "worker_sglang.py", "k25_target.py"),
         unread=True,
         prefix="gen_k25_",
+    ),
+    # EAGLE-3 drafters against a Llama-4 target (Llama4ForConditionalGeneration: the same wrapping, its capture
+    # through language_model, a Llama4ForCausalLM), run by the same drivers
+    OracleFamily(
+        "eagle3_llama4",
+        _llama4_cases,
+        _eagle3_write,
+        _eagle3_names,
+        driver="k25_",
+        shared=("worker_vllm.py", "worker_sglang.py", "k25_target.py"),
+        unread=True,
+        prefix="gen_llama4_",
     ),
     # DFlash drafters against tiny targets, run by worker_dflash_<engine>.py (their setup answers SGLang's
     # start-up refusal of the CPU; their capture tracing and SGLang set-up are the EAGLE-3 drivers')

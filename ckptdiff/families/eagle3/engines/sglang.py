@@ -228,6 +228,17 @@ CAPTURES = (
         "Llama-3.1-8B",
     ),
     _sglang_family(
+        "Llama-4",
+        # Llama4ForConditionalGeneration hands the ids to its language_model (mllama4.py:971-973), a
+        # Llama4ForCausalLM of text_config (mllama4.py:496-500) that keeps LlamaForCausalLM's set-up (llama.py:929-941:
+        # id + 1; no ids: [2, n//2, n-3], n = text_config.num_hidden_layers)
+        ("Llama4ForConditionalGeneration", "Llama4ForCausalLM"),
+        ("llama4", "llama4_text"),
+        "mllama4.py:971, llama.py:929",
+        "llama4.py:522-531 (Llama4Model.forward: if i in layers_to_capture, before layer i; i < n)",
+        "Llama-4-Maverick",
+    ),
+    _sglang_family(
         "Qwen2/Qwen3",
         ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
         ("qwen2", "qwen3"),

@@ -209,6 +209,17 @@ CAPTURES = (
         "Llama-3.1-8B",
     ),
     _vllm_family(
+        "Llama-4",
+        # Llama4ForConditionalGeneration hands the ids and the default to its language_model (mllama4.py:803-813),
+        # a Llama4ForCausalLM built from text_config (mllama4.py:779-785): the default is interfaces.py:1751-1775's
+        # (2, n//2, n-3) over its decoder's layers, n = text_config.num_hidden_layers
+        ("Llama4ForConditionalGeneration", "Llama4ForCausalLM"),
+        ("llama4", "llama4_text"),
+        "vllm/model_executor/models/llama4.py:384 (Llama4Model keeps LlamaModel.forward, llama.py:438-441: "
+        "_maybe_add_hidden_state(aux, idx + 1, ...))",
+        "Llama-4-Maverick",
+    ),
+    _vllm_family(
         "Qwen2/Qwen3",
         ("Qwen2ForCausalLM", "Qwen3ForCausalLM"),
         ("qwen2", "qwen3"),
