@@ -144,7 +144,7 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     **{
         f"dflash.sglang.config_checks.{key.rpartition('.')[2]}": (
             f"SGLang takes {what}",
-            lambda key=key: _dflash_sglang_config_check_dropped(key),  # type: ignore[misc]
+            lambda key=key: _dflash_sglang_config_check_dropped(key),
         )
         for key, what in _CONFIG_CHECKS.items()
     },

@@ -3,7 +3,7 @@ each check's rule as a parse of the value, as the engine's own parse takes it, a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...rules import Event
@@ -31,11 +31,11 @@ class _Refused(Exception):
     pass
 
 
-def _optional_int(minimum: int) -> Any:
+def _optional_int(minimum: int) -> Callable[[Any], int | None]:
     """SGLang's ``_parse_optional_int``: null is unset; anything ``int()`` takes (``"16"``, ``2.5``, ``true``),
     then at least ``minimum``."""
 
-    def parse(value: Any) -> Any:
+    def parse(value: Any) -> int | None:
         if value is None:
             return None
         try:
@@ -88,7 +88,7 @@ def _number(value: Any) -> Any:
 
 
 #: A config check's rule (``ConfigCheck.rule``) → its parse of the value (the parsed value, or ``_Refused``).
-RULES: dict[str, Any] = {
+RULES: dict[str, Callable[[Any], Any]] = {
     "int_min_1": _optional_int(1),
     "int_min_0": _optional_int(0),
     "positive_float": _positive_float,
