@@ -299,6 +299,16 @@ def test_config_settings_sglang_takes(tmp_path, config) -> None:
     assert "dflash_config_refused" not in codes(engines(folder, QWEN3_BASE)["sglang"])
 
 
+@pytest.mark.parametrize(
+    ("setting", "first"),
+    [({"output_multiplier": 0}, "dflash_config_refused"), ({"mask_token": ""}, "target_layer_ids_malformed")],
+)
+def test_sglang_refuses_the_first_bad_setting_in_its_parse_order(tmp_path, setting, first) -> None:
+    # parse_dflash_draft_config reads output_multiplier before the target layer ids, mask_token after them
+    config = {"dflash_config": {"mask_token_id": 151669, "target_layer_ids": [], **setting}}
+    assert codes(engines(drafter(tmp_path / "d", config=config), QWEN3_BASE)["sglang"]) == [first]
+
+
 def test_a_null_in_dflash_config_hides_the_top_level_ids_from_sglang_only(tmp_path) -> None:
     # parse_dflash_draft_config reads dflash_cfg.get("target_layer_ids", <top level>): a present null is its value,
     # so SGLang builds its default ids (1, 9, 17, 25, 33 for 5 layers of a 36-layer target); vLLM reads on

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...rules import Event
-from .model import DFlashEngine
+from .model import ConfigCheck
 
 
 def _int(value: Any) -> int | None:
@@ -100,10 +100,11 @@ RULES: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def config_refusal(engine: DFlashEngine, config: Mapping[str, Any]) -> tuple[Event, dict[str, Any]] | None:
-    """The first config check the engine refuses ``config`` at, and the event's params (None: every one passes)."""
+def config_refusal(checks: tuple[ConfigCheck, ...], config: Mapping[str, Any]) -> tuple[Event, dict[str, Any]] | None:
+    """The first of an engine's ``checks`` that refuses ``config``, and its event's params (None: every one passes).
+    A check made ``together`` with another is run among the same ``checks``."""
     parsed: dict[str, tuple[str, Any, Any]] = {}
-    for check in engine.config_checks:
+    for check in checks:
         key = next((k for k in check.keys if present(config, k)), None)
         value = dotted(config, key) if key is not None else check.default
         shown = key or check.keys[0]

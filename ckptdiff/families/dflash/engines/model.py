@@ -89,8 +89,10 @@ class DFlashEngine:
     looks_up: Callable[[str], str]
     registry: Source
     no_class: Event  # {architecture}, {looked_up}, {registered}
-    #: The config settings the engine refuses before it builds anything, checked in this order.
+    #: The config settings the engine refuses before it builds anything, checked in this order; the first
+    #: ``checks_before_ids`` of them before the target layer ids are parsed (``ids_malformed``), the rest after.
     config_checks: tuple[ConfigCheck, ...]
+    checks_before_ids: int
     #: Refusals before anything is built: a required setting absent ({key}) or malformed ({key}, {value}).
     layers_required: Event | None
     ids_malformed: Event | None

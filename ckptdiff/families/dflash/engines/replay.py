@@ -100,12 +100,11 @@ def simulate(
         registered = sorted({a for c in engine.classes for a in c.architectures})
         events.add(engine.no_class, architecture=architecture, looked_up=looked_up, registered=registered)
         return EngineResult(engine.name, side, tuple(events.items))
-    refused = config_refusal(engine, config)
+    # the engine's config parse, in its order: the checks before the ids, the ids, the rest; then the layer count
+    before = engine.config_checks[: engine.checks_before_ids]
+    refused = config_refusal(before, config)
     if refused is not None:
         events.add(refused[0], **refused[1])
-        return EngineResult(engine.name, side, tuple(events.items))
-    if engine.layers_required is not None and spec.layers is None:
-        events.add(engine.layers_required, key="num_hidden_layers")
         return EngineResult(engine.name, side, tuple(events.items))
     key, raw, shift = read_ids(engine, config)
     ids: tuple[int, ...] | None = None
@@ -115,6 +114,13 @@ def simulate(
         elif engine.ids_malformed is not None:
             events.add(engine.ids_malformed, key=key, value=raw)
             return EngineResult(engine.name, side, tuple(events.items))
+    refused = config_refusal(engine.config_checks[len(before) :], config)
+    if refused is not None:
+        events.add(refused[0], **refused[1])
+        return EngineResult(engine.name, side, tuple(events.items))
+    if engine.layers_required is not None and spec.layers is None:
+        events.add(engine.layers_required, key="num_hidden_layers")
+        return EngineResult(engine.name, side, tuple(events.items))
     target = _target(base_config)
     target_layers = _int(target.get("num_hidden_layers")) if target is not None else None
     if target is not None and not _target_class(engine, target, events):

@@ -43,7 +43,8 @@ def _check(line: int, *keys: str, rule: str, default: object = None, together: s
 
 #: parse_dflash_draft_config's refusals, in its order: each setting read at ``dflash_config.<key>`` and, where it
 #: falls back, the top level (a present null in dflash_config is taken as it is), then parsed (int() for the counts:
-#: "16" passes) and checked. The target layer ids it parses between these are ``ids_keys`` and ``ids_malformed``.
+#: "16" passes) and checked. The target layer ids, parsed after the ninth, are ``ids_keys`` and ``ids_malformed``;
+#: ``require_num_layers`` (``layers_required``) comes after them all.
 CONFIG_CHECKS = (
     _check(593, "num_hidden_layers", rule="int_min_1"),
     _check(602, "dflash_config.num_target_layers", "num_target_layers", rule="int_min_1"),
@@ -90,6 +91,7 @@ ENGINE = DFlashEngine(
     registry=REGISTRY,
     no_class=Event("error", "dflash_not_supported", "dflash.sglang.dflash_not_supported", REGISTRY),
     config_checks=CONFIG_CHECKS,
+    checks_before_ids=9,  # the target layer ids are parsed after final_logit_softcapping (dflash_utils.py:657)
     layers_required=Event("error", "layers_required", "dflash.sglang.layers_required", at(f"{UTILS}:545")),
     ids_malformed=Event("error", "target_layer_ids_malformed", "dflash.sglang.target_layer_ids_malformed", IDS),
     # a present [] is parsed as given and refused as empty (ids_malformed); only a missing key or null is unset, and

@@ -114,6 +114,7 @@ ENGINE = DFlashEngine(
     # qwen3_dflash.py reads dflash_config's settings with no check of their values (the Qwen3-Omni DSpark
     # contract of config/speculative.py:166 is another drafter's)
     config_checks=(),
+    checks_before_ids=0,
     layers_required=None,
     ids_malformed=None,
     ids_keys=(
