@@ -260,10 +260,10 @@ MASK = {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 33]}
         ({"dflash_config": {**MASK, "block_size": 0}}, "dflash_config.block_size is 0"),
         (
             {"dflash_config": {**MASK, "conv_kernel_size": 3}},
-            "dflash_config.conv_group_size is 0 and dflash_config.conv_kernel_size is 3: SGLang's "
+            "dflash_config.conv_kernel_size is 3 and dflash_config.conv_group_size is unset (0): SGLang's "
             "parse_dflash_draft_config takes both set (non-zero) or neither",
         ),
-        ({"dflash_config": {**MASK, "selector_top_k": 8}}, "dflash_config.selector_rank is 0"),
+        ({"dflash_config": {**MASK, "selector_top_k": 8}}, "dflash_config.selector_rank is unset (0)"),
         ({"dflash_config": {**MASK, "output_multiplier": 0}}, "dflash_config.output_multiplier is 0"),
         ({"dflash_config": {**MASK, "output_multiplier": None}}, "null raises TypeError"),
         ({"dflash_config": {**MASK, "final_logit_softcapping": "high"}}, 'final_logit_softcapping is "high"'),

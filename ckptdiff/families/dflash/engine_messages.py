@@ -67,14 +67,15 @@ RULE_WORDS = {
 
 
 def _config_refused(params: Params) -> str:
-    def shown(value: Any) -> str:
-        return json.dumps(value, default=str)
+    def shown(value: Any, unset: Any) -> str:
+        return f"unset ({json.dumps(value, default=str)})" if unset else json.dumps(value, default=str)
 
-    key, found = params.get("key"), shown(params.get("found"))
+    key, found = params.get("key"), shown(params.get("found"), params.get("unset"))
     if params.get("rule") == "together":
+        pair = shown(params.get("pair_found"), params.get("pair_unset"))
         what = (
-            f"{key} is {found} and {params.get('pair_key')} is {shown(params.get('pair_found'))}: SGLang's "
-            "parse_dflash_draft_config takes both set (non-zero) or neither"
+            f"{key} is {found} and {params.get('pair_key')} is {pair}: SGLang's parse_dflash_draft_config takes both "
+            "set (non-zero) or neither"
         )
     else:
         what = f"{key} is {found}: SGLang's parse_dflash_draft_config takes {RULE_WORDS.get(str(params.get('rule')))}"

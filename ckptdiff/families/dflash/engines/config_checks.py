@@ -103,18 +103,23 @@ RULES: dict[str, Callable[[Any], Any]] = {
 def config_refusal(checks: tuple[ConfigCheck, ...], config: Mapping[str, Any]) -> tuple[Event, dict[str, Any]] | None:
     """The first of an engine's ``checks`` that refuses ``config``, and its event's params (None: every one passes).
     A check made ``together`` with another is run among the same ``checks``."""
-    parsed: dict[str, tuple[str, Any, Any]] = {}
+    parsed: dict[str, tuple[dict[str, Any], Any]] = {}
     for check in checks:
         key = next((k for k in check.keys if present(config, k)), None)
         value = dotted(config, key) if key is not None else check.default
         shown = key or check.keys[0]
+        found = {"key": shown, "found": value, "unset": key is None}
         try:
-            parsed[check.keys[0]] = (shown, value, RULES[check.rule](value))
+            parsed[check.keys[0]] = (found, RULES[check.rule](value))
         except _Refused:
-            return check.event, {"key": shown, "found": value, "rule": check.rule}
+            return check.event, found | {"rule": check.rule}
         if check.together is not None and check.together in parsed:
-            pair_key, pair_value, pair_parsed = parsed[check.together]
-            if bool(pair_parsed) != bool(parsed[check.keys[0]][2]):
-                params = {"key": shown, "found": value, "rule": "together"}
-                return check.event, params | {"pair_key": pair_key, "pair_found": pair_value}
+            pair, pair_parsed = parsed[check.together]
+            if bool(pair_parsed) != bool(parsed[check.keys[0]][1]):
+                return check.event, pair | {
+                    "rule": "together",
+                    "pair_key": shown,
+                    "pair_found": value,
+                    "pair_unset": key is None,
+                }
     return None
