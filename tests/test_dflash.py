@@ -248,6 +248,79 @@ def test_config_refusals(tmp_path, config, engine, code) -> None:
     assert all(event.source for event in result.events)
 
 
+MASK = {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 33]}
+
+
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ({"block_size": 0}, "block_size is 0: SGLang's parse_dflash_draft_config takes a whole number of 1 or more"),
+        ({"num_target_layers": 0}, "num_target_layers is 0"),
+        ({"num_hidden_layers": 0}, "num_hidden_layers is 0"),
+        ({"dflash_config": {**MASK, "block_size": 0}}, "dflash_config.block_size is 0"),
+        (
+            {"dflash_config": {**MASK, "conv_kernel_size": 3}},
+            "dflash_config.conv_kernel_size is 3 and dflash_config.conv_group_size is unset (0): SGLang's "
+            "parse_dflash_draft_config takes both set (non-zero) or neither",
+        ),
+        ({"dflash_config": {**MASK, "selector_top_k": 8}}, "dflash_config.selector_rank is unset (0)"),
+        ({"dflash_config": {**MASK, "output_multiplier": 0}}, "dflash_config.output_multiplier is 0"),
+        ({"dflash_config": {**MASK, "output_multiplier": None}}, "null raises TypeError"),
+        ({"dflash_config": {**MASK, "final_logit_softcapping": "high"}}, 'final_logit_softcapping is "high"'),
+        ({"dflash_config": {**MASK, "mask_token": ""}}, 'dflash_config.mask_token is ""'),
+        ({"mask_token": 7}, "mask_token is 7: SGLang's parse_dflash_draft_config takes a non-empty string"),
+        ({"dflash_config": {**MASK, "mask_token_id": -1}}, "an integer of 0 or more"),
+        ({"dflash_config": {**MASK, "attention_sink_bias": None}}, "attention_sink_bias is null"),
+        ({"dflash_config": {**MASK, "attention_value_scale": "0.5"}}, 'attention_value_scale is "0.5"'),
+    ],
+)
+def test_config_settings_sglang_refuses_at_start_up_and_vllm_reads_unchecked(tmp_path, config, says) -> None:
+    folder = drafter(tmp_path / "d", config=config)
+    found = engines(folder, QWEN3_BASE)
+    sglang = found["sglang"]
+    assert sglang.outcome == "fails" and codes(sglang) == ["dflash_config_refused"]
+    message = event_message(sglang.events[0])
+    assert says in message and "refuses the drafter's config at start-up" in message
+    assert "dflash_utils.py:" in message
+    assert "dflash_config_refused" not in codes(found["vllm"])
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # int() takes "0": both selector settings are unset, whatever the string's truth
+        {"dflash_config": {**MASK, "selector_rank": "0"}},
+        {"dflash_config": {**MASK, "conv_kernel_size": 3, "conv_group_size": 2, "output_multiplier": 0.5}},
+        {"dflash_config": {**MASK, "mask_token": None, "attention_sink_bias": True, "attention_value_scale": 2}},
+    ],
+)
+def test_config_settings_sglang_takes(tmp_path, config) -> None:
+    folder = drafter(tmp_path / "d", config=config)
+    assert "dflash_config_refused" not in codes(engines(folder, QWEN3_BASE)["sglang"])
+
+
+@pytest.mark.parametrize(
+    ("setting", "first"),
+    [({"output_multiplier": 0}, "dflash_config_refused"), ({"mask_token": ""}, "target_layer_ids_malformed")],
+)
+def test_sglang_refuses_the_first_bad_setting_in_its_parse_order(tmp_path, setting, first) -> None:
+    # parse_dflash_draft_config reads output_multiplier before the target layer ids, mask_token after them
+    config = {"dflash_config": {"mask_token_id": 151669, "target_layer_ids": [], **setting}}
+    assert codes(engines(drafter(tmp_path / "d", config=config), QWEN3_BASE)["sglang"]) == [first]
+
+
+def test_a_null_in_dflash_config_hides_the_top_level_ids_from_sglang_only(tmp_path) -> None:
+    # parse_dflash_draft_config reads dflash_cfg.get("target_layer_ids", <top level>): a present null is its value,
+    # so SGLang builds its default ids (1, 9, 17, 25, 33 for 5 layers of a 36-layer target); vLLM reads on
+    config = {
+        "target_layer_ids": [1, 9, 17, 25, 40],
+        "dflash_config": {"mask_token_id": 151669, "target_layer_ids": None},
+    }
+    found = engines(drafter(tmp_path / "d", config=config), QWEN3_BASE)
+    assert found["sglang"].outcome == "loads"
+    assert found["vllm"].outcome == "fails" and "target_layer_not_captured" in codes(found["vllm"])
+
+
 def test_every_dflash_event_and_finding_is_worded(tmp_path) -> None:
     from ckptdiff.families.dflash import engine_messages, messages
 

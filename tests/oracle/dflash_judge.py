@@ -32,6 +32,7 @@ _FC = re.compile(r"^(model\.)?(encoder\.)?fc\.")
 STAGES = {
     "dflash_not_supported": "config",
     "target_layer_ids_malformed": "config",
+    "config_refused": "config",
     "ids_vs_target": "config",
     "target_not_capturable": "config",
     "ids_vs_trained_depth": "construct",

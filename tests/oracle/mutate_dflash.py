@@ -96,11 +96,74 @@ def _dflash_draft_kv_cache_refused(name: str) -> None:
     change_dflash(name, draft_kv_cache=dataclasses.replace(event, severity="error"))
 
 
+def _dflash_sglang_config_check_dropped(key: str) -> None:
+    checks = _engine("sglang").ENGINE.config_checks
+    change_dflash("sglang", config_checks=tuple(c for c in checks if c.keys[0] != key))
+
+
+def _dflash_sglang_config_check_pair_dropped(key: str) -> None:
+    checks = _engine("sglang").ENGINE.config_checks
+    kept = tuple(dataclasses.replace(c, together=None) if c.keys[0] == key else c for c in checks)
+    change_dflash("sglang", config_checks=kept)
+
+
+def _dflash_sglang_null_ids_fall_back() -> None:
+    keys = _engine("sglang").ENGINE.ids_keys
+    change_dflash("sglang", ids_keys=tuple(dataclasses.replace(k, null_is_unset=True) for k in keys))
+
+
+def _dflash_sglang_config_value_as_given(key: str) -> None:
+    rules = importlib.import_module("ckptdiff.families.dflash.engines.config_checks").RULES
+    rules["as_given"] = lambda value: value
+    checks = _engine("sglang").ENGINE.config_checks
+    rule = "as_given"
+    change_dflash(
+        "sglang", config_checks=tuple(dataclasses.replace(c, rule=rule) if c.keys[0] == key else c for c in checks)
+    )
+
+
+#: parse_dflash_draft_config's checks (sglang.py CONFIG_CHECKS), each mutation leaving one out.
+_CONFIG_CHECKS = {
+    "num_hidden_layers": "num_hidden_layers below 1",
+    "dflash_config.num_target_layers": "num_target_layers below 1",
+    "dflash_config.block_size": "block_size below 1",
+    "dflash_config.output_multiplier": "output_multiplier of 0 or less",
+    "dflash_config.final_logit_softcapping": "a final_logit_softcapping float() cannot read",
+    "dflash_config.mask_token": "an empty mask_token",
+    "dflash_config.mask_token_id": "a negative mask_token_id",
+    "dflash_config.attention_sink_bias": "an attention_sink_bias that is not a bool",
+    "dflash_config.attention_value_scale": "an attention_value_scale that is not a number",
+}
+
+
 def _engine(name: str) -> Any:
     return importlib.import_module(f"ckptdiff.families.dflash.engines.{name}")
 
 
 MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    **{
+        f"dflash.sglang.config_checks.{key.rpartition('.')[2]}": (
+            f"SGLang takes {what}",
+            lambda key=key: _dflash_sglang_config_check_dropped(key),
+        )
+        for key, what in _CONFIG_CHECKS.items()
+    },
+    "dflash.sglang.config_checks.conv_together": (
+        "SGLang takes conv_kernel_size without conv_group_size",
+        lambda: _dflash_sglang_config_check_pair_dropped("dflash_config.conv_group_size"),
+    ),
+    "dflash.sglang.config_checks.selector_together": (
+        "SGLang takes selector_rank without selector_top_k",
+        lambda: _dflash_sglang_config_check_pair_dropped("dflash_config.selector_top_k"),
+    ),
+    "dflash.sglang.config_checks.selector_rank_by_truth": (
+        'SGLang tests selector_rank\'s truth as given ("0" is set) rather than after int()',
+        lambda: _dflash_sglang_config_value_as_given("dflash_config.selector_rank"),
+    ),
+    "dflash.sglang.ids_keys.null_ends_lookup": (
+        "SGLang reads the top-level target_layer_ids when dflash_config's is null",
+        _dflash_sglang_null_ids_fall_back,
+    ),
     "dflash.vllm.draft_kv_cache.runs": (
         "vLLM refuses a drafter whose head_dim / KV heads are not the target's (its KV-cache grouping does not)",
         lambda: _dflash_draft_kv_cache_refused("vllm"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -52,12 +53,42 @@ def _unprojected(params: Params) -> str:
     )
 
 
+#: What each config check's rule (``ConfigCheck.rule``) takes, in words.
+RULE_WORDS = {
+    "int_min_1": 'a whole number of 1 or more (what int() takes: 16, "16", 16.0), or null',
+    "int_min_0": "a whole number of 0 or more (what int() takes), or null",
+    "positive_float": "a number above 0 (what float() takes; null raises TypeError)",
+    "float_or_falsy": 'a number (what float() takes), or null, 0, false or ""',
+    "token": "a non-empty string, or null (the default <|MASK|>)",
+    "token_id": "an integer of 0 or more (not a bool, not a float), or null",
+    "bool": "true or false (null is refused)",
+    "number": "an int or a float (not a bool), or null",
+}
+
+
+def _config_refused(params: Params) -> str:
+    def shown(value: Any, unset: Any) -> str:
+        return f"unset ({json.dumps(value, default=str)})" if unset else json.dumps(value, default=str)
+
+    key, found = params.get("key"), shown(params.get("found"), params.get("unset"))
+    if params.get("rule") == "together":
+        pair = shown(params.get("pair_found"), params.get("pair_unset"))
+        what = (
+            f"{key} is {found} and {params.get('pair_key')} is {pair}: SGLang's parse_dflash_draft_config takes both "
+            "set (non-zero) or neither"
+        )
+    else:
+        what = f"{key} is {found}: SGLang's parse_dflash_draft_config takes {RULE_WORDS.get(str(params.get('rule')))}"
+    return what + " and refuses the drafter's config at start-up (ValueError)"
+
+
 PARAM_WORDS: dict[str, Callable[[Any, Params], str]] = {"ids": _ids, "key": _key}
 DERIVED: dict[str, Callable[[Params], Any]] = {"needs": _needs}
 #: Headline phrases for the events that make an engine refuse (code → template).
 SUMMARIES: dict[str, str] = {
     "dflash_not_supported": "no DFlash class for {architecture}",
     "layers_required": "no num_hidden_layers",
+    "dflash_config_refused": "{key} refused",
     "target_layer_ids_malformed": "{key} is not a non-empty list of ints",
     "target_layer_out_of_range": "target layer ids {ids} out of range",
     "target_layer_not_captured": "{captured} target states captured, fc takes {features}",
@@ -83,6 +114,7 @@ EVENTS: dict[str, Any] = {
     "dflash.no_config": "{spec} has no config.json: no DFlash drafter can be built from it",
     "dflash.vllm.dflash_not_supported": "vLLM has " + _NO_CLASS,
     "dflash.sglang.dflash_not_supported": "SGLang has " + _NO_CLASS,
+    "dflash.sglang.config_refused": _config_refused,
     "dflash.sglang.layers_required": (
         'the config has no num_hidden_layers: SGLang raises ValueError "DFLASH requires draft num_hidden_layers"'
     ),

@@ -32,6 +32,24 @@ class IdsKey:
     capture: int = 0
     #: Whether an empty list there is read as unset (the next key, else the default) or passed on as given.
     empty_is_unset: bool = True
+    #: Whether a null there is read as unset (the next key) or ends the lookup with no ids (``dict.get(key,
+    #: fallback)`` returns a present null: the default ids, the later keys unread).
+    null_is_unset: bool = True
+
+
+@dataclass(frozen=True)
+class ConfigCheck:
+    """A config setting the engine parses before it builds anything, refusing the config (a ValueError at start-up)
+    when its value breaks ``rule`` (a name in :data:`.replay.RULES`)."""
+
+    #: Where it is read, in order: the first key present wins, a null included (``dict.get(key, fallback)``).
+    keys: tuple[str, ...]
+    rule: str
+    event: Event  # {key}, {found}, {rule}; with ``together``: {pair_key}, {pair_found}
+    #: The value taken when no key is present.
+    default: Any = None
+    #: The first key of another check's setting this one must be set with: both non-zero, or both zero or unset.
+    together: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +89,10 @@ class DFlashEngine:
     looks_up: Callable[[str], str]
     registry: Source
     no_class: Event  # {architecture}, {looked_up}, {registered}
+    #: The config settings the engine refuses before it builds anything, checked in this order; the first
+    #: ``checks_before_ids`` of them before the target layer ids are parsed (``ids_malformed``), the rest after.
+    config_checks: tuple[ConfigCheck, ...]
+    checks_before_ids: int
     #: Refusals before anything is built: a required setting absent ({key}) or malformed ({key}, {value}).
     layers_required: Event | None
     ids_malformed: Event | None

@@ -11,6 +11,7 @@ from ....checkpoint import Checkpoint
 from ....report import EngineEvent, EngineResult
 from ...rules import Event
 from ..spec import DFlashSpec
+from .config_checks import config_refusal, dotted, present
 from .model import DFlashEngine
 
 Shape = tuple[int, ...] | None
@@ -23,13 +24,6 @@ class _Events:
 
     def add(self, event: Event, tensor: str | None = None, **params: Any) -> None:
         self.items.append(EngineEvent(event.severity, event.code, tensor, event.wording, params, str(event.source)))
-
-
-def _dotted(config: Mapping[str, Any], key: str) -> Any:
-    value: Any = config
-    for part in key.split("."):
-        value = value.get(part) if isinstance(value, Mapping) else None
-    return value
 
 
 def _int(value: Any) -> int | None:
@@ -46,9 +40,11 @@ def _target(base_config: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 def read_ids(engine: DFlashEngine, config: Mapping[str, Any]) -> tuple[str | None, Any, int]:
     """The key the engine reads the target-layer ids at, its value and the engine's capture shift (first present)."""
     for each in engine.ids_keys:
-        value = _dotted(config, each.key)
+        value = dotted(config, each.key)
         if value is not None and (value != [] or not each.empty_is_unset):
             return each.key, value, each.capture
+        if value is None and not each.null_is_unset and present(config, each.key):
+            break
     return None, None, 0
 
 
@@ -104,8 +100,11 @@ def simulate(
         registered = sorted({a for c in engine.classes for a in c.architectures})
         events.add(engine.no_class, architecture=architecture, looked_up=looked_up, registered=registered)
         return EngineResult(engine.name, side, tuple(events.items))
-    if engine.layers_required is not None and spec.layers is None:
-        events.add(engine.layers_required, key="num_hidden_layers")
+    # the engine's config parse, in its order: the checks before the ids, the ids, the rest; then the layer count
+    before = engine.config_checks[: engine.checks_before_ids]
+    refused = config_refusal(before, config)
+    if refused is not None:
+        events.add(refused[0], **refused[1])
         return EngineResult(engine.name, side, tuple(events.items))
     key, raw, shift = read_ids(engine, config)
     ids: tuple[int, ...] | None = None
@@ -115,6 +114,13 @@ def simulate(
         elif engine.ids_malformed is not None:
             events.add(engine.ids_malformed, key=key, value=raw)
             return EngineResult(engine.name, side, tuple(events.items))
+    refused = config_refusal(engine.config_checks[len(before) :], config)
+    if refused is not None:
+        events.add(refused[0], **refused[1])
+        return EngineResult(engine.name, side, tuple(events.items))
+    if engine.layers_required is not None and spec.layers is None:
+        events.add(engine.layers_required, key="num_hidden_layers")
+        return EngineResult(engine.name, side, tuple(events.items))
     target = _target(base_config)
     target_layers = _int(target.get("num_hidden_layers")) if target is not None else None
     if target is not None and not _target_class(engine, target, events):

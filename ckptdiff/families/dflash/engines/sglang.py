@@ -6,7 +6,7 @@ the DFLASH worker (srt/speculative/dflash_worker_v2.py). Each rule cites the fil
 from __future__ import annotations
 
 from ...rules import Event, Source
-from .model import Alias, DFlashClass, DFlashEngine, IdsKey, Refusal, Stacked
+from .model import Alias, ConfigCheck, DFlashClass, DFlashEngine, IdsKey, Refusal, Stacked
 
 REPO, VERSION = "sgl-project/sglang", "v0.5.23"
 
@@ -28,6 +28,39 @@ IDS = at(f"{UTILS}:657 (parse_dflash_draft_config)")
 TARGET_CAPTURE = at(
     "python/sglang/srt/model_executor/model_runner_components/attention_backend_setup.py:62 "
     "(configure_aux_hidden_state_capture)"
+)
+
+
+def _check(line: int, *keys: str, rule: str, default: object = None, together: str | None = None) -> ConfigCheck:
+    event = Event(
+        "error",
+        "dflash_config_refused",
+        "dflash.sglang.config_refused",
+        at(f"{UTILS}:{line} (parse_dflash_draft_config)"),
+    )
+    return ConfigCheck(keys, rule, event, default, together)
+
+
+#: parse_dflash_draft_config's refusals, in its order: each setting read at ``dflash_config.<key>`` and, where it
+#: falls back, the top level (a present null in dflash_config is taken as it is), then parsed (int() for the counts:
+#: "16" passes) and checked. The target layer ids, parsed after the ninth, are ``ids_keys`` and ``ids_malformed``;
+#: ``require_num_layers`` (``layers_required``) comes after them all.
+CONFIG_CHECKS = (
+    _check(593, "num_hidden_layers", rule="int_min_1"),
+    _check(602, "dflash_config.num_target_layers", "num_target_layers", rule="int_min_1"),
+    _check(613, "dflash_config.block_size", "block_size", rule="int_min_1"),
+    _check(619, "dflash_config.conv_kernel_size", rule="int_min_0", default=0),
+    _check(
+        629, "dflash_config.conv_group_size", rule="int_min_0", default=0, together="dflash_config.conv_kernel_size"
+    ),
+    _check(635, "dflash_config.selector_rank", rule="int_min_0", default=0),
+    _check(645, "dflash_config.selector_top_k", rule="int_min_0", default=0, together="dflash_config.selector_rank"),
+    _check(651, "dflash_config.output_multiplier", rule="positive_float", default=1.0),
+    _check(654, "dflash_config.final_logit_softcapping", rule="float_or_falsy"),
+    _check(682, "dflash_config.mask_token", "mask_token", rule="token"),
+    _check(692, "dflash_config.mask_token_id", "mask_token_id", rule="token_id"),
+    _check(705, "dflash_config.attention_sink_bias", rule="bool", default=False),
+    _check(717, "dflash_config.attention_value_scale", rule="number"),
 )
 
 
@@ -57,11 +90,14 @@ ENGINE = DFlashEngine(
     looks_up=lambda architecture: architecture,
     registry=REGISTRY,
     no_class=Event("error", "dflash_not_supported", "dflash.sglang.dflash_not_supported", REGISTRY),
+    config_checks=CONFIG_CHECKS,
+    checks_before_ids=9,  # the target layer ids are parsed after final_logit_softcapping (dflash_utils.py:657)
     layers_required=Event("error", "layers_required", "dflash.sglang.layers_required", at(f"{UTILS}:545")),
     ids_malformed=Event("error", "target_layer_ids_malformed", "dflash.sglang.target_layer_ids_malformed", IDS),
-    # a present [] is parsed as given and refused as empty (ids_malformed); only a missing key or null is unset
+    # a present [] is parsed as given and refused as empty (ids_malformed); only a missing key or null is unset, and
+    # a null in dflash_config is dict.get's value there: the default ids, the top-level ones unread
     ids_keys=(
-        IdsKey("dflash_config.target_layer_ids", empty_is_unset=False),
+        IdsKey("dflash_config.target_layer_ids", empty_is_unset=False, null_is_unset=False),
         IdsKey("target_layer_ids", empty_is_unset=False),
     ),
     ids_source=IDS,

@@ -111,6 +111,10 @@ ENGINE = DFlashEngine(
     looks_up=_looks_up,
     registry=REGISTRY,
     no_class=Event("error", "dflash_not_supported", "dflash.vllm.dflash_not_supported", RENAME),
+    # qwen3_dflash.py reads dflash_config's settings with no check of their values (the Qwen3-Omni DSpark
+    # contract of config/speculative.py:166 is another drafter's)
+    config_checks=(),
+    checks_before_ids=0,
     layers_required=None,
     ids_malformed=None,
     ids_keys=(
