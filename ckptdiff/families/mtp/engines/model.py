@@ -72,6 +72,20 @@ class MtpClass:
         return spec.model_type in self.model_types or spec.architecture in self.architectures
 
 
+def unmodelled(
+    engine: str,
+    name: str,
+    source: Source,
+    *,
+    model_types: tuple[str, ...] = (),
+    architectures: tuple[str, ...] = (),
+    layout: str = "deepseek",
+) -> MtpClass:
+    """A class ``engine`` builds whose loader ckptdiff does not replay: its verdict cites the class's own source."""
+    event = Event("error", "mtp_not_modelled", f"mtp.{engine}.mtp_not_modelled", source)
+    return MtpClass(name, source, model_types, architectures, layout=layout, not_modelled=event)
+
+
 @dataclass(frozen=True)
 class Fused:
     """A checkpoint name piece the loader stacks into a fused parameter (``gate_proj`` → ``gate_up_proj[0]``)."""

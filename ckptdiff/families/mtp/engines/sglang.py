@@ -11,7 +11,7 @@ from typing import Any
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
-from .model import Fp8Load, Fused, MtpClass, MtpEngine
+from .model import Fp8Load, Fused, MtpClass, MtpEngine, unmodelled
 from .prefix import PrefixLoad
 from .prefix_quant import PrefixQuant
 
@@ -263,33 +263,33 @@ ENGINE = MtpEngine(
                 quant=QN_QUANT,
             ),
         ),
-        MtpClass(
+        unmodelled(
+            "sglang",
             "MiMoMTP",
             MIMO,
             architectures=("MiMoForCausalLM",),
             layout="mimo",
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", MIMO),
         ),
-        MtpClass(
+        unmodelled(
+            "sglang",
             "Glm4MoeLiteForCausalLMNextN",
             GLM_LITE,
             architectures=("Glm4MoeLiteForCausalLM",),
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_LITE),
         ),
-        MtpClass(
+        unmodelled(
+            "sglang",
             "Ernie4_5_MoeForCausalLMMTP",
             ERNIE,
             architectures=("Ernie4_5_MoeForCausalLM",),
             layout="ernie",
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", ERNIE),
         ),
         *(
-            MtpClass(
+            unmodelled(
+                "sglang",
                 name,
                 source,
                 architectures=archs,
                 layout="other",
-                not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", source),
             )  # fmt: skip
             for name, source, archs in (
                 ("LongcatFlashForCausalLMNextN", LONGCAT, ("LongcatFlashForCausalLM",)),
@@ -297,13 +297,14 @@ ENGINE = MtpEngine(
                 ("Step3p5MTP", STEP3P5, ("Step3p5ForCausalLM",)),
             )
         ),
-        MtpClass(
+        unmodelled(
+            "sglang",
             "GlmMoeDsaForCausalLMNextN",
             GLM_DSA,
             architectures=("GlmMoeDsaForCausalLM",),
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", GLM_DSA),
         ),
-        MtpClass(
+        unmodelled(
+            "sglang",
             "Qwen3_5ForCausalLMMTP",
             QWEN3_5,
             architectures=(
@@ -313,7 +314,6 @@ ENGINE = MtpEngine(
                 "Qwen3_5MoeForCausalLM",
             ),
             layout="mtp",
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.sglang.mtp_not_modelled", QWEN3_5),
         ),
     ),
     registry=MODEL_CONFIG,

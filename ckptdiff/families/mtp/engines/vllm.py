@@ -9,7 +9,7 @@ import re
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
-from .model import Fused, MtpClass, MtpEngine
+from .model import Fused, MtpClass, MtpEngine, unmodelled
 from .prefix import PrefixLoad, vllm_moe_layer
 from .prefix_quant import PrefixQuant
 
@@ -172,34 +172,34 @@ ENGINE = MtpEngine(
                 quant=QN_QUANT,
             ),
         ),
-        MtpClass(
+        unmodelled(
+            "vllm",
             "MiMoMTPModel",
             MIMO,
             architectures=("MiMoForCausalLM",),
             layout="mimo",
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", MIMO),
         ),
-        MtpClass(
+        unmodelled(
+            "vllm",
             "Glm4MoeLiteMTPModel",
             GLM_LITE,
             architectures=("Glm4MoeLiteForCausalLM",),
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", GLM_LITE),
         ),
-        MtpClass(
+        unmodelled(
+            "vllm",
             "ErnieMTPModel",
             ERNIE,
             model_types=("ernie4_5_moe", "ernie_mtp"),
             layout="ernie",
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", ERNIE),
         ),
         *(
-            MtpClass(
+            unmodelled(
+                "vllm",
                 name,
                 source,
                 model_types=types,
                 architectures=archs,
                 layout="other",
-                not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", source),
             )  # fmt: skip
             for name, source, types, archs in (
                 ("LongCatFlashMTPModel", LONGCAT, ("longcat_flash",), ()),
@@ -212,19 +212,19 @@ ENGINE = MtpEngine(
                 ("MiMoV2MTPModel", MIMO_V2, (), ("MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM")),
             )
         ),
-        MtpClass(
+        unmodelled(
+            "vllm",
             "Qwen3_5MTP",
             QWEN3_5,
             model_types=("qwen3_5", "qwen3_5_text"),
             layout="mtp",
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", QWEN3_5),
         ),
-        MtpClass(
+        unmodelled(
+            "vllm",
             "Qwen3_5MoeMTP",
             QWEN3_5,
             model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
             layout="mtp",
-            not_modelled=Event("error", "mtp_not_modelled", "mtp.vllm.mtp_not_modelled", QWEN3_5),
         ),
     ),
     registry=SPECULATIVE,
