@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn, TypeVar
 
 import msgspec
+from msgspec.structs import force_setattr
 
 from .checkpoint import Checkpoint
 
@@ -59,6 +60,34 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: json_safe(item) for key, item in value.items()}
     return value
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+class FrozenDict(dict[_K, _V]):
+    """A dict that refuses changes, for the mappings a report holds (a finding's ``params``, the ``counts``): a
+    ``dict`` still (JSON, ``==``, pickling, ``{**params}``) and read-only."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise TypeError("a report's mappings are read-only; dict(mapping) is a copy to change")
+
+    __setitem__ = __delitem__ = __ior__ = setdefault = update = pop = popitem = clear = _refuse
+
+    def __reduce__(self) -> tuple[type[FrozenDict[_K, _V]], tuple[dict[_K, _V]]]:
+        return type(self), (dict(self),)
+
+    def copy(self) -> dict[_K, _V]:
+        """A plain dict with the same items, to change."""
+        return dict(self)
+
+
+def frozen(items: Mapping[_K, _V] | Iterable[tuple[_K, _V]]) -> FrozenDict[_K, _V]:
+    """``items`` as a :class:`FrozenDict` (itself when it already is one)."""
+    return items if isinstance(items, FrozenDict) else FrozenDict(items)
 
 
 class TensorSide(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
@@ -214,7 +243,11 @@ class Finding(msgspec.Struct, frozen=True, omit_defaults=True):
     message: str = ""
     #: What it is about: a tensor name or a config key (dotted), when it is about one.
     subject: str | None = None
-    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    #: The finding's data (read-only, a :class:`FrozenDict`).
+    params: Mapping[str, Any] = msgspec.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "params", frozen(self.params))
 
 
 class EngineEvent(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -226,12 +259,15 @@ class EngineEvent(msgspec.Struct, frozen=True, omit_defaults=True):
     code: str  # stable, e.g. "lm_head_random", "skipped_unknown_name"
     tensor: str | None
     wording: str  # e.g. "eagle3.sglang.random_init"
-    params: dict[str, Any] = msgspec.field(default_factory=dict)
+    params: Mapping[str, Any] = msgspec.field(default_factory=dict)  # read-only, as a Finding's
     #: Where the rule was read: ``repo@commit path`` (``(inferred)`` when reasoned from that code); None for
     #: the replay's own events (no config.json).
     source: str | None = None
     #: The id of the policy rule that accepts this event (:class:`PolicyRule`).
     allowed_by: str | None = None
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "params", frozen(self.params))
 
 
 class TargetSpan(msgspec.Struct, frozen=True):
@@ -320,11 +356,14 @@ class SideSummary(msgspec.Struct, frozen=True, omit_defaults=True):
     tensors: int
     parameters: int
     bytes: int
-    dtypes: dict[str, DtypeTotals]
+    dtypes: Mapping[str, DtypeTotals]  # read-only
     #: For a base model: where it keeps its text model.
     layout: Layout | None = None
     #: The variants of its drafter family this side is (codes, e.g. ``mla``, ``eagle3.1``; the formats say them).
     variants: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        force_setattr(self, "dtypes", frozen(self.dtypes))
 
     @classmethod
     def of(cls, checkpoint: Checkpoint, *, layout: Layout | None = None, variants: tuple[str, ...] = ()) -> SideSummary:
@@ -391,11 +430,12 @@ class Report:
     command: str | None = None
     #: The version of ckptdiff that built it.
     tool_version: str = ""
-    counts: dict[str, int] = field(init=False, compare=False)
+    #: How many rows have each status, every status listed (read-only).
+    counts: Mapping[str, int] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         found = Counter(map(attrgetter("status"), self.tensors))
-        object.__setattr__(self, "counts", {status: found[status] for status in STATUSES})
+        object.__setattr__(self, "counts", FrozenDict((status, found[status]) for status in STATUSES))
 
     def finding_fails(self, finding: Finding) -> bool:
         return finding.severity == "error" or (finding.severity == "warning" and self.fail_on == "warning")
@@ -435,7 +475,7 @@ class Report:
             for event in result.events:
                 if event.allowed_by is not None:
                     hits[event.allowed_by] = hits.get(event.allowed_by, 0) + 1
-        return hits
+        return FrozenDict(hits)
 
     @property
     def rules_applied(self) -> tuple[PolicyRule, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,30 @@ def test_every_input_mistake_is_a_ckptdiff_error(call, where) -> None:
     if where is not None:
         assert caught.value.where == where
     assert "\n" not in caught.value.line()
+
+
+def test_a_report_does_not_change_after_the_fact() -> None:
+    report = compare(PUBLISHED, OURS)
+    finding = next(f for f in report.findings if f.code == "embed_tokens_carried")
+    for change in (
+        lambda: report.counts.__setitem__("match", 0),
+        lambda: report.counts.update(match=0),
+        lambda: report.counts.clear(),
+        lambda: finding.params.__setitem__("weight", "lm_head.weight"),
+        lambda: finding.params.pop("weight"),
+        lambda: report.a.dtypes.clear(),
+        lambda: report.rule_hits.setdefault("ignore.1", 3),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    assert report.counts["match"] == 15 and finding.params["weight"] == "embed_tokens.weight"
+    # still plain data: equal to dicts, a dict to change by copying, in the JSON report, pickled and back
+    assert report.counts == {**report.counts} and isinstance(finding.params, dict)
+    assert json.loads(render(report, "json"))["counts"] == report.counts
+    again = pickle.loads(pickle.dumps(report))
+    assert again == report and again.findings == report.findings and again.counts == report.counts
+    with pytest.raises(TypeError, match="read-only"):
+        again.findings[0].params.clear()
 
 
 def test_a_path_is_a_local_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -186,7 +186,7 @@ def document(report: Report, *, tensors: bool = True) -> ReportDocument:
         a=report.a,
         b=report.b,
         base=report.base if report.base is not None else UNSET,
-        counts=report.counts,
+        counts=dict(report.counts),
         tensors=row_documents(report) if tensors else (),
         config=tuple(
             ConfigDiffDocument(d.key, d.path, json_safe(d.a), json_safe(d.b), d.status) for d in report.config
