@@ -68,7 +68,8 @@ _V = TypeVar("_V")
 
 class FrozenDict(dict[_K, _V]):
     """A dict that refuses changes, for the mappings a report holds (a finding's ``params``, the ``counts``): a
-    ``dict`` still (JSON, ``==``, pickling, ``{**params}``) and read-only."""
+    ``dict`` still (JSON, ``==``, pickling, ``{**params}``), read-only, and hashable as the records holding it are
+    (lists and dicts among its values count by their contents)."""
 
     __slots__ = ()
 
@@ -80,9 +81,21 @@ class FrozenDict(dict[_K, _V]):
     def __reduce__(self) -> tuple[type[FrozenDict[_K, _V]], tuple[dict[_K, _V]]]:
         return type(self), (dict(self),)
 
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(_hashable(self))
+
     def copy(self) -> dict[_K, _V]:
         """A plain dict with the same items, to change."""
         return dict(self)
+
+
+def _hashable(value: Any) -> Any:
+    """``value`` as a hashable key, equal wherever ``value`` is: dicts by their items, lists and tuples by theirs."""
+    if isinstance(value, dict):
+        return frozenset((key, _hashable(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return tuple(map(_hashable, value))
+    return value
 
 
 def frozen(items: Mapping[_K, _V] | Iterable[tuple[_K, _V]]) -> FrozenDict[_K, _V]:
@@ -218,6 +231,9 @@ class ConfigDiff(msgspec.Struct, frozen=True):
     a: Any
     b: Any
     status: ConfigStatus
+
+    def __hash__(self) -> int:  # a and b are JSON values: lists and objects count by their contents
+        return hash((self.path, _hashable(self.a), _hashable(self.b), self.status))
 
     @property
     def key(self) -> str:

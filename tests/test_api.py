@@ -6,6 +6,7 @@ import json
 import pickle
 from pathlib import Path
 
+import msgspec
 import pytest
 from report_json import validate
 
@@ -15,6 +16,7 @@ from fixtures.generate import HERE as FIXTURES
 
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
+TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
 
 
 def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
@@ -84,6 +86,18 @@ def test_a_report_does_not_change_after_the_fact() -> None:
     assert again == report and again.findings == report.findings and again.counts == report.counts
     with pytest.raises(TypeError, match="read-only"):
         again.findings[0].params.clear()
+
+
+def test_a_result_is_a_hashable_value() -> None:
+    one, again = compare(PUBLISHED, TWO_AUX, engines=["vllm"]), compare(PUBLISHED, TWO_AUX, engines=["vllm"])
+    assert one == again and hash(one) == hash(again) and len({one, again}) == 1
+    assert one != compare(PUBLISHED, OURS)
+    # down to the records holding JSON values: a config key's list, a finding's list param, an event's params
+    ids = next(d for d in one.config if d.key.endswith("aux_hidden_state_layer_ids"))
+    assert ids.a == [2, 30, 58] and hash(ids) == hash(msgspec.structs.replace(ids, a=[2, 30, 58]))
+    finding = next(f for f in one.findings if f.code == "aux_layer_ids_differ")
+    assert {finding: "seen"}[next(f for f in again.findings if f.code == "aux_layer_ids_differ")] == "seen"
+    assert {event for result in one.engines for event in result.events}
 
 
 def test_a_path_is_a_local_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
