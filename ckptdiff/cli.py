@@ -302,7 +302,10 @@ def command(
     if scheduler is not None and not values:
         raise click.UsageError("--scheduler runs the --values pass: give --values too")
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
-    rename_rules = rename_rules_of(renames or settings.get("rename", ()))
+    if renames:
+        rename_rules = rename_rules_of(renames)
+    else:
+        rename_rules = rename_rules_of(settings.get("rename", ()), f"{settings.shown}: rename")
     from .progress import terminal_progress
 
     options = SourceOptions(

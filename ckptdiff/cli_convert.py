@@ -159,7 +159,7 @@ def convert_command(
         force=force,
         max_shard_size=max_shard_size,
         allow_tokenizer_change=allow_tokenizer_change,
-        renames=[parse_rename(rule) for rule in renames],
+        renames=[parse_rename(rule, "--rename") for rule in renames],
         allowed_events=allowed_events,
         command=command_line(click.get_current_context()),
     )

@@ -50,13 +50,14 @@ def _quoted_scrubbed(arg: str) -> str:
     return shlex.quote(scrub_secrets(arg)) if "'" in arg else scrub_secrets(shlex.quote(arg))
 
 
-def rename_rules_of(rules: Sequence[str]) -> list[RenameRule]:
-    """The rules parsed (their module loads only for a run that has some)."""
+def rename_rules_of(rules: Sequence[str], where: str = "--rename") -> list[RenameRule]:
+    """The rules parsed (their module loads only for a run that has some); ``where``: the option or the config
+    file's setting they came from, which their errors name."""
     if not rules:
         return []
     from .naming import parse_rename
 
-    return [parse_rename(rule) for rule in rules]
+    return [parse_rename(rule, where) for rule in rules]
 
 
 def values_options(values: bool, jobs: int, scheduler: str | None) -> ValuesOptions | None:

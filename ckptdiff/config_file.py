@@ -275,4 +275,4 @@ def merge_policy(settings: FileSettings, flags: Mapping[str, Any]) -> Policy | N
         return None
     from .policy import Policy
 
-    return Policy(**chosen, origins=tuple(origins))
+    return Policy(**chosen, origins=tuple(origins), flags=True)

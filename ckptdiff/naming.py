@@ -28,26 +28,30 @@ class RenameRule(msgspec.Struct, frozen=True):
     pattern: re.Pattern[str]
     replacement: str
     text: str  # as the user wrote it
+    #: Where the user gave it, as its errors name it: ``renames`` (``compare()``'s parameter), ``--rename`` (the
+    #: command line's option) or a config file's ``FILE: rename``.
+    where: str = "renames"
 
     def apply(self, name: str) -> str:
         return self.pattern.sub(self.replacement, name)
 
 
-def parse_rename(text: str) -> RenameRule:
-    """``'REGEX=REPLACEMENT'``; the last ``=`` splits them, so a regex may hold ``=`` (``(?=…)``)."""
+def parse_rename(text: str, where: str = "renames") -> RenameRule:
+    """``'REGEX=REPLACEMENT'``; the last ``=`` splits them, so a regex may hold ``=`` (``(?=…)``). ``where`` is how
+    the user gave it, for its errors (:attr:`RenameRule.where`)."""
     pattern, sep, replacement = text.rpartition("=")
     if not sep or not pattern:
-        hint = "e.g. --rename '^model\\.layers\\.0\\.=midlayer.'"
-        raise CkptdiffError("--rename", f"{_as_typed(text)} is not REGEX=REPLACEMENT", hint)
+        hint = "e.g. '^model\\.layers\\.0\\.=midlayer.'"
+        raise CkptdiffError(where, f"{_as_typed(text)} is not REGEX=REPLACEMENT", hint)
     try:
         compiled = re.compile(pattern)
     except re.error as err:
-        raise CkptdiffError("--rename", f"{_as_typed(pattern)} is not a regular expression: {err}") from None
+        raise CkptdiffError(where, f"{_as_typed(pattern)} is not a regular expression: {err}") from None
     try:
         compiled.sub(replacement, "")  # compiles the template: bad escapes and group references fail here
     except (re.error, IndexError) as err:
-        raise CkptdiffError("--rename", f"replacement {_as_typed(replacement)} is invalid: {err}") from None
-    return RenameRule(compiled, replacement, text)
+        raise CkptdiffError(where, f"replacement {_as_typed(replacement)} is invalid: {err}") from None
+    return RenameRule(compiled, replacement, text, where)
 
 
 def _as_typed(text: str) -> str:
@@ -86,16 +90,17 @@ def name_side(
 
 def _renamed(checkpoint: Checkpoint, label: str, renames: Sequence[RenameRule]) -> dict[str, TensorInfo]:
     renamed: dict[str, TensorInfo] = {}
+    where = renames[-1].where  # one run's rules come from one place: the flags replace the config file's
     for original, info in checkpoint.tensors.items():
         name = original
         for rule in renames:
             name = rule.apply(name)
         if not name and original:  # a name the checkpoint itself leaves empty is its own (safetensors allows it)
-            raise CkptdiffError("--rename", f"turns {label}'s {quoted_name(original)} into an empty name")
+            raise CkptdiffError(where, f"turns {label}'s {quoted_name(original)} into an empty name")
         if name in renamed:
             other = renamed[name].name
             both = f"{quoted_name(other)} and {quoted_name(original)}"
-            raise CkptdiffError("--rename", f"turns both {both} of {label} into {quoted_name(name)}")
+            raise CkptdiffError(where, f"turns both {both} of {label} into {quoted_name(name)}")
         renamed[name] = info
     return renamed
 

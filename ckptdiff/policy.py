@@ -30,6 +30,7 @@ import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import cast
 
 import msgspec
@@ -67,6 +68,9 @@ class Policy:
     #: An engine verdict conditional on the target fails the gate (``--fail-on-conditional``).
     fail_on_conditional: bool = False
     origins: tuple[tuple[str, str], ...] = ()
+    #: Made from the command line's flags: an error names a setting by its flag (``--ignore``) rather than by its
+    #: keyword here (``ignore``); one from a config file (``origins``) names the file and its key either way.
+    flags: bool = dataclass_field(default=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.fail_on not in FAIL_ON_CHOICES:
@@ -91,7 +95,9 @@ class Policy:
 
     def _where(self, field: str) -> str:
         origin = dict(self.origins).get(field)
-        return f"{origin}: {field.replace('_', '-')}" if origin else flag_name(field)
+        if origin:
+            return f"{origin}: {field.replace('_', '-')}"
+        return flag_name(field) if self.flags else field
 
     def _dtype_rule(self, rule: str) -> str:
         from .dtypes import DTYPE_BITS
@@ -100,14 +106,11 @@ class Policy:
             return rule
         parts = rule.split(":")
         if len(parts) != 2:
-            in_file = self.origin("allow_dtype_change") is not None  # "true" there, not a bare flag, allows any
-            raise PolicyError(
-                self._where("allow_dtype_change"),
-                f"{rule!r} is not FROM:TO (e.g. BF16:F32)",
-                "allow-dtype-change = true allows any change"
-                if in_file
-                else "a bare --allow-dtype-change goes after A and B",
-            )
+            if self.origin("allow_dtype_change") is not None:  # "true" there, not a bare flag, allows any
+                hint = "allow-dtype-change = true allows any change"
+            else:
+                hint = "a bare --allow-dtype-change goes after A and B" if self.flags else "'*' allows any change"
+            raise PolicyError(self._where("allow_dtype_change"), f"{rule!r} is not FROM:TO (e.g. BF16:F32)", hint)
         normalised = []
         for dtype in parts:
             dtype = dtype.strip().upper()

@@ -36,7 +36,11 @@ def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
         (lambda: compare(PUBLISHED), "b"),
         (lambda: compare(PUBLISHED, OURS, jobs=0), "jobs"),
         (lambda: compare(PUBLISHED, OURS, policy={"ignore": ["x"]}), "policy"),  # type: ignore[arg-type]
-        (lambda: compare(PUBLISHED, OURS, policy=ckptdiff.Policy(ignore="x")), "--ignore"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, policy=ckptdiff.Policy(ignore="x")), "ignore"),  # type: ignore[arg-type]
+        (lambda: compare(PUBLISHED, OURS, renames=["midlayer"]), "renames"),
+        (lambda: compare(PUBLISHED, OURS, renames=[r"^(.*$=x"]), "renames"),
+        (lambda: compare(PUBLISHED, OURS, renames=[r"^.*$=same"]), "renames"),
+        (lambda: compare(PUBLISHED, OURS, renames=[r"^fc\.weight$="]), "renames"),
         (lambda: compare(PUBLISHED, "/nonexistent/ckpt"), None),
         (lambda: render(compare(PUBLISHED, OURS), "pdf"), "format"),
         (lambda: compare(None, OURS), "a"),  # type: ignore[arg-type]

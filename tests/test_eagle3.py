@@ -4,6 +4,7 @@ findings for the failures serving engines hit (each finding code has a test here
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -260,6 +261,15 @@ def test_a_tensor_the_file_names_empty_is_compared_not_blamed_on_rename(tmp_path
     emptied = run_cli(str(tmp_path / "b.safetensors"), str(tmp_path / "b.safetensors"), "--rename", "^w$=")
     assert emptied.returncode == 2
     assert emptied.stderr == "ckptdiff: --rename: turns A's 'w' into an empty name\n"
+    # a config file's rule is blamed on the file's setting, not on a --rename never given
+    (tmp_path / "ckptdiff.toml").write_text("rename = ['^w$=']\n")
+    b = str(tmp_path / "b.safetensors")
+    from_file = run_cli(b, b, "--config", str(tmp_path / "ckptdiff.toml"))
+    assert from_file.returncode == 2
+    assert (
+        from_file.stderr
+        == f"ckptdiff: {os.path.relpath(tmp_path / 'ckptdiff.toml')}: rename: turns A's 'w' into an empty name\n"
+    )
 
 
 # --- shapes from each side's own config -------------------------------------------------------------------

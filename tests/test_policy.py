@@ -175,8 +175,26 @@ def test_a_shape_mismatch_is_never_accepted_by_a_dtype_rule():
 def test_a_malformed_dtype_rule_is_a_one_line_error(rule):
     with pytest.raises(PolicyError) as caught:
         Policy(allow_dtype_change=(rule,))
-    assert caught.value.line().startswith("--allow-dtype-change: ")
+    assert caught.value.line().startswith("allow_dtype_change: ")  # the keyword the caller wrote
     assert "\n" not in caught.value.line()
+
+
+def test_a_policy_error_names_the_keyword_from_python_and_the_flag_from_the_command_line(run_cli):
+    with pytest.raises(PolicyError) as caught:
+        Policy(ignore="fc.*")  # type: ignore[arg-type]
+    assert caught.value.line() == "ignore: 'fc.*' is not a list of globs"
+    with pytest.raises(PolicyError) as caught:
+        Policy(allow_dtype_change=("BF16",))
+    assert caught.value.line() == "allow_dtype_change: 'BF16' is not FROM:TO (e.g. BF16:F32) ('*' allows any change)"
+
+    result = run_cli(PUBLISHED, TWO_AUX, "--allow-dtype-change", "BF16")
+    assert result.returncode == 2 and result.stderr == (
+        "ckptdiff: --allow-dtype-change: 'BF16' is not FROM:TO (e.g. BF16:F32) "
+        "(a bare --allow-dtype-change goes after A and B)\n"
+    )
+    result = run_cli(PUBLISHED, TWO_AUX, "--allow-event", "lm_head_random")
+    assert result.returncode == 2
+    assert result.stderr.startswith("ckptdiff: --allow-event: 'lm_head_random' is not ENGINE:CODE")
 
 
 def test_fail_on_warning_makes_warning_findings_fail_the_gate():
