@@ -77,9 +77,39 @@ class Result(Report):
         return self.render("markdown")
 
     def _repr_html_(self) -> str:
-        # the whole HTML report in a frame of its own: its style and script cannot touch the notebook's page
-        page = self.render("html")
+        # the whole HTML report in a frame of its own: its style and script cannot touch the notebook's page; the
+        # page fits the frame to itself (640 px where its script cannot run)
+        page, body_end, rest = self.render("html").rpartition("</body>")
+        page += f"<script>{_FIT_FRAME}</script>" + body_end + rest
         return (
-            f'<iframe srcdoc="{escape(page)}" style="width: 100%; height: 640px; border: 1px solid #d0d7de" '
-            f'title="ckptdiff report"></iframe>'
+            f'<iframe srcdoc="{escape(page)}" style="display: block; width: 100%; height: 640px; '
+            f'border: 1px solid #d0d7de" title="ckptdiff report"></iframe>'
         )
+
+
+#: The report page's frame as tall as the report, up to most of the window (a longer report scrolls in its frame),
+#: following it as filters and expanded rows change its height. ``frameElement`` is the notebook's frame: a frame
+#: of ``srcdoc`` is of its page's origin; elsewhere (a report opened as a file) it is null and nothing happens.
+_FIT_FRAME = """
+(() => {
+  const frame = window.frameElement;
+  if (!frame) return;
+  let view = 0;
+  try {
+    view = window.top.innerHeight;  // the notebook's window
+  } catch (error) {}  // of another origin (a notebook whose outputs are frames of their own): the screen's
+  const room = Math.max(400, Math.round(0.8 * (view || screen.availHeight || 800)));
+  const fit = () => {
+    // the report and the scroll bar under a table too wide for the frame, if there is one (the frame's border is
+    // outside its height)
+    const bar = window.innerHeight - document.documentElement.clientHeight;
+    const tall = Math.ceil(document.body.getBoundingClientRect().height) + bar;
+    frame.style.height = Math.min(tall, room) + "px";
+  };
+  // after the report's own listeners (filters, expanded rows, opened details), and whenever its size changes
+  for (const event of ["input", "click", "toggle"]) document.addEventListener(event, fit, event === "toggle");
+  window.addEventListener("resize", fit);
+  new ResizeObserver(fit).observe(document.body);
+  fit();
+})();
+"""

@@ -38,13 +38,12 @@ def _run(args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(args, capture_output=True, text=True, timeout=120, env=env, check=False)
 
 
-def dump_dom(page: Path) -> str:
-    """The page's DOM after its scripts ran, at the test window size; loading nothing from the network
+def dump_dom(page: Path, height: int = HEIGHT) -> str:
+    """The page's DOM after its scripts ran, at the test width and ``height``; loading nothing from the network
     (``--host-resolver-rules`` sends every host nowhere, so a page that needs the network shows it)."""
-    result = _run(
-        _command("--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000", "--dump-dom", page.as_uri()),
-        page.parent,
-    )
+    args = _command("--host-resolver-rules=MAP * ~NOTFOUND", "--virtual-time-budget=5000", "--dump-dom", page.as_uri())
+    args = [arg if not arg.startswith("--window-size") else f"--window-size={WIDTH},{height}" for arg in args]
+    result = _run(args, page.parent)
     assert result.returncode == 0 and "<html" in result.stdout, result.stderr[-2000:]
     return result.stdout
 

@@ -54,6 +54,48 @@ def test_ipython_displays_markdown_and_html(result: ckptdiff.Result, tmp_path: P
     assert seen == {"verdict": "ckptdiff: incompatible", "rows": "16"}
 
 
+def _frame_heights(html: str, tmp_path: Path, name: str) -> dict[str, int]:
+    """The notebook frame's height and its report's, as loaded and once the "match" rows are hidden, in a window
+    1600 px tall, and 80 % of the window's height (``room``)."""
+    page = tmp_path / f"{name}.html"
+    page.write_text(
+        f"""<!doctype html><html><body style="margin: 0"><div style="width: 900px">{html}</div><script>
+        const frame = document.querySelector("iframe");
+        const later = (then) => setTimeout(then, 100);
+        const measure = (key) => {{
+          document.body.dataset.room = Math.round(0.8 * window.innerHeight);
+          document.body.dataset[key + "Frame"] = frame.getBoundingClientRect().height;
+          document.body.dataset[key + "Report"] = Math.ceil(frame.contentDocument.body.getBoundingClientRect().height);
+        }};
+        frame.addEventListener("load", () => later(() => {{
+          measure("loaded");
+          const box = frame.contentDocument.querySelector("input[value=match]");
+          box.checked = false;
+          box.dispatchEvent(new Event("input", {{ bubbles: true }}));  // as a click on it does
+          later(() => measure("filtered"));
+        }}));
+        </script></body></html>""",
+        encoding="utf-8",
+    )
+    return {key: int(float(value)) for key, value in body_data(dump_dom(page, height=1600)).items()}
+
+
+def test_the_notebook_frame_fits_the_report(result: ckptdiff.Result, tmp_path: Path) -> None:
+    from fixtures.generate import write_safetensors
+
+    write_safetensors(tmp_path / "a.safetensors", [("w", "F32", [2]), ("v", "F32", [2])])
+    write_safetensors(tmp_path / "b.safetensors", [("w", "F32", [2]), ("v", "F32", [3])])
+    small = ckptdiff.compare(tmp_path / "a.safetensors", tmp_path / "b.safetensors")
+    seen = _frame_heights(small._repr_html_(), tmp_path, "small")
+    # as tall as the report (and its 1 px borders): no empty space under it, no scrolling inside
+    assert seen["loadedFrame"] == seen["loadedReport"] + 2 < seen["room"]
+    # the match row hidden: the frame follows the report
+    assert seen["filteredFrame"] == seen["filteredReport"] + 2 < seen["loadedFrame"]
+    # a report taller than most of the window scrolls inside a frame of 80 % of the window's height
+    seen = _frame_heights(result._repr_html_(), tmp_path, "tall")
+    assert seen["loadedFrame"] == seen["room"] + 2 < seen["loadedReport"]
+
+
 def test_to_dict_is_the_json_report(result: ckptdiff.Result) -> None:
     data = result.to_dict()
     assert data == json.loads(render(result, "json"))
