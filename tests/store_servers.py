@@ -19,6 +19,7 @@ A plain web server, as ``python -m http.server`` is (no Range, no ETag; a folder
 with WebServer(folder, autoindex=True) as web:  # web.endpoint + "/sub/model.safetensors" is folder's file
     web.requests                                # Counter of (method, path), every request in order
     web.hooks.append(gate)                      # each (method, path) passes a tests/request_gate.py gate first
+    web.answer["/sub/config.json"] = 403        # HEADs and GETs of that path answer that status
 """
 
 from __future__ import annotations
@@ -261,6 +262,8 @@ class WebServer:
         self.lock = threading.Lock()
         #: Called with each request's (method, path) before it is answered (a tests/request_gate.py gate).
         self.hooks: list[Callable[[tuple[str, str]], object]] = []
+        #: A status that path's HEADs and GETs answer instead of the file (403, 500, ...), with a short page.
+        self.answer: dict[str, int] = {}
 
     def __enter__(self) -> WebServer:
         server = self
@@ -274,6 +277,10 @@ class WebServer:
                     server.requests[self.command, unquote(self.path)] += 1
                 for hook in server.hooks:
                     hook((self.command, unquote(self.path)))
+                status = server.answer.get(unquote(self.path))
+                if status is not None:
+                    self.send_error(status)
+                    return None
                 if not server.autoindex and Path(self.translate_path(self.path)).is_dir():
                     self.send_error(404)
                     return None

@@ -61,7 +61,7 @@ def test_a_missing_url_is_one_line(hub):
     url = f"{hub.endpoint}/org/drafter/resolve/main/none/model.safetensors"  # a 404, as a web server says it
     with pytest.raises(SourceError) as error:
         resolve(url)
-    assert error.value.line() == f"{url}: no such bucket, object or prefix (check the URL)"
+    assert error.value.line() == f"{url}: not found (HTTP 404) (check the URL)"
 
 
 @pytest.fixture
@@ -101,7 +101,7 @@ def test_a_folder_url_holding_only_subfolders_names_those_with_weights(tmp_path)
         f"{url}: no safetensors weights (model.safetensors or *.safetensors.index.json)"
         f" (its weights are in subfolders: give one of {url}/checkpoint-100, {url}/checkpoint-200)"
     )
-    assert missing.value.line() == f"{web.endpoint}/no-such-run: no such bucket, object or prefix (check the URL)"
+    assert missing.value.line() == f"{web.endpoint}/no-such-run: not found (HTTP 404) (check the URL)"
 
 
 def test_a_folder_page_whose_links_are_absolute_paths_or_whole_urls_names_the_subfolder_too(weights_in_a_subfolder):
@@ -157,6 +157,54 @@ def test_a_folder_url_asks_for_every_name_at_once(tmp_path):
         finally:
             gate.open()
         assert reading.result().tensors
+
+
+@pytest.mark.parametrize(
+    ("status", "defect"),
+    [
+        (403, "access denied (HTTP 403) (the server refused the request; a signed URL may have expired)"),
+        (401, "access denied (HTTP 401) (the server refused the request; a signed URL may have expired)"),
+        (500, "the server answered HTTP 500 (retry later)"),
+        (503, "the server answered HTTP 503 (retry later)"),
+    ],
+)
+@pytest.mark.parametrize("spec", ["/m/", "/m/model.safetensors", "/m/config.json"])
+def test_a_config_json_the_server_does_not_give_is_named_with_its_answer(tmp_path, status, defect, spec):
+    """A folder's config.json that the server refuses or fails on is not an absent one (whose comparison would
+    quietly leave the config out): the line names its URL and the answer, whether the spec is the folder, the
+    weights beside it or config.json itself."""
+    shutil.copytree(PUBLISHED, tmp_path / "m")
+    with WebServer(tmp_path) as web:
+        web.answer["/m/config.json"] = status
+        with pytest.raises(SourceError) as error:
+            resolve(web.endpoint + spec)
+    assert error.value.line() == f"{web.endpoint}/m/config.json: {defect}"
+
+
+def test_a_config_json_url_is_named_for_what_it_is(tmp_path):
+    shutil.copytree(PUBLISHED, tmp_path / "m")
+    with WebServer(tmp_path) as web:
+        with pytest.raises(SourceError) as there:
+            resolve(f"{web.endpoint}/m/config.json")
+        with pytest.raises(SourceError) as missing:
+            resolve(f"{web.endpoint}/elsewhere/config.json")
+        web.answer["/m/config.json"] = 404
+        assert resolve(f"{web.endpoint}/m/").config is None  # a 404 is a folder without config.json
+    assert there.value.line().startswith(f"{web.endpoint}/m/config.json: is not named like a weight file (")
+    assert missing.value.line() == f"{web.endpoint}/elsewhere/config.json: not found (HTTP 404) (check the URL)"
+
+
+def test_a_weight_name_refused_beside_the_weights_is_absent_but_alone_is_named(tmp_path):
+    """S3's website endpoints answer 403 for a key they do not have: a refused index beside model.safetensors is
+    no index; a refused model.safetensors with no other weights is the error."""
+    shutil.copytree(PUBLISHED, tmp_path / "m")
+    with WebServer(tmp_path) as web:
+        web.answer["/m/model.safetensors.index.json"] = 403
+        assert resolve(f"{web.endpoint}/m/").tensors == resolve(str(PUBLISHED)).tensors
+        web.answer["/m/model.safetensors"] = 403
+        with pytest.raises(SourceError) as error:
+            resolve(f"{web.endpoint}/m/")
+    assert error.value.line().startswith(f"{web.endpoint}/m/model.safetensors: access denied (HTTP 403)")
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1:9/x/model.safetensors", "http://127.0.0.1:9/x/"])

@@ -22,7 +22,7 @@ from ..checkpoint import CONFIG_NAME, INDEX_SUFFIX, WEIGHT_FILE_SUFFIXES, Relati
 from ..errors import CkptdiffError, SourceError
 from .base import Described, ListedFile, Listing, Source
 from .planner import SINGLE_FILE_NAME
-from .store_errors import connection_failure, explain_store_error
+from .store_errors import answered_status, connection_failure, explain_store_error
 from .store_reads import bounded_copy, bounded_read
 from .torch_pickle import TORCH_INDEX_NAME, TORCH_SINGLE_FILE_NAME
 
@@ -204,10 +204,21 @@ class StoreSource(Source):
             # together: one round trip (two where a 404 is followed by fsspec's GET), not one a name.
             from concurrent.futures import ThreadPoolExecutor
 
+            if self.folder.endswith(".json"):  # a URL naming a file that is no weight file (config.json)
+                one_file = self._named_file()
+                if one_file is not None:
+                    return one_file
             asked = (*_WELL_KNOWN, CONFIG_NAME)
             with ThreadPoolExecutor(len(asked), "ckptdiff-probe") as pool:
-                found = list(pool.map(self.stat, asked))
-            probed = {name: entry for name, entry in zip(asked, found, strict=True) if entry is not None}
+                found = list(pool.map(self._probe, asked))
+            probed = {name: entry for name, (entry, _) in zip(asked, found, strict=True) if entry is not None}
+            failed = [(name, err) for name, (_, err) in zip(asked, found, strict=True) if err is not None]
+            weights = any(name != CONFIG_NAME for name in probed)
+            for name, err in failed:
+                # the server has the file but did not give it (5xx), or config.json, refused: not an absent file; a
+                # weight name refused (401/403) is absent beside one it gives (S3 websites answer 403 for no key)
+                if name == CONFIG_NAME or answered_status(err) not in (401, 403) or not weights:
+                    raise self._unreadable(err, name) from None
             if not probed and not any(p.endswith(WEIGHT_FILE_SUFFIXES) for p in self._linked_below()):
                 raise FileNotFoundError(self.folder)  # neither the names asked for nor a page linking weights below
             return Listing(probed, asked=asked)
@@ -278,13 +289,39 @@ class StoreSource(Source):
         return ListedFile(name, size if isinstance(size, int) else None, None)
 
     def stat(self, file: RelativePath) -> ListedFile | None:
+        """The file, or None where the store has none; an error naming it where the server answered otherwise
+        (HTTP 403, 500: fsspec's http client raises FileNotFoundError for every status)."""
+        found, err = self._probe(file)
+        if err is not None:
+            raise self._unreadable(err, file) from None
+        return found
+
+    def _probe(self, file: RelativePath) -> tuple[ListedFile | None, FileNotFoundError | None]:
+        """The file, or None where the store has none, or the error of a server that answered something else."""
         try:
-            info = self._filesystem().info(self._path(file))
+            info = self._filesystem().info(self._path(file) if file else self.folder)
         except FileNotFoundError as err:
             if connection_failure(err) is not None:  # not an absent file: the server could not be reached
                 raise
+            return None, err if answered_status(err) is not None else None
+        return (self._entry(file, info) if info.get("type") != "directory" else None), None
+
+    def _unreadable(self, err: FileNotFoundError, file: RelativePath) -> BaseException:
+        """The server's answer for ``file`` ("": the spec's own URL) as one line naming its URL."""
+        return explain_store_error(err, where=self.name_of(file or None), scheme=self.scheme) or err
+
+    def _named_file(self) -> Listing | None:
+        """The listing of a URL that names a file no weight file is (config.json): the planner says what it is;
+        None where the server has no file of that name."""
+        named = posixpath.basename(self.folder)
+        found, err = self._probe("")
+        if err is not None:
+            raise self._unreadable(err, "") from None
+        if found is None:
             return None
-        return self._entry(file, info) if info.get("type") != "directory" else None
+        self.folder = self.folder[: -len(named)].rstrip("/")
+        self._named = named
+        return Listing({named: ListedFile(named, found.size, None)}, named)
 
     def fingerprint(self, file: RelativePath) -> tuple[object, ...] | None:
         fs = self._filesystem()

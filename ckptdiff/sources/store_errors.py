@@ -47,6 +47,8 @@ def explain_store_error(err: BaseException, *, where: str, scheme: str) -> Sourc
         cause = connection_failure(err)  # fsspec's http client reports a connection that failed as a missing file
         if cause is not None:
             return explain_store_error(cause, where=where, scheme=scheme)
+        if family == "http":  # fsspec's http client raises it for a 404 (and a HEAD and GET that both failed)
+            return SourceError(where, "not found (HTTP 404)", "check the URL")
         return SourceError(where, "no such bucket, object or prefix", "check the URL")
     if isinstance(err, PermissionError):
         return SourceError(where, "access denied", CREDENTIAL_HINTS[family])
@@ -80,6 +82,12 @@ def connection_failure(err: BaseException) -> BaseException | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
+
+
+def answered_status(err: BaseException) -> int | str | None:
+    """The HTTP status other than 404 the server answered (or "redirects"), if the server answered one: the object
+    is there but could not be read, which is not the same as absent."""
+    return _http_answer(err)
 
 
 def _http_answer(err: BaseException) -> int | str | None:
