@@ -225,3 +225,62 @@ def test_a_signal_wins_over_a_stderr_that_takes_nothing(s3_server, small_pair, t
         s3_server.hooks.remove(gate)
 
     assert (child.returncode, stdout) == (128 + stop, b"")
+
+
+def _without_proc(command: list[str]) -> list[str]:
+    """``command`` in a mount namespace of its own whose /proc is an empty folder, as on a system without Linux's
+    /proc/self/fd (macOS, the BSDs); skipped where namespaces cannot be made (``unshare``, user namespaces)."""
+    masked = [
+        "unshare",
+        "--user",
+        "--map-root-user",
+        "--mount",
+        "--",
+        "sh",
+        "-c",
+        'mount -t tmpfs none /proc && exec "$@"',
+    ]
+    probe = subprocess.run([*masked, "sh", "test", "!", "-e", "/proc/self"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mask /proc in a namespace: {probe.stderr.decode(errors='replace').strip()[:200]}")
+    return [*masked, "sh", *command]
+
+
+@pytest.mark.parametrize("room", [True, False], ids=["pipe-with-room", "unread-full-pipe"])
+def test_without_proc_the_interrupted_line_goes_whole_or_not_at_all(s3_server, small_pair, tmp_path, room) -> None:
+    """Where /proc/self/fd cannot reopen stderr's pipe, the line is written non-blocking on stderr's own file
+    description for that one write: into a pipe with room it arrives whole, a full one nobody reads takes nothing
+    and the run still ends 130, and either way the description (shared with this test) is blocking again after."""
+    env = cli_env(tmp_path, s3_server.env)
+    env["PYTHONPATH"] = str(REPO)
+    gate = RequestGate(header_reads)
+    s3_server.hooks.append(gate)
+    reading, writing = os.pipe()
+    try:
+        if not room:
+            os.set_blocking(writing, False)
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    os.write(writing, b"x" * 4096)
+            os.set_blocking(writing, True)
+        command = _without_proc([sys.executable, "-m", "ckptdiff", *small_pair])
+        child = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=writing, env=env, cwd=tmp_path
+        )
+        try:
+            gate.wait_held(1)  # a header read is waiting at the server: the run is under way
+            child.send_signal(signal.SIGINT)
+            gate.open()
+            stdout, _ = child.communicate(timeout=HANG)
+        finally:
+            child.kill()
+        blocking = os.get_blocking(writing)
+    finally:
+        gate.open()
+        s3_server.hooks.remove(gate)
+        os.close(writing)
+    with os.fdopen(reading, "rb") as pipe:
+        said = pipe.read()
+    assert (child.returncode, stdout) == (130, b"")
+    assert blocking  # the child's non-blocking write did not leave the description so
+    assert said == b"ckptdiff: interrupted\n" if room else said.strip(b"x") == b""
