@@ -166,11 +166,13 @@ def _is_policy(value: object) -> bool:
     return isinstance(value, Policy)
 
 
-def render(report: Report, fmt: str = "table", options: RenderOptions | None = None) -> str:
-    """A report in one of the formats (table, markdown, json, junit, github, html), as the CLI writes it."""
+def render(report: Report, fmt: str = "table", options: RenderOptions | None = None, **by_name: Any) -> str:
+    """A report in one of the formats (table, markdown, json, junit, github, html), as the CLI writes it, drawn with
+    ``options`` (a :class:`RenderOptions`) and any of its fields by name, which take precedence:
+    ``render(report, "markdown", only_diffs=True)``."""
     from .formats import render as render_format
 
-    return render_format(report, fmt, options)
+    return render_format(report, fmt, options, **by_name)
 
 
 _LAZY = {

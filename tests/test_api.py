@@ -55,6 +55,7 @@ def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
         (lambda: compare(PUBLISHED, OURS, progress="yes"), "progress"),  # type: ignore[arg-type]
         (lambda: render(compare(PUBLISHED, OURS).to_dict(), "markdown"), "report"),  # type: ignore[arg-type]
         (lambda: render(compare(PUBLISHED, OURS), "table", {"color": True}), "options"),  # type: ignore[arg-type]
+        (lambda: render(compare(PUBLISHED, OURS), "table", colour=True), "options"),
         (lambda: compare(PUBLISHED, OURS).render("table", colour=True), "options"),
         (lambda: compare(PUBLISHED, OURS).render("markdown", budget="60000"), "options"),  # type: ignore[arg-type]
         (lambda: compare(PUBLISHED, OURS).render("markdown", only_diffs="yes"), "options"),  # type: ignore[arg-type]
@@ -102,6 +103,17 @@ def test_a_result_is_a_hashable_value() -> None:
     finding = next(f for f in one.findings if f.code == "aux_layer_ids_differ")
     assert {finding: "seen"}[next(f for f in again.findings if f.code == "aux_layer_ids_differ")] == "seen"
     assert {event for result in one.engines for event in result.events}
+
+
+def test_render_takes_its_options_by_name_or_as_render_options() -> None:
+    report = compare(PUBLISHED, TWO_AUX)
+    diffs = render(report, "markdown", only_diffs=True)
+    assert diffs == render(report, "markdown", ckptdiff.RenderOptions(only_diffs=True))
+    assert diffs == report.render("markdown", only_diffs=True) != render(report, "markdown")
+    # a field by name replaces the options' own, rather than being dropped
+    assert render(report, "markdown", ckptdiff.RenderOptions(only_diffs=True), only_diffs=False) == render(
+        report, "markdown"
+    )
 
 
 def test_a_path_is_a_local_spec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,7 +6,7 @@ Formats draw; they never recompute a verdict. Each owns its words (from :mod:`.m
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..errors import CkptdiffError
@@ -85,9 +85,9 @@ def load_format(fmt: str) -> None:
 
 
 def render(report: Report, fmt: str = "table", options: RenderOptions | None = None, **overrides: Any) -> str:
-    """``report`` in the format ``fmt``, drawn with ``options`` or, without them, ``RenderOptions(**overrides)``.
-    Anything but a report (its ``to_dict()``, None), options of another type and an option it does not have are
-    refused with a :class:`~ckptdiff.errors.CkptdiffError`, as an unknown format is."""
+    """``report`` in the format ``fmt``, drawn with ``options`` (default ``RenderOptions()``) with ``overrides``, its
+    fields by name, replacing theirs. Anything but a report (its ``to_dict()``, None), options of another type and
+    an option it does not have are refused with a :class:`~ckptdiff.errors.CkptdiffError`, as an unknown format is."""
     from ..report import Report
 
     if not isinstance(report, Report):
@@ -100,4 +100,4 @@ def render(report: Report, fmt: str = "table", options: RenderOptions | None = N
     for name in overrides:
         if name not in known:
             raise CkptdiffError("options", f"{name!r} is not a render option", f"choose from {', '.join(known)}")
-    return get_format(fmt).render(report, options or RenderOptions(**overrides))
+    return get_format(fmt).render(report, replace(options or RenderOptions(), **overrides))
