@@ -84,10 +84,6 @@ class FrozenDict(dict[_K, _V]):
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(_hashable(self))
 
-    def copy(self) -> dict[_K, _V]:
-        """A plain dict with the same items, to change."""
-        return dict(self)
-
 
 def _hashable(value: Any) -> Any:
     """``value`` as a hashable key, equal wherever ``value`` is: dicts by their items, lists and tuples by theirs."""
