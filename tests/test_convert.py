@@ -336,6 +336,14 @@ def test_a_rename_that_collides_is_refused_in_one_line(run_cli, drafter, tmp_pat
     assert digest_folder(drafter) == before
 
 
+def test_a_rename_that_empties_a_name_is_refused_naming_the_option(run_cli, drafter, tmp_path):
+    result = run_cli("convert", str(drafter), str(tmp_path / "o"), "--to", "sglang", "--rename", r"^norm\.weight$=")
+
+    assert result.returncode == 2
+    assert one_line(result) == "ckptdiff: --rename: turns a tensor name into an empty one"
+    assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
+
+
 @pytest.mark.parametrize("from_base", ["org/trained-for", ""])
 def test_from_base_without_base_is_refused_not_ignored(run_cli, drafter, tmp_path, from_base):
     result = run_cli("convert", str(drafter), str(tmp_path / "o"), "--to", "sglang", "--from-base", from_base)

@@ -251,7 +251,7 @@ def renamed(original: str, renames: Sequence[RenameRule]) -> str:
     for rule in renames:
         name = rule.apply(name)
     if not name and original:
-        raise ConvertRefused("--rename", "turns a tensor name into an empty one")
+        raise ConvertRefused(renames[-1].where, "turns a tensor name into an empty one")
     return name
 
 
