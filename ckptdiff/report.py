@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Literal
 
 import msgspec
 from msgspec.structs import force_setattr
 
 from .checkpoint import Checkpoint
+from .frozen_dict import FrozenDict, frozen, hashable
 
 SCHEMA = "ckptdiff/report/v1"
 
@@ -60,43 +61,6 @@ def json_safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: json_safe(item) for key, item in value.items()}
     return value
-
-
-_K = TypeVar("_K")
-_V = TypeVar("_V")
-
-
-class FrozenDict(dict[_K, _V]):
-    """A dict that refuses changes, for the mappings a report holds (a finding's ``params``, the ``counts``): a
-    ``dict`` still (JSON, ``==``, pickling, ``{**params}``), read-only, and hashable as the records holding it are
-    (lists and dicts among its values count by their contents)."""
-
-    __slots__ = ()
-
-    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
-        raise TypeError("a report's mappings are read-only; dict(mapping) is a copy to change")
-
-    __setitem__ = __delitem__ = __ior__ = setdefault = update = pop = popitem = clear = _refuse
-
-    def __reduce__(self) -> tuple[type[FrozenDict[_K, _V]], tuple[dict[_K, _V]]]:
-        return type(self), (dict(self),)
-
-    def __hash__(self) -> int:  # type: ignore[override]
-        return hash(_hashable(self))
-
-
-def _hashable(value: Any) -> Any:
-    """``value`` as a hashable key, equal wherever ``value`` is: dicts by their items, lists and tuples by theirs."""
-    if isinstance(value, dict):
-        return frozenset((key, _hashable(item)) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return tuple(map(_hashable, value))
-    return value
-
-
-def frozen(items: Mapping[_K, _V] | Iterable[tuple[_K, _V]]) -> FrozenDict[_K, _V]:
-    """``items`` as a :class:`FrozenDict` (itself when it already is one)."""
-    return items if isinstance(items, FrozenDict) else FrozenDict(items)
 
 
 class TensorSide(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
@@ -229,7 +193,7 @@ class ConfigDiff(msgspec.Struct, frozen=True):
     status: ConfigStatus
 
     def __hash__(self) -> int:  # a and b are JSON values: lists and objects count by their contents
-        return hash((self.path, _hashable(self.a), _hashable(self.b), self.status))
+        return hash((self.path, hashable(self.a), hashable(self.b), self.status))
 
     @property
     def key(self) -> str:

@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.policy_keys": 0,
     "ckptdiff.strict_json": 0,
     "ckptdiff.config_values": 0,
+    "ckptdiff.frozen_dict": 0,
     "ckptdiff.safetensors_header": 1,
     "ckptdiff.checkpoint": 2,
     "ckptdiff.sources": 3,
