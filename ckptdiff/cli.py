@@ -28,6 +28,7 @@ from .cli_output import (
     check_report_destinations,
     deliver,
     exit_interrupted,
+    file_format,
     format_for,
     refuse_reports_over_inputs,
     run_started,
@@ -276,6 +277,8 @@ def command(
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     save_formats = [save_format(path) for path in saves]  # an extension naming no format: before any read
+    fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
+    file_format(fmt, output)  # --format github's -o file gets its extension's format: checked before any read too
     a, b = specs_from_config(a, b, settings)
     policy = merge_policy(
         settings,
@@ -312,7 +315,6 @@ def command(
         follow_symlinks=follow_symlinks,
     )
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
-    fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if no_step_summary or not settings.get("step_summary", True):
         step_summary = None

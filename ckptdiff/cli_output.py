@@ -209,6 +209,28 @@ def format_for(fmt: str | None, output: str | None, default: str | None = None) 
     return default or "table"
 
 
+def file_format(fmt: str, output: str | None) -> str:
+    """The format the report file ``output`` is written in: ``fmt``, except for ``github``, whose annotations go to
+    stdout (the job's log) while the file gets the format its extension names. Called before anything is read, so
+    that ``--format github -o ckptdiff.log`` is refused then, not once the report is ready."""
+    if fmt != "github" or output in (None, "-"):
+        return fmt
+    from .formats import FORMAT_BY_EXTENSION
+
+    suffix = Path(output).suffix.lower()
+    if not suffix:
+        return "table"
+    if suffix not in FORMAT_BY_EXTENSION:
+        known = ", ".join(sorted(FORMAT_BY_EXTENSION))
+        raise ReportWriteError(
+            output,
+            f"no report format is written as {suffix}",
+            f"with --format github the annotations go to stdout and the file gets the format its extension names: "
+            f"{known}",
+        )
+    return FORMAT_BY_EXTENSION[suffix]
+
+
 def save_format(path: str) -> str:
     """The format a ``--save`` file is written in, by its extension. ``--save -`` is refused: it printed a second
     report (a table, whatever the first one's format) after the one on stdout, so ``--format json --save -``
@@ -418,7 +440,7 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
             text = github.render(report, view, terminal)
         else:
             write_report("".join(github.workflow_commands(report)), None)
-            fmt = format_for(None, output)
+            fmt = file_format(fmt, output)
     if fmt == "table":
         text = table.render(report, view, terminal)
     elif fmt != "github" or not to_stdout:

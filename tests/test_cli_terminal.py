@@ -261,6 +261,19 @@ def test_github_with_o_keeps_the_annotations_in_the_log_and_the_file_in_its_form
     assert result.stderr == "incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected\n"
 
 
+@pytest.mark.parametrize("where", ["--format", "ckptdiff.toml"])
+def test_github_with_o_naming_no_format_is_refused_before_anything_is_read(run_cli, tmp_path, where):
+    (tmp_path / "ckptdiff.toml").write_text('format = "github"\n' if where == "ckptdiff.toml" else "")
+    fmt = ("--format", "github") if where == "--format" else ()
+    target = tmp_path / "ckptdiff.log"
+    result = run_cli(str(tmp_path / "no-such-drafter"), OURS, *fmt, "-o", str(target), cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == "" and not target.exists()
+    assert result.stderr == (
+        f"ckptdiff: {target}: no report format is written as .log (with --format github the annotations go to"
+        " stdout and the file gets the format its extension names: .htm, .html, .json, .markdown, .md, .txt, .xml)\n"
+    )
+
+
 # --- mistakes caught --------------------------------------------------------------------------------------
 
 
