@@ -350,15 +350,21 @@ def command(
         only_diffs=bool(only_diffs),
     )
     verbosity = -1 if quiet else 1 if verbose else 0
-    text = deliver(report, fmt, output, view, verbosity, color)
+    try:
+        text: str | None = deliver(report, fmt, output, view, verbosity, color)
+    except StdoutClosed:  # the reader of stdout left (`| head`): the reports asked for as files are still written
+        text = None
     for path, saved_as in zip(saves, save_formats, strict=True):
         write_report(render(report, saved_as, replace(view, color=False, only_diffs=saved_as == "table")), path)
     if step_summary:
         plain = replace(view, color=False, expand=False)
-        summary = text if fmt == "markdown" and not view.expand else render(report, "markdown", plain)
+        reuse = text is not None and fmt == "markdown" and not view.expand
+        summary = text if reuse and text is not None else render(report, "markdown", plain)
         if len(summary) > STEP_SUMMARY_LIMIT // 4 and len(summary.encode()) > STEP_SUMMARY_LIMIT:
             summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
+    if text is None:
+        raise StdoutClosed()
     sys.exit(report.exit_code)
 
 
@@ -453,11 +459,18 @@ def _run(args: list[str]) -> None:
         if is_convert(args[leading:]):
             chosen, args = convert_command, args[:leading] + args[leading + 1 :]
     state: dict[str, object] = {"argv": list(args)}  # "started" once a command's callback runs (run_started)
+    stdout, stderr = sys.stdout, sys.stderr
     try:
         name = "ckptdiff convert" if chosen is not command else "ckptdiff"
         chosen.main(args=args, prog_name=name, standalone_mode=False, obj=state)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
+    except SystemExit:
+        if sys.stdout is not stdout:  # click's own output (--help, --version) met a closed pipe: it exits 1
+            sys.stdout, sys.stderr = stdout, stderr
+            silence_stdout()
+            sys.exit(EXIT_TROUBLE)
+        raise
     except click.ClickException as err:
         shown = io.StringIO()
         err.show(file=shown)  # the usage and the message, which may quote an argument

@@ -319,6 +319,8 @@ def echo_checked(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     try:
         write_text(sys.stderr if err else sys.stdout, text + ("\n" if nl else ""))  # every byte, as a report's
     except OSError as error:
+        if error.errno == errno.EPIPE and not err:  # the reader left (`| head`): main() ends quietly
+            raise StdoutClosed() from None
         if error.errno not in DISK_WRITE_ERRNOS:
             raise
         silence_stdout(sys.stderr if err else None)  # the buffer's rest would fail again at the interpreter's exit
@@ -433,13 +435,17 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
     to_stdout = output in (None, "-")
     width = terminal_width(sys.stdout) if to_stdout else None
     terminal = table.Terminal(width=width, verbosity=verbosity, log=to_stdout)
+    stdout_closed = False
     if fmt == "github":
         from .formats import github
 
         if to_stdout:
             text = github.render(report, view, terminal)
         else:
-            write_report("".join(github.workflow_commands(report)), None)
+            try:
+                write_report("".join(github.workflow_commands(report)), None)
+            except StdoutClosed:  # the log's reader left: the file is still written, then the run ends quietly
+                stdout_closed = True
             fmt = file_format(fmt, output)
     if fmt == "table":
         text = table.render(report, view, terminal)
@@ -451,6 +457,8 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
         write_report(text, output)
     if not to_stdout:
         _echo_verdict(report, color)
+    if stdout_closed:
+        raise StdoutClosed()
     return text
 
 
