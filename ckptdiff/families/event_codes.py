@@ -115,8 +115,38 @@ def unknown_code(code: str) -> str | None:
     """Why ``code`` names no engine event, with the code it most likely meant; None for a known code."""
     if code in EVENT_CODES:
         return None
+    return f"no engine event has this code ({_closest_code(code)})"
+
+
+def _closest_code(code: str) -> str:
     from ..errors import closest
 
     close = closest(code, EVENT_CODES)
-    hint = f"did you mean {close}?" if close else "the codes are listed in docs/engines.md#event-codes"
-    return f"no engine event has this code ({hint})"
+    return f"did you mean {close}?" if close else "the codes are listed in docs/engines.md#event-codes"
+
+
+def allow_rule_defect(rule: str) -> str | None:
+    """What is wrong with an ``ENGINE:CODE`` glob of ``--allow-event`` (the main command's), or None: an engine or
+    code named exactly that none has, a glob no engine or code matches, or an info event's code (info never fails
+    the gate). ``rule`` has one ``:``."""
+    import fnmatch
+
+    from ..errors import closest
+    from .engines import ENGINE_NAMES
+
+    engine, code = rule.split(":")
+    if not fnmatch.filter(ENGINE_NAMES, engine):
+        close = closest(engine, ENGINE_NAMES)
+        hint = f"did you mean {close}?" if close and _exact(engine) else f"the engines are {', '.join(ENGINE_NAMES)}"
+        return f"no engine is named {engine} ({hint})"
+    if not fnmatch.filter(EVENT_CODES, code):
+        if _exact(code):
+            return f"no engine event has the code {code} ({_closest_code(code)})"
+        return f"no engine event's code matches {code} (the codes are listed in docs/engines.md#event-codes)"
+    if _exact(code) and EVENT_CODES[code] == ("info",):
+        return f"{code} is an info event, which never fails the gate"
+    return None
+
+
+def _exact(glob: str) -> bool:
+    return not any(character in glob for character in "*?[")
