@@ -85,15 +85,24 @@ def write_report(text: str, destination: str | None) -> None:
 
 def check_report_destinations(destinations: Iterable[str | None]) -> None:
     """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
-    exist, a parent that is a file. Found only once the report was ready, it threw away a run of minutes (the Hub,
-    --values) for a typo in ``-o``; the write itself still says why when the file system changes meanwhile."""
+    exist, a parent that is a file; and one that two flags name (the second report would replace the first).
+    Found only once the report was ready, it threw away a run of minutes (the Hub, --values) for a typo in
+    ``-o``; the write itself still says why when the file system changes meanwhile."""
+    named: dict[str, str] = {}  # each file (resolved) → the flag that named it first
     for number, destination in enumerate(destinations):
         if destination is None or destination == "-":
             continue
-        if not destination.strip():  # the first is -o's, the rest --save's
-            what = "-o" if number == 0 else "--save"
+        what = "-o" if number == 0 else "--save"  # the first is -o's, the rest --save's
+        if not destination.strip():
             stdout = " (or - for stdout)" if number == 0 else ""
             raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
+        resolved = os.path.realpath(destination)
+        if resolved in named:
+            twice = f"{named[resolved]} and {what}"
+            raise ReportWriteError(
+                destination, f"is named by {twice}: one report would replace the other", "give each its own file"
+            )
+        named[resolved] = what
         if _destination_status(destination) is None:
             parent = Path(destination).parent
             try:
