@@ -304,6 +304,9 @@ def command(
         raise click.UsageError("--values compares A's tensor values with B's: give B")
     if scheduler is not None and not values:
         raise click.UsageError("--scheduler runs the --values pass: give --values too")
+    given = click.get_current_context().get_parameter_source("vllm_runner") == click.core.ParameterSource.COMMANDLINE
+    if given and not {"vllm", "all"} & set(engines):
+        raise click.UsageError("--vllm-runner chooses how --engine vllm is replayed: give --engine vllm (or all)")
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = rename_rules_of(renames or settings.get("rename", ()))
     from .progress import terminal_progress
