@@ -100,8 +100,8 @@ SPEC = PATH
     type=click.Choice(("v2", "v1")),
     default="v2",
     show_default=True,
-    help="The vLLM model runner to model: v2 (vLLM's default) or v1 (VLLM_USE_V2_MODEL_RUNNER=0); they read the "
-    "drafter's aux-layer ids from different keys and share the target's embedding differently.",
+    help="The vLLM model runner --engine vllm models: v2 (vLLM's default) or v1 (VLLM_USE_V2_MODEL_RUNNER=0); they "
+    "read the drafter's aux-layer ids from different keys and share the target's embedding differently.",
 )
 @click.option(
     "--rename",
