@@ -20,7 +20,7 @@ import click
 
 from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
-from .cli_inputs import command_line, rename_rules_of, specs_from_config, values_options
+from .cli_inputs import command_line, refuse_lone_options, rename_rules_of, specs_from_config, values_options
 from .cli_output import (
     STEP_SUMMARY_LIMIT,
     StdoutClosed,
@@ -297,16 +297,8 @@ def command(
     if profile not in profile_choices():
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
     engines = engines or tuple(settings.get("engine", ()))
-    if b is None and not engines:
-        raise click.UsageError("Missing argument 'B': give B to compare A with, or --engine NAME to check A on its own")
     values = values or bool(values_only)  # --values-only implies --values
-    if b is None and values:
-        raise click.UsageError("--values compares A's tensor values with B's: give B")
-    if scheduler is not None and not values:
-        raise click.UsageError("--scheduler runs the --values pass: give --values too")
-    given = click.get_current_context().get_parameter_source("vllm_runner") == click.core.ParameterSource.COMMANDLINE
-    if given and not {"vllm", "all"} & set(engines):
-        raise click.UsageError("--vllm-runner chooses how --engine vllm is replayed: give --engine vllm (or all)")
+    refuse_lone_options(b, engines, values, scheduler)
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     rename_rules = rename_rules_of(renames or settings.get("rename", ()))
     from .progress import terminal_progress
