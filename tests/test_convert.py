@@ -353,6 +353,7 @@ def test_from_base_without_base_is_refused_not_ignored(run_cli, drafter, tmp_pat
             ("--from-base", "org/trained-for"),
             "--from-base: needs --base: the model whose vocabulary is compared with it",
         ),
+        (("--allow-tokenizer-change",), "--allow-tokenizer-change: needs --base: d2t is carried to its vocabulary"),
     ],
 )
 def test_a_flag_that_needs_base_is_refused_before_src_is_read(run_cli, tmp_path, flags, says):

@@ -219,7 +219,8 @@ def _plan(request: ConvertRequest, source: Checkpoint, layout: TargetLayout, bas
 
 
 def _refuse_flags_without_base(request: ConvertRequest) -> None:
-    """``--embed base`` and ``--from-base`` without ``--base``, refused before SRC is read (a Hub SRC's listing and
+    """``--embed base``, ``--from-base`` and ``--allow-tokenizer-change`` without ``--base`` (the last would change
+    nothing), refused before SRC is read (a Hub SRC's listing and
     headers cost requests), not once the plan is built."""
     if request.base is not None:
         return
@@ -227,6 +228,8 @@ def _refuse_flags_without_base(request: ConvertRequest) -> None:
         raise ConvertRefused("--embed base", "needs --base: the model whose embedding is grafted")
     if request.from_base is not None:
         raise ConvertRefused("--from-base", "needs --base: the model whose vocabulary is compared with it")
+    if request.allow_tokenizer_change:
+        raise ConvertRefused("--allow-tokenizer-change", "needs --base: d2t is carried to its vocabulary")
 
 
 def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> None:
