@@ -20,7 +20,7 @@ import click
 
 from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
-from .cli_inputs import command_line, rename_rules_of, specs_from_config, values_options
+from .cli_inputs import command_line, refuse_lone_options, rename_rules_of, specs_from_config, values_options
 from .cli_output import (
     STEP_SUMMARY_LIMIT,
     StdoutClosed,
@@ -28,6 +28,7 @@ from .cli_output import (
     check_report_destinations,
     deliver,
     exit_interrupted,
+    file_format,
     format_for,
     refuse_reports_over_inputs,
     run_started,
@@ -99,8 +100,8 @@ SPEC = PATH
     type=click.Choice(("v2", "v1")),
     default="v2",
     show_default=True,
-    help="The vLLM model runner to model: v2 (vLLM's default) or v1 (VLLM_USE_V2_MODEL_RUNNER=0); they read the "
-    "drafter's aux-layer ids from different keys and share the target's embedding differently.",
+    help="The vLLM model runner --engine vllm models: v2 (vLLM's default) or v1 (VLLM_USE_V2_MODEL_RUNNER=0); they "
+    "read the drafter's aux-layer ids from different keys and share the target's embedding differently.",
 )
 @click.option(
     "--rename",
@@ -276,6 +277,8 @@ def command(
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     save_formats = [save_format(path) for path in saves]  # an extension naming no format: before any read
+    fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
+    file_format(fmt, output)  # --format github's -o file gets its extension's format: checked before any read too
     a, b = specs_from_config(a, b, settings)
     policy = merge_policy(
         settings,
@@ -294,13 +297,8 @@ def command(
     if profile not in profile_choices():
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
     engines = engines or tuple(settings.get("engine", ()))
-    if b is None and not engines:
-        raise click.UsageError("Missing argument 'B': give B to compare A with, or --engine NAME to check A on its own")
     values = values or bool(values_only)  # --values-only implies --values
-    if b is None and values:
-        raise click.UsageError("--values compares A's tensor values with B's: give B")
-    if scheduler is not None and not values:
-        raise click.UsageError("--scheduler runs the --values pass: give --values too")
+    refuse_lone_options(b, engines, values, scheduler)
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
     if renames:
         rename_rules = rename_rules_of(renames)
@@ -315,7 +313,6 @@ def command(
         follow_symlinks=follow_symlinks,
     )
     notify = None if quiet else (lambda message: say(f"ckptdiff: {message}"))
-    fmt = format_for(fmt, output, settings.get("format"))  # an -o extension naming no format: before any read
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if no_step_summary or not settings.get("step_summary", True):
         step_summary = None
@@ -351,15 +348,21 @@ def command(
         only_diffs=bool(only_diffs),
     )
     verbosity = -1 if quiet else 1 if verbose else 0
-    text = deliver(report, fmt, output, view, verbosity, color)
+    try:
+        text: str | None = deliver(report, fmt, output, view, verbosity, color)
+    except StdoutClosed:  # the reader of stdout left (`| head`): the reports asked for as files are still written
+        text = None
     for path, saved_as in zip(saves, save_formats, strict=True):
         write_report(render(report, saved_as, replace(view, color=False, only_diffs=saved_as == "table")), path)
     if step_summary:
         plain = replace(view, color=False, expand=False)
-        summary = text if fmt == "markdown" and not view.expand else render(report, "markdown", plain)
+        reuse = text is not None and fmt == "markdown" and not view.expand
+        summary = text if reuse and text is not None else render(report, "markdown", plain)
         if len(summary) > STEP_SUMMARY_LIMIT // 4 and len(summary.encode()) > STEP_SUMMARY_LIMIT:
             summary = render(report, "markdown", replace(plain, only_diffs=True))  # GitHub's limit: differences only
         append_step_summary(summary, step_summary)
+    if text is None:
+        raise StdoutClosed()
     sys.exit(report.exit_code)
 
 
@@ -454,11 +457,18 @@ def _run(args: list[str]) -> None:
         if is_convert(args[leading:]):
             chosen, args = convert_command, args[:leading] + args[leading + 1 :]
     state: dict[str, object] = {"argv": list(args)}  # "started" once a command's callback runs (run_started)
+    stdout, stderr = sys.stdout, sys.stderr
     try:
         name = "ckptdiff convert" if chosen is not command else "ckptdiff"
         chosen.main(args=args, prog_name=name, standalone_mode=False, obj=state)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
+    except SystemExit:
+        if sys.stdout is not stdout:  # click's own output (--help, --version) met a closed pipe: it exits 1
+            sys.stdout, sys.stderr = stdout, stderr
+            silence_stdout()
+            sys.exit(EXIT_TROUBLE)
+        raise
     except click.ClickException as err:
         shown = io.StringIO()
         err.show(file=shown)  # the usage and the message, which may quote an argument

@@ -144,6 +144,7 @@ def convert_command(
     from .sources import SourceOptions
 
     run_started()
+    _check_allowed_events(allowed_events)  # a typo fails before anything is read
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     # the comparison's file: of its settings only how the plan's rows show applies here; a flag overrides it
@@ -224,6 +225,25 @@ def convert_command(
     for warning in proof.warnings:
         say("  ", f"warning: {warning}", err=fmt == "json", indent="    ")
     sys.exit(outcome.exit_code)
+
+
+def _check_allowed_events(codes: tuple[str, ...]) -> None:
+    """Refuse a ``--allow-event`` code no engine event has, or one that is never a warning (a conversion fails on
+    an error whatever is allowed, and an info event never stops it): accepted, it changed nothing."""
+    from .families.event_codes import EVENT_CODES, unknown_code
+
+    for code in codes:
+        why = unknown_code(code)
+        if why is not None:
+            raise CkptdiffError(f"--allow-event {code}", why)
+        if "warning" not in EVENT_CODES[code]:
+            severity = EVENT_CODES[code][0]
+            effect = "fails a conversion whatever is allowed" if severity == "error" else "never stops a conversion"
+            raise CkptdiffError(
+                f"--allow-event {code}",
+                f"is an {severity} event, which {effect}",
+                "--allow-event accepts warnings: the output loads, but not as trained",
+            )
 
 
 def _plan_failure(problems: list[str]) -> str:

@@ -28,6 +28,22 @@ def specs_from_config(a: str | None, b: str | None, settings: FileSettings) -> t
     return reference, candidate
 
 
+def refuse_lone_options(b: str | None, engines: tuple[str, ...], values: bool, scheduler: str | None) -> None:
+    """Options missing what they need, or that would change nothing without another: usage errors, before anything
+    is read (``engines``: the command line's and the config file's)."""
+    if b is None and not engines:
+        raise click.UsageError("Missing argument 'B': give B to compare A with, or --engine NAME to check A on its own")
+    if b is None and values:
+        raise click.UsageError("--values compares A's tensor values with B's: give B")
+    if scheduler is not None and not values:
+        raise click.UsageError("--scheduler runs the --values pass: give --values too")
+    from click.core import ParameterSource
+
+    given = click.get_current_context().get_parameter_source("vllm_runner") == ParameterSource.COMMANDLINE
+    if given and not {"vllm", "all"} & set(engines):
+        raise click.UsageError("--vllm-runner chooses how --engine vllm is replayed: give --engine vllm (or all)")
+
+
 _SECRET_OPTIONS = ("--token",)
 
 

@@ -85,15 +85,24 @@ def write_report(text: str, destination: str | None) -> None:
 
 def check_report_destinations(destinations: Iterable[str | None]) -> None:
     """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
-    exist, a parent that is a file. Found only once the report was ready, it threw away a run of minutes (the Hub,
-    --values) for a typo in ``-o``; the write itself still says why when the file system changes meanwhile."""
+    exist, a parent that is a file; and one that two flags name (the second report would replace the first).
+    Found only once the report was ready, it threw away a run of minutes (the Hub, --values) for a typo in
+    ``-o``; the write itself still says why when the file system changes meanwhile."""
+    named: dict[str, str] = {}  # each file (resolved) → the flag that named it first
     for number, destination in enumerate(destinations):
         if destination is None or destination == "-":
             continue
-        if not destination.strip():  # the first is -o's, the rest --save's
-            what = "-o" if number == 0 else "--save"
+        what = "-o" if number == 0 else "--save"  # the first is -o's, the rest --save's
+        if not destination.strip():
             stdout = " (or - for stdout)" if number == 0 else ""
             raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
+        resolved = os.path.realpath(destination)
+        if resolved in named:
+            twice = f"{named[resolved]} and {what}"
+            raise ReportWriteError(
+                destination, f"is named by {twice}: one report would replace the other", "give each its own file"
+            )
+        named[resolved] = what
         if _destination_status(destination) is None:
             parent = Path(destination).parent
             try:
@@ -209,6 +218,28 @@ def format_for(fmt: str | None, output: str | None, default: str | None = None) 
     return default or "table"
 
 
+def file_format(fmt: str, output: str | None) -> str:
+    """The format the report file ``output`` is written in: ``fmt``, except for ``github``, whose annotations go to
+    stdout (the job's log) while the file gets the format its extension names. Called before anything is read, so
+    that ``--format github -o ckptdiff.log`` is refused then, not once the report is ready."""
+    if fmt != "github" or output in (None, "-"):
+        return fmt
+    from .formats import FORMAT_BY_EXTENSION
+
+    suffix = Path(output).suffix.lower()
+    if not suffix:
+        return "table"
+    if suffix not in FORMAT_BY_EXTENSION:
+        known = ", ".join(sorted(FORMAT_BY_EXTENSION))
+        raise ReportWriteError(
+            output,
+            f"no report format is written as {suffix}",
+            f"with --format github the annotations go to stdout and the file gets the format its extension names: "
+            f"{known}",
+        )
+    return FORMAT_BY_EXTENSION[suffix]
+
+
 def save_format(path: str) -> str:
     """The format a ``--save`` file is written in, by its extension. ``--save -`` is refused: it printed a second
     report (a table, whatever the first one's format) after the one on stdout, so ``--format json --save -``
@@ -297,6 +328,8 @@ def echo_checked(text: str = "", *, err: bool = False, nl: bool = True) -> None:
     try:
         write_text(sys.stderr if err else sys.stdout, text + ("\n" if nl else ""))  # every byte, as a report's
     except OSError as error:
+        if error.errno == errno.EPIPE and not err:  # the reader left (`| head`): main() ends quietly
+            raise StdoutClosed() from None
         if error.errno not in DISK_WRITE_ERRNOS:
             raise
         silence_stdout(sys.stderr if err else None)  # the buffer's rest would fail again at the interpreter's exit
@@ -411,14 +444,18 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
     to_stdout = output in (None, "-")
     width = terminal_width(sys.stdout) if to_stdout else None
     terminal = table.Terminal(width=width, verbosity=verbosity, log=to_stdout)
+    stdout_closed = False
     if fmt == "github":
         from .formats import github
 
         if to_stdout:
             text = github.render(report, view, terminal)
         else:
-            write_report("".join(github.workflow_commands(report)), None)
-            fmt = format_for(None, output)
+            try:
+                write_report("".join(github.workflow_commands(report)), None)
+            except StdoutClosed:  # the log's reader left: the file is still written, then the run ends quietly
+                stdout_closed = True
+            fmt = file_format(fmt, output)
     if fmt == "table":
         text = table.render(report, view, terminal)
     elif fmt != "github" or not to_stdout:
@@ -429,6 +466,8 @@ def deliver(report: Report, fmt: str, output: str | None, view: RenderOptions, v
         write_report(text, output)
     if not to_stdout:
         _echo_verdict(report, color)
+    if stdout_closed:
+        raise StdoutClosed()
     return text
 
 

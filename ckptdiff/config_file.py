@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from .errors import CkptdiffError
+from .errors import CkptdiffError, closest
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .policy_keys import FAIL_ON_CHOICES, PATTERN_FIELDS
@@ -186,11 +186,9 @@ def _check_renames(where: str, rules: tuple[str, ...]) -> None:
 
 def _closest_setting(key: str) -> str:
     """A near miss's "did you mean allow-missing?", else the list of settings."""
-    import difflib
-
-    close = difflib.get_close_matches(key, KNOWN_SETTINGS, n=1, cutoff=0.6)
+    close = closest(key, KNOWN_SETTINGS)
     if close:
-        return f"did you mean {close[0].replace('_', '-')}?"
+        return f"did you mean {close.replace('_', '-')}?"
     return "known settings: " + ", ".join(k.replace("_", "-") for k in KNOWN_SETTINGS)
 
 

@@ -41,6 +41,15 @@ class CkptdiffError(Exception):
         return printable(" ".join(text.split()))
 
 
+def closest(word: str, known: Iterable[str]) -> str | None:
+    """The known word ``word`` is most likely a typo of (``alow-missing`` → ``allow-missing``), for a "did you
+    mean …?"; None when none is close."""
+    import difflib
+
+    found = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
 def printable(text: str) -> str:
     """Escape what a terminal or markdown viewer would act on (ANSI escapes, newlines, bidi overrides) in text
     that comes from a checkpoint or a server: a name must not repaint the screen or forge a line."""

@@ -92,6 +92,11 @@ class Policy:
             if rule.count(":") != 1 or not all(rule.split(":")):
                 example = "e.g. sglang:lm_head_random"
                 raise PolicyError(self._where("allow_event"), f"{rule!r} is not ENGINE:CODE ({example})")
+            from .families.event_codes import allow_rule_defect  # a typo fails before anything is read
+
+            defect = allow_rule_defect(rule)
+            if defect is not None:
+                raise PolicyError(self._where("allow_event"), f"{rule!r}: {defect}")
 
     def _where(self, field: str) -> str:
         origin = dict(self.origins).get(field)

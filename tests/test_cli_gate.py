@@ -428,6 +428,23 @@ def test_a_report_that_cannot_be_written_is_refused_before_anything_is_read(run_
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("flags", "twice"),
+    [
+        (["--format", "json", "-o", "r.md", "--save", "r.md"], "-o and --save"),
+        (["--save", "r.json", "--save", "./r.json"], "--save and --save"),
+    ],
+)
+def test_a_report_file_named_twice_is_refused_before_anything_is_read(run_cli, pair, tmp_path, flags, twice):
+    """The second write replaced the first: ``--format json -o r.md --save r.md`` left markdown, no JSON."""
+    result = run_cli(pair[0], str(tmp_path / "no-such-checkpoint"), *flags, cwd=tmp_path)
+    named = flags[-1]
+    assert one_error_line(result) == (
+        f"ckptdiff: {named}: is named by {twice}: one report would replace the other (give each its own file)"
+    )
+    assert result.stdout == "" and not list(tmp_path.glob("r.*"))
+
+
 @pytest.mark.parametrize("output", [[], ["-o", "-"], ["-o", "report.json"]])
 def test_save_to_stdout_is_refused_before_anything_is_read(run_cli, pair, tmp_path, output):
     """--save - printed a table after the report on stdout: --format json --save - was JSON and then a table."""

@@ -93,6 +93,34 @@ def test_second_runs_pinned_offline_and_on_a_branch(hub, ckptdiff):
 
 
 @pytest.mark.parametrize(
+    ("online", "offline"), [("org/drafter@main", "org/drafter"), ("org/drafter", "org/drafter@main")]
+)
+def test_the_default_branch_and_main_are_one_branch_offline(hub, ckptdiff, online, offline):
+    """As to huggingface_hub, whose cache keeps one refs/main for ``revision=None`` and ``revision="main"``."""
+    commit = hub.add_repo("org/drafter", FIXTURES / "kimi-k2-eagle3-published")
+    ours = str(FIXTURES / "kimi-k25-eagle3-ours")
+    assert ckptdiff(online, ours).returncode == 0
+    hub.reset_counters()
+
+    result = ckptdiff(offline, ours, "--offline", "--format", "json")
+
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["a"]["revision"] == commit
+    assert hub.total_requests == 0
+
+
+def test_offline_main_is_found_in_a_cache_that_kept_it_apart_from_the_default_branch(hub, ckptdiff, tmp_path):
+    """Earlier versions kept ``@main``'s commit only under ``refs/main`` in ckptdiff's cache."""
+    hub.add_repo("org/drafter", FIXTURES / "kimi-k2-eagle3-published")
+    ours = str(FIXTURES / "kimi-k25-eagle3-ours")
+    assert ckptdiff("org/drafter@main", ours).returncode == 0
+    (refs,) = (tmp_path / "hf-home" / "ckptdiff").glob("v3/models--org--drafter/refs")
+    (refs / "%40default").unlink()
+
+    assert ckptdiff("org/drafter", ours, "--offline").returncode == 0
+
+
+@pytest.mark.parametrize(
     ("spec", "expected"),
     [
         ("org/missing", "org/missing: repo not found on http://127.0.0.1:"),

@@ -3,6 +3,7 @@ colour, formats and their spellings, the verdict on stderr, mistakes caught, wri
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -261,6 +262,19 @@ def test_github_with_o_keeps_the_annotations_in_the_log_and_the_file_in_its_form
     assert result.stderr == "incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected\n"
 
 
+@pytest.mark.parametrize("where", ["--format", "ckptdiff.toml"])
+def test_github_with_o_naming_no_format_is_refused_before_anything_is_read(run_cli, tmp_path, where):
+    (tmp_path / "ckptdiff.toml").write_text('format = "github"\n' if where == "ckptdiff.toml" else "")
+    fmt = ("--format", "github") if where == "--format" else ()
+    target = tmp_path / "ckptdiff.log"
+    result = run_cli(str(tmp_path / "no-such-drafter"), OURS, *fmt, "-o", str(target), cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == "" and not target.exists()
+    assert result.stderr == (
+        f"ckptdiff: {target}: no report format is written as .log (with --format github the annotations go to"
+        " stdout and the file gets the format its extension names: .htm, .html, .json, .markdown, .md, .txt, .xml)\n"
+    )
+
+
 # --- mistakes caught --------------------------------------------------------------------------------------
 
 
@@ -285,23 +299,54 @@ def test_a_gguf_file_is_named_with_what_ckptdiff_reads(run_cli, tmp_path):
 # --- writing the report to stdout ------------------------------------------------------------------------
 
 
-def test_a_closed_pipe_is_quiet():
-    """``ckptdiff A B | head -1`` where head has already left: no traceback, no "internal error", exit 2."""
+def with_stdout_closed(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``ckptdiff ARGS | head -1`` where head has already left: the reader is gone before anything is written."""
     read_end, write_end = os.pipe()
-    os.close(read_end)  # the reader is gone before the report is written
+    os.close(read_end)
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "ckptdiff", PUBLISHED, TWO_AUX],
+        return subprocess.run(
+            [sys.executable, "-m", "ckptdiff", *args],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,
             cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, **(env or {})},
             timeout=120,
         )
     finally:
         os.close(write_end)
+
+
+def test_a_closed_pipe_is_quiet():
+    """No traceback, no "internal error", exit 2."""
+    done = with_stdout_closed(PUBLISHED, TWO_AUX)
     assert done.returncode == 2
     assert done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--help",), ("--version",), ("convert", "--help"), ("convert", PUBLISHED, "OUT", "--to", "sglang", "--plan")],
+    ids=["help", "version", "convert-help", "convert-plan"],
+)
+def test_a_closed_pipe_is_exit_2_for_every_command(args):
+    """click ends a run whose stdout closed with exit 1, which says "incompatible" (or "not converted")."""
+    done = with_stdout_closed(*args)
+    assert (done.returncode, done.stderr) == (2, "")
+
+
+def test_a_closed_pipe_still_gets_the_report_files_written(tmp_path):
+    """The reader of stdout left; the reports asked for as files are written all the same."""
+    saved, summary, xml = tmp_path / "saved.json", tmp_path / "summary.md", tmp_path / "ckptdiff.xml"
+    done = with_stdout_closed(PUBLISHED, TWO_AUX, "--save", str(saved), env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert (done.returncode, done.stderr) == (2, "")
+    assert json.loads(saved.read_text())["verdict"] == "incompatible"
+    assert summary.read_text().startswith("## ckptdiff: incompatible")
+
+    done = with_stdout_closed(PUBLISHED, TWO_AUX, "--format", "github", "-o", str(xml), "--no-step-summary")
+    assert done.returncode == 2
+    assert done.stderr == "incompatible: 1 error (shape_mismatch fc.weight), 14 match, 1 injected\n"
+    assert xml.read_text().startswith("<?xml")
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")

@@ -353,6 +353,23 @@ def test_from_base_without_base_is_refused_not_ignored(run_cli, drafter, tmp_pat
     assert not (tmp_path / "o").exists() and not (tmp_path / "o.partial").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (("--embed", "base"), "--embed base: needs --base: the model whose embedding is grafted"),
+        (
+            ("--from-base", "org/trained-for"),
+            "--from-base: needs --base: the model whose vocabulary is compared with it",
+        ),
+        (("--allow-tokenizer-change",), "--allow-tokenizer-change: needs --base: d2t is carried to its vocabulary"),
+    ],
+)
+def test_a_flag_that_needs_base_is_refused_before_src_is_read(run_cli, tmp_path, flags, says):
+    result = run_cli("convert", str(tmp_path / "no-such-drafter"), str(tmp_path / "o"), "--to", "sglang", *flags)
+    assert result.returncode == 2
+    assert one_line(result) == f"ckptdiff: {says}"
+
+
 def test_out_inside_src_is_refused_in_one_line(run_cli, drafter):
     before = digest_folder(drafter)
 

@@ -258,6 +258,21 @@ def test_the_api_takes_the_runner_and_refuses_an_unknown_one() -> None:
         ckptdiff.compare(PUBLISHED, engines=["vllm"], vllm_runner="v3")
 
 
+@pytest.mark.parametrize("engines", [(), ("--engine", "sglang")])
+def test_the_runner_without_vllm_among_the_engines_is_refused_before_anything_is_read(engines, tmp_path) -> None:
+    """It changed nothing: only vLLM's replay reads it."""
+    args = [str(tmp_path / "no-such-drafter"), PUBLISHED, *engines, "--vllm-runner", "v1"]
+    done = run_in_process(args, {"PATH": "/usr/bin:/bin"}, REPO)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.endswith(
+        "Error: --vllm-runner chooses how --engine vllm is replayed: give --engine vllm (or all)\n"
+    )
+    for given in (("--engine", "vllm"), ("--engine", "all")):
+        assert run_in_process(
+            [PUBLISHED, *given, "--vllm-runner", "v1"], {"PATH": "/usr/bin:/bin"}, REPO
+        ).returncode in (0, 1)
+
+
 def test_a_dflash_drafter_under_the_v1_runner_is_judged_at_the_v1_runners_capture(tmp_path: Path) -> None:
     """DFlash under --vllm-runner v1: the target captures where the V1 runner reads ids (an eagle_config section's
     ids replace the DFlash ones, gpu_model_runner.py _get_eagle3_aux_layers_from_config), so three ids there against

@@ -109,7 +109,7 @@ def test_a_fifo_in_the_hub_cache_is_a_miss_not_a_hang(hub, run_cli_subprocess, t
     env = hub.client_env(tmp_path / "hf-home")
     assert run_cli_subprocess("org/drafter", str(published), env=env).returncode == 0
     entries = [p for p in (tmp_path / "hf-home" / "ckptdiff").rglob("*") if p.is_file()]
-    assert len(entries) == 3  # the ref, the listing, the pack (config.json, the header)
+    assert len(entries) == 4  # the refs (@default and main: one branch), the listing, the pack (config.json, header)
     for entry in entries:
         swap_for_fifo(entry)
 
@@ -122,7 +122,7 @@ def test_a_fifo_in_the_hub_cache_is_a_miss_not_a_hang(hub, run_cli_subprocess, t
     assert offline.returncode == 2 and len(offline.stderr.splitlines()) == 1, offline.stderr
     assert "org/drafter: not in the local cache" in offline.stderr
     assert online.returncode == 0, online.stderr
-    assert [entry.is_file() for entry in entries if entry.exists()] == [True, True]  # the FIFO pack: replaced
+    assert [entry.is_file() for entry in entries if entry.exists()] == [True, True, True]  # the FIFO pack: replaced
     assert len([p for p in (tmp_path / "hf-home" / "ckptdiff").rglob("*.pack") if p.is_file()]) == 1
 
 

@@ -87,6 +87,7 @@ def convert(
     """Plan (and, unless ``plan_only``, write, prove and rename) one conversion. ``advance(label, total)`` gives
     a callback for the bytes written, for a progress bar."""
     options = options or SourceOptions()
+    _refuse_flags_without_base(request)
     layout = TARGETS[request.engine]
     out = Path(request.out).expanduser()
     here = out.name in ("", "..") or _is_current_folder(out)  # ".", "/", "$PWD": none of its own to build and name
@@ -217,6 +218,20 @@ def _plan(request: ConvertRequest, source: Checkpoint, layout: TargetLayout, bas
     )
 
 
+def _refuse_flags_without_base(request: ConvertRequest) -> None:
+    """``--embed base``, ``--from-base`` and ``--allow-tokenizer-change`` without ``--base`` (the last would change
+    nothing), refused before SRC is read (a Hub SRC's listing and
+    headers cost requests), not once the plan is built."""
+    if request.base is not None:
+        return
+    if request.embed == "base":
+        raise ConvertRefused("--embed base", "needs --base: the model whose embedding is grafted")
+    if request.from_base is not None:
+        raise ConvertRefused("--from-base", "needs --base: the model whose vocabulary is compared with it")
+    if request.allow_tokenizer_change:
+        raise ConvertRefused("--allow-tokenizer-change", "needs --base: d2t is carried to its vocabulary")
+
+
 def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> None:
     """OUT or OUT.partial inside SRC (or BASE), SRC inside an OUT --force would replace, OUT existing without
     --force. A folder or an index is its whole folder; a single weight file is that file (OUT may sit beside it)."""
@@ -301,8 +316,6 @@ def _read_base(
 
 def _tokenizers(request: ConvertRequest, source: Checkpoint, options: SourceOptions) -> Any:
     """The vocabulary check when SRC's d2t/t2d are carried to BASE: required unless --allow-tokenizer-change."""
-    if request.from_base is not None and request.base is None:
-        raise ConvertRefused("--from-base", "needs --base: the model whose vocabulary is compared with it")
     if request.base is None or not any(n.rpartition(".")[2] in ("d2t", "t2d") for n in source.tensors):
         return None
     if request.from_base is None:

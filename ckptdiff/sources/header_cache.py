@@ -5,7 +5,8 @@ A commit never changes, so entries never expire. Layout, in ckptdiff's own folde
 ``hf cache`` commands would call a foreign folder there invalid)::
 
     $HF_HOME/ckptdiff/v3/models--{org}--{name}/
-        refs/{revision}                  the commit a branch/tag pointed at when last resolved (for offline runs)
+        refs/{revision}                  the commit a branch/tag pointed at when last resolved (for offline runs;
+                                         the default branch under both @default and main)
         {commit}/listing.json            every file of the commit: path, size, LFS sha256
         {commit}/packs/{id}.pack         what one run fetched of the commit: the first 8 + N bytes of each
                                          safetensors file read (its whole header), and the small files read

@@ -284,7 +284,7 @@ class HubSource(Source):
             if listing is not None:
                 return revision, listing
         if self.offline:
-            commit = revision if revision and COMMIT.match(revision) else self.cache.read_ref(revision)
+            commit = revision if revision and COMMIT.match(revision) else self._cached_ref(revision)
             commit = commit or self._hf_cache_ref(revision)
             listing = (self.cache.read_listing(commit) or self._hf_snapshot_listing(commit)) if commit else None
             if commit is None or listing is None:
@@ -294,9 +294,15 @@ class HubSource(Source):
         commit = self.checked_commit(commit, listing)
         if self.cache.read_listing(commit) != listing:
             self.cache.write_listing(commit, listing)
-        if revision != commit and self.cache.read_ref(revision) != commit:
-            self.cache.write_ref(revision, commit)
+        for name in _ref_names(revision):
+            if name != commit and self.cache.read_ref(name) != commit:
+                self.cache.write_ref(name, commit)
         return commit, listing
+
+    def _cached_ref(self, revision: str | None) -> str | None:
+        """The commit ``revision`` pointed at when a run last resolved it; the default branch's or ``main``'s
+        (one branch, :func:`_ref_names`) also from a cache that a version keeping them apart wrote."""
+        return next(filter(None, map(self.cache.read_ref, _ref_names(revision))), None)
 
     def checked_commit(self, commit: Any, listing: list[ListedFile]) -> str:
         """The commit of a listing call's answer; refused when the Hub named none or listed a malformed file."""
@@ -324,7 +330,7 @@ class HubSource(Source):
         """The commit a branch pointed at when huggingface_hub last downloaded from it (offline fallback)."""
         ref = self.hf_cache_folder / "refs"
         try:
-            commit = (ref / (revision or "main")).read_text().strip()
+            commit = (ref / (revision or DEFAULT_BRANCH)).read_text().strip()
         except OSError:
             return None
         return commit if COMMIT.match(commit) else None
@@ -343,6 +349,19 @@ class HubSource(Source):
         if not any(f.path.endswith((".safetensors", INDEX_SUFFIX)) for f in listing):
             return None
         return listing
+
+
+#: The Hub's default branch: huggingface_hub reads and caches ``revision=None`` as this (its DEFAULT_REVISION).
+DEFAULT_BRANCH = "main"
+
+
+def _ref_names(revision: str | None) -> tuple[str | None, ...]:
+    """The names a revision's commit is kept under in the header cache: a bare ``org/name`` (None) and
+    ``org/name@main`` are one branch, as they are to huggingface_hub, whose cache has one ``refs/main`` for both;
+    kept under both names, a run on either serves the other offline."""
+    if revision is None or revision == DEFAULT_BRANCH:
+        return (revision, DEFAULT_BRANCH if revision is None else None)
+    return (revision,)
 
 
 def _local_pieces(path: Path, where: str, start: int, stop: int, chunk_size: int) -> Iterator[bytes]:

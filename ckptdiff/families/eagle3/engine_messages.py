@@ -65,6 +65,7 @@ DERIVED: dict[str, Callable[[Params], Any]] = {
 SUMMARIES: dict[str, str] = {
     "no_config": "no config.json",
     "eagle1_drafter": "an EAGLE-1/2 drafter ({name} over 2 x hidden_size), read as EAGLE-3",
+    "not_a_drafter": "{arch} is not an EAGLE-3 drafter",
     "no_architecture": "no architectures in config.json",
     "no_hidden_size": "no hidden_size in config.json",
     "architecture_not_eagle3": "{arch} is not an EAGLE-3 class it serves",
@@ -80,6 +81,12 @@ EVENTS: dict[str, str | Callable[[Params], str]] = {
         "an EAGLE-1/2 drafter's, not EAGLE-3's (over three captured target states); {label} serves EAGLE-1/2 "
         "drafters under {how} ({cls}), whose loading ckptdiff has no rules for: the rest of this verdict is "
         "{label}'s EAGLE-3 loader's"
+    ),
+    "eagle3.not_a_drafter": (
+        "{arch} is not an EAGLE-3 drafter: its config.json has no Eagle3 class, eagle_config or speculators type, "
+        "and {label}'s EAGLE-3 loader has no parameter for {unplaced} of its {tensors} tensors (the first, {at}: "
+        "{code}); {random} of the drafter's parameters would keep their initial values (the JSON report lists each "
+        "tensor's fate)"
     ),
     "eagle3.no_architecture": "config.json has no architectures list: {label} cannot choose a drafter class",
     "eagle3.no_hidden_size": "config.json has no hidden_size: {label} cannot build the drafter's layers",

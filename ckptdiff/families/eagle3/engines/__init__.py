@@ -33,13 +33,14 @@ def simulate(
     """What engine ``name`` does with ``checkpoint`` served as an EAGLE-3 drafter (``base_config``: the target's)."""
     import msgspec
 
+    from ..foreign import not_a_drafter
     from ..legacy import eagle1_event
     from .replay import simulate as replay
 
     result = replay(get_engine(name), checkpoint, side, base_config)
     hint = eagle1_event(checkpoint, name)
     if hint is None:
-        return result
+        return not_a_drafter(result, checkpoint) or result
     # after the errors, first of the warnings: it says what the rest is about
     events = sorted((hint, *result.events), key=lambda event: ("error", "warning", "info").index(event.severity))
     return msgspec.structs.replace(result, events=tuple(events))
