@@ -446,6 +446,27 @@ CASES = [
         'eagle_config.eagle_aux_hidden_state_layer_ids holds "58": each layer id must be a JSON integer',
     ),
     Case(
+        "config-aux-ids-a-string",
+        with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": "2,30,58"}}'),
+        CkptdiffError,
+        "config.json",
+        'eagle_config.eagle_aux_hidden_state_layer_ids is "2,30,58" (a string): it must be a list of JSON integers',
+    ),
+    Case(
+        "config-aux-ids-a-number",
+        with_config(b'{"eagle_aux_hidden_state_layer_ids": 5}'),
+        CkptdiffError,
+        "config.json",
+        "eagle_aux_hidden_state_layer_ids is 5: it must be a list of JSON integers",
+    ),
+    Case(
+        "config-aux-ids-an-object",
+        with_config(b'{"eagle_config": {"layer_ids": {"2": null}}}'),
+        CkptdiffError,
+        "config.json",
+        'eagle_config.layer_ids is {"2": null}: it must be a list of JSON integers',
+    ),
+    Case(
         "config-target-layer-id-float",
         with_config(b'{"dflash_config": {"target_layer_ids": [1, 2.5]}}'),
         CkptdiffError,
