@@ -204,6 +204,21 @@ def test_colour_follows_color_no_color_and_force_color(run_cli, args, env, colou
         assert ANSI.sub("", result.stdout) == run_cli(PUBLISHED, TWO_AUX, "--color", "never").stdout
 
 
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_colour_changes_no_line_of_a_narrow_table(run_cli, columns):
+    """The severity's colour codes take no room on screen: a coloured event line wraps where the plain one does,
+    not past the terminal's edge (at 80 columns "... reads only layers [1]" took 83)."""
+    nextn_export = str(FIXTURES / "drafters" / "mtp-deepseek-v3-nextn-export")
+    args = (nextn_export, "--engine", "vllm", "-v")
+    coloured = run_cli(*args, "--color", "always", env={"COLUMNS": columns}).stdout
+    plain = run_cli(*args, "--color", "never", env={"COLUMNS": columns}).stdout
+    assert ANSI.search(coloured)
+    assert ANSI.sub("", coloured) == plain
+    if columns == "80":  # a headline too long for the line goes on under its outcome, not under the engine's name
+        headline = "  vllm A: fails — MTP layer 1 not in the checkpoint; 16 weights random (model.\n"
+        assert headline + "          layers.1.*); mtp_layer_unread\n" in plain
+
+
 # --- formats, -o and the verdict on stderr ----------------------------------------------------------------
 
 
@@ -417,7 +432,7 @@ def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (get_eagle3_aux_layers_from_config)]"
     )
     for width in range(30, 120):
-        lines = hang("    ", f"{label} {message}", width, indent="      ", invisible=len(label) - len("error"))
+        lines = hang("    ", f"{label} {message}", width, indent="      ")
         rejoined = lines[0].strip()
         for line in lines[1:]:  # a path breaks after a dot, prose at a space
             rejoined += line.strip() if rejoined.endswith(".") else " " + line.strip()

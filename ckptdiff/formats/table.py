@@ -230,13 +230,13 @@ def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only
         if failing_only and not events:
             continue
         headline_text = paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome])
-        lines += hang("  ", headline_text, terminal.width, guard=terminal.log)
+        under_outcome = " " * (2 + len(f"{result.engine} {result.side}: "))  # continued under its outcome
+        lines += hang("  ", headline_text, terminal.width, indent=under_outcome, guard=terminal.log)
         visible = [e for e in events if terminal.verbosity > 0 or shown_unfolded(e)]
         for event in visible:
             label = paint(event.severity, event.severity)
             text = f"{label} [{event.code}] {event_text(report, event)}"
-            hidden_codes = len(label) - len(event.severity)
-            lines += hang("    ", text, terminal.width, indent="      ", invisible=hidden_codes, guard=terminal.log)
+            lines += hang("    ", text, terminal.width, indent="      ", guard=terminal.log)
         hidden = len(events) - len(visible)
         if hidden:
             lines.append(
