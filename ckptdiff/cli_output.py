@@ -85,8 +85,9 @@ def write_report(text: str, destination: str | None) -> None:
 
 def check_report_destinations(destinations: Iterable[str | None]) -> None:
     """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
-    exist, a parent that is a file. Found only once the report was ready, it threw away a run of minutes (the Hub,
-    --values) for a typo in ``-o``; the write itself still says why when the file system changes meanwhile."""
+    exist, a parent that is a file, a folder this user may not write in (the report is written beside the file and
+    renamed onto it). Found only once the report was ready, it threw away a run of minutes (the Hub, --values) for
+    a typo in ``-o``; the write itself still says why when the file system changes meanwhile."""
     for number, destination in enumerate(destinations):
         if destination is None or destination == "-":
             continue
@@ -94,14 +95,20 @@ def check_report_destinations(destinations: Iterable[str | None]) -> None:
             what = "-o" if number == 0 else "--save"
             stdout = " (or - for stdout)" if number == 0 else ""
             raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
-        if _destination_status(destination) is None:
-            parent = Path(destination).parent
+        existing = _destination_status(destination)
+        parent = Path(os.path.realpath(destination) if existing is not None else destination).parent
+        if existing is None:
             try:
                 parent_status = parent.stat()
             except OSError as err:
                 raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
             if not stat.S_ISDIR(parent_status.st_mode):
                 raise ReportWriteError(destination, f"cannot write the report: {os.strerror(errno.ENOTDIR)}")
+        if existing is None or stat.S_ISREG(existing.st_mode):  # a device (/dev/stdout) is written in place
+            if not os.access(parent, os.W_OK | os.X_OK):  # false on a read-only mount, for root too
+                read_only = os.statvfs(parent).f_flag & os.ST_RDONLY
+                reason = os.strerror(errno.EROFS if read_only else errno.EACCES)
+                raise ReportWriteError(destination, f"cannot write the report: {reason}")
 
 
 def _destination_status(destination: str) -> os.stat_result | None:
