@@ -38,7 +38,15 @@ class StdoutClosed(Exception):
 
 def write_report(text: str, destination: str | None) -> None:
     """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
-    if destination is None or destination == "-":
+    stream = None if destination is None or destination == "-" else _stream_named(destination)
+    if stream is not None and stream is sys.stderr:
+        try:
+            write_text(stream, text)
+            stream.flush()
+        except OSError as err:
+            raise ReportWriteError(destination or "", f"cannot write the report: {write_failure(err)}") from None
+        return
+    if destination is None or destination == "-" or stream is sys.stdout:
         try:
             write_text(sys.stdout, text)
             sys.stdout.flush()
@@ -53,9 +61,10 @@ def write_report(text: str, destination: str | None) -> None:
     target = Path(os.path.realpath(destination)) if os.path.islink(destination) else Path(destination)
     status = _destination_status(destination)
     if status is not None and not stat.S_ISREG(status.st_mode):
-        # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
+        # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically. Opened by the name given, not
+        # the link's target: /dev/stdout's, when stdout is a pipe, is /proc/self/fd/1's "pipe:[…]", no file's name
         try:
-            with open(target, "w", encoding="utf-8") as handle:
+            with open(destination, "w", encoding="utf-8") as handle:
                 write_text(handle, text)
         except OSError as err:
             raise ReportWriteError(destination, f"cannot write the report: {write_failure(err)}") from None
@@ -83,6 +92,24 @@ def write_report(text: str, destination: str | None) -> None:
         raise ReportWriteError(destination, f"cannot write the report: {write_failure(err)}") from None
 
 
+def _stream_named(destination: str) -> IO[str] | None:
+    """sys.stdout or sys.stderr when ``destination`` is the very file it writes to (``/dev/stdout``, or the file
+    stdout was redirected to): written through the stream, as ``-o -`` is. Opened by its name instead, a
+    ``/dev/stdout`` appended to a log (``>> log``) was the log, replaced by the report; and a pipe's is no file."""
+    try:
+        status = os.stat(destination)
+    except (OSError, ValueError):
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            own = os.fstat(stream.fileno())
+        except (OSError, ValueError, AttributeError):  # a stream with no descriptor (io.UnsupportedOperation)
+            continue
+        if (own.st_dev, own.st_ino) == (status.st_dev, status.st_ino):
+            return stream
+    return None
+
+
 def check_report_destinations(destinations: Iterable[str | None]) -> None:
     """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
     exist, a parent that is a file, a folder this user may not write in (the report is written beside the file and
@@ -95,6 +122,8 @@ def check_report_destinations(destinations: Iterable[str | None]) -> None:
             what = "-o" if number == 0 else "--save"
             stdout = " (or - for stdout)" if number == 0 else ""
             raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
+        if _stream_named(destination) is not None:  # written through stdout or stderr, never replaced
+            continue
         existing = _destination_status(destination)
         parent = Path(os.path.realpath(destination) if existing is not None else destination).parent
         if existing is None:
