@@ -175,6 +175,14 @@ def test_quiet_keeps_one_blank_line_between_failing_rows_and_failing_events(run_
     assert both[table_end] == "" and both[table_end - 1].startswith("lm_head.weight ")
 
 
+def test_the_verdict_counts_an_engine_event_met_again_instead_of_repeating_it(run_cli):
+    """Each scale an MTP layer in BF16 lacks is one event: the verdict read "sglang A random_init, sglang A
+    random_init, sglang A random_init, +5 more", which looks like a broken line and names three things as one."""
+    mtp_in_bf16 = str(FIXTURES / "drafters" / "mtp-deepseek-v3-mtp-bf16")
+    verdict = run_cli(mtp_in_bf16, "--engine", "sglang", "-q").stdout.splitlines()[-1]
+    assert verdict == "incompatible: 2 errors (sglang A dtype_refused ×2), 8 warnings (sglang A random_init ×8)"
+
+
 def test_the_verdict_names_the_first_failures_and_counts_the_rest(run_cli, tmp_path):
     base = write_kimi_k2_base(tmp_path / "base", layers=2, experts=4)
     result = run_cli(str(base), PUBLISHED, "-q")  # every base tensor is only_in_a, every drafter one only_in_b

@@ -133,9 +133,13 @@ def verdict_lines(
 
 
 def _named(severity: str, names: Sequence[str]) -> str:
-    shown = list(names[:NAMED_FAILURES]) + ([f"+{len(names) - NAMED_FAILURES} more"] if len(names) > 3 else [])
+    """``8 warnings (sglang A random_init ×6, vllm A aux_ids_default, +1 more)``: a name met again (an engine's
+    event for several tensors) counted once, the first three named, then how many failing things are left."""
+    groups = Counter(names)  # in the order first met
+    shown = [name if n == 1 else f"{name} ×{n}" for name, n in list(groups.items())[:NAMED_FAILURES]]
+    left = len(names) - sum(list(groups.values())[:NAMED_FAILURES])
     noun = severity if len(names) == 1 else _PLURAL[severity]
-    return f"{len(names)} {noun} ({', '.join(shown)})"
+    return f"{len(names)} {noun} ({', '.join(shown + ([f'+{left} more'] if left else []))})"
 
 
 def _failing_events(result: EngineResult) -> list[EngineEvent]:
