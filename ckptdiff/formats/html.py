@@ -56,6 +56,7 @@ th { background: var(--soft); position: sticky; top: 0; }
 tr.fails td.status { color: var(--fail); font-weight: 600; }
 tr.member td { background: var(--soft); padding-left: 36px; }
 td code { overflow-wrap: anywhere; } td.name { min-width: 14em; }
+td:last-child, li, h3 { overflow-wrap: anywhere; }
 .controls { display: flex; gap: 14px; align-items: center; flex-wrap: wrap; margin: 8px 0; }
 .controls input[type=search] { width: 360px; padding: 4px 8px; font: inherit; }
 button.expand { border: 0; background: none; cursor: pointer; width: 18px; padding: 0; font-size: 12px; }
