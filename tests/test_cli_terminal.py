@@ -397,6 +397,10 @@ def on_path(tmp_path) -> dict[str, str]:
         ("ckptdiff x --base drafters/o", "file,drafters/o"),
         ("ckptdiff x -o rep", "file,rep"),
         ("ckptdiff --for", "plain,--format"),
+        # convert's own options and choices: they completed as file names, the comparison's A being "convert"
+        ("ckptdiff convert src out --to s", "plain,sglang"),
+        ("ckptdiff convert src out --pl", "plain,--plan"),
+        ("ckptdiff convert src drafters/ours-", "file,drafters/ours-"),
     ],
 )
 def test_click_completion_hands_specs_and_files_to_the_shell(tmp_path, on_path, words, answer):
