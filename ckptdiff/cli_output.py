@@ -135,7 +135,8 @@ def check_report_destinations(destinations: Iterable[str | None]) -> None:
                 raise ReportWriteError(destination, f"cannot write the report: {os.strerror(errno.ENOTDIR)}")
         if existing is None or stat.S_ISREG(existing.st_mode):  # a device (/dev/stdout) is written in place
             if not os.access(parent, os.W_OK | os.X_OK):  # false on a read-only mount, for root too
-                read_only = os.statvfs(parent).f_flag & os.ST_RDONLY
+                statvfs = getattr(os, "statvfs", None)  # POSIX only
+                read_only = statvfs is not None and statvfs(parent).f_flag & os.ST_RDONLY
                 reason = os.strerror(errno.EROFS if read_only else errno.EACCES)
                 raise ReportWriteError(destination, f"cannot write the report: {reason}")
 
