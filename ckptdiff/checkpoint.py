@@ -308,7 +308,7 @@ def check_against_index(
         found = tensors.get(name)
         if found is None:
             listed = f"tensor {quoted_name(name)} is listed in the index for {printable_name(file)}"
-            raise IndexError_(index_name, f"{listed} but no shard has it")
+            raise IndexError_(index_name, f"{listed} but {printable_name(file)} does not hold it")
         if found.file != file:
             listed, stored = printable_name(file), printable_name(found.file)
             raise IndexError_(index_name, f"tensor {quoted_name(name)} is listed in {listed} but stored in {stored}")

@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import click
 
+from .cli_completion import completing_convert
 from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
 from .cli_inputs import command_line, refuse_lone_options, rename_rules_of, specs_from_config, values_options
@@ -451,16 +452,17 @@ def _run(args: list[str]) -> None:
     debug = "--debug" in args
     chosen: click.Command = command
     leading = 1 if args[:1] == ["--debug"] else 0  # `ckptdiff --debug convert ...`: convert takes --debug too
-    if args[leading : leading + 1] == ["convert"]:  # a subcommand beside the comparison (ckptdiff/cli_convert.py)
+    completing = not args and completing_convert()  # a shell completing `ckptdiff convert …`: its argv is empty
+    if completing or args[leading : leading + 1] == ["convert"]:  # beside the comparison (ckptdiff/cli_convert.py)
         from .cli_convert import convert_command, is_convert
 
-        if is_convert(args[leading:]):
+        if completing or is_convert(args[leading:]):
             chosen, args = convert_command, args[:leading] + args[leading + 1 :]
     state: dict[str, object] = {"argv": list(args)}  # "started" once a command's callback runs (run_started)
     stdout, stderr = sys.stdout, sys.stderr
     try:
         name = "ckptdiff convert" if chosen is not command else "ckptdiff"
-        chosen.main(args=args, prog_name=name, standalone_mode=False, obj=state)
+        chosen.main(args=args, prog_name=name, complete_var="_CKPTDIFF_COMPLETE", standalone_mode=False, obj=state)
     except click.exceptions.Exit as done:
         sys.exit(done.exit_code)
     except SystemExit:

@@ -38,7 +38,15 @@ class StdoutClosed(Exception):
 
 def write_report(text: str, destination: str | None) -> None:
     """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
-    if destination is None or destination == "-":
+    stream = None if destination is None or destination == "-" else _stream_named(destination)
+    if stream is not None and stream is sys.stderr:
+        try:
+            write_text(stream, text)
+            stream.flush()
+        except OSError as err:
+            raise ReportWriteError(destination or "", f"cannot write the report: {write_failure(err)}") from None
+        return
+    if destination is None or destination == "-" or stream is sys.stdout:
         try:
             write_text(sys.stdout, text)
             sys.stdout.flush()
@@ -53,9 +61,10 @@ def write_report(text: str, destination: str | None) -> None:
     target = Path(os.path.realpath(destination)) if os.path.islink(destination) else Path(destination)
     status = _destination_status(destination)
     if status is not None and not stat.S_ISREG(status.st_mode):
-        # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically
+        # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically. Opened by the name given, not
+        # the link's target: /dev/stdout's, when stdout is a pipe, is /proc/self/fd/1's "pipe:[…]", no file's name
         try:
-            with open(target, "w", encoding="utf-8") as handle:
+            with open(destination, "w", encoding="utf-8") as handle:
                 write_text(handle, text)
         except OSError as err:
             raise ReportWriteError(destination, f"cannot write the report: {write_failure(err)}") from None
@@ -83,11 +92,30 @@ def write_report(text: str, destination: str | None) -> None:
         raise ReportWriteError(destination, f"cannot write the report: {write_failure(err)}") from None
 
 
+def _stream_named(destination: str) -> IO[str] | None:
+    """sys.stdout or sys.stderr when ``destination`` is the very file it writes to (``/dev/stdout``, or the file
+    stdout was redirected to): written through the stream, as ``-o -`` is. Opened by its name instead, a
+    ``/dev/stdout`` appended to a log (``>> log``) was the log, replaced by the report; and a pipe's is no file."""
+    try:
+        status = os.stat(destination)
+    except (OSError, ValueError):
+        return None
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            own = os.fstat(stream.fileno())
+        except (OSError, ValueError, AttributeError):  # a stream with no descriptor (io.UnsupportedOperation)
+            continue
+        if (own.st_dev, own.st_ino) == (status.st_dev, status.st_ino):
+            return stream
+    return None
+
+
 def check_report_destinations(destinations: Iterable[str | None]) -> None:
     """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
-    exist, a parent that is a file; and one that two flags name (the second report would replace the first).
-    Found only once the report was ready, it threw away a run of minutes (the Hub, --values) for a typo in
-    ``-o``; the write itself still says why when the file system changes meanwhile."""
+    exist, a parent that is a file, a folder this user may not write in (the report is written beside the file and
+    renamed onto it); and one that two flags name (the second report would replace the first). Found only once the
+    report was ready, it threw away a run of minutes (the Hub, --values) for a typo in ``-o``; the write itself
+    still says why when the file system changes meanwhile."""
     named: dict[str, str] = {}  # each file (resolved) → the flag that named it first
     for number, destination in enumerate(destinations):
         if destination is None or destination == "-":
@@ -96,6 +124,8 @@ def check_report_destinations(destinations: Iterable[str | None]) -> None:
         if not destination.strip():
             stdout = " (or - for stdout)" if number == 0 else ""
             raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
+        if _stream_named(destination) is not None:  # written through stdout or stderr, never replaced
+            continue
         resolved = os.path.realpath(destination)
         if resolved in named:
             twice = f"{named[resolved]} and {what}"
@@ -103,14 +133,21 @@ def check_report_destinations(destinations: Iterable[str | None]) -> None:
                 destination, f"is named by {twice}: one report would replace the other", "give each its own file"
             )
         named[resolved] = what
-        if _destination_status(destination) is None:
-            parent = Path(destination).parent
+        existing = _destination_status(destination)
+        parent = Path(resolved if existing is not None else destination).parent
+        if existing is None:
             try:
                 parent_status = parent.stat()
             except OSError as err:
                 raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
             if not stat.S_ISDIR(parent_status.st_mode):
                 raise ReportWriteError(destination, f"cannot write the report: {os.strerror(errno.ENOTDIR)}")
+        if existing is None or stat.S_ISREG(existing.st_mode):  # a device (/dev/stdout) is written in place
+            if not os.access(parent, os.W_OK | os.X_OK):  # false on a read-only mount, for root too
+                statvfs = getattr(os, "statvfs", None)  # POSIX only
+                read_only = statvfs is not None and statvfs(parent).f_flag & os.ST_RDONLY
+                reason = os.strerror(errno.EROFS if read_only else errno.EACCES)
+                raise ReportWriteError(destination, f"cannot write the report: {reason}")
 
 
 def _destination_status(destination: str) -> os.stat_result | None:

@@ -89,10 +89,12 @@ def check_checkpoint(
     served = family or (detect_family(checkpoint.config) if profile == AUTO else None)
     chosen = get_profile(served) if served is not None else None
     variants = chosen.variants_of(checkpoint.config, checkpoint.tensors.keys()) if chosen is not None else ()
+    alone = chosen.review_alone if chosen is not None else None
     report = Report(
         a=SideSummary.of(checkpoint, variants=variants),
         b=None,
         tensors=(),
+        findings=tuple(alone(checkpoint, base)) if alone is not None else (),
         base=SideSummary.of(base) if base is not None else None,
         engines=results,
         **_policy_fields(policy),

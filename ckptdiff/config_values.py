@@ -11,6 +11,7 @@ from typing import Any
 from .errors import CkptdiffError
 from .limits import (
     CONFIG_INTEGERS,
+    EAGLE_LAYER_ID_KEYS,
     MAX_CONFIG_COUNTS,
     MAX_LAYER_ID_LISTS,
     POSITIVE_CONFIG_INTEGERS,
@@ -41,6 +42,10 @@ def check_config_values(document: dict[str, Any], config_name: str) -> None:
                 )
             if key in MAX_LAYER_ID_LISTS and isinstance(value, list):
                 _check_layer_ids(f"{scope}{key}", value, MAX_LAYER_ID_LISTS[key], config_name)
+            elif key in EAGLE_LAYER_ID_KEYS and value is not None:
+                # "2,30,58" or 5 was taken as no ids: the engines' default layers reported, the ids' change unseen
+                shown = json.dumps(value)[:40] + (" (a string)" if isinstance(value, str) else "")
+                raise CkptdiffError(config_name, f"{scope}{key} is {shown}: it must be a list of JSON integers")
             if isinstance(value, dict | list):
                 pending.append((f"{scope}{key}.", value))
 

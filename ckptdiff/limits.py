@@ -62,3 +62,7 @@ MAX_LAYER_ID_LISTS = {
     "layer_ids": 256,
     "target_layer_ids": 256,
 }
+
+#: The keys an EAGLE-3 drafter's aux-layer ids are read from: a value other than a list (or null) is refused, since
+#: the rules would take it as no ids. DFlash's ``target_layer_ids`` is left to its engines' rules, which raise on it.
+EAGLE_LAYER_ID_KEYS = frozenset({"eagle_aux_hidden_state_layer_ids", "layer_ids"})

@@ -4,6 +4,7 @@ to the package's API, above the formats it uses, so that the report model itself
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, fields
 from html import escape
 from typing import Any
@@ -37,7 +38,11 @@ class Result(Report):
         sides = printable_name(self.a.spec) + (f" vs {printable_name(self.b.spec)}" if self.b is not None else "")
         counts = ", ".join(f"{n} {status}" for status, n in self.counts.items() if n)
         failing = self.failing()
-        named = ", ".join(failing[:_NAMED]) + (f", +{len(failing) - _NAMED} more" if len(failing) > _NAMED else "")
+        groups = list(Counter(failing).items())[:_NAMED]  # a name met again (an event per tensor) counted once
+        left = len(failing) - sum(n for _, n in groups)
+        named = ", ".join(name if n == 1 else f"{name} ×{n}" for name, n in groups) + (
+            f", +{left} more" if left else ""
+        )
         return (
             f"<ckptdiff {self.verdict}: {sides}"
             + (f"; {counts}" if counts else "")

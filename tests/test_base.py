@@ -242,6 +242,27 @@ def test_the_drafter_config_is_checked_against_the_base_config(tmp_path):
     )
 
 
+def test_one_drafter_checked_alone_is_checked_against_the_base_config_too(tmp_path, run_cli):
+    """`ckptdiff ./ours --engine sglang --base BASE`, the gate before deployment, said "compatible: sglang A loads"
+    of a drafter whose vocab_size is not the base's: every engine loads it, and it proposes another tokenizer's ids.
+    On its own, a drafter is checked against the base's config as each side of a pair is."""
+    a, _ = drafter_pair(tmp_path)
+    base = tmp_path / "base"
+    write_config(base, dict(KIMI_K2_BASE_CONFIG, vocab_size=160000, max_position_embeddings=262144))
+    write_safetensors(base / "model.safetensors", [("model.norm.weight", "BF16", [7168])])
+
+    alone = compare(str(a), base=str(base), engines=["sglang"])
+
+    assert alone.verdict == "incompatible"
+    assert codes(alone) == {"base_config_mismatch": "error", "max_position_small": "warning"}
+    assert finding(alone, "base_config_mismatch") == (
+        "A: vocab_size=163840 but the base's vocab_size is 160000: the drafter was trained for another tokenizer"
+    )
+    gate = run_cli(str(a), "--engine", "sglang", "--base", str(base), "-q")
+    assert gate.returncode == 1
+    assert gate.stdout.splitlines()[-1] == "incompatible: 1 error (base_config_mismatch)"
+
+
 def test_a_base_with_another_hidden_size_cannot_feed_fc(tmp_path):
     a, b = drafter_pair(tmp_path)
     base = write_kimi_k2_base(

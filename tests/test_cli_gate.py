@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from conftest import cli_env
 
 from ckptdiff.formats import render
 from fixtures.generate import HERE as FIXTURES
@@ -453,3 +454,27 @@ def test_save_to_stdout_is_refused_before_anything_is_read(run_cli, pair, tmp_pa
         "ckptdiff: --save -: names stdout; --save writes a file (the report goes to stdout without -o)"
     )
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("device", ["/dev/stdout", "/dev/stderr"])
+def test_a_report_to_dev_stdout_reaches_a_pipe(run_cli_subprocess, pair, device):
+    """`-o /dev/stdout | jq` wrote nothing and said "cannot write the report: No such file or directory": the link
+    was followed to /proc/self/fd/1's target, "pipe:[…]", a name no file has."""
+    result = run_cli_subprocess(*pair, "--format", "json", "-o", device)
+    written = result.stdout if device == "/dev/stdout" else result.stderr
+    assert result.returncode == 1, result.stderr
+    report, _end = json.JSONDecoder().raw_decode(written, written.index("{"))  # on stderr, the verdict line follows
+    assert report["verdict"] == "incompatible"
+
+
+def test_a_report_to_dev_stdout_appended_to_a_log_keeps_the_log(pair, tmp_path):
+    """`-o /dev/stdout >> ci.log` replaced ci.log with the report: /dev/stdout was followed to the log's name, and
+    the log replaced atomically as a report file is. It is written through stdout, appended as `>>` asks."""
+    log = tmp_path / "ci.log"
+    log.write_text("earlier steps\n")
+    with log.open("a") as appended:
+        command = [sys.executable, "-m", "ckptdiff", *pair, "--format", "json", "-o", "/dev/stdout"]
+        done = subprocess.run(command, stdout=appended, stderr=subprocess.PIPE, text=True, env=cli_env(tmp_path, None))
+    assert done.returncode == 1, done.stderr
+    text = log.read_text()
+    assert text.startswith("earlier steps\n{\n") and json.loads(text.removeprefix("earlier steps\n"))["verdict"]

@@ -176,6 +176,14 @@ def test_quiet_keeps_one_blank_line_between_failing_rows_and_failing_events(run_
     assert both[table_end] == "" and both[table_end - 1].startswith("lm_head.weight ")
 
 
+def test_the_verdict_counts_an_engine_event_met_again_instead_of_repeating_it(run_cli):
+    """Each scale an MTP layer in BF16 lacks is one event: the verdict read "sglang A random_init, sglang A
+    random_init, sglang A random_init, +5 more", which looks like a broken line and names three things as one."""
+    mtp_in_bf16 = str(FIXTURES / "drafters" / "mtp-deepseek-v3-mtp-bf16")
+    verdict = run_cli(mtp_in_bf16, "--engine", "sglang", "-q").stdout.splitlines()[-1]
+    assert verdict == "incompatible: 2 errors (sglang A dtype_refused ×2), 8 warnings (sglang A random_init ×8)"
+
+
 def test_the_verdict_names_the_first_failures_and_counts_the_rest(run_cli, tmp_path):
     base = write_kimi_k2_base(tmp_path / "base", layers=2, experts=4)
     result = run_cli(str(base), PUBLISHED, "-q")  # every base tensor is only_in_a, every drafter one only_in_b
@@ -203,6 +211,21 @@ def test_colour_follows_color_no_color_and_force_color(run_cli, args, env, colou
     if coloured:
         assert "\033[31mshape_mismatch" in result.stdout and "\033[1;31mincompatible\033[0m:" in result.stdout
         assert ANSI.sub("", result.stdout) == run_cli(PUBLISHED, TWO_AUX, "--color", "never").stdout
+
+
+@pytest.mark.parametrize("columns", ["80", "100"])
+def test_colour_changes_no_line_of_a_narrow_table(run_cli, columns):
+    """The severity's colour codes take no room on screen: a coloured event line wraps where the plain one does,
+    not past the terminal's edge (at 80 columns "... reads only layers [1]" took 83)."""
+    nextn_export = str(FIXTURES / "drafters" / "mtp-deepseek-v3-nextn-export")
+    args = (nextn_export, "--engine", "vllm", "-v")
+    coloured = run_cli(*args, "--color", "always", env={"COLUMNS": columns}).stdout
+    plain = run_cli(*args, "--color", "never", env={"COLUMNS": columns}).stdout
+    assert ANSI.search(coloured)
+    assert ANSI.sub("", coloured) == plain
+    if columns == "80":  # a headline too long for the line goes on under its outcome, not under the engine's name
+        headline = "  vllm A: fails — MTP layer 1 not in the checkpoint; 16 weights random (model.\n"
+        assert headline + "          layers.1.*); mtp_layer_unread\n" in plain
 
 
 # --- formats, -o and the verdict on stderr ----------------------------------------------------------------
@@ -419,6 +442,10 @@ def on_path(tmp_path) -> dict[str, str]:
         ("ckptdiff x --base drafters/o", "file,drafters/o"),
         ("ckptdiff x -o rep", "file,rep"),
         ("ckptdiff --for", "plain,--format"),
+        # convert's own options and choices: they completed as file names, the comparison's A being "convert"
+        ("ckptdiff convert src out --to s", "plain,sglang"),
+        ("ckptdiff convert src out --pl", "plain,--plan"),
+        ("ckptdiff convert src drafters/ours-", "file,drafters/ours-"),
     ],
 )
 def test_click_completion_hands_specs_and_files_to_the_shell(tmp_path, on_path, words, answer):
@@ -462,7 +489,7 @@ def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
         "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py (get_eagle3_aux_layers_from_config)]"
     )
     for width in range(30, 120):
-        lines = hang("    ", f"{label} {message}", width, indent="      ", invisible=len(label) - len("error"))
+        lines = hang("    ", f"{label} {message}", width, indent="      ")
         rejoined = lines[0].strip()
         for line in lines[1:]:  # a path breaks after a dot, prose at a space
             rejoined += line.strip() if rejoined.endswith(".") else " " + line.strip()

@@ -443,6 +443,29 @@ def test_a_left_partial_output_is_not_reused_without_force(run_cli, drafter, tmp
     assert "out.partial: exists, left by an earlier run" in one_line(result)
 
 
+def test_force_removes_a_left_partial_output_but_never_a_users_folder_of_that_name(run_cli, drafter, tmp_path):
+    """--force removed OUT.partial whatever it held: a user's folder `out.partial` (an rsync --partial-dir, a copy
+    in progress) lost its files. Only a folder holding what convert writes is a left partial output."""
+    users = tmp_path / "out.partial"
+    users.mkdir()
+    (users / "notes.txt").write_text("mine")
+
+    refused = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm", "--force")
+
+    assert one_line(refused) == (
+        f"ckptdiff: {users}: exists and holds files convert does not write (notes.txt): --force removes only an "
+        "earlier run's leftovers (remove it yourself, or choose another OUT)"
+    )
+    assert (users / "notes.txt").read_text() == "mine" and not (tmp_path / "out").exists()
+
+    (users / "notes.txt").unlink()  # what an interrupted run leaves: the weights and config.json, no convert.json
+    (users / "model.safetensors").write_bytes(b"cut short")
+    (users / "config.json").write_text("{}")
+    replaced = run_cli("convert", str(drafter), str(tmp_path / "out"), "--to", "vllm", "--force", "-q")
+    assert replaced.returncode == 0, replaced.stderr
+    assert not users.exists() and (tmp_path / "out" / "convert.json").is_file()
+
+
 def test_a_folder_named_convert_is_still_compared(run_cli, tmp_path):
     """The plain comparison keeps working: ``ckptdiff convert B`` compares a folder named convert with B."""
     import shutil

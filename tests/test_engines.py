@@ -457,8 +457,7 @@ def test_a_hub_drafter_checked_alone_reads_the_bases_config_and_at_most_one_shar
             "architectures": ["LlamaForCausalLMEagle3"],
             "hidden_size": 64,
             "num_attention_heads": None,  # 0 is refused with the file's other defects (test_malformed.py)
-            "eagle_config": {"eagle_aux_hidden_state_layer_ids": {"2": None}},  # a list holding "2": exit 2
-            "eagle_aux_hidden_state_layer_ids": 5,
+            "eagle_config": {"use_aux_hidden_state": "yes"},
         },
     ],
 )

@@ -219,3 +219,20 @@ def test_an_unreadable_spec_is_one_line_naming_it(tmp_path, args, line):
 
     assert (result.returncode, result.stderr) == (2, line)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["-o", "--save"])
+def test_a_report_into_a_read_only_folder_is_refused_before_anything_is_read(tmp_path, flag):
+    """--save into a folder the user may not write printed the whole table, then failed at the end, exit 2 (and -o
+    threw the run away): refused first, as a missing folder is. B does not exist: a run that read would blame it."""
+    checkpoint(tmp_path / "model")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports").chmod(0o555)
+    try:
+        result = as_a_user(tmp_path, "model", "no-such-checkpoint", flag, "reports/report.json")
+    finally:
+        (tmp_path / "reports").chmod(0o755)
+
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == "ckptdiff: reports/report.json: cannot write the report: Permission denied\n"
+    assert list((tmp_path / "reports").iterdir()) == []

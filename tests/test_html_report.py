@@ -216,6 +216,25 @@ def test_long_names_and_layer_patterns_wrap_inside_the_page(run_cli, tmp_path: P
     assert int(seen["pageWidth"]) <= int(seen["viewWidth"]), seen  # no column pushed past the right edge
 
 
+def test_a_long_name_quoted_in_a_note_or_a_message_wraps_inside_the_page(run_cli, tmp_path: Path) -> None:
+    """The tensor column wrapped a long name, but a note quoting one ("did you mean B's model.layers.61.mlp.experts.
+    0.down_proj.weight_scale_inv?") did not: an MTP pair's report was 884 px wide in an 800 px window, its notes and
+    the verdict's reasons cut off at the right edge."""
+    from fixtures.generate import write_safetensors
+
+    for side, letter in (("a", "x"), ("b", "y")):
+        write_safetensors(tmp_path / side / "model.safetensors", [(letter * 300 + ".weight", "BF16", [4])])
+    page = tmp_path / "report.html"
+    assert run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(page)).returncode == 1
+    assert "did you mean B&#x27;s " + "y" * 300 in page.read_text()
+    seen = probe(
+        page,
+        "document.body.dataset.pageWidth = document.documentElement.scrollWidth;"
+        "document.body.dataset.viewWidth = document.documentElement.clientWidth;",
+    )
+    assert int(seen["pageWidth"]) <= int(seen["viewWidth"]), seen
+
+
 def test_save_writes_more_formats_from_one_run_and_refuses_an_unknown_extension(run_cli, tmp_path: Path) -> None:
     result = run_cli(
         PUBLISHED,

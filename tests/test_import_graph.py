@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.cli_help": 10,
     "ckptdiff.cli_output": 10,
     "ckptdiff.cli_convert": 10,
+    "ckptdiff.cli_completion": 10,
     "ckptdiff.cli_inputs": 10,
     "ckptdiff.__main__": 11,
     "ckptdiff": 11,  # the package's API (__init__): compare(), render()

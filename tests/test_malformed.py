@@ -335,7 +335,8 @@ CASES = [
         sharded(index_of({"w": "a.safetensors", "v": "b.safetensors", "ghost": "a.safetensors"}), SHARDS),
         IndexError_,
         INDEX,
-        "no shard has it",
+        # not "no shard has it": a shard the index does not name may hold it (an index left from a re-sharding)
+        "tensor 'ghost' is listed in the index for a.safetensors but a.safetensors does not hold it",
     ),
     Case("shard-path-dotdot", sharded(index_of({"w": "../a.safetensors"}), SHARDS), IndexError_, INDEX, "escapes"),
     Case(
@@ -444,6 +445,27 @@ CASES = [
         CkptdiffError,
         "config.json",
         'eagle_config.eagle_aux_hidden_state_layer_ids holds "58": each layer id must be a JSON integer',
+    ),
+    Case(
+        "config-aux-ids-a-string",
+        with_config(b'{"eagle_config": {"eagle_aux_hidden_state_layer_ids": "2,30,58"}}'),
+        CkptdiffError,
+        "config.json",
+        'eagle_config.eagle_aux_hidden_state_layer_ids is "2,30,58" (a string): it must be a list of JSON integers',
+    ),
+    Case(
+        "config-aux-ids-a-number",
+        with_config(b'{"eagle_aux_hidden_state_layer_ids": 5}'),
+        CkptdiffError,
+        "config.json",
+        "eagle_aux_hidden_state_layer_ids is 5: it must be a list of JSON integers",
+    ),
+    Case(
+        "config-aux-ids-an-object",
+        with_config(b'{"eagle_config": {"layer_ids": {"2": null}}}'),
+        CkptdiffError,
+        "config.json",
+        'eagle_config.layer_ids is {"2": null}: it must be a list of JSON integers',
     ),
     Case(
         "config-target-layer-id-float",

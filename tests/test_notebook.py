@@ -30,6 +30,13 @@ def test_the_repr_is_one_short_line_naming_what_fails(result: ckptdiff.Result) -
     assert isinstance(result, Report) and result.exit_code == 1  # still the report, every field and property
 
 
+def test_the_repr_counts_an_engine_event_met_again(tmp_path: Path) -> None:
+    """As the verdict line does: "vllm A random_init ×2", not the same words twice."""
+    fp8 = ckptdiff.compare(str(FIXTURES / "drafters" / "fp8-qwen3-8b"), engines=["vllm"])
+    assert repr(fp8).endswith("; failing: vllm A random_init ×2>")
+    assert fp8.failing() == ["vllm A random_init", "vllm A random_init"]  # the list keeps one entry per event
+
+
 def test_ipython_displays_markdown_and_html(result: ckptdiff.Result, tmp_path: Path) -> None:
     formatters = pytest.importorskip("IPython.core.formatters")
     shown, _ = formatters.DisplayFormatter().format(result)

@@ -130,6 +130,21 @@ def test_a_snapshot_whose_blob_was_deleted_names_the_broken_link(tmp_path, run_c
     assert result.returncode == 2
 
 
+def test_a_link_to_a_missing_file_outside_the_folder_is_named_broken_not_outside(tmp_path, run_cli):
+    """Weights linked from another disk that is not mounted: "is a symlink to a file outside the checkpoint's
+    folder (pass --follow-symlinks)" sent the user to a flag that only then said the file does not exist."""
+    drafter = checkpoint(tmp_path / "drafter")
+    (drafter / "model.safetensors").unlink()
+    (drafter / "model.safetensors").symlink_to(tmp_path / "unmounted" / "model.safetensors")
+
+    result = run_cli(str(drafter), str(checkpoint(tmp_path / "other")))
+
+    assert result.stderr == (
+        f"ckptdiff: {drafter / 'model.safetensors'}: is a broken symlink: the file it points to does not exist\n"
+    )
+    assert result.returncode == 2
+
+
 def test_a_broken_link_the_comparison_does_not_read_is_left_alone(tmp_path, run_cli):
     """The .bin blobs deleted to save room, the snapshot's safetensors kept: the folder still compares."""
     snapshot = checkpoint(tmp_path / "models--org--drafter" / "snapshots" / "snapshot")

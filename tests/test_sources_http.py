@@ -128,6 +128,28 @@ def test_a_folder_url_without_folder_pages_says_what_it_found_and_what_to_give(w
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("config.json", "is not named like a weight file"),
+        ("model-q4_k_m.gguf", "is a GGUF (llama.cpp) file"),
+    ],
+)
+def test_a_url_of_a_file_that_is_no_weight_file_is_named_as_a_local_one_would_be(tmp_path, name, said):
+    """A URL pasted from a server's page for its config.json said "no such bucket, object or prefix" of a file the
+    server serves: it was taken as a folder and asked for model.safetensors inside it."""
+    shutil.copy(PUBLISHED / "config.json", tmp_path)
+    (tmp_path / "model-q4_k_m.gguf").write_bytes(b"GGUF\x03\x00\x00\x00")
+    for autoindex in (True, False):
+        with WebServer(tmp_path, autoindex=autoindex) as web:
+            with pytest.raises(SourceError) as error:
+                resolve(f"{web.endpoint}/{name}")
+            with pytest.raises(SourceError) as folder:  # a folder's page is no file: still no such prefix
+                resolve(f"{web.endpoint}/no-such-run")
+        assert error.value.line().startswith(f"{web.endpoint}/{name}: {said} (ckptdiff reads safetensors files")
+        assert folder.value.line() == f"{web.endpoint}/no-such-run: no such bucket, object or prefix (check the URL)"
+
+
 def test_a_folder_url_asks_for_each_name_by_a_head_and_a_get_after_a_404(tmp_path):
     """docs/object-stores.md: fsspec's HTTP client follows a HEAD that answers 404 with a GET."""
     shutil.copy(PUBLISHED / "config.json", tmp_path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from fractions import Fraction
@@ -276,5 +277,8 @@ def test_a_tensor_gone_nan_says_so_beside_its_numbers(tmp_path: Path, run_cli, k
         assert left_out in row, done.stdout
         summary = next(line for line in done.stdout.splitlines() if "values_changed" in line)
         assert "largest: w (rel L2 0, cos 1.000000, max " in summary and f"0, {left_out})" in summary, summary
+    page = run_cli(str(ones), str(blown), "--values", "--format", "html", env=env).stdout
+    row = re.search(r'<tr class="row" [^>]*data-name="w">.*?</tr>', page)
+    assert row is not None and f"<td>{left_out}</td>" in row.group(), page
     same = run_cli(str(ones), str(ones), "--values", "--all", "--format", "table", env=env)
     assert "non-finite" not in same.stdout

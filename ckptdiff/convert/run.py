@@ -282,6 +282,14 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
             )
         if partial.exists() and not request.force:
             raise ConvertRefused(str(partial), "exists, left by an earlier run: remove it, or --force")
+        if partial.is_dir() and not partial.is_symlink() and (foreign := _not_written_by_convert(partial)):
+            shown = ", ".join(printable_name(name) for name in foreign[:3]) + (" …" if len(foreign) > 3 else "")
+            raise ConvertRefused(
+                str(partial),
+                f"exists and holds files convert does not write ({shown}): --force removes only an earlier run's "
+                "leftovers",
+                "remove it yourself, or choose another OUT",
+            )
     except OSError as err:  # a name longer than the file system allows (ENAMETOOLONG): no output could be made
         raise ConvertRefused(str(out), f"cannot be written: {err.strerror or err}") from None
 
@@ -291,6 +299,18 @@ def _is_current_folder(out: Path) -> bool:
         return out.resolve() == Path.cwd().resolve()
     except OSError:  # a name the system cannot look up, a current folder since removed: others say why
         return False
+
+
+def _not_written_by_convert(partial: Path) -> list[str]:
+    """The entries of a left OUT.partial that no convert run writes there (its weights, index, config.json and
+    convert.json, all files): a user's folder of that name is never removed by --force."""
+    return sorted(
+        entry.name
+        for entry in partial.iterdir()
+        if entry.is_symlink()
+        or not entry.is_file()
+        or not (entry.name in ("config.json", "convert.json") or entry.name.endswith((".safetensors", INDEX_SUFFIX)))
+    )
 
 
 def _replaceable(out: Path) -> bool:

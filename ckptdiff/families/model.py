@@ -54,6 +54,8 @@ class Profile:
     convention: Callable[[Iterable[str]], Convention | None] | None = None
     #: Architecture checks on a finished comparison.
     review: Review | None = None
+    #: Checks of one checkpoint on its own against ``--base`` (no B), as ``review`` makes them for each side.
+    review_alone: Callable[[Checkpoint, Checkpoint | None], list[Finding]] | None = None
     #: The findings as reported with ``--engine``: those that describe what engines do in prose give way to the
     #: engines' own events (None: unchanged).
     engine_view: Callable[[list[Finding]], list[Finding]] | None = None

@@ -23,13 +23,14 @@ from ._common import (
     human_bytes,
     human_count,
     note_text,
+    row_note,
     shape_dtype,
     shown_unfolded,
     value_cells,
 )
 from .collapse import DisplayRow
 from .drift import drift_section
-from .messages import allowed_by_text, finding_message, headline, rules_applied, variant_lines
+from .messages import finding_message, headline, rules_applied, variant_lines
 
 #: How many failing tensors or patterns the verdict names before "and N more".
 NAMED_REASONS = 20
@@ -55,6 +56,7 @@ th { background: var(--soft); position: sticky; top: 0; }
 tr.fails td.status { color: var(--fail); font-weight: 600; }
 tr.member td { background: var(--soft); padding-left: 36px; }
 td code { overflow-wrap: anywhere; } td.name { min-width: 14em; }
+td:last-child, li, h3 { overflow-wrap: anywhere; }
 .controls { display: flex; gap: 14px; align-items: center; flex-wrap: wrap; margin: 8px 0; }
 .controls input[type=search] { width: 360px; padding: 4px 8px; font: inherit; }
 button.expand { border: 0; background: none; cursor: pointer; width: 18px; padding: 0; font-size: 12px; }
@@ -285,10 +287,7 @@ def _row(report: Report, line: DisplayRow, with_counts: bool, with_values: bool)
         if line.count > 1
         else ""
     )
-    note = note_text(row) or ""
-    if row.allowed_by:
-        allowed = f"allowed by {allowed_by_text(report, row.allowed_by)}"
-        note = f"{note}; {allowed}" if note else allowed
+    note = row_note(row, report)  # the values' note too: the non-finite elements the numbers leave out
     status = f"{row.status} (allowed)" if row.allowed_by else row.status
     shown = printable_name(line.name)  # the filter and the expanded members read it as shown
     name = escape(shown)

@@ -67,18 +67,18 @@ def hang(
     text: str,
     width: int | None,
     indent: str | None = None,
-    invisible: int = 0,
     *,
     guard: bool = False,
     path: bool = False,
 ) -> list[str]:
-    """``first`` + text wrapped to ``width``, continuation lines under ``indent`` (``invisible``: colour codes
-    in ``text`` that take no room on screen; ``path``: the text names a path, which may break after a ``/``).
+    """``first`` + text wrapped to ``width``, continuation lines under ``indent``, measured in the columns a
+    terminal shows (colour codes in ``text`` take none); ``path``: the text names a path, which may break after
+    a ``/``.
     ``guard``: what the CI-log guard (:func:`.errors.inert_in_ci_log`) would escape in a line is escaped in the
     text, which is wrapped again, so the lines keep to the width."""
     indent = first if indent is None else indent
     while True:
-        lines = _hang(first, text, width, indent, invisible, path)
+        lines = _hang(first, text, width, indent, path)
         if not guard:
             return lines
         marks, offset = [], 0
@@ -94,11 +94,11 @@ def hang(
         text = inert_at(text, marks)
 
 
-def _hang(first: str, text: str, width: int | None, indent: str, invisible: int, path: bool) -> list[str]:
-    if width is None or len(first) + len(text) - invisible <= width:
+def _hang(first: str, text: str, width: int | None, indent: str, path: bool) -> list[str]:
+    if width is None or len(first) + columns_of(text) <= width:
         return [first + text]
     available = max(width - len(indent), 20)
-    head, *rest = wrap(text, max(width - len(first), 20) + invisible, path=path)
+    head, *rest = wrap(text, max(width - len(first), 20), path=path)
     if not rest:
         return [first + head]
     # wrap the text after the first line again at the continuation width (rejoining the lines would put a space

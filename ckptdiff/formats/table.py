@@ -133,9 +133,13 @@ def verdict_lines(
 
 
 def _named(severity: str, names: Sequence[str]) -> str:
-    shown = list(names[:NAMED_FAILURES]) + ([f"+{len(names) - NAMED_FAILURES} more"] if len(names) > 3 else [])
+    """``8 warnings (sglang A random_init ×6, vllm A aux_ids_default, +1 more)``: a name met again (an engine's
+    event for several tensors) counted once, the first three named, then how many failing things are left."""
+    groups = Counter(names)  # in the order first met
+    shown = [name if n == 1 else f"{name} ×{n}" for name, n in list(groups.items())[:NAMED_FAILURES]]
+    left = len(names) - sum(list(groups.values())[:NAMED_FAILURES])
     noun = severity if len(names) == 1 else _PLURAL[severity]
-    return f"{len(names)} {noun} ({', '.join(shown)})"
+    return f"{len(names)} {noun} ({', '.join(shown + ([f'+{left} more'] if left else []))})"
 
 
 def _failing_events(result: EngineResult) -> list[EngineEvent]:
@@ -230,13 +234,13 @@ def _engines(report: Report, terminal: Terminal, paint: Painter, *, failing_only
         if failing_only and not events:
             continue
         headline_text = paint(printable(headline(result)), _OUTCOME_COLORS[result.outcome])
-        lines += hang("  ", headline_text, terminal.width, guard=terminal.log)
+        under_outcome = " " * (2 + len(f"{result.engine} {result.side}: "))  # continued under its outcome
+        lines += hang("  ", headline_text, terminal.width, indent=under_outcome, guard=terminal.log)
         visible = [e for e in events if terminal.verbosity > 0 or shown_unfolded(e)]
         for event in visible:
             label = paint(event.severity, event.severity)
             text = f"{label} [{event.code}] {event_text(report, event)}"
-            hidden_codes = len(label) - len(event.severity)
-            lines += hang("    ", text, terminal.width, indent="      ", invisible=hidden_codes, guard=terminal.log)
+            lines += hang("    ", text, terminal.width, indent="      ", guard=terminal.log)
         hidden = len(events) - len(visible)
         if hidden:
             lines.append(

@@ -85,6 +85,8 @@ class LocalSource(Source):
             blobs = os.path.join(os.path.dirname(os.path.dirname(root)), "blobs")
             if _within(real, blobs):
                 return path
+        if not os.path.exists(real):  # a link into a disk not mounted: --follow-symlinks would not find it either
+            raise SourceError(str(path), BROKEN_LINK)
         raise SourceError(
             str(path),
             "is a symlink to a file outside the checkpoint's folder; not read",

@@ -220,6 +220,9 @@ class StoreSource(Source):
                 if name == CONFIG_NAME or answered_status(err) not in (401, 403) or not weights:
                     raise self._unreadable(err, name) from None
             if not probed and not any(p.endswith(WEIGHT_FILE_SUFFIXES) for p in self._linked_below()):
+                served = self._served_file(fs)  # config.json, a .gguf: the planner says what it is
+                if served is not None:
+                    return served
                 raise FileNotFoundError(self.folder)  # neither the names asked for nor a page linking weights below
             return Listing(probed, asked=asked)
         entries = fs.ls(self.folder, detail=True)
@@ -241,6 +244,20 @@ class StoreSource(Source):
         if not entries:
             raise FileNotFoundError(self.folder)
         return Listing(files, folders=tuple(sorted(folders)))
+
+    def _served_file(self, fs: Any) -> Listing | None:
+        """The URL itself, named, when the web server answers it with a file rather than a folder's page or a 404:
+        a URL of its config.json is no folder to look for weights in. Asked on this error path only."""
+        try:
+            info = fs.info(self.folder)
+        except Exception:  # noqa: BLE001  # a 404, or any failure: the missing prefix's line stands
+            return None
+        page = str(info.get("mimetype") or "").startswith("text/html") or str(info.get("url") or "").endswith("/")
+        if info.get("type") != "file" or page:
+            return None
+        self.folder, _, named = self.folder.rpartition("/")
+        self._named = named
+        return Listing({named: self._entry(named, info)}, named)
 
     def files_below(self, listing: Listing) -> list[RelativePath]:
         """The files one folder (prefix) down, in at most 16 of the listing's subfolders: one listing call each, on

@@ -197,6 +197,20 @@ def review(
     return rows, found.to_list()
 
 
+def review_alone(checkpoint: Checkpoint, base: Checkpoint | None) -> list[Finding]:
+    """One drafter on its own (``ckptdiff SPEC --engine E --base BASE``) against the base's config, as each side
+    of a pair is: a vocabulary or hidden size no engine checks is otherwise a drafter every engine "loads"."""
+    if base is None or checkpoint.config is None or not is_eagle3(checkpoint.config):
+        return []
+    resolved = recognise(base.config, base.tensors.keys())
+    found = _Findings()
+    if base.config is None:
+        found.add("info", "base_config_missing", params={"base": base.spec})
+    elif resolved is not None:
+        _check_against_base(_Side("A", checkpoint, {}, DrafterSpec.of(checkpoint.config)), base, resolved, found)
+    return found.to_list()
+
+
 def _check_own_config(side: _Side, found: _Findings, base_embedding: str) -> None:
     if side.drafter is None or side.checkpoint.config is None:
         return
@@ -491,6 +505,7 @@ PROFILE = Profile(
     canonical=canonical_name,
     convention=naming_convention,
     review=review,
+    review_alone=review_alone,
     engine_view=engine_view,
     variants=variants,
 )
