@@ -144,10 +144,10 @@ def test_a_url_of_a_file_that_is_no_weight_file_is_named_as_a_local_one_would_be
         with WebServer(tmp_path, autoindex=autoindex) as web:
             with pytest.raises(SourceError) as error:
                 resolve(f"{web.endpoint}/{name}")
-            with pytest.raises(SourceError) as folder:  # a folder's page is no file: still no such prefix
+            with pytest.raises(SourceError) as folder:  # a missing folder is the server's 404, as before
                 resolve(f"{web.endpoint}/no-such-run")
         assert error.value.line().startswith(f"{web.endpoint}/{name}: {said} (ckptdiff reads safetensors files")
-        assert folder.value.line() == f"{web.endpoint}/no-such-run: no such bucket, object or prefix (check the URL)"
+        assert folder.value.line() == f"{web.endpoint}/no-such-run: not found (HTTP 404) (check the URL)"
 
 
 def test_a_folder_url_asks_for_each_name_by_a_head_and_a_get_after_a_404(tmp_path):
