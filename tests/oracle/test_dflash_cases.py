@@ -10,8 +10,9 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from dflash_cases import CASES, names_of, write_cases  # noqa: E402
+from dflash_cases import names_of, write_cases  # noqa: E402
 from dflash_judge import judge  # noqa: E402
+from dflash_setting_cases import ALL_CASES as CASES  # noqa: E402
 from oracle_families import all_cases, family_of, oracle_family  # noqa: E402
 
 from ckptdiff.pipeline import compare_specs  # noqa: E402
