@@ -19,7 +19,8 @@ MAX_CONFIG_COUNTS = {
 #: Sizes, counts and ids the families' rules read as integers (the drafter's and the base's dimensions,
 #: vocabularies, layers, heads, experts, MTP layers, DFlash's settings): set (not null) at any depth of a config.json,
 #: each must be a JSON integer, not "7168", 7168.0, true or NaN (the rules would take such a value as unset and
-#: compare nothing). The counts of MAX_CONFIG_COUNTS are among them.
+#: compare nothing). The counts of MAX_CONFIG_COUNTS are among them. DFlash's block_size is not: SGLang parses it with
+#: int() ("16" is 16) and refuses what int() does not take (a config check), vLLM's DFlash drafter never reads it.
 CONFIG_INTEGERS = frozenset(MAX_CONFIG_COUNTS) | {
     "hidden_size",
     "target_hidden_size",
@@ -36,7 +37,6 @@ CONFIG_INTEGERS = frozenset(MAX_CONFIG_COUNTS) | {
     "qk_rope_head_dim",
     "v_head_dim",
     "num_target_layers",
-    "block_size",
     "mask_token_id",
 }
 #: Of those, the ones that can be below zero: a token id, which some exports set to -1 for "none".

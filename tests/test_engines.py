@@ -414,6 +414,17 @@ def test_a_speculators_format_drafter_is_vllms(tmp_path):
     write_config(folder, config)
     vllm = result(check(str(folder), "vllm"), "vllm")
     assert vllm.outcome == "fails" and "Unsupported model_type mistral" in event_message(vllm.events[0])
+    # a type vLLM's registry lacks is refused naming the five it holds (algos.py register_speculator)
+    config["transformer_layer_config"]["model_type"] = "llama"
+    config["speculators_model_type"] = "medusa"
+    write_config(folder, config)
+    said = event_message(result(check(str(folder), "vllm"), "vllm").events[0])
+    assert 'is "medusa": ValueError: Expected one of: eagle3, peagle, dflash, dflash2, dspark' in said
+    # one it holds for another family builds that family's drafter, not an EAGLE-3 one
+    config["speculators_model_type"] = "dflash"
+    write_config(folder, config)
+    said = event_message(result(check(str(folder), "vllm"), "vllm").events[0])
+    assert "builds a DFlash drafter (DFlashDraftModel) from it, not EAGLE-3" in said
 
 
 def test_a_hub_drafter_checked_alone_reads_the_bases_config_and_at_most_one_shard_header(hub, run_cli, tmp_path):

@@ -205,6 +205,10 @@ class SpeculatorsAdapter:
     #: PretrainedConfig from that section); ``incomplete`` ({missing}) when one is absent.
     required: tuple[str, ...] = ()
     incomplete: Event | None = None
+    #: Every speculators_model_type its registry holds (any other is refused, naming these), with the drafter it
+    #: builds from each type that is not one of ``types`` (another family's: DFlash, DSpark).
+    registered: tuple[str, ...] = ()
+    other_drafters: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

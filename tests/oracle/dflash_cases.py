@@ -410,64 +410,6 @@ CASES: tuple[DFlashCase, ...] = (
         "the drafter (GQA attention) against a DeepSeek-V3-class target with MLA attention (dense layers)",
         target=Target("deepseek_v3", 4),
     ),
-    # parse_dflash_draft_config's refusals (SGLang refuses the config at start-up; vLLM reads no such check). A
-    # block_size or mask_token_id that is no JSON integer ("16", true, 250.0) is not here: ckptdiff refuses the
-    # file before any rule runs (config_values.py, exit 2).
-    DFlashCase("dflash_cfg_block_size_zero", "block_size 0 at the top level", config={"block_size": 0}),
-    DFlashCase(
-        "dflash_cfg_num_target_layers_zero",
-        "dflash_config.num_target_layers 0",
-        config={"dflash_config.num_target_layers": 0},
-    ),
-    DFlashCase("dflash_cfg_num_hidden_layers_zero", "num_hidden_layers 0", config={"num_hidden_layers": 0}),
-    DFlashCase(
-        "dflash_cfg_conv_kernel_alone",
-        "dflash_config.conv_kernel_size 3 without conv_group_size",
-        config={"dflash_config.conv_kernel_size": 3},
-    ),
-    DFlashCase(
-        "dflash_cfg_selector_rank_alone",
-        "dflash_config.selector_rank 4 without selector_top_k",
-        config={"dflash_config.selector_rank": 4},
-    ),
-    DFlashCase(
-        "dflash_cfg_selector_rank_string_zero",
-        'dflash_config.selector_rank "0" without selector_top_k: int() makes it 0, so both are unset and it loads',
-        config={"dflash_config.selector_rank": "0"},
-    ),
-    DFlashCase(
-        "dflash_cfg_output_multiplier_zero",
-        "dflash_config.output_multiplier 0",
-        config={"dflash_config.output_multiplier": 0},
-    ),
-    DFlashCase(
-        "dflash_cfg_softcapping_word",
-        'dflash_config.final_logit_softcapping "high", which float() refuses',
-        config={"dflash_config.final_logit_softcapping": "high"},
-    ),
-    DFlashCase("dflash_cfg_mask_token_empty", 'dflash_config.mask_token ""', config={"dflash_config.mask_token": ""}),
-    DFlashCase(
-        "dflash_cfg_mask_token_id_negative",
-        "dflash_config.mask_token_id -1",
-        config={"dflash_config.mask_token_id": -1},
-    ),
-    DFlashCase(
-        "dflash_cfg_attention_sink_bias_zero",
-        "dflash_config.attention_sink_bias 0 (not a bool; vLLM reads it as false and builds no sink bias)",
-        config={"dflash_config.attention_sink_bias": 0},
-    ),
-    DFlashCase(
-        "dflash_cfg_attention_value_scale_string",
-        'dflash_config.attention_value_scale "0.5" (a string, not a number)',
-        config={"dflash_config.attention_value_scale": "0.5"},
-    ),
-    DFlashCase(
-        "dflash_cfg_null_ids_beside_top_level_ids",
-        "dflash_config.target_layer_ids null beside three top-level ids (fc three states wide): SGLang takes the "
-        "null and builds its two default ids, vLLM reads the top-level ids",
-        config={"dflash_config.target_layer_ids": NULL, "target_layer_ids": [1, 2, 3]},
-        target=Target("qwen3", 8),
-    ),
     DFlashCase(
         "dflash_llama_target",
         "the drafter against a Llama-class target of 8 layers",

@@ -5,7 +5,8 @@ ckptdiff's JSON report of the same drafter against the same target.
 Per case and engine the two sides must agree on the outcome (loads, degraded: a parameter left unwritten, fails)
 and, when both fail, on the stage (config, construct, load, the DFLASH worker's start-up, first forward) and, at
 the load, on the tensor it raised on; when neither fails, on every parameter's fate (loaded, left random, taken
-from the target, not needed) and on which tensors reached a parameter; under vLLM, on the target layers the V1
+from the target, not needed, a default of its own: vLLM's -inf attention sinks, observed as built) and on which
+tensors reached a parameter; under vLLM, on the target layers the V1
 model runner captures at. The engine's first forward is not run whole: its failure is what the worker observed of
 the captured states' handover (``aux.handover``: V2's own ``_store_hidden_states``, V1's drafter
 ``combine_hidden_states`` against the proposer's width), else derived from the fc width built against the target
@@ -35,6 +36,8 @@ STAGES = {
     "config_refused": "config",
     "ids_vs_target": "config",
     "target_not_capturable": "config",
+    "mask_token_missing": "config",
+    "mask_token_null": "config",
     "ids_vs_trained_depth": "construct",
     "unknown_name": "load",
     "shape_mismatch": "load",
@@ -56,6 +59,8 @@ View = tuple[str, str | None, dict[str, str], set[str]]
 def engine_view(case: DFlashCase, observed: Mapping[str, Any]) -> View:
     """What the engine did: outcome, stage of failure, each parameter's fate, the tensors that reached a parameter."""
     taken = set(observed.get("from_target") or ())
+    # built at -inf (vLLM's attention sinks): left unwritten, the value it was built with stays, a default of its own
+    filled = set(observed.get("built_fill") or ())
     params: dict[str, str] = {}
     for name, state in (observed.get("params") or {}).items():
         if name in taken:
@@ -64,6 +69,8 @@ def engine_view(case: DFlashCase, observed: Mapping[str, Any]) -> View:
             params[name] = "loaded"
         elif name.endswith("mask_embedding"):
             params[name] = "not_needed"
+        elif name in filled and state == "unwritten":
+            params[name] = "default"
         else:
             params[name] = "random"  # unwritten, partial
     for name in taken:
@@ -92,7 +99,9 @@ def engine_view(case: DFlashCase, observed: Mapping[str, Any]) -> View:
             return "fails", "forward", params, loaded
     # a shipped fc the drafter built none for (use_aux_hidden_state false): dropped, so not loaded as trained
     dropped_fc = [n for n in names_of(case) if _FC.match(n) and n not in loaded] if not uses_aux else []
-    outcome = "degraded" if "random" in params.values() or dropped_fc else "loads"
+    # a sink bias left at its -inf default: the layer attends without the sink its config asks for
+    defaulted = any(params.get(name) == "default" for name in filled)
+    outcome = "degraded" if "random" in params.values() or dropped_fc or defaulted else "loads"
     return outcome, None, params, loaded
 
 

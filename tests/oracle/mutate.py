@@ -32,72 +32,18 @@ for path in (str(HERE), str(REPO)):
         sys.path.insert(0, path)
 
 
-# ---- where the rules live (the one place to update if they move again)
-
-#: Where each part of the rules has lived, newest first: a mutation names a rule, these find its module.
-PLACES = {
-    "engines": ("ckptdiff.families.eagle3.engines", "ckptdiff.engines"),
-    "spec": ("ckptdiff.families.eagle3.spec", "ckptdiff.profiles.drafter"),
-    "capture": ("ckptdiff.families.eagle3.engines.capture", "ckptdiff.engines.capture"),
-    "rules": ("ckptdiff.families.rules", "ckptdiff.engines.rules"),
-}
-
-
-def place(part: str) -> Any:
-    import importlib
-
-    for name in PLACES[part]:
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    raise ImportError(f"mutate.py: none of {PLACES[part]} imports: update PLACES")
-
-
-def engine_module(name: str) -> Any:
-    """The module holding engine ``name``'s rules, found by the object the registry returns (wherever it lives)."""
-    engine = place("engines").get_engine(name)
-    return next(m for m in list(sys.modules.values()) if getattr(m, "ENGINE", None) is engine)
-
-
-def change_engine(name: str, change: Callable[[Any], Any]) -> None:
-    module = engine_module(name)
-    module.ENGINE = change(module.ENGINE)
-
-
-def change_aux(name: str, **fields: Any) -> None:
-    change_engine(name, lambda e: dataclasses.replace(e, aux_ids=dataclasses.replace(e.aux_ids, **fields)))
-
-
-def change_loader(name: str, architecture: str, change: Callable[[Any], Any]) -> None:
-    def apply(engine: Any) -> Any:
-        loaders = tuple(change(lo) if architecture in lo.architectures else lo for lo in engine.loaders)
-        return dataclasses.replace(engine, loaders=loaders)
-
-    change_engine(name, apply)
-
-
-def change_params(name: str, architecture: str, change: Callable[[Any], Any]) -> None:
-    """``change(param)`` → the changed Param, or None to drop it."""
-
-    def apply(loader: Any) -> Any:
-        params = tuple(p for p in (change(param) for param in loader.params) if p is not None)
-        return dataclasses.replace(loader, params=params)
-
-    change_loader(name, architecture, apply)
-
-
-def change_capture(name: str, label: str, **fields: Any) -> None:
-    def apply(engine: Any) -> Any:
-        classes = tuple(dataclasses.replace(c, **fields) if c.label == label else c for c in engine.aux_ids.classes)
-        return dataclasses.replace(engine, aux_ids=dataclasses.replace(engine.aux_ids, classes=classes))
-
-    change_engine(name, apply)
-
-
-def _import_spec() -> Any:
-    return place("spec").DrafterSpec
-
+from mutate_rules import (  # noqa: E402
+    _import_spec,
+    capture_labels,
+    change_aux,
+    change_capture,
+    change_engine,
+    change_loader,
+    change_params,
+    engine_module,
+    place,
+)
+from mutate_variants import VARIANT_MUTATIONS  # noqa: E402
 
 # ---- the mutations: one plausible mistake each, named by the rule it changes
 
@@ -176,7 +122,7 @@ def _sglang_llama_capture_without_plus_one() -> None:
 
 
 def _vllm_capture_takes_output() -> None:
-    for label in ("Llama", "Qwen2/Qwen3", "Qwen3-MoE", "DeepSeek-V2/V3", "GPT-OSS"):
+    for label in capture_labels("vllm", takes="input"):
         change_capture("vllm", label, takes="output", reached=lambda n: range(0, n))
 
 
@@ -189,7 +135,7 @@ def _sglang_gpt_oss_always_plus_one() -> None:
 
 
 def _vllm_default_capture_shifted() -> None:
-    for label in ("Llama", "Qwen2/Qwen3", "Qwen3-MoE", "DeepSeek-V2/V3", "GPT-OSS"):
+    for label in capture_labels("vllm"):
         change_capture("vllm", label, default=lambda n: (1, n // 2 - 1, n - 4))
 
 
@@ -354,120 +300,6 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
 }
 
 
-# ---- the eagle3 family's variants (issue #27): multi-layer norms, EAGLE 3.1 keys, the MLA loaders
-
-
-def _swap_unread(engine: str, architecture: str) -> None:
-    """In the layers after the first, hidden_norm and input_layernorm trade rules: the norm said to be read is
-    taken as unread, and the other way round."""
-    import re as _re
-
-    later = _re.compile(r"^model\.layers\.[1-9]\d*\.(hidden_norm|input_layernorm)\.weight$")
-    module = engine_module(engine)
-    loader = next(lo for lo in module.ENGINE.loaders if architecture in lo.architectures)
-    by_name = {p.name: p for p in loader.params}
-    swapped = {}
-    for name, param in by_name.items():
-        if later.match(name):
-            other = "input_layernorm" if "hidden_norm" in name else "hidden_norm"
-            twin = by_name[_re.sub(r"(hidden_norm|input_layernorm)", other, name)]
-            swapped[name] = dataclasses.replace(param, absent=twin.absent, loaded=twin.loaded)
-    change_params(engine, architecture, lambda p: swapped.get(p.name, p))
-
-
-def _vllm_later_layers_read_hidden_norm() -> None:
-    _swap_unread("vllm", "LlamaForCausalLMEagle3")
-
-
-def _sglang_later_layers_read_input_layernorm() -> None:
-    _swap_unread("sglang", "LlamaForCausalLMEagle3")
-
-
-def _vllm_mla_later_layers_read_hidden_norm() -> None:
-    _swap_unread("vllm", "Eagle3DeepseekV2ForCausalLM")
-
-
-def _fc_norm_read_from_eagle_config() -> None:
-    drafter = place("spec")
-    original = drafter.DrafterSpec.of
-
-    def of(config: Any) -> Any:
-        spec = original(config)
-        eagle = config.get("eagle_config") if isinstance(config, dict) else None
-        nested = isinstance(eagle, dict) and bool(eagle.get("fc_norm"))
-        if nested:
-            spec = dataclasses.replace(spec, fc_norm=True, fc_norm_key=True)
-        return spec
-
-    drafter.DrafterSpec.of = classmethod(lambda cls, config: of(config))
-
-
-def _vllm_reads_use_aux_norm() -> None:
-    drafter = place("spec")
-    original = drafter.DrafterSpec.of
-    drafter.DrafterSpec.of = classmethod(
-        lambda cls, config: (lambda spec: dataclasses.replace(spec, fc_norm_key=spec.fc_norm))(original(config))
-    )
-
-
-def _norm_before_fc_top_level_first() -> None:
-    drafter = place("spec")
-
-    def top_level_first(config: Any) -> bool:
-        eagle = config.get("eagle_config")
-        if "norm_before_fc" in config:
-            return bool(config["norm_before_fc"])
-        return bool(isinstance(eagle, dict) and eagle.get("norm_before_fc"))
-
-    drafter._norm_before_fc = top_level_first
-
-
-def _vllm_mla_fc_needs_aux() -> None:
-    def change(param: Any) -> Any:
-        if param.name not in ("model.fc.weight", "model.fc.bias"):
-            return param
-        built = param.exists
-        return dataclasses.replace(param, exists=lambda d: d.use_aux and built(d))
-
-    change_params("vllm", "Eagle3DeepseekV2ForCausalLM", change)
-
-
-def _sglang_legacy_aux_norm_not_renamed() -> None:
-    change_loader(
-        "sglang",
-        "LlamaForCausalLMEagle3",
-        lambda lo: dataclasses.replace(lo, renames=tuple(r for r in lo.renames if "aux_norm" not in r.pattern)),
-    )
-
-
-VARIANT_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
-    "vllm.llama.later_layers.hidden_norm_unread": (
-        "vLLM's Llama layers after the first read hidden_norm and leave input_layernorm unread",
-        _vllm_later_layers_read_hidden_norm,
-    ),
-    "sglang.llama.later_layers.input_layernorm_unread": (
-        "SGLang's layers after the first read input_layernorm and leave hidden_norm unread",
-        _sglang_later_layers_read_input_layernorm,
-    ),
-    "vllm.mla.later_layers.hidden_norm_unread": (
-        "vLLM's MLA layers after the first read hidden_norm and leave input_layernorm unread",
-        _vllm_mla_later_layers_read_hidden_norm,
-    ),
-    "spec.fc_norm.top_level_only": ("fc_norm is also read inside eagle_config", _fc_norm_read_from_eagle_config),
-    "vllm.fc_norm.no_use_aux_norm": ("vLLM builds fc_norm for the legacy use_aux_norm too", _vllm_reads_use_aux_norm),
-    "spec.norm_before_fc.eagle_config_first": (
-        "the top-level norm_before_fc wins over eagle_config's",
-        _norm_before_fc_top_level_first,
-    ),
-    "vllm.mla.fc_built_without_aux": (
-        "vLLM's MLA drafter builds fc only when use_aux_hidden_state is not false",
-        _vllm_mla_fc_needs_aux,
-    ),
-    "sglang.llama.legacy_aux_norm_names": (
-        "SGLang's Llama drafter does not rename aux_norm_low/mid/high to fc_norm.{0,1,2}",
-        _sglang_legacy_aux_norm_not_renamed,
-    ),
-}
 MUTATIONS.update(VARIANT_MUTATIONS)
 
 

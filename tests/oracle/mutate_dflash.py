@@ -230,3 +230,55 @@ MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
         _dflash_sglang_default_ids_need_no_depth,
     ),
 }
+
+
+def _dflash_sink_bias(name: str, **fields: Any) -> Callable[[], None]:
+    def change() -> None:
+        sink = _engine(name).ENGINE.sink_bias
+        change_dflash(name, sink_bias=dataclasses.replace(sink, **fields) if fields else None)
+
+    return change
+
+
+def _dflash_vllm_mask_lookup(**fields: Any) -> Callable[[], None]:
+    def change() -> None:
+        lookup = _engine("vllm").ENGINE.mask_lookup
+        change_dflash("vllm", mask_lookup=dataclasses.replace(lookup, **fields) if fields else None)
+
+    return change
+
+
+def _block_size_a_json_integer() -> None:
+    values = importlib.import_module("ckptdiff.config_values")
+    values.CONFIG_INTEGERS = values.CONFIG_INTEGERS | {"block_size"}
+
+
+#: The settings read as the drafter is built or the runtime starts (dflash_setting_cases.py).
+SETTING_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "dflash.vllm.sink_bias.top_level_fallback": (
+        "vLLM reads the sink-bias flag in dflash_config only (not the top-level add_swa_attention_sink_bias)",
+        _dflash_sink_bias("vllm", keys=("dflash_config.attention_sink_bias",)),
+    ),
+    "dflash.vllm.sink_bias.default": (
+        "vLLM leaves an unshipped sink bias random (as SGLang's torch.empty), not at -inf",
+        _dflash_sink_bias("vllm", fate_missing="random"),
+    ),
+    "dflash.vllm.sink_bias.built": ("vLLM's DFlash layers build no attention sink biases", _dflash_sink_bias("vllm")),
+    "dflash.sglang.sink_bias.built": (
+        "SGLang's DFlash layers build no attention sink biases",
+        _dflash_sink_bias("sglang"),
+    ),
+    "dflash.vllm.mask_lookup.null_ends_lookup": (
+        "vLLM's speculator reads the top-level mask_token_id when dflash_config's is null",
+        _dflash_vllm_mask_lookup(keys=(("dflash_config.mask_token_id", True), ("mask_token_id", True))),
+    ),
+    "dflash.vllm.mask_lookup.checked": (
+        "vLLM starts without resolving a mask token (no start-up lookup)",
+        _dflash_vllm_mask_lookup(),
+    ),
+    "dflash.block_size.json_integer": (
+        'block_size must be a JSON integer ("16" refused as a file defect, as before)',
+        _block_size_a_json_integer,
+    ),
+}
+MUTATIONS |= SETTING_MUTATIONS

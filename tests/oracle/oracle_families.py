@@ -100,9 +100,9 @@ def _mtp_inert(case: Any, result: Mapping[str, Any]) -> Callable[[str], bool]:
 
 
 def _dflash_cases() -> list[Any]:
-    from dflash_cases import CASES
+    from dflash_setting_cases import ALL_CASES
 
-    return list(CASES)
+    return list(ALL_CASES)
 
 
 def _dflash_write(root: Path, cases: list[Any]) -> dict[str, tuple[Path, Path | None]]:

@@ -135,6 +135,9 @@ def ckptdiff_report(
     for engine in engines:
         command += ["--engine", engine]
     completed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=root)
+    if completed.returncode == 2 and completed.stderr.strip() and not completed.stdout.strip():
+        # ckptdiff refuses the case's files (a CkptdiffError's one line): no verdict, so no engine entry to agree
+        return {"engines": [], "refused": completed.stderr.strip()}
     if completed.returncode not in (0, 1):
         raise RuntimeError(f"ckptdiff exit {completed.returncode} on {case_dir.name}: {completed.stderr.strip()}")
     return json.loads(completed.stdout)
@@ -150,6 +153,7 @@ def in_process_report(
     import click
 
     from ckptdiff.cli import command
+    from ckptdiff.errors import CkptdiffError
 
     base = ["--base", str(target)] if target is not None else []
     args = [str(case_dir), *base, "--format", "json", "--no-step-summary", *extra]
@@ -161,6 +165,8 @@ def in_process_report(
             command.main(args=args, prog_name="ckptdiff", standalone_mode=False, obj={"argv": args})
         except (click.exceptions.Exit, SystemExit):  # the exit code is the verdict, which the JSON holds
             pass
+        except CkptdiffError as error:  # ckptdiff refuses the case's files: no verdict (as ckptdiff_report's exit 2)
+            return {"engines": [], "refused": str(error)}
     return dict(json.loads(out.getvalue()))
 
 
@@ -292,7 +298,9 @@ def _judge(
             entry = entries.get(entry_of[pin.engine])
             result.captures[(case.name, pin.engine)] = (capture_observed(seen), capture_believed(entry))
             if entry is None:
-                found = [Disagreement(case.name, pin.engine, "outcome", "(no engine entry)", "(an engine result)")]
+                refused = reports[case.name].get("refused")
+                said = f"refused: {refused}"[:200] if refused else "(no engine entry)"
+                found = [Disagreement(case.name, pin.engine, "outcome", said, "(an engine result)")]
             elif family.judge is not None:
                 found = family.judge(case, pin.engine, seen, entry)
             else:

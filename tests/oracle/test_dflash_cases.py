@@ -10,8 +10,9 @@ HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
-from dflash_cases import CASES, names_of, write_cases  # noqa: E402
+from dflash_cases import names_of, write_cases  # noqa: E402
 from dflash_judge import judge  # noqa: E402
+from dflash_setting_cases import ALL_CASES as CASES  # noqa: E402
 from oracle_families import all_cases, family_of, oracle_family  # noqa: E402
 
 from ckptdiff.pipeline import compare_specs  # noqa: E402
@@ -56,3 +57,19 @@ def test_the_judge_finds_a_parameter_the_engine_left_unwritten() -> None:
     did_not = {**did, "params": {"fc.weight": "unwritten", "mask_embedding": "unwritten"}, "loaded": []}
     subjects = {d.subject for d in judge(case, "sglang", did_not, said)}
     assert subjects == {"outcome"}
+
+
+def test_the_judge_takes_a_sink_bias_left_at_its_built_value_as_its_default() -> None:
+    case = next(c for c in CASES if c.name == "dflash_sink_bias_not_shipped")
+    sink = "model.layers.0.self_attn.attention_sink_bias"
+    said = _entry({"model.fc.weight": "loaded", sink: "default"}, {"fc.weight": "loaded"})
+    said |= {"engine": "vllm", "outcome": "degraded"}
+    did = {
+        "raised": None,
+        "params": {"model.fc.weight": "loaded", sink: "unwritten"},
+        "loaded": ["fc.weight"],
+        "built_fill": [sink],
+    }
+    assert judge(case, "vllm", did, said) == []
+    # not built at -inf: an unwritten parameter is random, which the report does not say
+    assert {d.subject for d in judge(case, "vllm", {**did, "built_fill": []}, said)} == {f"parameter {sink}"}

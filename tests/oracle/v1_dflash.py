@@ -26,6 +26,7 @@ for path in (str(HERE), str(REPO)):
 
 from dflash_cases import CASES as DFLASH_CASES  # noqa: E402
 from dflash_cases import DFlashCase, Target, write_cases  # noqa: E402
+from dflash_setting_cases import CONFIG_CASES  # noqa: E402
 from engines import missing_environments, oracle_home, pins, run_engine  # noqa: E402
 
 #: Written for the V1 runner: where it captures other target states than V2 for the same fc.
@@ -55,7 +56,7 @@ V1_ONLY: tuple[DFlashCase, ...] = (
         target=Target("qwen3", 8),
     ),
 )
-CASES: tuple[DFlashCase, ...] = (*DFLASH_CASES, *V1_ONLY)
+CASES: tuple[DFlashCase, ...] = (*DFLASH_CASES, *CONFIG_CASES, *V1_ONLY)
 DRIVER = "v1dflash_"
 SHARED = ("worker_v1_vllm.py", "worker_vllm.py")
 

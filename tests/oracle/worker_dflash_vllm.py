@@ -64,6 +64,11 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
     )
     config = args.create_engine_config()
     spec = config.speculative_config
+    # The V2 model runner's DFlash speculator resolves its mask token as it is built, before the drafter is
+    # (v1/worker/gpu/spec_decode/dflash/speculator.py:67): its own lookup, run on the draft's config.
+    from vllm.v1.worker.gpu.spec_decode.utils import get_parallel_drafting_token_id
+
+    result["mask_token_id"] = get_parallel_drafting_token_id(spec.draft_model_config.hf_config)
     result["architecture"] = list(spec.draft_model_config.hf_config.architectures or [])
     # The draft's own config as DFlashProposer derives it (_create_draft_vllm_config: its causality too).
     proposer = object.__new__(DFlashProposer)
@@ -87,6 +92,12 @@ def case(case_dir: str, target_dir: str, marked: str, result: dict[str, Any]) ->
         with set_default_torch_dtype(model_config.dtype), torch.device("cpu"):
             model = loader.create_model(vllm_config=draft_config, model_config=model_config)
         result["model_class"] = type(model).__name__
+        # parameters built at -inf (make_attention_sink's attention sinks): a value of their own when nothing fills them
+        result["built_fill"] = sorted(
+            name
+            for name, param in model.named_parameters()
+            if param.dtype.is_floating_point and param.numel() and bool(torch.isneginf(param.detach()).all())
+        )
         built = poison(model)
         result["stage"] = "load"
         from vllm.model_executor.models import utils as model_utils

@@ -101,6 +101,9 @@ SUMMARIES: dict[str, str] = {
     "target_not_capturable": "the target class {architecture} captures no hidden states for DFlash",
     "mask_token_out_of_vocab": "mask token {mask_token_id} outside the target's vocabulary ({vocab})",
     "aux_states_unprojected": "no fc, {captured} captured target states ({width} wide) for hidden_size {hidden}",
+    "sink_bias_default": "{param} left at -inf (no sink)",
+    "mask_token_missing": "no mask token id",
+    "mask_token_null": "{key} is null",
 }
 
 _NO_CLASS = (
@@ -176,6 +179,18 @@ EVENTS: dict[str, Any] = {
     ),
     "dflash.vllm.random_init": _RANDOM,
     "dflash.sglang.random_init": _RANDOM,
+    "dflash.vllm.sink_bias_default": (
+        "{param} is not in the checkpoint: the config asks for attention sink biases and vLLM builds them at -inf, "
+        "so the layer attends as if it had no sink bias (no check reports it)"
+    ),
+    "dflash.vllm.mask_token_missing": (
+        'no mask token id in the config (looked up at {keys}): vLLM refuses to start, ValueError "... must specify '
+        '`dflash_config.mask_token_id`, `mask_token_id`, ..."'
+    ),
+    "dflash.vllm.mask_token_null": (
+        "{key} is null: vLLM's DFlash speculator reads it there (the top-level mask_token_id unread) and "
+        "int(None) raises TypeError at start-up"
+    ),
     "dflash.vllm.hidden_mismatch": (
         "the drafter's hidden_size is {hidden} but the target's embedding and head are {target_hidden} wide: the "
         "first forward fails on the shapes"

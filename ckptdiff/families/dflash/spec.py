@@ -61,9 +61,11 @@ class DFlashSpec:
         found = self.config.get("dflash_config")
         return found if isinstance(found, Mapping) else {}
 
-    def setting(self, name: str) -> Setting:
-        """``dflash_config.<name>`` first, then the top level (how both engines read every DFlash key)."""
-        if self.section.get(name) is not None:
+    def setting(self, name: str, *, null_is_set: bool = False) -> Setting:
+        """``dflash_config.<name>`` first, then the top level. ``null_is_set``: a null in ``dflash_config`` is its
+        value there (``dict.get(key, <top level>)``, how both engines read the mask token id and SGLang the block
+        size), the top level unread."""
+        if self.section.get(name) is not None or (null_is_set and name in self.section):
             return Setting(self.section[name], f"dflash_config.{name}")
         if self.config.get(name) is not None:
             return Setting(self.config[name], name)
@@ -113,7 +115,15 @@ class DFlashSpec:
 
     @property
     def block_size(self) -> Setting:
-        return self.setting("block_size")
+        """As SGLang parses it (``int()``: ``"16"`` is 16; vLLM's DFlash drafter never reads it); a value ``int()``
+        refuses stays as written (SGLang's config check says so)."""
+        found = self.setting("block_size", null_is_set=True)
+        if isinstance(found.value, str | float | bool):
+            try:
+                return Setting(int(found.value), found.key)
+            except (ValueError, OverflowError):
+                return found
+        return found
 
     @property
     def target_layer_ids(self) -> Setting:
@@ -127,7 +137,9 @@ class DFlashSpec:
 
     @property
     def mask_token_id(self) -> Setting:
-        return self.setting("mask_token_id")
+        """A null in ``dflash_config`` is the value: neither engine then reads the top-level key (vLLM's speculator
+        refuses the null, SGLang resolves the token from the target's tokenizer)."""
+        return self.setting("mask_token_id", null_is_set=True)
 
     @property
     def use_aux_hidden_state(self) -> bool:

@@ -1,5 +1,6 @@
 """The config settings an engine refuses before it builds a DFlash drafter (``DFlashEngine.config_checks``):
-each check's rule as a parse of the value, as the engine's own parse takes it, and the one place they are run."""
+each check's rule as a parse of the value, as the engine's own parse takes it, and the one place they are run;
+the settings read as the drafter is built or the runtime starts (attention sink biases, the mask-token lookup)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...rules import Event
-from .model import ConfigCheck
+from .model import ConfigCheck, DFlashEngine
 
 
 def _int(value: Any) -> int | None:
@@ -123,3 +124,25 @@ def config_refusal(checks: tuple[ConfigCheck, ...], config: Mapping[str, Any]) -
                     "pair_unset": key is None,
                 }
     return None
+
+
+def sink_bias_built(engine: DFlashEngine, config: Mapping[str, Any]) -> bool:
+    """Whether the engine's drafter layers build attention sink biases: the flag's first present key, by truth."""
+    if engine.sink_bias is None:
+        return False
+    key = next((k for k in engine.sink_bias.keys if present(config, k)), None)
+    return key is not None and bool(dotted(config, key))
+
+
+def mask_refusal(engine: DFlashEngine, config: Mapping[str, Any], on_v1: bool) -> tuple[Event, dict[str, Any]] | None:
+    """The runtime's mask-token lookup at start-up: the event it refuses with and its params (None: it resolves)."""
+    lookup = engine.mask_lookup
+    if lookup is None:
+        return None
+    for key, null_is_unset in lookup.keys:
+        if not present(config, key) or (null_is_unset and dotted(config, key) is None):
+            continue
+        if dotted(config, key) is None and not on_v1:
+            return lookup.null, {"key": key}
+        return None
+    return lookup.missing, {"keys": [key for key, _ in lookup.keys]}

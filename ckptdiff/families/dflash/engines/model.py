@@ -79,6 +79,34 @@ class Refusal:
 
 
 @dataclass(frozen=True)
+class SinkBias:
+    """The per-head attention sink biases (``layers.{i}.self_attn.attention_sink_bias``, one value per query head)
+    every drafter layer builds when the config's flag is set (MiMo-style drafters)."""
+
+    #: Where the flag is read, in order: the first key present wins, a null included (``dict.get(key, fallback)``);
+    #: the layer builds the biases when that value is true (by truth value), else none.
+    keys: tuple[str, ...]
+    #: What a bias no checkpoint tensor fills keeps: "default" (vLLM's -inf: the layer attends as if it had no sink)
+    #: or "random" (SGLang's uninitialised ``torch.empty``).
+    fate_missing: str
+    missing: Event  # {param}
+    source: Source
+
+
+@dataclass(frozen=True)
+class MaskLookup:
+    """Where the engine's runtime resolves the mask token id as it starts, in order: ``(key, null_is_unset)``; the
+    first key present wins (a null there too, unless ``null_is_unset``)."""
+
+    keys: tuple[tuple[str, bool], ...]
+    #: None of the keys present: the runtime refuses to start ({keys}).
+    missing: Event
+    #: The key found holds null, which the default runner's ``int()`` refuses ({key}); under vLLM's V1 runner the
+    #: proposer takes the null as it is (no ``int()``), so nothing is said there.
+    null: Event
+
+
+@dataclass(frozen=True)
 class DFlashEngine:
     """One engine's DFlash loading, as data; :mod:`.replay` replays it."""
 
@@ -165,3 +193,7 @@ class DFlashEngine:
     unprojected_v1: Event | None = None
     as_is: Event | None = None
     fc_unused: Event | None = None
+    #: The attention sink biases the drafter's layers build when its config asks (None: the engine builds none).
+    sink_bias: SinkBias | None = None
+    #: How the runtime resolves the mask token at start-up (None: not modelled as a start-up check).
+    mask_lookup: MaskLookup | None = None

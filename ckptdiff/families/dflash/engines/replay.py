@@ -11,7 +11,7 @@ from ....checkpoint import Checkpoint
 from ....report import EngineEvent, EngineResult
 from ...rules import Event
 from ..spec import DFlashSpec
-from .config_checks import config_refusal, dotted, present
+from .config_checks import config_refusal, dotted, mask_refusal, present, sink_bias_built
 from .model import DFlashEngine
 
 Shape = tuple[int, ...] | None
@@ -60,8 +60,11 @@ def expected_params(engine: DFlashEngine, spec: DFlashSpec, fc_in: int | None) -
 
     p = engine.param_prefix
     out: dict[str, dict[str, Shape]] = {}
+    sinks = sink_bias_built(engine, spec.config)
     for layer in range(spec.layers or 0):
         at = f"{p}layers.{layer}."
+        if sinks:
+            out[at + "self_attn.attention_sink_bias"] = {"": shape(n)}
         out[at + "input_layernorm.weight"] = {"": shape(h)}
         out[at + "post_attention_layernorm.weight"] = {"": shape(h)}
         out[at + "self_attn.qkv_proj.weight"] = {"q": shape(q, h), "k": shape(k, h), "v": shape(k, h)}
@@ -120,6 +123,10 @@ def simulate(
         return EngineResult(engine.name, side, tuple(events.items))
     if engine.layers_required is not None and spec.layers is None:
         events.add(engine.layers_required, key="num_hidden_layers")
+        return EngineResult(engine.name, side, tuple(events.items))
+    refused = mask_refusal(engine, config, _on_v1(engine))
+    if refused is not None:
+        events.add(refused[0], **refused[1])
         return EngineResult(engine.name, side, tuple(events.items))
     target = _target(base_config)
     target_layers = _int(target.get("num_hidden_layers")) if target is not None else None
@@ -297,6 +304,9 @@ def _parameters(
             out.append((param, "not_needed"))
         elif param == "draft_id_to_target_id":
             out.append((param, "default"))
+        elif engine.sink_bias is not None and param.endswith(".attention_sink_bias"):
+            out.append((param, engine.sink_bias.fate_missing))
+            events.add(engine.sink_bias.missing, None, param=param)
         else:
             out.append((param, "random"))
             events.add(engine.param_missing, None, param=param)

@@ -6,7 +6,7 @@ the DFLASH worker (srt/speculative/dflash_worker_v2.py). Each rule cites the fil
 from __future__ import annotations
 
 from ...rules import Event, Source
-from .model import Alias, ConfigCheck, DFlashClass, DFlashEngine, IdsKey, Refusal, Stacked
+from .model import Alias, ConfigCheck, DFlashClass, DFlashEngine, IdsKey, Refusal, SinkBias, Stacked
 
 REPO, VERSION = "sgl-project/sglang", "v0.5.23"
 
@@ -188,5 +188,13 @@ ENGINE = DFlashEngine(
         "draft_kv_cache",
         "dflash.sglang.draft_kv_cache",
         at("python/sglang/srt/speculative/dflash_utils.py:121 (dflash_draft_cell_size_per_token)"),
+    ),
+    # DFlashAttention: parse_dflash_draft_config's attention_sink_bias (a bool, config check above) builds per-head
+    # biases as torch.empty; load_weights returns with no check of what it filled
+    sink_bias=SinkBias(
+        keys=("dflash_config.attention_sink_bias",),
+        fate_missing="random",
+        missing=Event("warning", "random_init", "dflash.sglang.random_init", LOAD),
+        source=at(f"{MODEL}:313 (DFlashAttention.attention_sink_bias)"),
     ),
 )

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ...rules import Event, Source
-from .model import Alias, DFlashClass, DFlashEngine, IdsKey, Refusal, Stacked
+from .model import Alias, DFlashClass, DFlashEngine, IdsKey, MaskLookup, Refusal, SinkBias, Stacked
 
 REPO, VERSION = "vllm-project/vllm", "v0.33.0"
 
@@ -95,6 +95,36 @@ NOT_CAPTURED = at(
 NOT_CAPTURED_V1 = at(
     "vllm/v1/worker/gpu_model_runner.py:5190 (GPUModelRunner._get_eagle3_aux_layers_from_config), "
     f"vllm/v1/spec_decode/llm_base_proposer.py:549 (propose: combine_hidden_states), {MODEL}:829"
+)
+
+#: DFlashQwen3DecoderLayer: dflash_config.get("attention_sink_bias", <top-level add_swa_attention_sink_bias>, else
+#: False), by truth value; make_attention_sink fills the per-head biases with -inf (exp(-inf) = 0: no sink), and
+#: load_weights returns nothing, so no check reports one left unfilled.
+SINK_BIAS = SinkBias(
+    keys=("dflash_config.attention_sink_bias", "add_swa_attention_sink_bias"),
+    fate_missing="default",
+    missing=Event(
+        "warning",
+        "sink_bias_default",
+        "dflash.vllm.sink_bias_default",
+        at(f"{MODEL}:314 (DFlashQwen3DecoderLayer), vllm/model_executor/model_loader/weight_utils.py:1584"),
+    ),
+    source=at(f"{MODEL}:229 (DFlashQwen3Attention.attention_sink_bias)"),
+)
+#: The V2 runner's DFlash speculator resolves the mask token as it is built (speculator.py:67):
+#: get_parallel_drafting_token_id takes dflash_config's key when present (a null too: int(None)), then the top-level
+#: mask_token_id when not null, then dspark_noise_token_id, pard_token, ptd_token_id when present, else ValueError.
+MASK_LOOKUP_AT = at("vllm/v1/worker/gpu/spec_decode/utils.py:92 (get_parallel_drafting_token_id)")
+MASK_LOOKUP = MaskLookup(
+    keys=(
+        ("dflash_config.mask_token_id", False),
+        ("mask_token_id", True),
+        ("dspark_noise_token_id", False),
+        ("pard_token", False),
+        ("ptd_token_id", False),
+    ),
+    missing=Event("error", "mask_token_missing", "dflash.vllm.mask_token_missing", MASK_LOOKUP_AT),
+    null=Event("error", "mask_token_null", "dflash.vllm.mask_token_null", MASK_LOOKUP_AT),
 )
 
 
@@ -196,4 +226,6 @@ ENGINE = DFlashEngine(
     unprojected_v1=Event("error", "aux_states_unprojected", "dflash.vllm.aux_states_unprojected_v1", UNPROJECTED_V1),
     as_is=Event("info", "aux_state_as_is", "dflash.vllm.aux_state_as_is", UNPROJECTED),
     fc_unused=Event("warning", "fc_unused", "dflash.vllm.fc_unused", DROPS_FC),
+    sink_bias=SINK_BIAS,
+    mask_lookup=MASK_LOOKUP,
 )

@@ -150,9 +150,13 @@ def _speculators_architecture(adapter: SpeculatorsAdapter, spec: DrafterSpec) ->
     assert spec.speculators is not None
     if not adapter.types:
         return "", "a speculators-format config"
+    kind = json.dumps(spec.speculators.model_type)
+    other = dict(adapter.other_drafters).get(spec.speculators.model_type)
+    if other is not None:
+        return "", f"speculators_model_type is {kind}: the speculators adapter builds {other} from it, not EAGLE-3"
     if spec.speculators.model_type not in adapter.types:
-        kind = json.dumps(spec.speculators.model_type)
-        return "", f"speculators_model_type is {kind}: ValueError: Expected one of: {list(adapter.types)}"
+        known = ", ".join(adapter.registered or adapter.types)
+        return "", f"speculators_model_type is {kind}: ValueError: Expected one of: {known}"
     defect = spec.speculators.defect()
     if defect is not None and adapter.validation is None:
         return "", defect
@@ -160,9 +164,10 @@ def _speculators_architecture(adapter: SpeculatorsAdapter, spec: DrafterSpec) ->
     model_type = layer.get("model_type", "llama") if isinstance(layer, Mapping) else "llama"
     chosen = dict(adapter.architectures).get(model_type)
     if chosen is None:
+        algorithm = "PEagle" if spec.speculators.model_type == "peagle" else "Eagle3"
         return "", (
             f"transformer_layer_config.model_type is {model_type!r}: ValueError: Unsupported model_type "
-            f"{model_type} for Eagle3 speculator"
+            f"{model_type} for {algorithm} speculator"
         )
     return chosen, None
 

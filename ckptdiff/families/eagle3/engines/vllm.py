@@ -341,6 +341,13 @@ ENGINE = Engine(
     speculators=SpeculatorsAdapter(
         architectures=(("llama", "Eagle3LlamaForCausalLM"), ("qwen3", "Eagle3Qwen3ForCausalLM")),
         types=("eagle3", "peagle"),
+        # register_speculator in transformers_utils/configs/speculators/algos.py: SUPPORTED_SPECULATORS_TYPES
+        registered=("eagle3", "peagle", "dflash", "dflash2", "dspark"),
+        other_drafters=(
+            ("dflash", "a DFlash drafter (DFlashDraftModel)"),
+            ("dflash2", "a DFlash2 drafter (DFlash2DraftModel)"),
+            ("dspark", "a DSpark drafter (Qwen3DSparkModel)"),
+        ),
         source=SPECULATORS,
         invalid=Event("error", "speculators_config_invalid", "eagle3.vllm.speculators_config_invalid", SPECULATORS),
         # validate_speculators_config runs only when the checkpoint is served as the model

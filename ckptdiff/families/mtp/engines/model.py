@@ -67,9 +67,19 @@ class MtpClass:
     #: The engine builds this class, but ckptdiff has no rules for its loader: the replay says so ({cls}) and stops,
     #: so the gate fails rather than guess (None: its loader is modelled).
     not_modelled: Event | None = None
+    #: Pieces of a model_type it is chosen for wherever they occur in it (vLLM's ``"exaone4_5" in model_type``).
+    model_type_pieces: tuple[str, ...] = ()
 
     def serves(self, spec: MtpSpec) -> bool:
-        return spec.model_type in self.model_types or spec.architecture in self.architectures
+        """Chosen by the text config's model_type or the top level's (the engine reads the one its rule names), any
+        of the pieces in either, or architectures[0]."""
+        top = spec.config.get("model_type")
+        types = {t for t in (spec.model_type, top if isinstance(top, str) else None) if t}
+        return (
+            bool(types & set(self.model_types))
+            or any(piece in t for piece in self.model_type_pieces for t in types)
+            or spec.architecture in self.architectures
+        )
 
 
 def unmodelled(
@@ -80,10 +90,13 @@ def unmodelled(
     model_types: tuple[str, ...] = (),
     architectures: tuple[str, ...] = (),
     layout: str = "deepseek",
+    model_type_pieces: tuple[str, ...] = (),
 ) -> MtpClass:
     """A class ``engine`` builds whose loader ckptdiff does not replay: its verdict cites the class's own source."""
     event = Event("error", "mtp_not_modelled", f"mtp.{engine}.mtp_not_modelled", source)
-    return MtpClass(name, source, model_types, architectures, layout=layout, not_modelled=event)
+    return MtpClass(
+        name, source, model_types, architectures, layout=layout, not_modelled=event, model_type_pieces=model_type_pieces
+    )
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """vLLM's MTP drafters, as data: DeepSeekMTP (deepseek_mtp.py) for DeepSeek-V3/V3.2 and GLM-MoE-DSA targets,
 Glm4MoeMTP (glm4_moe_mtp.py), Qwen3NextMTP (qwen3_next_mtp.py); MiMoMTP (mimo_mtp.py), Glm4MoeLiteMTP
 (glm4_moe_lite_mtp.py), ErnieMTP (ernie_mtp.py) and Qwen3_5(Moe)MTP (qwen3_5_mtp.py) built, their loaders not
-modelled; the model-type mapping in config/speculative.py."""
+modelled; the model-type mapping in config/speculative.py (the rest of its targets in :mod:`.vllm_types`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from ..spec import MtpSpec
 from .model import Fused, MtpClass, MtpEngine, unmodelled
 from .prefix import PrefixLoad, vllm_moe_layer
 from .prefix_quant import PrefixQuant
+from .vllm_types import override_classes
 
 REPO = "vllm-project/vllm"
 VERSION = "v0.33.0"
@@ -226,6 +227,7 @@ ENGINE = MtpEngine(
             model_types=("qwen3_5_moe", "qwen3_5_moe_text"),
             layout="mtp",
         ),
+        *override_classes(),
     ),
     registry=SPECULATIVE,
     no_class=Event("error", "mtp_not_supported", "mtp.vllm.mtp_not_supported", SPECULATIVE),
