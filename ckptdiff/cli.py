@@ -19,34 +19,33 @@ from dataclasses import replace
 import click
 
 from .cli_completion import completing_convert
+from .cli_destinations import check_report_destinations, refuse_reports_over_inputs
 from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
 from .cli_inputs import command_line, refuse_lone_options, rename_rules_of, specs_from_config, values_options
 from .cli_output import (
+    EXIT_TROUBLE,
     STEP_SUMMARY_LIMIT,
     StdoutClosed,
     append_step_summary,
-    check_report_destinations,
     deliver,
     exit_interrupted,
     file_format,
     format_for,
-    refuse_reports_over_inputs,
     run_started,
     save_format,
     say,
     silence_stdout,
+    stdout_failed,
     wants_color,
+    write_failed,
     write_report,
 )
-from .errors import DISK_WRITE_ERRNOS, CkptdiffError, printable_name, scrub_secrets, url_credentials_pinned
+from .errors import DISK_WRITE_ERRNOS, CkptdiffError, scrub_secrets, url_credentials_pinned
 from .families import profile_choices
 from .families.engines import ENGINE_CHOICES
 from .formats import FORMAT_ALIASES, FORMAT_NAMES
 from .version import __version__
-
-EXIT_TROUBLE = 2
-
 
 #: Specs, -o, --save and --config are typed as paths so that shell completion offers files (a Hub repo or a URL is
 #: accepted as it is). Nothing is checked here: click's own readability check would refuse an unreadable file in
@@ -429,25 +428,6 @@ def main(argv: list[str] | None = None) -> None:
         sys.unraisablehook = unraisable_hook
 
 
-def _stdout_failed(err: OSError) -> None:
-    """One line and exit 2; the rest of stdout's buffer goes nowhere instead of failing again at the exit."""
-    silence_stdout()
-    say(f"ckptdiff: stdout: cannot write: {err.strerror or err}")
-    sys.exit(EXIT_TROUBLE)
-
-
-def _write_failed(err: OSError, debug: bool) -> None:
-    """A full disk (or quota, or file-size limit) under a write no writer of ckptdiff's handled (a library's: a
-    cache, a lock in shared memory): one line naming the file when the error does, and exit 2."""
-    if debug:
-        say(scrub_secrets(traceback.format_exc()))
-    named = isinstance(err.filename, str | bytes | os.PathLike)  # not a descriptor's number
-    where = f"{scrub_secrets(printable_name(os.fsdecode(err.filename)))}: " if named else ""
-    hint = "" if where else " (rerun with --debug to see where)"
-    say(f"ckptdiff: {where}cannot write: {err.strerror or err}{hint}")
-    sys.exit(EXIT_TROUBLE)
-
-
 def _run(args: list[str]) -> None:
     debug = "--debug" in args
     chosen: click.Command = command
@@ -494,8 +474,8 @@ def _run(args: list[str]) -> None:
     except Exception as err:  # a bug in ckptdiff, still one line unless --debug
         if isinstance(err, OSError) and err.errno in DISK_WRITE_ERRNOS:
             if not state.get("started"):  # click's own output (--help, --version), the only write before a command
-                _stdout_failed(err)
-            _write_failed(err, debug)
+                stdout_failed(err)
+            write_failed(err, debug)
         if debug:
             say(scrub_secrets(traceback.format_exc()))
         detail = scrub_secrets(" ".join(f"{type(err).__name__}: {err}".split()))[:300]

@@ -7,18 +7,19 @@ import errno
 import os
 import stat
 import sys
-from collections.abc import Iterable, Mapping
+import traceback
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, NoReturn
 
 import click
 
+from .cli_destinations import destination_status, stream_named
 from .errors import (
     DISK_WRITE_ERRNOS,
-    CkptdiffError,
     ReportWriteError,
     inert_in_ci_log,
     printable_name,
+    scrub_secrets,
     write_failure,
 )
 from .formats import FORMAT_ALIASES
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from .formats import RenderOptions
     from .report import Report
 
+#: The exit status of trouble: bad usage, an unreadable input, an output that cannot be written.
+EXIT_TROUBLE = 2
 #: GitHub rejects a step summary over 1 MiB: a longer report is cut to its differences (or, failing that, a note).
 STEP_SUMMARY_LIMIT = 1024 * 1024
 STEP_SUMMARY_TOO_LONG = "## ckptdiff\n\nEven the differences alone are over 1 MiB, too long for a step summary.\n"
@@ -38,7 +41,7 @@ class StdoutClosed(Exception):
 
 def write_report(text: str, destination: str | None) -> None:
     """Write the whole report before the caller exits. A file is replaced only once the new one is complete."""
-    stream = None if destination is None or destination == "-" else _stream_named(destination)
+    stream = None if destination is None or destination == "-" else stream_named(destination)
     if stream is not None and stream is sys.stderr:
         try:
             write_text(stream, text)
@@ -59,7 +62,7 @@ def write_report(text: str, destination: str | None) -> None:
     # a link (latest.json -> reports/run-42.json) is written through, as `> latest.json` would: the file it names
     # is replaced, the link stays
     target = Path(os.path.realpath(destination)) if os.path.islink(destination) else Path(destination)
-    status = _destination_status(destination)
+    status = destination_status(destination)
     if status is not None and not stat.S_ISREG(status.st_mode):
         # a device or pipe (e.g. /dev/null, a fifo): nothing to replace atomically. Opened by the name given, not
         # the link's target: /dev/stdout's, when stdout is a pipe, is /proc/self/fd/1's "pipe:[…]", no file's name
@@ -92,118 +95,8 @@ def write_report(text: str, destination: str | None) -> None:
         raise ReportWriteError(destination, f"cannot write the report: {write_failure(err)}") from None
 
 
-def _stream_named(destination: str) -> IO[str] | None:
-    """sys.stdout or sys.stderr when ``destination`` is the very file it writes to (``/dev/stdout``, or the file
-    stdout was redirected to): written through the stream, as ``-o -`` is. Opened by its name instead, a
-    ``/dev/stdout`` appended to a log (``>> log``) was the log, replaced by the report; and a pipe's is no file."""
-    try:
-        status = os.stat(destination)
-    except (OSError, ValueError):
-        return None
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            own = os.fstat(stream.fileno())
-        except (OSError, ValueError, AttributeError):  # a stream with no descriptor (io.UnsupportedOperation)
-            continue
-        if (own.st_dev, own.st_ino) == (status.st_dev, status.st_ino):
-            return stream
-    return None
-
-
-def check_report_destinations(destinations: Iterable[str | None]) -> None:
-    """Refuse, before anything is read, a report file that cannot be written: a folder, a folder that does not
-    exist, a parent that is a file, a folder this user may not write in (the report is written beside the file and
-    renamed onto it); and one that two flags name (the second report would replace the first). Found only once the
-    report was ready, it threw away a run of minutes (the Hub, --values) for a typo in ``-o``; the write itself
-    still says why when the file system changes meanwhile."""
-    named: dict[str, str] = {}  # each file (resolved) → the flag that named it first
-    for number, destination in enumerate(destinations):
-        if destination is None or destination == "-":
-            continue
-        what = "-o" if number == 0 else "--save"  # the first is -o's, the rest --save's
-        if not destination.strip():
-            stdout = " (or - for stdout)" if number == 0 else ""
-            raise ReportWriteError(f"{what} {destination!r}", f"is empty; give a file name for the report{stdout}")
-        if _stream_named(destination) is not None:  # written through stdout or stderr, never replaced
-            continue
-        resolved = os.path.realpath(destination)
-        if resolved in named:
-            twice = f"{named[resolved]} and {what}"
-            raise ReportWriteError(
-                destination, f"is named by {twice}: one report would replace the other", "give each its own file"
-            )
-        named[resolved] = what
-        existing = _destination_status(destination)
-        parent = Path(resolved if existing is not None else destination).parent
-        if existing is None:
-            try:
-                parent_status = parent.stat()
-            except OSError as err:
-                raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-            if not stat.S_ISDIR(parent_status.st_mode):
-                raise ReportWriteError(destination, f"cannot write the report: {os.strerror(errno.ENOTDIR)}")
-        if existing is None or stat.S_ISREG(existing.st_mode):  # a device (/dev/stdout) is written in place
-            if not os.access(parent, os.W_OK | os.X_OK):  # false on a read-only mount, for root too
-                statvfs = getattr(os, "statvfs", None)  # POSIX only
-                read_only = statvfs is not None and statvfs(parent).f_flag & os.ST_RDONLY
-                reason = os.strerror(errno.EROFS if read_only else errno.EACCES)
-                raise ReportWriteError(destination, f"cannot write the report: {reason}")
-
-
-def _destination_status(destination: str) -> os.stat_result | None:
-    """What ``destination`` is now (None: nothing yet), or the line saying why no report can be written there."""
-    if not destination.strip():  # Path("") is the current folder
-        raise ReportWriteError("-o ''", "is empty; give a file name for the report (or - for stdout)")
-    try:
-        status = os.stat(destination)
-    except FileNotFoundError:
-        return None
-    except OSError as err:  # a name longer than the file system allows, a parent that is a file
-        raise ReportWriteError(destination, f"cannot write the report: {err.strerror or err}") from None
-    if stat.S_ISDIR(status.st_mode):
-        raise ReportWriteError(destination, "is a folder; give a file name for the report")
-    return status
-
-
 #: A report is written this many characters at a time: each piece is encoded into memory the last one freed.
 _WRITE_CHARACTERS = 1 << 20
-
-
-def refuse_reports_over_inputs(
-    destinations: Iterable[str | None], specs: Mapping[str, str | None], hint: str = "name another file for the report"
-) -> None:
-    """Refuse, before anything is read, a report that would replace a file of a local checkpoint the run reads:
-    ``-o model/config.json`` (a typo, a tab completion) wrote the report over A's config, and ``--format json
-    -o b/model.safetensors`` would write it over B's weights. ``specs``: each side's label and spec."""
-    reports = [destination for destination in destinations if destination and destination != "-"]
-    if not reports:  # the report goes to stdout: no spec is looked at twice
-        return
-    from .checkpoint import WEIGHT_FILE_SUFFIXES
-    from .sources import LocalSpec, parse_spec
-
-    inputs: list[tuple[str, str, Path]] = []  # (label, spec, the file or folder it names, resolved)
-    for label, spec in specs.items():
-        try:
-            parsed = parse_spec(spec) if spec else None
-        except CkptdiffError:
-            continue  # reading it says why
-        if isinstance(parsed, LocalSpec):
-            inputs.append((label, spec or "", Path(os.path.realpath(parsed.path))))
-    for destination in reports:
-        target = Path(os.path.realpath(destination))
-        for label, spec, named in inputs:
-            folder = named if named.is_dir() else named.parent
-            named_file = target == named and folder != named
-            in_folder = target.parent == folder and (
-                target.name == "config.json" or target.name.endswith(WEIGHT_FILE_SUFFIXES)
-            )
-            if named_file or in_folder:
-                whose = f"{label}'s {printable_name(target.name)} ({printable_name(spec)})"
-                raise ReportWriteError(
-                    destination,
-                    f"would be {whose}: a report never replaces or adds a checkpoint's files",
-                    hint,
-                )
 
 
 def write_text(handle: IO[str], text: str) -> None:
@@ -524,3 +417,22 @@ def silence_stdout(stream: IO[str] | None = None) -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no file descriptor (an in-process runner's buffer)
         pass
+
+
+def stdout_failed(err: OSError) -> None:
+    """One line and exit 2; the rest of stdout's buffer goes nowhere instead of failing again at the exit."""
+    silence_stdout()
+    say(f"ckptdiff: stdout: cannot write: {err.strerror or err}")
+    sys.exit(EXIT_TROUBLE)
+
+
+def write_failed(err: OSError, debug: bool) -> None:
+    """A full disk (or quota, or file-size limit) under a write no writer of ckptdiff's handled (a library's: a
+    cache, a lock in shared memory): one line naming the file when the error does, and exit 2."""
+    if debug:
+        say(scrub_secrets(traceback.format_exc()))
+    named = isinstance(err.filename, str | bytes | os.PathLike)  # not a descriptor's number
+    where = f"{scrub_secrets(printable_name(os.fsdecode(err.filename)))}: " if named else ""
+    hint = "" if where else " (rerun with --debug to see where)"
+    say(f"ckptdiff: {where}cannot write: {err.strerror or err}{hint}")
+    sys.exit(EXIT_TROUBLE)

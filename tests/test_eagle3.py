@@ -14,7 +14,7 @@ from ckptdiff.checkpoint import Checkpoint, TensorInfo
 from ckptdiff.comparison import compare_checkpoints
 from ckptdiff.errors import CkptdiffError
 from ckptdiff.families import detect_profile, get_profile
-from ckptdiff.families.eagle3.profile import (
+from ckptdiff.families.eagle3.naming import (
     SPECFORGE,
     SPECULATORS,
     TENSORRT_LLM,

@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     "ckptdiff.cli_environment": 10,
     "ckptdiff.cli_help": 10,
     "ckptdiff.cli_output": 10,
+    "ckptdiff.cli_destinations": 10,
     "ckptdiff.cli_convert": 10,
     "ckptdiff.cli_completion": 10,
     "ckptdiff.cli_inputs": 10,

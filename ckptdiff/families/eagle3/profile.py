@@ -29,53 +29,14 @@ from ...base_layouts import Found, Resolved, lookup, recognise
 from ...checkpoint import Checkpoint
 from ...dtypes import FLOAT_DTYPES
 from ...report import Finding, NotePart, Severity, TensorRow, TensorSide
-from ..model import Config, Convention, InjectedWeight, Profile
+from ..model import Config, InjectedWeight, Profile
+from .naming import canonical_name, naming_convention
 from .shapes import shapes_of
 from .spec import DrafterSpec, Setting, config_dtype, is_eagle3, layer_prefix
 from .v1 import v1_checks, v1_engines, v1_problems
 
 #: A max_position_embeddings at or below this clamps RoPE for ordinary prompts and collapses acceptance.
 SMALL_MAX_POSITIONS = 4096
-
-
-# --- Naming conventions -----------------------------------------------------------------------------------
-
-SPECFORGE = Convention("specforge", "SpecForge/EAGLE (midlayer.*, no prefix)")
-SPECULATORS = Convention("speculators", "speculators (layers.0.*, no prefix)")
-VLLM = Convention("vllm", "vLLM (model.layers.0.*, model. prefix)")
-TENSORRT_LLM = Convention("tensorrt_llm", "TensorRT-LLM (model.midlayer.*, model. prefix)")
-#: (prefix, decoder-layer prefix) → convention.
-CONVENTIONS: dict[tuple[str, str], Convention] = {
-    ("", "midlayer."): SPECFORGE,
-    ("", "layers.0."): SPECULATORS,
-    ("model.", "layers.0."): VLLM,
-    ("model.", "midlayer."): TENSORRT_LLM,
-}
-#: Names engines give a tensor in memory → the name checkpoints store it under.
-ALIASES = {"draft_id_to_target_id": "d2t"}
-
-
-def canonical_name(name: str) -> str:
-    """Any convention's name → SpecForge's: drop ``model.``, ``layers.0.`` → ``midlayer.``."""
-    if name.startswith("model."):
-        name = name[len("model.") :]
-    if name.startswith("layers.0."):
-        name = "midlayer." + name[len("layers.0.") :]
-    return ALIASES.get(name, name)
-
-
-def naming_convention(names: Iterable[str]) -> Convention | None:
-    """The convention of a drafter's decoder-layer names, or None (no layer tensors, a mix, or many layers)."""
-    found: set[tuple[str, str]] = set()
-    for name in names:
-        prefix = "model." if name.startswith("model.") else ""
-        rest = name[len(prefix) :]
-        if rest.startswith("layers.") and not rest.startswith("layers.0."):
-            return None  # a model with several decoder layers, e.g. a base model
-        for layer in ("midlayer.", "layers.0."):
-            if rest.startswith(layer):
-                found.add((prefix, layer))
-    return CONVENTIONS[found.pop()] if len(found) == 1 else None
 
 
 # --- Injected weights -------------------------------------------------------------------------------------
