@@ -29,7 +29,15 @@ def setup(architectures: list[str]) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     # Otherwise vLLM's kernel registry starts background kernel builds at import that outlive each case.
     os.environ.setdefault("HUMMING_DISABLE_PARALLEL_BUILD", "1")
-    import torch  # noqa: F401
+    import torch
+
+    # The host's CPU features choose vLLM's CPU kernels: with AMX, small BF16 linears (and MoE experts, int8
+    # scaled-mm) are packed by torch.ops._C.convert_weight_packed when the runner processes loaded weights
+    # (model_executor/layers/utils.py check_cpu_sgl_kernel). The pinned wheel is vLLM's CUDA build, which has no
+    # CPU `_C`, so on an AMX host every runner case would fail there, after the load the oracle observes. The
+    # worker answers as a host without AMX does, so verdicts do not depend on which machine runs the job.
+    torch.cpu._is_amx_tile_supported = lambda: False
+    torch.cpu._is_amx_fp16_supported = lambda: False
     import vllm.distributed.parallel_state  # noqa: F401
     import vllm.engine.arg_utils  # noqa: F401
     import vllm.model_executor.model_loader  # noqa: F401
