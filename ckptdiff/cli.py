@@ -22,7 +22,14 @@ from .cli_completion import completing_convert
 from .cli_destinations import check_report_destinations, refuse_reports_over_inputs
 from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
-from .cli_inputs import command_line, refuse_lone_options, rename_rules_of, specs_from_config, values_options
+from .cli_inputs import (
+    command_line,
+    refuse_empty_globs,
+    refuse_lone_options,
+    rename_rules_of,
+    specs_from_config,
+    values_options,
+)
 from .cli_output import (
     EXIT_TROUBLE,
     STEP_SUMMARY_LIMIT,
@@ -297,6 +304,7 @@ def command(
     if profile not in profile_choices():
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
     engines = engines or tuple(settings.get("engine", ()))
+    refuse_empty_globs(values_only)
     values = values or bool(values_only)  # --values-only implies --values
     refuse_lone_options(b, engines, values, scheduler)
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
