@@ -280,7 +280,7 @@ def command(
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, load_format, render
     from .pipeline import compare_specs
-    from .sources import SourceOptions
+    from .sources import SourceOptions, refuse_offline_stores
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     save_formats = [save_format(path) for path in saves]  # an extension naming no format: before any read
@@ -325,6 +325,8 @@ def command(
     if no_step_summary or not settings.get("step_summary", True):
         step_summary = None
     inputs = {"A": a, "B": b, "--base": base}
+    if offline:  # a store side is refused before the other side's read, which may be long
+        refuse_offline_stores(inputs, "--offline", "only local paths and cached Hub repos are read offline")
     refuse_reports_over_inputs((output, *saves), inputs)
     refuse_reports_over_inputs((step_summary,), inputs, "GITHUB_STEP_SUMMARY names it; or pass --no-step-summary")
     check_report_destinations((output, *saves))

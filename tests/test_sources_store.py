@@ -267,6 +267,25 @@ def test_offline_refuses_an_object_store_before_any_request(s3):
     assert sum(s3.requests.values()) == 0
 
 
+def test_offline_refuses_a_store_side_before_either_side_is_read(s3, run_cli, tmp_path: Path):
+    """The store side is named (B, --base; b from Python) before A is read: A's broken header is never reached."""
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"not a safetensors file")
+    result = run_cli(str(broken), "s3://drafters/published", "--offline", env=s3.env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "ckptdiff: --offline: B is s3://drafters/published, an object store, which cannot be read offline "
+        "(only local paths and cached Hub repos are read offline)\n"
+    )
+    result = run_cli(str(PUBLISHED), str(broken), "--base", "https://example.com/base", "--offline", env=s3.env)
+    assert result.stderr.startswith("ckptdiff: --offline: --base is https://example.com/base, a web server, ")
+    assert sum(s3.requests.values()) == 0
+    import ckptdiff
+
+    with pytest.raises(ckptdiff.CkptdiffError, match=r"^offline: b is s3://drafters/published, an object store"):
+        ckptdiff.compare(str(broken), "s3://drafters/published", offline=True)
+
+
 def test_an_unreachable_store_is_one_line_without_the_clients_logged_tracebacks(run_cli_subprocess):
     """gcsfs logs each failed attempt with its traceback; ckptdiff's one line is all that reaches stderr."""
     pytest.importorskip("gcsfs")

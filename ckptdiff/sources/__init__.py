@@ -125,6 +125,17 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
 
 
+def refuse_offline_stores(sides: dict[str, str | None], flag: str, hint: str) -> None:
+    """Offline, only local paths and the Hub's cache can be read: a side that is an object store or a web server
+    is refused before any side is read, by the name the caller gave it (``B``, ``--base``; ``b`` from Python).
+    ``flag`` is how the caller asked for offline mode, ``hint`` what it can do instead."""
+    for side, spec in sides.items():
+        if spec is not None and isinstance(parsed := parse_spec(spec), StoreSpec):
+            kind = "a web server" if parsed.scheme in ("http", "https") else "an object store"
+            shown = display_spec(spec)
+            raise SourceError(flag, f"{side} is {shown}, {kind}, which cannot be read offline", hint)
+
+
 def _exists(path: Path, spec: str) -> bool:
     """Whether the path exists; one the system cannot look up (a name over 255 bytes) is refused, not a bug."""
     try:
