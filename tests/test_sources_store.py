@@ -14,7 +14,7 @@ pytest.importorskip("moto.server")
 from request_gate import RequestGate  # noqa: E402
 from store_servers import ACCESS_KEY, SECRET_KEY  # noqa: E402
 
-from ckptdiff.errors import SourceError  # noqa: E402
+from ckptdiff.errors import CkptdiffError, SourceError  # noqa: E402
 from ckptdiff.sources import SourceOptions, resolve  # noqa: E402
 from ckptdiff.sources.base import INITIAL_RANGE  # noqa: E402
 from fixtures.generate import HERE as FIXTURES  # noqa: E402
@@ -265,6 +265,22 @@ def test_offline_refuses_an_object_store_before_any_request(s3):
     with pytest.raises(SourceError, match="an object store cannot be read with --offline"):
         resolve("s3://drafters/published", SourceOptions(offline=True))
     assert sum(s3.requests.values()) == 0
+
+
+def test_a_shard_the_index_names_that_is_a_prefix_says_it_is_a_folder(s3, tmp_path: Path):
+    folder = tmp_path / "sharded"
+    write_safetensors(folder / "model-00001-of-00002.safetensors", [("a.weight", "F32", [2, 2])])
+    (folder / "model-00002-of-00002.safetensors").mkdir()
+    (folder / "model-00002-of-00002.safetensors" / "part-0").write_bytes(b"uploaded as a folder")
+    weight_map = {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    s3.upload(folder, "drafters/sharded")
+    with pytest.raises(CkptdiffError) as error:
+        resolve("s3://drafters/sharded", SourceOptions())
+    assert error.value.line() == (
+        "s3://drafters/sharded/model.safetensors.index.json: shard model-00002-of-00002.safetensors listed in the "
+        "index is a folder, not a file"
+    )
 
 
 def test_offline_refuses_a_store_side_before_either_side_is_read(s3, run_cli, tmp_path: Path):
