@@ -36,7 +36,7 @@ SideKind = Literal["local", "hub", "store"]
 FailOn = Literal["error", "warning"]
 #: What a policy rule does (the config-file key; the flag is ``--`` and the key with dashes).
 RuleKind = Literal["ignore", "allow_missing", "allow_extra", "allow_dtype_change", "allow_event"]
-RuleOrigin = Literal["flag", "config"]
+RuleOrigin = Literal["flag", "config", "python"]  # python: a Policy built in code, not by the CLI
 
 #: How JSON reports spell the numbers JSON cannot carry, in config values and value statistics alike.
 NonFinite = Literal["NaN", "Infinity", "-Infinity"]

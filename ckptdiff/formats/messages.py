@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import printable_name
+from ..errors import printable_name, quoted_name
 from ..families import event_words, finding_words, variant_words
 from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report, SideSummary
 from .values_messages import VALUES
@@ -74,7 +74,10 @@ def flag(kind: str) -> str:
 
 def rule_text(rule: PolicyRule) -> str:
     """A rule in the words of the command line (its pattern as typed, shell-quoted), plus the config file it came
-    from: ``--allow-missing 'x*' (from ckptdiff.toml)``."""
+    from: ``--allow-missing 'x*' (from ckptdiff.toml)``; one a Policy built in Python holds, in its words:
+    ``allow_missing 'x*'`` (the Policy's field and the glob, as its errors name them)."""
+    if rule.origin == "python":
+        return f"{rule.kind} {quoted_name(rule.pattern)}"
     text = flag(rule.kind)
     if not (rule.kind == "allow_dtype_change" and rule.pattern == "*"):
         text += f" {shlex.quote(rule.pattern)}"
@@ -242,7 +245,7 @@ def _rule_other_side(params: Mapping[str, Any], report: Report) -> str:
     side = "A" if rule.kind == "allow_extra" else "B"
     return (
         f"{rule_text(rule)} matched nothing, but {matches} only in {side} match it: "
-        f"A and B swapped, or {flag(params['mirror'])} meant?"
+        f"A and B swapped, or {params['mirror'] if rule.origin == 'python' else flag(params['mirror'])} meant?"
     )
 
 
