@@ -48,6 +48,15 @@ def test_a_drafter_pair_on_s3_reads_like_the_same_pair_on_disk(s3, run_cli):
     assert (remote["a"]["kind"], remote["a"]["etag"], remote["a"]["revision"]) == ("store", etag, None)
 
 
+def test_an_s3_key_holding_a_hash_is_read_as_its_key(s3, run_cli):
+    """`aws s3 ls s3://drafters/runs/exp#3/` reads the key as written: so does ckptdiff, and shows it whole."""
+    s3.upload(PUBLISHED, "drafters/runs/exp#3")
+    remote = cli_json(run_cli, s3.env, "s3://drafters/runs/exp#3", str(PUBLISHED))
+    assert remote["verdict"] == "compatible" and remote["a"]["spec"] == "s3://drafters/runs/exp#3"
+    named = cli_json(run_cli, s3.env, "s3://drafters/runs/exp#3/model.safetensors", str(PUBLISHED))
+    assert named["a"]["spec"] == "s3://drafters/runs/exp#3/model.safetensors"
+
+
 def test_a_single_object_costs_a_head_and_one_ranged_get_for_its_header(s3):
     s3.upload(PUBLISHED, "one/drafter")
 
