@@ -398,6 +398,8 @@ class Report:
     fail_on_origin: str | None = None
     #: An engine verdict that holds only on some targets (``EngineResult.conditions``) fails the gate.
     fail_on_conditional: bool = False
+    #: The policy was a ``Policy`` built in Python, not the CLI's flags: its settings are worded as its keywords.
+    policy_in_python: bool = False
     #: Tensors the policy's --ignore rules left out: (rule id, how many).
     ignored: tuple[tuple[str, int], ...] = ()
     #: Serving engines replayed on each side (``--engine``), in the order requested.

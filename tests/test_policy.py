@@ -224,6 +224,16 @@ def test_rules_of_a_policy_built_in_python_are_worded_as_the_caller_wrote_them()
     assert "[policy_rule_unmatched] ignore 'optimizer.*' matched no tensor" in result.render("table")
     assert "--ignore" not in result.render("table")
     assert [rule["origin"] for rule in result.to_dict()["rules"]] == ["python"]
+    # the settings that are no rules too: what makes an empty comparison pass, what makes warnings fail
+    empty = compare_checkpoints(A, B, policy=Policy(ignore=("*",), fail_on="warning"))
+    (nothing,) = [f for f in empty.findings if f.code == "nothing_compared"]
+    assert finding_message(empty, nothing) == (
+        "no tensor was compared (ignore rules left out all 5 tensors both sides share): an empty comparison is not a "
+        "pass (Policy(allow_empty=True) accepts it)"
+    )
+    flagged = compare_checkpoints(A, B, policy=flags(ignore=("*",)))
+    (nothing,) = [f for f in flagged.findings if f.code == "nothing_compared"]
+    assert finding_message(flagged, nothing).endswith("(--allow-empty accepts it)")
 
 
 def test_a_switch_of_a_policy_built_in_python_is_named_in_pythons_words():
@@ -240,7 +250,7 @@ def test_fail_on_warning_makes_warning_findings_fail_the_gate():
 
     strict = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("fc.weight",), fail_on="warning"))
     assert strict.verdict == "incompatible"
-    assert applied(strict)[-1] == "--fail-on warning: 1 warning finding fails the gate"
+    assert applied(strict)[-1] == "fail_on='warning': 1 warning finding fails the gate"  # the keyword given
     assert json_document(strict)["fail_on"] == "warning"
 
 

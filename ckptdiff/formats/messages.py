@@ -96,7 +96,8 @@ def fail_on_text(report: Report) -> str | None:
         return None
     origin = f" (from {printable_name(report.fail_on_origin)})" if report.fail_on_origin else ""
     verb = "fails" if count == 1 else "fail"
-    return f"--fail-on warning{origin}: {plural(count, 'warning finding')} {verb} the gate"
+    setting = "fail_on='warning'" if report.policy_in_python else "--fail-on warning"
+    return f"{setting}{origin}: {plural(count, 'warning finding')} {verb} the gate"
 
 
 def rules_applied(report: Report) -> list[str]:
@@ -221,11 +222,13 @@ def headline(result: EngineResult) -> str:
 
 def _nothing_compared(params: Mapping[str, Any], report: Report) -> str:
     ignored, in_a, in_b = params.get("ignored", 0), params.get("tensors_a", 0), params.get("tensors_b", 0)
+    python = report.policy_in_python  # a Policy built in Python: its keywords, not the flags
     if ignored:
-        why = f"--ignore rules left out all {plural(ignored, 'tensor')} both sides share"
+        why = f"{'ignore' if python else '--ignore'} rules left out all {plural(ignored, 'tensor')} both sides share"
     else:
         why = f"A has {plural(in_a, 'tensor')}, B {in_b}, none under one name"
-    return f"no tensor was compared ({why}): an empty comparison is not a pass (--allow-empty accepts it)"
+    accepts = "Policy(allow_empty=True)" if python else "--allow-empty"
+    return f"no tensor was compared ({why}): an empty comparison is not a pass ({accepts} accepts it)"
 
 
 def _rule_unmatched(params: Mapping[str, Any], report: Report) -> str:
