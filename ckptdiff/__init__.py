@@ -99,6 +99,11 @@ def compare(
         raise CkptdiffError("values", "compares A's tensor values with B's", "give B")
     if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1:
         raise CkptdiffError("jobs", f"{jobs!r} is not a positive number")
+    if offline:
+        from .sources import refuse_offline_stores
+
+        sides = {"a": a, "b": b, "base": base}
+        refuse_offline_stores(sides, "offline", "only local paths and cached Hub repos are read with offline=True")
     if policy is not None and not _is_policy(policy):
         raise CkptdiffError("policy", f"{type(policy).__name__} is not a ckptdiff.Policy")
     from .families.engine_settings import EngineSettings, using

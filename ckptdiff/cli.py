@@ -22,7 +22,14 @@ from .cli_completion import completing_convert
 from .cli_destinations import check_report_destinations, refuse_reports_over_inputs
 from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
-from .cli_inputs import command_line, refuse_lone_options, rename_rules_of, specs_from_config, values_options
+from .cli_inputs import (
+    command_line,
+    refuse_empty_globs,
+    refuse_lone_options,
+    rename_rules_of,
+    specs_from_config,
+    values_options,
+)
 from .cli_output import (
     EXIT_TROUBLE,
     STEP_SUMMARY_LIMIT,
@@ -273,7 +280,7 @@ def command(
     from .config_file import load_config, merge_policy
     from .formats import RenderOptions, load_format, render
     from .pipeline import compare_specs
-    from .sources import SourceOptions
+    from .sources import SourceOptions, refuse_offline_stores
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     save_formats = [save_format(path) for path in saves]  # an extension naming no format: before any read
@@ -297,6 +304,7 @@ def command(
     if profile not in profile_choices():
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
     engines = engines or tuple(settings.get("engine", ()))
+    refuse_empty_globs(values_only)
     values = values or bool(values_only)  # --values-only implies --values
     refuse_lone_options(b, engines, values, scheduler)
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read
@@ -317,6 +325,8 @@ def command(
     if no_step_summary or not settings.get("step_summary", True):
         step_summary = None
     inputs = {"A": a, "B": b, "--base": base}
+    if offline:  # a store side is refused before the other side's read, which may be long
+        refuse_offline_stores(inputs, "--offline", "only local paths and cached Hub repos are read offline")
     refuse_reports_over_inputs((output, *saves), inputs)
     refuse_reports_over_inputs((step_summary,), inputs, "GITHUB_STEP_SUMMARY names it; or pass --no-step-summary")
     check_report_destinations((output, *saves))

@@ -145,6 +145,12 @@ def convert_command(
 
     run_started()
     _check_allowed_events(allowed_events)  # a typo fails before anything is read
+    if offline:  # a store SRC or BASE, refused as the comparison refuses one: before either is read
+        from .sources import refuse_offline_stores
+
+        refuse_offline_stores(
+            {"SRC": src, "--base": base}, "--offline", "only local paths and cached Hub repos are read offline"
+        )
 
     settings = load_config(config_path)  # a broken config file fails before anything is read
     # the comparison's file: of its settings only how the plan's rows show applies here; a flag overrides it

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from .errors import scrub_secrets
+from .errors import CkptdiffError, scrub_secrets
 
 if TYPE_CHECKING:
     from .config_file import FileSettings
@@ -42,6 +42,13 @@ def refuse_lone_options(b: str | None, engines: tuple[str, ...], values: bool, s
     given = click.get_current_context().get_parameter_source("vllm_runner") == ParameterSource.COMMANDLINE
     if given and not {"vllm", "all"} & set(engines):
         raise click.UsageError("--vllm-runner chooses how --engine vllm is replayed: give --engine vllm (or all)")
+
+
+def refuse_empty_globs(values_only: tuple[str, ...]) -> None:
+    """An empty --values-only glob (an unset variable, ``--values-only "$NAMES"``) matches no name: refused before
+    anything is read, as an empty --ignore is, rather than after both sides were read."""
+    if "" in values_only:
+        raise CkptdiffError("--values-only", "'' is not a non-empty glob", "give a tensor name or glob, e.g. fc.weight")
 
 
 _SECRET_OPTIONS = ("--token",)

@@ -112,6 +112,7 @@ def _policy_fields(policy: Policy) -> dict[str, Any]:
         "fail_on": policy.fail_on,
         "fail_on_origin": policy.origin("fail_on"),
         "fail_on_conditional": policy.fail_on_conditional,
+        "policy_in_python": not policy.flags,
     }
 
 

@@ -246,9 +246,9 @@ def split_userinfo(rest: str) -> tuple[str, str]:
     return "", rest
 
 
-def display_url(url: str) -> str:
+def display_url(url: str, hash_in_path: bool = False) -> str:
     """A URL as reports may print it: no ``user:password@``, no query string, no fragment (where signatures and
-    tokens travel)."""
+    tokens travel). ``hash_in_path``: a ``#`` is part of the path (an S3 key's), not a fragment."""
     scheme, separator, rest = url.partition("://")
     if not separator:
         return url
@@ -256,7 +256,7 @@ def display_url(url: str) -> str:
     host = re.split(r"[?#]", authority, maxsplit=1)[0]
     if host != authority:
         slash, path = "", ""
-    return f"{scheme}://{host}{slash}{re.split(r'[?#]', path, maxsplit=1)[0]}"
+    return f"{scheme}://{host}{slash}{re.split(r'[?]' if hash_in_path else r'[?#]', path, maxsplit=1)[0]}"
 
 
 def hf_token_beyond_environment() -> bool:

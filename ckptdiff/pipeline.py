@@ -93,6 +93,8 @@ def compare_specs(
         roles = chosen.base_roles(side_a.config, side_b.config) if chosen else None
         wanted = Wanted(wanted_groups(roles)) if roles else None
         base_checkpoint = resolve(base, source_options, wanted=wanted)
+        if not roles and not engines and not values and notify is not None:
+            notify(_base_unused(chosen.name if chosen else None))
     report = compare_checkpoints(
         side_a,
         side_b,
@@ -120,3 +122,13 @@ def compare_specs(
             only=tuple(values_only),
         )
     return report
+
+
+def _base_unused(family: str | None) -> str:
+    """The note for a --base nothing in the run reads: only a drafter whose engine takes weights from the base
+    (EAGLE-3, DFlash), an engine's replay and --values' embedding check read it. On stderr, not in the report,
+    which stays the comparison's."""
+    why = "neither side is a drafter taking weights from it"
+    if family:
+        why = f"{family} checkpoints take no weight from it"
+    return f"--base: read, but nothing in this comparison uses it ({why}; --engine and --values check against it)"

@@ -75,14 +75,18 @@ class Policy:
     def __post_init__(self) -> None:
         if self.fail_on not in FAIL_ON_CHOICES:
             raise PolicyError(self._where("fail_on"), f"{self.fail_on!r} is not one of {', '.join(FAIL_ON_CHOICES)}")
-        if not isinstance(self.allow_empty, bool):
-            raise PolicyError(self._where("allow_empty"), f"{self.allow_empty!r} is not true or false")
-        if not isinstance(self.fail_on_conditional, bool):
-            raise PolicyError(self._where("fail_on_conditional"), f"{self.fail_on_conditional!r} is not true or false")
+        for switch in ("allow_empty", "fail_on_conditional"):
+            value = getattr(self, switch)
+            if not isinstance(value, bool):  # the words of where it was written: TOML's true, Python's True
+                words = "true or false" if self.origin(switch) is not None else "True or False"
+                raise PolicyError(self._where(switch), f"{value!r} is not {words}")
         for field in PATTERN_FIELDS:
             patterns = getattr(self, field)
             if isinstance(patterns, str) or not isinstance(patterns, (tuple, list)):
-                raise PolicyError(self._where(field), f"{patterns!r} is not a list of globs")
+                hint = None
+                if isinstance(patterns, str) and not self.flags and self.origin(field) is None:
+                    hint = f"a string is one glob: give a list, {field}=[{patterns!r}]"
+                raise PolicyError(self._where(field), f"{patterns!r} is not a list of globs", hint)
             object.__setattr__(self, field, tuple(patterns))
             for pattern in patterns:
                 if not isinstance(pattern, str) or not pattern:
@@ -144,7 +148,7 @@ class Policy:
             kind = cast(RuleKind, field)
             path = self.origin(field)
             for position, pattern in enumerate(getattr(self, field), 1):
-                origin: RuleOrigin = "config" if path else "flag"
+                origin: RuleOrigin = "config" if path else "flag" if self.flags else "python"
                 # the record is what reports show: a token pasted into a glob is scrubbed there
                 out.append(PolicyRule(rule_id(kind, position), kind, scrub_secrets(pattern), origin, path))
         return tuple(out)

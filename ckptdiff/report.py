@@ -36,7 +36,7 @@ SideKind = Literal["local", "hub", "store"]
 FailOn = Literal["error", "warning"]
 #: What a policy rule does (the config-file key; the flag is ``--`` and the key with dashes).
 RuleKind = Literal["ignore", "allow_missing", "allow_extra", "allow_dtype_change", "allow_event"]
-RuleOrigin = Literal["flag", "config"]
+RuleOrigin = Literal["flag", "config", "python"]  # python: a Policy built in code, not by the CLI
 
 #: How JSON reports spell the numbers JSON cannot carry, in config values and value statistics alike.
 NonFinite = Literal["NaN", "Infinity", "-Infinity"]
@@ -398,6 +398,8 @@ class Report:
     fail_on_origin: str | None = None
     #: An engine verdict that holds only on some targets (``EngineResult.conditions``) fails the gate.
     fail_on_conditional: bool = False
+    #: The policy was a ``Policy`` built in Python, not the CLI's flags: its settings are worded as its keywords.
+    policy_in_python: bool = False
     #: Tensors the policy's --ignore rules left out: (rule id, how many).
     ignored: tuple[tuple[str, int], ...] = ()
     #: Serving engines replayed on each side (``--engine``), in the order requested.

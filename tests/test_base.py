@@ -12,6 +12,7 @@ from ckptdiff import compare
 from ckptdiff.formats._common import note_text
 from ckptdiff.formats.messages import finding_message
 from ckptdiff.report import NotePart, TensorSide
+from fixtures.generate import HERE as FIXTURES
 from fixtures.generate import (
     KIMI_K2_BASE_CONFIG,
     KIMI_K2_DRAFTER_CONFIG,
@@ -309,3 +310,25 @@ def test_lm_head_for_a_drafter_without_draft_vocab_size_is_read_from_the_base_to
     ]
     rows = {row.name: row for row in report.tensors}
     assert rows["lm_head.weight"].status == "injected" and rows["embed_tokens.weight"].status == "injected"
+
+
+def test_a_base_nothing_uses_is_said_on_stderr_and_left_out_of_the_report(tmp_path, run_cli):
+    """Two checkpoints no drafter family claims: --base is read (a typo in it still fails) but nothing checks
+    against it, which stderr says once, apart from the report; a drafter pair's base is used and says nothing."""
+    for side in ("a", "b"):
+        write_safetensors(tmp_path / side / "model.safetensors", [("w", "F32", [2, 2])])
+    base = tmp_path / "base"
+    write_safetensors(base / "model.safetensors", [("model.embed_tokens.weight", "BF16", [32, 8])])
+    plain = run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--base", str(base))
+    assert plain.returncode == 0
+    assert plain.stderr == (
+        "ckptdiff: --base: read, but nothing in this comparison uses it (neither side is a drafter taking weights "
+        "from it; --engine and --values check against it)\n"
+    )
+    assert "nothing in this comparison uses it" not in plain.stdout
+    assert run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--base", str(base), "-q").stderr == ""
+    assert run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "--base", str(tmp_path / "typo")).returncode == 2
+
+    published, ours = (str(FIXTURES / name) for name in ("kimi-k2-eagle3-published", "kimi-k25-eagle3-ours"))
+    used = run_cli(published, ours, "--base", str(FIXTURES / "drafters" / "bases" / "kimi-k2"))
+    assert used.returncode in (0, 1) and "--base" not in used.stderr, used.stderr

@@ -65,6 +65,35 @@ def test_a_terminal_too_narrow_for_the_tensor_table_lists_each_tensor_on_lines_o
     assert lines[at + 4].startswith("    frozen: ")  # its note under it
 
 
+@pytest.mark.parametrize("columns", [40, 44])
+def test_at_40_columns_no_line_is_wider_than_the_terminal(run_cli, tmp_path, columns):
+    """What no word boundary brings under the width breaks inside: the MTP variant line, engine citations' source
+    paths (after a slash), an option with its list (``eagle_aux_hidden_state_layer_ids=[2, 30, 58]):``), a tensor
+    name's 76-character part; every character is kept, in its order."""
+    from ckptdiff.formats.layout import columns_of
+
+    long_part = "rotary_embedding_inverse_frequency_buffer_for_long_context_scaling_factor_v2"
+    write_safetensors(tmp_path / "a" / "model.safetensors", [(f"model.layers.0.{long_part}", "F32", [2, 2])])
+    write_safetensors(tmp_path / "b" / "model.safetensors", [(f"model.layers.0.{long_part}", "F32", [2, 3])])
+    mtp = [str(FIXTURES / "drafters" / name) for name in ("mtp-deepseek-v3", "mtp-deepseek-v3-dropped")]
+    runs = [
+        (*mtp, "-v", "--engine", "all"),
+        (PUBLISHED, TWO_AUX, "-v", "--engine", "all", "--base", str(FIXTURES / "drafters" / "bases" / "kimi-k2")),
+        (str(tmp_path / "a"), str(tmp_path / "b")),
+    ]
+    for args in runs:
+        wide = run_cli(*args, "--color", "never")
+        narrow = run_cli(*args, "--color", "never", env={"COLUMNS": str(columns)})
+        assert narrow.returncode == wide.returncode
+        assert max(map(columns_of, narrow.stdout.splitlines())) <= columns, args
+        head, wide_head = (text.split("\n\n", 1)[0] for text in (narrow.stdout, wide.stdout))
+        assert "".join(head.split()) == "".join(wide_head.split())  # the A:, B:, profile and variant lines
+        if "--engine" in args:  # the engines' text, hung under its lines: the same characters in the same order
+            tail, wide_tail = (text[text.index("\nengines:") :] for text in (narrow.stdout, wide.stdout))
+            assert "".join(tail.split()) == "".join(wide_tail.split())
+    assert f"model.layers.0.{long_part}" in "".join(narrow.stdout.split())
+
+
 def test_a_terminal_too_narrow_for_the_config_table_lists_each_key_on_lines_of_its_own(run_cli):
     lines = run_cli(PUBLISHED, OURS, env={"COLUMNS": "40"}).stdout.splitlines()
 
@@ -480,7 +509,7 @@ def test_tab_completes_a_path_in_bash(tmp_path, on_path):
 
 def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
     """The event lines of a coloured table: the severity's colour codes take no room on screen."""
-    from ckptdiff.formats.layout import hang
+    from ckptdiff.formats.layout import columns_of, hang
 
     label = "\033[31merror\033[0m"
     message = (
@@ -490,7 +519,6 @@ def test_a_wrapped_message_keeps_every_character_of_a_path_it_breaks():
     )
     for width in range(30, 120):
         lines = hang("    ", f"{label} {message}", width, indent="      ")
-        rejoined = lines[0].strip()
-        for line in lines[1:]:  # a path breaks after a dot, prose at a space
-            rejoined += line.strip() if rejoined.endswith(".") else " " + line.strip()
-        assert rejoined == f"{label} {message}", width
+        # prose breaks at a space, a path after a dot or a slash, a word wider than the line inside it
+        assert "".join("".join(lines).split()) == "".join(f"{label} {message}".split()), width
+        assert all(columns_of(line) <= width for line in lines), (width, lines)

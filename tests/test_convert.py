@@ -370,6 +370,16 @@ def test_a_flag_that_needs_base_is_refused_before_src_is_read(run_cli, tmp_path,
     assert one_line(result) == f"ckptdiff: {says}"
 
 
+def test_offline_with_a_store_base_is_refused_before_src_is_read(run_cli, tmp_path):
+    args = (str(tmp_path / "no-such-drafter"), str(tmp_path / "o"), "--to", "sglang", "--embed", "base")
+    result = run_cli("convert", *args, "--base", "s3://models/base", "--offline")
+    assert result.returncode == 2
+    assert one_line(result) == (
+        "ckptdiff: --offline: --base is s3://models/base, an object store, which cannot be read offline (only local "
+        "paths and cached Hub repos are read offline)"
+    )
+
+
 def test_out_inside_src_is_refused_in_one_line(run_cli, drafter):
     before = digest_folder(drafter)
 

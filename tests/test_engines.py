@@ -346,7 +346,7 @@ def test_verdict_counts_and_rule_texts_follow_what_the_report_holds():
     assert report.verdict == "compatible" and rules_applied(report) == []
     warned = replace(report, findings=(*report.findings, Finding("warning", "values_changed", "…")))
     assert warned.verdict == "incompatible"
-    assert rules_applied(warned) == ["--fail-on warning: 1 warning finding fails the gate"]
+    assert rules_applied(warned) == ["fail_on='warning': 1 warning finding fails the gate"]  # a Policy from Python
     fewer = replace(report, tensors=report.tensors[:3])
     assert sum(fewer.counts.values()) == 3 and json_document(report)["verdict"] == "compatible"
 

@@ -83,6 +83,15 @@ def test_an_empty_report_name_names_the_flag(tmp_path, run_cli):
     one_line(run_cli(str(model), str(model), "--config", ""), "--config '': is empty; give the config file's name")
 
 
+def test_an_empty_values_only_glob_is_refused_before_anything_is_read(tmp_path, run_cli):
+    """`--values-only "$NAMES"` with NAMES unset: one line naming the option, before A or B is read (B is missing
+    here, and it is the option that is named) and before --values' own packages are looked for."""
+    model = checkpoint(tmp_path / "model")
+    for args in (["--values-only", ""], ["--values-only", "fc.weight", "--values-only", ""]):
+        line = one_line(run_cli(str(model), str(tmp_path / "absent"), *args))
+        assert line.startswith("ckptdiff: --values-only: '' is not a non-empty glob (give a tensor name or glob")
+
+
 def test_a_report_onto_a_symlink_replaces_the_file_it_names_and_keeps_the_link(tmp_path, run_cli):
     """``-o latest.json`` where latest.json -> reports/run-42.json, as ``> latest.json`` would write it."""
     model = checkpoint(tmp_path / "model")

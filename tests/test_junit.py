@@ -121,7 +121,8 @@ def test_a_compatible_comparison_has_no_failures():
 
 
 def test_rows_a_rule_accepts_are_skipped_with_the_rule():
-    policy = Policy(allow_missing=("lm_head.*",), allow_extra=("value_head.*",), allow_dtype_change=("BF16:F32",))
+    rules = {"allow_missing": ("lm_head.*",), "allow_extra": ("value_head.*",), "allow_dtype_change": ("BF16:F32",)}
+    policy = Policy(**rules, flags=True)  # as the CLI builds it from its flags: the words name them
     _, suite = parse(compare_checkpoints(A, B, policy=policy))
     tensors = cases(suite, "tensors")
     assert tensors["lm_head.weight"].find("skipped").get("message") == (

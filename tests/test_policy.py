@@ -55,6 +55,11 @@ def rows(report):
     return {row.name: row for row in report.tensors}
 
 
+def flags(**rules) -> Policy:
+    """The rules as the CLI builds them from its flags (``--allow-missing``...), worded so in every report."""
+    return Policy(**rules, flags=True)
+
+
 def test_without_rules_every_difference_fails():
     report = compare_checkpoints(A, B)
     assert report.verdict == "incompatible"
@@ -67,7 +72,7 @@ def test_without_rules_every_difference_fails():
 
 
 def test_allow_missing_accepts_names_in_a_absent_from_b_and_keeps_their_status():
-    report = compare_checkpoints(A, B, policy=Policy(allow_missing=("lm_head*",)))
+    report = compare_checkpoints(A, B, policy=flags(allow_missing=("lm_head*",)))
     lm_head = rows(report)["lm_head.weight"]
     assert lm_head.status == "only_in_a"
     assert lm_head.allowed_by == "allow_missing.1" and report.rule("allow_missing.1").pattern == "lm_head*"
@@ -88,7 +93,7 @@ def test_allow_missing_accepts_names_in_a_absent_from_b_and_keeps_their_status()
 
 def test_missing_and_extra_are_not_interchangeable():
     # "missing" = in A, not in B; "extra" = in B, not in A. A glob under the wrong rule accepts nothing.
-    wrong = compare_checkpoints(A, B, policy=Policy(allow_missing=("value_head.*",), allow_extra=("lm_head.*",)))
+    wrong = compare_checkpoints(A, B, policy=flags(allow_missing=("value_head.*",), allow_extra=("lm_head.*",)))
     assert all(row.allowed_by is None for row in wrong.tensors)
     assert applied(wrong) == ()
     # each rule says that it matched only the other side: A and B swapped, or the mirror flag meant
@@ -102,7 +107,7 @@ def test_missing_and_extra_are_not_interchangeable():
 
 
 def test_all_three_differences_allowed_make_the_gate_pass():
-    policy = Policy(allow_missing=("lm_head.weight",), allow_extra=("value_head.*",), allow_dtype_change=("BF16:F32",))
+    policy = flags(allow_missing=("lm_head.weight",), allow_extra=("value_head.*",), allow_dtype_change=("BF16:F32",))
     report = compare_checkpoints(A, B, policy=policy)
     assert report.verdict == "compatible" and report.exit_code == 0
     assert report.counts["only_in_a"] == 1 and report.counts["only_in_b"] == 1  # true statuses are kept
@@ -114,7 +119,7 @@ def test_all_three_differences_allowed_make_the_gate_pass():
 
 
 def test_ignore_leaves_names_out_of_the_report():
-    report = compare_checkpoints(A, B, policy=Policy(ignore=("lm_head.*", "value_head.*", "*.inv_freq")))
+    report = compare_checkpoints(A, B, policy=flags(ignore=("lm_head.*", "value_head.*", "*.inv_freq")))
     assert set(rows(report)) == {"fc.weight", "norm.weight"}
     assert applied(report) == (
         "--ignore 'lm_head.*': 1 tensor left out",
@@ -124,7 +129,7 @@ def test_ignore_leaves_names_out_of_the_report():
 
 
 def test_a_glob_that_matches_nothing_is_reported_by_its_rule_id():
-    report = compare_checkpoints(A, B, policy=Policy(ignore=("optimizer.*",), allow_missing=("embed_tokens.*",)))
+    report = compare_checkpoints(A, B, policy=flags(ignore=("optimizer.*",), allow_missing=("embed_tokens.*",)))
     assert applied(report) == ()
     idle = [f for f in report.findings if f.code == "policy_rule_unmatched"]
     assert [(f.severity, f.subject) for f in idle] == [("warning", "ignore.1"), ("warning", "allow_missing.1")]
@@ -159,7 +164,7 @@ def test_allow_dtype_change_is_directional_from_a_to_b(rule, accepted):
 
 
 def test_bare_allow_dtype_change_is_named_without_a_value():
-    report = compare_checkpoints(A, B, policy=Policy(allow_dtype_change=("*",)))
+    report = compare_checkpoints(A, B, policy=flags(allow_dtype_change=("*",)))
     assert allowed_by_text(report, rows(report)["norm.weight"].allowed_by) == "--allow-dtype-change"
 
 
@@ -182,7 +187,10 @@ def test_a_malformed_dtype_rule_is_a_one_line_error(rule):
 def test_a_policy_error_names_the_keyword_from_python_and_the_flag_from_the_command_line(run_cli):
     with pytest.raises(PolicyError) as caught:
         Policy(ignore="fc.*")  # type: ignore[arg-type]
-    assert caught.value.line() == "ignore: 'fc.*' is not a list of globs"
+    assert (
+        caught.value.line()
+        == "ignore: 'fc.*' is not a list of globs (a string is one glob: give a list, ignore=['fc.*'])"
+    )
     with pytest.raises(PolicyError) as caught:
         Policy(allow_dtype_change=("BF16",))
     assert caught.value.line() == "allow_dtype_change: 'BF16' is not FROM:TO (e.g. BF16:F32) ('*' allows any change)"
@@ -197,6 +205,43 @@ def test_a_policy_error_names_the_keyword_from_python_and_the_flag_from_the_comm
     assert result.stderr.startswith("ckptdiff: --allow-event: 'lm_head_random' is not ENGINE:CODE")
 
 
+def test_rules_of_a_policy_built_in_python_are_worded_as_the_caller_wrote_them():
+    """Not as the flags the caller never typed: the Policy's field and the glob, and "python" as the JSON origin."""
+    policy = Policy(allow_missing=("value_head.*", "lm_head*"), ignore=("optimizer.*",), allow_dtype_change=("*",))
+    report = compare_checkpoints(A, B, policy=policy)
+    assert allowed_by_text(report, rows(report)["lm_head.weight"].allowed_by) == "allow_missing 'lm_head*'"
+    assert allowed_by_text(report, rows(report)["norm.weight"].allowed_by) == "allow_dtype_change '*'"
+    assert applied(report)[0] == "allow_missing 'lm_head*': 1 tensor accepted as missing from B"
+    texts = [finding_message(report, f) for f in report.findings if f.code.startswith("policy_rule")]
+    assert texts == [
+        "ignore 'optimizer.*' matched no tensor: the rule did nothing (a typo, or no longer needed?)",
+        "allow_missing 'value_head.*' matched nothing, but 1 tensor only in B match it: A and B swapped, or "
+        "allow_extra meant?",
+    ]
+    assert {rule["origin"] for rule in json_document(report)["rules"]} == {"python"}
+    # through compare(): the table names no flag
+    result = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("optimizer.*",)))
+    assert "[policy_rule_unmatched] ignore 'optimizer.*' matched no tensor" in result.render("table")
+    assert "--ignore" not in result.render("table")
+    assert [rule["origin"] for rule in result.to_dict()["rules"]] == ["python"]
+    # the settings that are no rules too: what makes an empty comparison pass, what makes warnings fail
+    empty = compare_checkpoints(A, B, policy=Policy(ignore=("*",), fail_on="warning"))
+    (nothing,) = [f for f in empty.findings if f.code == "nothing_compared"]
+    assert finding_message(empty, nothing) == (
+        "no tensor was compared (ignore rules left out all 5 tensors both sides share): an empty comparison is not a "
+        "pass (Policy(allow_empty=True) accepts it)"
+    )
+    flagged = compare_checkpoints(A, B, policy=flags(ignore=("*",)))
+    (nothing,) = [f for f in flagged.findings if f.code == "nothing_compared"]
+    assert finding_message(flagged, nothing).endswith("(--allow-empty accepts it)")
+
+
+def test_a_switch_of_a_policy_built_in_python_is_named_in_pythons_words():
+    with pytest.raises(PolicyError) as caught:
+        Policy(allow_empty="yes")  # type: ignore[arg-type]
+    assert caught.value.line() == "allow_empty: 'yes' is not True or False"
+
+
 def test_fail_on_warning_makes_warning_findings_fail_the_gate():
     # The two-aux drafter differs in fc.weight (left out here) and in its aux layer ids: a warning finding.
     lenient = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("fc.weight",)))
@@ -205,7 +250,7 @@ def test_fail_on_warning_makes_warning_findings_fail_the_gate():
 
     strict = compare(PUBLISHED, TWO_AUX, policy=Policy(ignore=("fc.weight",), fail_on="warning"))
     assert strict.verdict == "incompatible"
-    assert applied(strict)[-1] == "--fail-on warning: 1 warning finding fails the gate"
+    assert applied(strict)[-1] == "fail_on='warning': 1 warning finding fails the gate"  # the keyword given
     assert json_document(strict)["fail_on"] == "warning"
 
 

@@ -541,6 +541,17 @@ def test_an_index_naming_a_shard_the_repo_lacks(hub_client, small_base):
         resolve("org/base")
 
 
+def test_an_index_naming_a_folder_of_the_repo_says_it_is_a_folder(hub_client, small_base):
+    index = json.loads((small_base / "model.safetensors.index.json").read_text())
+    index["weight_map"]["extra.weight"] = "extra.safetensors"
+    (small_base / "model.safetensors.index.json").write_text(json.dumps(index))
+    (small_base / "extra.safetensors").mkdir()
+    (small_base / "extra.safetensors" / "README.md").write_text("not a shard")
+    hub_client.add_repo("org/base", small_base)
+    with pytest.raises(CkptdiffError, match=r"index.json: shard extra.safetensors listed in the index is a folder, "):
+        resolve("org/base")
+
+
 def test_a_same_size_edit_of_a_cached_header_is_caught_and_fetched_again(hub_client):
     """An edit that keeps the entry's size and leaves a valid header (a renamed tensor) fails its checksum."""
     commit = hub_client.add_repo("org/drafter", PUBLISHED)

@@ -90,6 +90,23 @@ def test_index_is_checked_against_shard_headers(tmp_path, edit, message):
     assert "model.safetensors.index.json" in err.value.line()
 
 
+def test_a_shard_the_index_names_that_is_a_folder_says_so(tmp_path, run_cli):
+    """A shard copied as a folder (``cp -r`` of an unpacked download): the index and the shard are named, and the
+    shard is a folder, not "missing"; so for a --base read of only the shards a run needs."""
+    folder = write_sharded(tmp_path / "sharded")
+    shard = folder / "model-00002-of-00002.safetensors"
+    shard.unlink()
+    shard.mkdir()
+    result = run_cli(str(folder), str(folder))
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"ckptdiff: {folder / 'model.safetensors.index.json'}: shard model-00002-of-00002.safetensors listed in the "
+        "index is a folder, not a file\n"
+    )
+    with pytest.raises(CkptdiffError, match="model-00002-of-00002.safetensors listed in the index is a folder, not"):
+        resolve(str(folder), wanted={"lm_head.weight"})
+
+
 def test_one_tensor_in_two_shards_is_refused(tmp_path):
     write_safetensors(tmp_path / "a.safetensors", SHARD_1)
     write_safetensors(tmp_path / "b.safetensors", SHARD_1[:1])

@@ -14,7 +14,7 @@ pytest.importorskip("moto.server")
 from request_gate import RequestGate  # noqa: E402
 from store_servers import ACCESS_KEY, SECRET_KEY  # noqa: E402
 
-from ckptdiff.errors import SourceError  # noqa: E402
+from ckptdiff.errors import CkptdiffError, SourceError  # noqa: E402
 from ckptdiff.sources import SourceOptions, resolve  # noqa: E402
 from ckptdiff.sources.base import INITIAL_RANGE  # noqa: E402
 from fixtures.generate import HERE as FIXTURES  # noqa: E402
@@ -46,6 +46,15 @@ def test_a_drafter_pair_on_s3_reads_like_the_same_pair_on_disk(s3, run_cli):
     etag = s3.client().head_object(Bucket="drafters", Key="published/model.safetensors")["ETag"].strip('"')
     # the object's ETag, in its own field: a revision is a Hub commit
     assert (remote["a"]["kind"], remote["a"]["etag"], remote["a"]["revision"]) == ("store", etag, None)
+
+
+def test_an_s3_key_holding_a_hash_is_read_as_its_key(s3, run_cli):
+    """`aws s3 ls s3://drafters/runs/exp#3/` reads the key as written: so does ckptdiff, and shows it whole."""
+    s3.upload(PUBLISHED, "drafters/runs/exp#3")
+    remote = cli_json(run_cli, s3.env, "s3://drafters/runs/exp#3", str(PUBLISHED))
+    assert remote["verdict"] == "compatible" and remote["a"]["spec"] == "s3://drafters/runs/exp#3"
+    named = cli_json(run_cli, s3.env, "s3://drafters/runs/exp#3/model.safetensors", str(PUBLISHED))
+    assert named["a"]["spec"] == "s3://drafters/runs/exp#3/model.safetensors"
 
 
 def test_a_single_object_costs_a_head_and_one_ranged_get_for_its_header(s3):
@@ -265,6 +274,41 @@ def test_offline_refuses_an_object_store_before_any_request(s3):
     with pytest.raises(SourceError, match="an object store cannot be read with --offline"):
         resolve("s3://drafters/published", SourceOptions(offline=True))
     assert sum(s3.requests.values()) == 0
+
+
+def test_a_shard_the_index_names_that_is_a_prefix_says_it_is_a_folder(s3, tmp_path: Path):
+    folder = tmp_path / "sharded"
+    write_safetensors(folder / "model-00001-of-00002.safetensors", [("a.weight", "F32", [2, 2])])
+    (folder / "model-00002-of-00002.safetensors").mkdir()
+    (folder / "model-00002-of-00002.safetensors" / "part-0").write_bytes(b"uploaded as a folder")
+    weight_map = {"a.weight": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    s3.upload(folder, "drafters/sharded")
+    with pytest.raises(CkptdiffError) as error:
+        resolve("s3://drafters/sharded", SourceOptions())
+    assert error.value.line() == (
+        "s3://drafters/sharded/model.safetensors.index.json: shard model-00002-of-00002.safetensors listed in the "
+        "index is a folder, not a file"
+    )
+
+
+def test_offline_refuses_a_store_side_before_either_side_is_read(s3, run_cli, tmp_path: Path):
+    """The store side is named (B, --base; b from Python) before A is read: A's broken header is never reached."""
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes(b"not a safetensors file")
+    result = run_cli(str(broken), "s3://drafters/published", "--offline", env=s3.env)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        "ckptdiff: --offline: B is s3://drafters/published, an object store, which cannot be read offline "
+        "(only local paths and cached Hub repos are read offline)\n"
+    )
+    result = run_cli(str(PUBLISHED), str(broken), "--base", "https://example.com/base", "--offline", env=s3.env)
+    assert result.stderr.startswith("ckptdiff: --offline: --base is https://example.com/base, a web server, ")
+    assert sum(s3.requests.values()) == 0
+    import ckptdiff
+
+    with pytest.raises(ckptdiff.CkptdiffError, match=r"^offline: b is s3://drafters/published, an object store"):
+        ckptdiff.compare(str(broken), "s3://drafters/published", offline=True)
 
 
 def test_an_unreachable_store_is_one_line_without_the_clients_logged_tracebacks(run_cli_subprocess):

@@ -24,6 +24,8 @@ OURS = str(FIXTURES / "kimi-k25-eagle3-ours")
         ("gs://bucket/model.safetensors", StoreSpec("gs://bucket/model.safetensors", "gs")),
         ("az://container/ckpt", StoreSpec("az://container/ckpt", "az")),
         ("abfs://container/ckpt", StoreSpec("abfs://container/ckpt", "abfs")),
+        ("s3://bucket/runs/exp#3/", StoreSpec("s3://bucket/runs/exp#3/", "s3")),  # a key may hold a '#'
+        ("az://container/exp#3", StoreSpec("az://container/exp#3", "az")),
         ("https://host/m/model.safetensors", StoreSpec("https://host/m/model.safetensors", "https")),
         ("org/name", HubSpec("org/name", None)),
     ],
@@ -130,3 +132,28 @@ def test_hf_url_of_a_missing_repo_says_only_what_the_hub_answered(hub, run_cli, 
 
     assert result.returncode == 2
     assert "repo not found" in result.stderr and "local file" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("spec", "line"),
+    [
+        (
+            "https://host/m/#files",
+            "https://host/m/: has a fragment (a '#' and what follows), which is never sent to a web server: it names "
+            "no file (leave it out; a '#' in a file's name is written %23)",
+        ),
+        (
+            "gs://bucket/m/model.safetensors#1712345",
+            "gs://bucket/m/model.safetensors: names an object generation after its '#', which ckptdiff does not read "
+            "(name the object without '#…': its live version is read)",
+        ),
+    ],
+)
+def test_a_url_with_a_fragment_says_what_the_fragment_is(spec, line, run_cli):
+    """Not "a URL with a query string", which it has none of: a web server never sees a fragment, and gcsfs reads
+    one as the object's generation. An S3 or Azure key may hold a '#' (above)."""
+    with pytest.raises(SourceError) as error:
+        parse_spec(spec)
+    assert error.value.line() == line
+    result = run_cli(spec, OURS)
+    assert result.returncode == 2 and result.stderr == f"ckptdiff: {line}\n"

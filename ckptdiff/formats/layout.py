@@ -48,18 +48,38 @@ def words(text: str, name: bool = False, path: bool = False) -> list[str]:
 
 
 def wrap(text: str, width: int | None, name: bool = False, path: bool = False) -> list[str]:
-    """``text`` in lines of at most ``width`` characters, broken only between words (a longer word overflows)."""
+    """``text`` in lines of at most ``width`` characters, broken between words; a word wider than the line is broken
+    inside (:func:`_broken`), since a terminal would cut it anyway, without the indent."""
     if width is None or columns_of(text) <= width:
         return [text]
     lines: list[str] = []
     line = ""
-    for word in words(text, name, path):
+    for word in (piece for whole in words(text, name, path) for piece in _broken(whole, width)):
         if line and columns_of((line + word).rstrip()) > width:
             lines.append(line.rstrip())
             line = word.lstrip()
         else:
             line += word
     return lines + [line.rstrip()] if line.strip() or not lines else lines
+
+
+def _broken(word: str, width: int) -> list[str]:
+    """A word wider than ``width`` in pieces that fit: after its slashes (a source path an event cites), then its
+    dots (a tensor name's part), then, as the last resort, between characters (a 70-character name part at 40
+    columns), never inside a colour code."""
+    if columns_of(word.rstrip()) <= width:
+        return [word]
+    for pattern in (_PATH_WORDS, _NAME_WORDS):
+        parts = pattern.findall(word)
+        if len(parts) > 1:
+            return [piece for part in parts for piece in _broken(part, width)]
+    pieces, piece = [], ""
+    for token in re.findall(r"\033\[[0-9;]*m|.", word, re.DOTALL):
+        if piece and not token.startswith("\033") and columns_of(piece + token) > width:
+            pieces.append(piece)
+            piece = ""
+        piece += token
+    return [*pieces, piece]
 
 
 def hang(

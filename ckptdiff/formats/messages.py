@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import printable_name
+from ..errors import printable_name, quoted_name
 from ..families import event_words, finding_words, variant_words
 from ..report import EngineEvent, EngineResult, Finding, PolicyRule, Report, SideSummary
 from .values_messages import VALUES
@@ -74,7 +74,10 @@ def flag(kind: str) -> str:
 
 def rule_text(rule: PolicyRule) -> str:
     """A rule in the words of the command line (its pattern as typed, shell-quoted), plus the config file it came
-    from: ``--allow-missing 'x*' (from ckptdiff.toml)``."""
+    from: ``--allow-missing 'x*' (from ckptdiff.toml)``; one a Policy built in Python holds, in its words:
+    ``allow_missing 'x*'`` (the Policy's field and the glob, as its errors name them)."""
+    if rule.origin == "python":
+        return f"{rule.kind} {quoted_name(rule.pattern)}"
     text = flag(rule.kind)
     if not (rule.kind == "allow_dtype_change" and rule.pattern == "*"):
         text += f" {shlex.quote(rule.pattern)}"
@@ -93,7 +96,8 @@ def fail_on_text(report: Report) -> str | None:
         return None
     origin = f" (from {printable_name(report.fail_on_origin)})" if report.fail_on_origin else ""
     verb = "fails" if count == 1 else "fail"
-    return f"--fail-on warning{origin}: {plural(count, 'warning finding')} {verb} the gate"
+    setting = "fail_on='warning'" if report.policy_in_python else "--fail-on warning"
+    return f"{setting}{origin}: {plural(count, 'warning finding')} {verb} the gate"
 
 
 def rules_applied(report: Report) -> list[str]:
@@ -218,11 +222,13 @@ def headline(result: EngineResult) -> str:
 
 def _nothing_compared(params: Mapping[str, Any], report: Report) -> str:
     ignored, in_a, in_b = params.get("ignored", 0), params.get("tensors_a", 0), params.get("tensors_b", 0)
+    python = report.policy_in_python  # a Policy built in Python: its keywords, not the flags
     if ignored:
-        why = f"--ignore rules left out all {plural(ignored, 'tensor')} both sides share"
+        why = f"{'ignore' if python else '--ignore'} rules left out all {plural(ignored, 'tensor')} both sides share"
     else:
         why = f"A has {plural(in_a, 'tensor')}, B {in_b}, none under one name"
-    return f"no tensor was compared ({why}): an empty comparison is not a pass (--allow-empty accepts it)"
+    accepts = "Policy(allow_empty=True)" if python else "--allow-empty"
+    return f"no tensor was compared ({why}): an empty comparison is not a pass ({accepts} accepts it)"
 
 
 def _rule_unmatched(params: Mapping[str, Any], report: Report) -> str:
@@ -242,7 +248,7 @@ def _rule_other_side(params: Mapping[str, Any], report: Report) -> str:
     side = "A" if rule.kind == "allow_extra" else "B"
     return (
         f"{rule_text(rule)} matched nothing, but {matches} only in {side} match it: "
-        f"A and B swapped, or {flag(params['mirror'])} meant?"
+        f"A and B swapped, or {params['mirror'] if rule.origin == 'python' else flag(params['mirror'])} meant?"
     )
 
 

@@ -76,7 +76,8 @@ def render(report: Report, options: RenderOptions, terminal: Terminal | None = N
     ]
     if report.profile:
         lines.append(f"profile: {report.profile}")
-    lines += [f"variant ({label}): {printable(words)}" for label, words in variant_lines(report)]
+    for label, words in variant_lines(report):
+        lines += hang(f"variant ({label}): ", printable(words), terminal.width, "  ", guard=terminal.log)
     if report.b is not None:  # one checkpoint on its own: nothing compared
         lines += ["", *_tensor_table(report, options, terminal, paint, failing_only=False)]
     if report.config:

@@ -48,6 +48,9 @@ _BAD_REVISION = re.compile(r"\.\.|@\{|//|[\x00-\x20\x7f~^:?*\[\\]|^[/.]|[/.]$|\.
 _URL_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
 #: URL schemes read through fsspec, and the extra that installs each one's package.
 STORE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https")
+#: Stores whose keys may hold a ``#`` (their clients read it as part of the key, as the AWS and Azure CLIs do); to
+#: gcsfs ``#N`` is an object's generation, and to a web server the fragment is never sent.
+HASH_IN_KEY_SCHEMES = ("s3", "az", "abfs", "abfss")
 
 
 class LocalSpec(msgspec.Struct, frozen=True):
@@ -80,8 +83,10 @@ class SourceOptions(msgspec.Struct, frozen=True):
 
 
 def display_spec(spec: str) -> str:
-    """How every output names a source: the spec without ``user:password@``, tokens, query string or fragment."""
-    return scrub_secrets(display_url(spec))
+    """How every output names a source: the spec without ``user:password@``, tokens, query string or fragment (an
+    S3 or Azure key's ``#`` is no fragment: it is shown)."""
+    scheme = spec.partition("://")[0].lower()
+    return scrub_secrets(display_url(spec, hash_in_path=scheme in HASH_IN_KEY_SCHEMES))
 
 
 def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
@@ -97,12 +102,14 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
     if separator and scheme in STORE_SCHEMES:
         if not rest.strip("/"):
             raise SourceError(display_spec(spec), "names no bucket, container or host")
-        if "?" in rest or "#" in rest:
+        if "?" in rest:
             raise SourceError(
                 display_spec(spec),
                 "a URL with a query string (a signed link) is not supported",
                 "name the object through its store (s3://, gs://, az://) and let its credentials sign the requests",
             )
+        if "#" in rest and scheme not in HASH_IN_KEY_SCHEMES:
+            _refuse_fragment(spec, scheme)
         _refuse_store_credentials(spec, scheme, rest)
         return StoreSpec(f"{scheme}://{rest}", scheme)
     if "\0" in spec:  # no path or repo id holds one (expanduser would raise ValueError on it)
@@ -123,6 +130,30 @@ def parse_spec(spec: str) -> LocalSpec | HubSpec | StoreSpec:
         hint = "give the path itself" if scheme == "file" else other
         raise SourceError(display_spec(spec), f"ckptdiff does not read {scheme}:// URLs", hint)
     raise SourceError(spec, "no such file or folder, and not a Hub repo id (org/name[@revision])")
+
+
+def refuse_offline_stores(sides: dict[str, str | None], flag: str, hint: str) -> None:
+    """Offline, only local paths and the Hub's cache can be read: a side that is an object store or a web server
+    is refused before any side is read, by the name the caller gave it (``B``, ``--base``; ``b`` from Python).
+    ``flag`` is how the caller asked for offline mode, ``hint`` what it can do instead."""
+    for side, spec in sides.items():
+        if spec is not None and isinstance(parsed := parse_spec(spec), StoreSpec):
+            kind = "a web server" if parsed.scheme in ("http", "https") else "an object store"
+            shown = display_spec(spec)
+            raise SourceError(flag, f"{side} is {shown}, {kind}, which cannot be read offline", hint)
+
+
+def _refuse_fragment(spec: str, scheme: str) -> None:
+    """A ``#`` in a web server's or GCS URL: what follows it is never sent to the server, or is an object's
+    generation to gcsfs (``gs://bucket/object#1712345``); neither names a file, so the URL is refused, its part
+    after the ``#`` unshown (a token may travel there)."""
+    if scheme in ("http", "https"):
+        defect = "has a fragment (a '#' and what follows), which is never sent to a web server: it names no file"
+        hint = "leave it out; a '#' in a file's name is written %23"
+    else:
+        defect = "names an object generation after its '#', which ckptdiff does not read"
+        hint = "name the object without '#…': its live version is read"
+    raise SourceError(display_spec(spec), defect, hint)
 
 
 def _exists(path: Path, spec: str) -> bool:

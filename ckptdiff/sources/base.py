@@ -170,6 +170,11 @@ class Source(ABC):
         """A file the listing may not show (an index's shard in a subfolder): its entry, or None if absent."""
         return None
 
+    def is_folder(self, file: RelativePath) -> bool:
+        """Whether a name no file has is a folder (a prefix) instead, for an error that says so. By default, no:
+        a listing of every file (the Hub's) shows a folder by the files below it."""
+        return False
+
     def config_beside(self) -> dict[RelativePath, ListedFile]:
         """config.json beside the one file a spec names (whose siblings are not listed): by name, or nothing."""
         config = self.stat(CONFIG_NAME)

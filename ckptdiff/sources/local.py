@@ -153,6 +153,12 @@ class LocalSource(Source):
             return None
         return ListedFile(file, status.st_size, None) if stat.S_ISREG(status.st_mode) else None
 
+    def is_folder(self, file: RelativePath) -> bool:
+        try:
+            return stat.S_ISDIR((self.folder / file).stat().st_mode)
+        except OSError:
+            return False
+
     def read_range(self, file: RelativePath, start: int, stop: int) -> bytes:
         path = self._inside(file)
         try:

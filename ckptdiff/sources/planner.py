@@ -318,7 +318,10 @@ def _shard_entry(
     """A shard the index names: from the listing, else by asking the store (one in a subfolder); absent, refused."""
     entry = files.get(shard) or source.stat(shard)
     if entry is None:
-        raise IndexError_(index_name, f"shard {printable_name(shard)} listed in the index is {source.absent}")
+        shown = printable_name(shard)
+        if source.is_folder(shard) or any(path.startswith(f"{shard}/") for path in files):
+            raise IndexError_(index_name, f"shard {shown} listed in the index is a folder, not a file")
+        raise IndexError_(index_name, f"shard {shown} listed in the index is {source.absent}")
     return entry
 
 

@@ -313,6 +313,12 @@ class StoreSource(Source):
             raise self._unreadable(err, file) from None
         return found
 
+    def is_folder(self, file: RelativePath) -> bool:
+        try:
+            return bool(self._filesystem().info(self._path(file)).get("type") == "directory")
+        except FileNotFoundError:  # only asked to word an error: any other answer leaves it as it was
+            return False
+
     def _probe(self, file: RelativePath) -> tuple[ListedFile | None, FileNotFoundError | None]:
         """The file, or None where the store has none, or the error of a server that answered something else."""
         try:
