@@ -248,6 +248,17 @@ def test_config_refusals(tmp_path, config, engine, code) -> None:
     assert all(event.source for event in result.events)
 
 
+def test_string_target_layer_ids_pass_sglang_and_stop_vllm(tmp_path) -> None:
+    # SGLang int()s each id as it parses the config; vLLM adds 1 to each as it sizes fc and raises TypeError
+    ids = ["1", "9", "17", "25", "33"]
+    folder = drafter(tmp_path / "d", config={"dflash_config": {"mask_token_id": 151669, "target_layer_ids": ids}})
+    found = engines(folder, QWEN3_BASE)
+    assert found["sglang"].outcome == "loads"
+    assert found["vllm"].outcome == "fails" and codes(found["vllm"])[0] == "target_layer_ids_malformed"
+    word = drafter(tmp_path / "w", config={"dflash_config": {"mask_token_id": 151669, "target_layer_ids": ["one"]}})
+    assert codes(engines(word, QWEN3_BASE)["sglang"])[0] == "target_layer_ids_malformed"
+
+
 MASK = {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 33]}
 
 

@@ -132,6 +132,22 @@ SETTING_CASES: tuple[DFlashCase, ...] = (
         config={"block_size": "16"},
     ),
     DFlashCase(
+        "dflash_ids_strings",
+        'dflash_config.target_layer_ids ["1", "2"] (strings): SGLang\'s int() takes them, vLLM\'s i + 1 raises '
+        "TypeError as it sizes fc",
+        config={"dflash_config.target_layer_ids": ["1", "2"]},
+    ),
+    DFlashCase(
+        "dflash_ids_strings_top_level",
+        'target_layer_ids ["1", "2"] at the top level only: SGLang\'s int() takes them, vLLM\'s i + 1 raises',
+        config={"dflash_config.target_layer_ids": None, "target_layer_ids": ["1", "2"]},
+    ),
+    DFlashCase(
+        "dflash_ids_string_word",
+        "dflash_config.target_layer_ids [\"one\"]: SGLang's int() refuses it at start-up, vLLM's i + 1 raises",
+        config={"dflash_config.target_layer_ids": ["one"]},
+    ),
+    DFlashCase(
         "dflash_cfg_block_size_word",
         'block_size "sixteen": SGLang\'s int() refuses it at start-up, vLLM never reads it',
         config={"block_size": "sixteen"},

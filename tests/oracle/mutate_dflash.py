@@ -253,6 +253,10 @@ def _block_size_a_json_integer() -> None:
     values.CONFIG_INTEGERS = values.CONFIG_INTEGERS | {"block_size"}
 
 
+def _target_layer_ids_json_integers() -> None:
+    importlib.import_module("ckptdiff.config_values").STRING_LAYER_ID_KEYS = frozenset()
+
+
 #: The settings read as the drafter is built or the runtime starts (dflash_setting_cases.py).
 SETTING_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "dflash.vllm.sink_bias.top_level_fallback": (
@@ -275,6 +279,18 @@ SETTING_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "dflash.vllm.mask_lookup.checked": (
         "vLLM starts without resolving a mask token (no start-up lookup)",
         _dflash_vllm_mask_lookup(),
+    ),
+    "dflash.sglang.ids_int": (
+        'SGLang takes target layer ids only as ints ("3" malformed), not through int()',
+        lambda: change_dflash("sglang", ids_int=False),
+    ),
+    "dflash.vllm.ids_not_int": (
+        'vLLM reads string target layer ids ("3") as no ids (its class default) instead of raising TypeError',
+        lambda: change_dflash("vllm", ids_not_int=None),
+    ),
+    "dflash.target_layer_ids.json_integers": (
+        'target_layer_ids must hold JSON integers ("3" refused as a file defect, as before)',
+        _target_layer_ids_json_integers,
     ),
     "dflash.block_size.json_integer": (
         'block_size must be a JSON integer ("16" refused as a file defect, as before)',

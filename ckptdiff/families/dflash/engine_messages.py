@@ -122,7 +122,12 @@ EVENTS: dict[str, Any] = {
         'the config has no num_hidden_layers: SGLang raises ValueError "DFLASH requires draft num_hidden_layers"'
     ),
     "dflash.sglang.target_layer_ids_malformed": (
-        "{key} is {value}: SGLang raises ValueError (target_layer_ids must be a non-empty list of ints)"
+        "{key} is {value}: SGLang raises ValueError (target_layer_ids must be a non-empty list of ints; int() "
+        'takes each, so "3" passes)'
+    ),
+    "dflash.vllm.target_layer_ids_not_int": (
+        "{key} is {value}: vLLM adds 1 to each id as it sizes fc and raises TypeError on one that is not an int "
+        '(SGLang\'s int() would take "3")'
     ),
     "dflash.sglang.ids_vs_target": (
         "target layer ids {ids} (read at {key}) do not fit a "

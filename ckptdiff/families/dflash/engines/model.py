@@ -197,3 +197,9 @@ class DFlashEngine:
     sink_bias: SinkBias | None = None
     #: How the runtime resolves the mask token at start-up (None: not modelled as a start-up check).
     mask_lookup: MaskLookup | None = None
+    #: Whether the engine passes each id through ``int()`` as it parses them (SGLang: ``"3"`` is 3, ``"three"`` is
+    #: ``ids_malformed``); else an id must be an int already.
+    ids_int: bool = False
+    #: Ids read at a key the engine shifts (``capture``) that are not ints: its ``i + 1`` raises TypeError as it
+    #: builds the drafter (vLLM; {key}, {value}). None: not this engine's way.
+    ids_not_int: Event | None = None

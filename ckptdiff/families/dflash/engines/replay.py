@@ -48,6 +48,19 @@ def read_ids(engine: DFlashEngine, config: Mapping[str, Any]) -> tuple[str | Non
     return None, None, 0
 
 
+def parse_ids(engine: DFlashEngine, raw: Any) -> tuple[int, ...] | None:
+    """The ids as the engine parses them: a non-empty list, each an int, or (``ids_int``) anything ``int()`` takes
+    (``"3"``); None: malformed to this engine."""
+    if not isinstance(raw, list) or not raw:
+        return None
+    if not engine.ids_int:
+        return tuple(raw) if all(_int(v) is not None for v in raw) else None
+    try:
+        return tuple(int(v) for v in raw)
+    except (TypeError, ValueError):
+        return None
+
+
 def expected_params(engine: DFlashEngine, spec: DFlashSpec, fc_in: int | None) -> dict[str, dict[str, Shape]]:
     """Each parameter the engine builds → the shape each checkpoint piece loaded into it must have (``""``: the
     whole parameter; ``q``/``0``…: a stacked shard)."""
@@ -112,10 +125,12 @@ def simulate(
     key, raw, shift = read_ids(engine, config)
     ids: tuple[int, ...] | None = None
     if raw is not None:
-        if isinstance(raw, list) and raw and all(_int(v) is not None for v in raw):
-            ids = tuple(raw)
-        elif engine.ids_malformed is not None:
+        ids = parse_ids(engine, raw)
+        if ids is None and engine.ids_malformed is not None:
             events.add(engine.ids_malformed, key=key, value=raw)
+            return EngineResult(engine.name, side, tuple(events.items))
+        if ids is None and engine.ids_not_int is not None and shift and raw:
+            events.add(engine.ids_not_int, key=key, value=raw)
             return EngineResult(engine.name, side, tuple(events.items))
     refused = config_refusal(engine.config_checks[len(before) :], config)
     if refused is not None:

@@ -94,6 +94,7 @@ ENGINE = DFlashEngine(
     checks_before_ids=9,  # the target layer ids are parsed after final_logit_softcapping (dflash_utils.py:657)
     layers_required=Event("error", "layers_required", "dflash.sglang.layers_required", at(f"{UTILS}:545")),
     ids_malformed=Event("error", "target_layer_ids_malformed", "dflash.sglang.target_layer_ids_malformed", IDS),
+    ids_int=True,  # [int(x) for x in layer_ids] (dflash_utils.py:670): "3" is 3
     # a present [] is parsed as given and refused as empty (ids_malformed); only a missing key or null is unset, and
     # a null in dflash_config is dict.get's value there: the default ids, the top-level ones unread
     ids_keys=(
