@@ -484,13 +484,43 @@ def test_a_qwen3_5_that_announces_no_mtp_layer_is_not_an_mtp_checkpoint(tmp_path
     assert detect_family(json.loads((folder / "config.json").read_text())) is None
 
 
-def test_a_glm_5_target_is_served_by_sglangs_own_nextn_class_which_is_not_modelled(tmp_path) -> None:
-    """GLM-5 (GlmMoeDsaForCausalLM): vLLM serves it with DeepSeekMTP (replayed); SGLang builds its own subclass,
-    GlmMoeDsaForCausalLMNextN, not replayed: not "no class"."""
+def test_a_glm_5_target_is_served_by_each_engines_own_dsa_class_which_is_not_modelled(tmp_path) -> None:
+    """GLM-5 (GlmMoeDsaForCausalLM): vLLM builds DeepseekV32MTPModel (its MTP layer carries the DSA indexer), SGLang
+    its own subclass, GlmMoeDsaForCausalLMNextN; neither is replayed: not "no class", nor the indexer's tensors
+    called unknown names."""
     config = deepseek_config(architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa")
     report = run(target(tmp_path / "glm5", config=config), "vllm", "sglang")
-    assert outcomes(report)["vllm"] == "loads"
-    assert events(report, "sglang") == {"mtp_not_modelled": "error"}
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    classes = {r.engine: e.params["cls"] for r in report.engines for e in r.events}
+    assert classes["vllm"] == "DeepseekV32MTPModel"
+
+
+def test_a_deepseek_v3_2_target_is_vllms_v32_class_not_deepseek_mtp(tmp_path) -> None:
+    config = deepseek_config(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=4)
+    (result,) = run(target(tmp_path / "v32", config=config), "vllm").engines
+    assert [(e.code, e.params["cls"]) for e in result.events] == [("mtp_not_modelled", "DeepseekV32MTPModel")]
+    assert "deepseek_v32/nvidia/mtp.py" in result.events[0].source
+
+
+@pytest.mark.parametrize(
+    ("config", "cls"),
+    [
+        ({"architectures": ["HunYuanMoEV1ForCausalLM"], "model_type": "hunyuan_v1_moe", "num_mtp_layers": 1},
+         "TransformersMoEForMTP"),
+        ({"architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3", "num_mtp_layers": 1}, "TransformersForMTP"),
+        ({"architectures": ["RadioMBartPrefixForCausalLM"], "model_type": "nemotron_parse",
+          "num_nextn_predict_layers": 1, "decoder": {"causal_vision_prefix": True}}, "ParseAuxMTPModel"),
+    ],
+)  # fmt: skip
+def test_vllms_transformers_backend_and_parse_mtp_classes_are_named_not_modelled(tmp_path, config, cls) -> None:
+    (result,) = run(target(tmp_path / "t", config=deepseek_config(**config)), "vllm").engines
+    assert [(e.code, e.params["cls"]) for e in result.events] == [("mtp_not_modelled", cls)]
+
+
+def test_without_num_mtp_layers_a_transformers_backend_target_has_no_vllm_mtp_class(tmp_path) -> None:
+    config = deepseek_config(architectures=["Olmo3ForCausalLM"], model_type="olmo3")
+    (result,) = run(target(tmp_path / "t", config=config), "vllm").engines
+    assert [e.code for e in result.events] == ["mtp_not_supported"]
 
 
 def ernie(folder: Path, *, mtp: bool = True) -> str:
