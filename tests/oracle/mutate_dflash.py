@@ -253,6 +253,20 @@ def _block_size_a_json_integer() -> None:
     values.CONFIG_INTEGERS = values.CONFIG_INTEGERS | {"block_size"}
 
 
+def _sglang_nemotron35(**changes: Any) -> Callable[[], None]:
+    """SGLang's Nemotron 3.5 variant with its changes replaced (a None value: that change left out)."""
+
+    def apply() -> None:
+        engine = _engine("sglang").ENGINE
+        variants = tuple(
+            dataclasses.replace(v, changes={k: c for k, c in {**v.changes, **changes}.items() if c is not None})
+            for v in engine.variants
+        )
+        change_dflash("sglang", variants=variants)
+
+    return apply
+
+
 def _target_layer_ids_json_integers() -> None:
     importlib.import_module("ckptdiff.config_values").STRING_LAYER_ID_KEYS = frozenset()
 
@@ -291,6 +305,18 @@ SETTING_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "dflash.target_layer_ids.json_integers": (
         'target_layer_ids must hold JSON integers ("3" refused as a file defect, as before)',
         _target_layer_ids_json_integers,
+    ),
+    "dflash.sglang.nemotron35": (
+        "SGLang builds a Nemotron 3.5 draft as any DFlash drafter (no variant)",
+        lambda: change_dflash("sglang", variants=()),
+    ),
+    "dflash.sglang.nemotron35.sink_backend": (
+        "SGLang builds a Nemotron 3.5 draft's top-level-flagged sinks under any draft attention backend",
+        _sglang_nemotron35(sink_backend=None),
+    ),
+    "dflash.sglang.nemotron35.own_embedding_kept": (
+        "SGLang replaces a Nemotron 3.5 draft's unwritten embedding by the target's",
+        _sglang_nemotron35(own_embedding_kept=None),
     ),
     "dflash.block_size.json_integer": (
         'block_size must be a JSON integer ("16" refused as a file defect, as before)',
