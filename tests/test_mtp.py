@@ -517,6 +517,22 @@ def test_vllms_transformers_backend_and_parse_mtp_classes_are_named_not_modelled
     assert [(e.code, e.params["cls"]) for e in result.events] == [("mtp_not_modelled", cls)]
 
 
+@pytest.mark.parametrize(
+    ("architecture", "model_type", "sglang"),
+    [
+        ("NemotronHForCausalLM", "nemotron_h", "NemotronHForCausalLMMTP"),
+        ("Qwen3MoeForCausalLM", "qwen3_moe", "Qwen3MoeForCausalLMMTP"),
+        ("BailingMoeV2ForCausalLM", "bailing_moe", "BailingMoeForCausalLMNextN"),
+        ("IQuestQ1MTP", "iquest", "IQuestQ1MTP"),  # a standalone export naming its class
+    ],
+)
+def test_sglangs_other_mtp_classes_are_named_not_modelled(tmp_path, architecture, model_type, sglang) -> None:
+    config = deepseek_config(architectures=[architecture], model_type=model_type)
+    (result,) = run(target(tmp_path / "t", config=config), "sglang").engines
+    assert [(e.code, e.params["cls"]) for e in result.events] == [("mtp_not_modelled", sglang)]
+    assert "model_config.py" in result.events[0].source
+
+
 def test_without_num_mtp_layers_a_transformers_backend_target_has_no_vllm_mtp_class(tmp_path) -> None:
     config = deepseek_config(architectures=["Olmo3ForCausalLM"], model_type="olmo3")
     (result,) = run(target(tmp_path / "t", config=config), "vllm").engines

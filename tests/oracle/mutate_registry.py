@@ -56,7 +56,16 @@ def _medusa_loader(engine: str) -> None:
     )
 
 
+def _sglang_mtp_without(name: str) -> None:
+    module = importlib.import_module("ckptdiff.families.mtp.engines.sglang")
+    module.ENGINE = _classes(module.ENGINE, lambda c: None if c.name == name else c)
+
+
 MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
+    "mtp.sglang.nemotron_h": (
+        "SGLang builds no MTP drafter for a Nemotron-H target (NemotronHForCausalLMMTP unknown)",
+        lambda: _sglang_mtp_without("NemotronHForCausalLMMTP"),
+    ),
     "mtp.vllm.deepseek_v32_class": (
         "vLLM serves DeepSeek-V3.2 and GLM-5 (DSA) targets with DeepSeekMTPModel, not DeepseekV32MTPModel",
         _vllm_mtp(_v32_as_deepseek_mtp),

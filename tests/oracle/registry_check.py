@@ -8,7 +8,7 @@ mutations (``mutate_registry.py``) with them, on the cached answers.
   architecture ckptdiff's vLLM MTP rules name, each standalone ``*_mtp`` type vLLM serves and each registered MTP
   class named as architectures[0], against the class ckptdiff says vLLM builds (``MtpEngine.choose``); every MTP
   class vLLM registers is one ckptdiff names (its loader modelled or said not to be); the Transformers backend's
-  targets are the registry's.
+  targets are the registry's. Every NextN/MTP class SGLang registers is one ckptdiff names.
 - A family ckptdiff says a pinned engine has no loader for (``Family.no_loader``: Medusa) is exactly one that no
   architecture of that engine's registries and no speculative method of it names.
 """
@@ -160,6 +160,16 @@ def vllm_mtp_registry(cached_only: bool = False) -> list[str]:
     return rows
 
 
+def sglang_mtp_registry(cached_only: bool = False) -> list[str]:
+    """Every NextN/MTP class SGLang registers is one ckptdiff's SGLang MTP rules name."""
+    from ckptdiff.families.mtp.engines.sglang import ENGINE
+
+    seen = facts("sglang", cached_only=cached_only)
+    registered = {a for a in seen["architectures"] if a.endswith(("NextN", "MTP"))}
+    unknown = sorted(registered - {c.name for c in ENGINE.classes})
+    return [f"sglang registers MTP classes ckptdiff does not name: {unknown}"] if unknown else []
+
+
 def _architectures(engine: Any, name: str) -> tuple[str, ...]:
     return next((c.architectures for c in engine.classes if c.name == name), ())
 
@@ -184,6 +194,8 @@ def found(engines: list[str] | None = None, cached_only: bool = False) -> list[s
     rows: list[str] = []
     if "vllm" in wanted:
         rows += vllm_mtp_choice(cached_only)[0] + vllm_mtp_registry(cached_only)
+    if "sglang" in wanted:
+        rows += sglang_mtp_registry(cached_only)
     for engine in wanted:
         rows += no_loader(engine, cached_only)
     return rows

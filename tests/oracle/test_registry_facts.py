@@ -29,6 +29,11 @@ def test_every_mtp_class_vllm_registers_is_one_ckptdiff_names() -> None:
     assert not rows, "\n".join(rows)
 
 
+def test_every_mtp_class_sglang_registers_is_one_ckptdiff_names() -> None:
+    rows = registry_check.sglang_mtp_registry()
+    assert not rows, "\n".join(rows)
+
+
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_a_family_has_no_loader_exactly_where_no_registry_or_method_names_it(engine: str) -> None:
     rows = registry_check.no_loader(engine)

@@ -14,6 +14,7 @@ from ..spec import MtpSpec
 from .model import Fp8Load, Fused, MtpClass, MtpEngine, unmodelled
 from .prefix import PrefixLoad
 from .prefix_quant import PrefixQuant
+from .sglang_types import override_classes
 
 REPO = "sgl-project/sglang"
 VERSION = "v0.5.23"
@@ -315,6 +316,7 @@ ENGINE = MtpEngine(
             ),
             layout="mtp",
         ),
+        *override_classes(),
     ),
     registry=MODEL_CONFIG,
     no_class=Event("error", "mtp_not_supported", "mtp.sglang.mtp_not_supported", MODEL_CONFIG),
@@ -358,4 +360,5 @@ ENGINE = MtpEngine(
     outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_layers", LOADER),
     unknown=Event("warning", "skipped_unknown_name", "mtp.sglang.skipped_unknown_name", LOADER),
     shape_error=Event("error", "shape_mismatch", "mtp.sglang.shape_mismatch", LOADER_UTILS),
+    by_own_name=True,
 )
