@@ -495,6 +495,16 @@ def test_a_glm_5_target_is_served_by_each_engines_own_dsa_class_which_is_not_mod
     assert classes["vllm"] == "DeepseekV32MTPModel"
 
 
+def test_an_mtp_layer_with_dsas_indexer_is_not_replayed_as_a_plain_deepseek_layer(tmp_path) -> None:
+    """index_topk (DeepSeek sparse attention): both engines build the lightning indexer in the MTP layer, which the
+    DeepSeek rules do not replay; its tensors are not unknown names (vLLM) nor skipped (SGLang)."""
+    config = deepseek_config(index_topk=4)
+    report = run(target(tmp_path / "dsa", config=config), "vllm", "sglang")
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    sources = {r.engine: r.events[0].source for r in report.engines}
+    assert "deepseek_mtp.py:91" in sources["vllm"] and "model_config.py:191" in sources["sglang"]
+
+
 def test_a_deepseek_v3_2_target_is_vllms_v32_class_not_deepseek_mtp(tmp_path) -> None:
     config = deepseek_config(architectures=["DeepseekV32ForCausalLM"], model_type="deepseek_v32", index_topk=4)
     (result,) = run(target(tmp_path / "v32", config=config), "vllm").engines

@@ -87,6 +87,13 @@ class MtpClass:
         )
 
 
+def dsa(config: Mapping[str, Any]) -> bool:
+    """DeepSeek's sparse attention (DSA): ``index_topk`` set (in the text config or at the top), which makes both
+    engines build the lightning indexer in each MTP layer (vLLM ``is_v32``, SGLang ``is_deepseek_dsa``)."""
+    text = config.get("text_config")
+    return any(h.get("index_topk") is not None for h in (text if isinstance(text, Mapping) else {}, config))
+
+
 def unmodelled(
     engine: str,
     name: str,

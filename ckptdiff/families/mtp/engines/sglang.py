@@ -11,7 +11,7 @@ from typing import Any
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
-from .model import Fp8Load, Fused, MtpClass, MtpEngine, unmodelled
+from .model import Fp8Load, Fused, MtpClass, MtpEngine, dsa, unmodelled
 from .prefix import PrefixLoad
 from .prefix_quant import PrefixQuant
 from .sglang_types import override_classes
@@ -221,6 +221,15 @@ ENGINE = MtpEngine(
     name="sglang",
     label="SGLang",
     classes=(
+        # with index_topk (DSA: is_deepseek_dsa, model_config.py:191) its MTP layer builds the lightning indexer
+        # (deepseek_v2.py:2052-2143): its loading of it is not modelled
+        unmodelled(
+            "sglang",
+            "DeepseekV3ForCausalLMNextN",
+            Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py:191, models/deepseek_v2.py:2052-2143"),
+            architectures=("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"),
+            when=dsa,
+        ),
         MtpClass(
             "DeepseekV3ForCausalLMNextN",
             NEXTN,

@@ -9,7 +9,7 @@ import re
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
-from .model import Fused, MtpClass, MtpEngine, unmodelled
+from .model import Fused, MtpClass, MtpEngine, dsa, unmodelled
 from .prefix import PrefixLoad, vllm_moe_layer
 from .prefix_quant import PrefixQuant
 from .vllm_types import chosen_first, override_classes
@@ -23,6 +23,11 @@ DEEPSEEK_V32 = Source(
     VERSION,
     "vllm/config/speculative.py:733,755-763 (DeepseekV32MTPModel), vllm/models/deepseek_v32/nvidia/mtp.py:365 "
     "(DeepseekV32MTP.load_weights), vllm/models/deepseek_v32/attention.py:180-199 (the MTP layer's indexer)",
+)
+DEEPSEEK_DSA = Source(
+    REPO,
+    VERSION,
+    "vllm/model_executor/models/deepseek_mtp.py:91 (is_v32: index_topk), deepseek_v2.py:1138-1168 (the indexer)",
 )
 GLM = Source(REPO, VERSION, "vllm/model_executor/models/glm4_moe_mtp.py")
 QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py")
@@ -139,6 +144,9 @@ ENGINE = MtpEngine(
     label="vLLM",
     classes=(
         *chosen_first(),
+        # with index_topk (DSA) the same class builds the lightning indexer in each MTP layer (deepseek_mtp.py:91,
+        # deepseek_v2.py:1138-1168): its loading of it is not modelled
+        unmodelled("vllm", "DeepSeekMTPModel", DEEPSEEK_DSA, model_types=("deepseek_v3", "deepseek_mtp"), when=dsa),
         MtpClass("DeepSeekMTPModel", DEEPSEEK, model_types=("deepseek_v3", "deepseek_mtp")),
         # DeepSeek-V3.2 and GLM-5 (DSA): their own class on a GPU, whose MTP layers always build the lightning indexer
         # (wq_b, wk + weights_proj fused into wk_weights_proj, k_norm with a bias); not modelled, so their indexer
