@@ -307,21 +307,14 @@ def engine_failure(result: Mapping[str, Any], names: list[str]) -> Failure:
 
 
 def environment_failure(result: Mapping[str, Any]) -> str | None:
-    """What this machine lacks, when the engine's raise is about the machine and not the drafter; else None."""
+    """What this machine lacks, when the engine's raise is about the machine and not the drafter; else None. A raise
+    after the drafter's load (vLLM's V2 runner: ``after_load``) counts too when it is about the machine: the steps it
+    cut short (the embedding shared from the target) are then unobserved."""
     raised = result.get("raised")
-    if not raised:
+    if not raised and not result.get("after_load"):
         return None
-    return _lacking(f"{raised.get('message', '')}\n{result.get('traceback', '')}")
-
-
-def after_load_environment(result: Mapping[str, Any]) -> str | None:
-    """What this machine lacks, when a raise after the drafter's load (vLLM's V2 runner: ``after_load``) is about the
-    machine: the steps it cut short (the embedding shared from the target) are unobserved, the runner's capture
-    decision and the drafter's load before it are not."""
-    return _lacking(str(result.get("after_load", ""))) if result.get("after_load") else None
-
-
-def _lacking(text: str) -> str | None:
+    raised = raised or {}
+    text = f"{raised.get('message', '')}\n{result.get('traceback', '')}\n{result.get('after_load', '')}"
     for pattern, what in ENVIRONMENT:
         found = pattern.search(text)
         if found:

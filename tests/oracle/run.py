@@ -35,7 +35,6 @@ from cases import Case  # noqa: E402
 from compare import (  # noqa: E402
     FAILURE_OF,
     Disagreement,
-    after_load_environment,
     ckptdiff_view,
     engine_view,
     environment_failure,
@@ -79,8 +78,6 @@ class Result:
     cases: list[Case]  # every family's (Case is EAGLE-3's; the others have the fields used here)
     found: list[Disagreement] = field(default_factory=list)
     not_comparable: list[tuple[str, str, str]] = field(default_factory=list)  # case, engine, why
-    #: Compared on the runner's capture only: its post-load steps raised on this machine (case, engine, what lacks).
-    partial: list[tuple[str, str, str]] = field(default_factory=list)
     agreeing: dict[str, int] = field(default_factory=dict)  # engine → cases with no disagreement
     #: (case, engine) → (what the engine captured, what ckptdiff says it captures), for --capture
     captures: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
@@ -113,8 +110,6 @@ class Result:
                     lines.append(f"  {split}: {agree} of {compared} agree ({100 * agree / compared:.1f} %)")
         for case, engine, why in self.not_comparable:
             lines.append(f"not comparable: {case} under {engine}: {why}")
-        for case, engine, why in self.partial:
-            lines.append(f"capture only: {case} under {engine}: after the load, this machine lacks {why}")
         if self.found:
             header = ("case", "engine", "subject", "ckptdiff says", "engine did")
             rows = [header, *(d.row() for d in self.found)]
@@ -305,11 +300,6 @@ def _judge(
                 refused = reports[case.name].get("refused")
                 said = f"refused: {refused}"[:200] if refused else "(no engine entry)"
                 found = [Disagreement(case.name, pin.engine, "outcome", said, "(an engine result)")]
-            elif after_load_environment(seen) is not None:
-                # the runner's post-load steps raised on this machine (vllm._C's CPU ops): only its capture decision
-                # and trace, observed before, are compared
-                found = runner_capture(case.name, pin.engine, seen, entry)
-                result.partial.append((case.name, pin.engine, str(after_load_environment(seen))))
             elif family.judge is not None:
                 found = family.judge(case, pin.engine, seen, entry)
             else:
