@@ -150,9 +150,6 @@ ENVIRONMENT = (
     # vLLM's CPU build has no fused-MoE kernel for some sizes (the rebuilt layouts' scaled-down experts)
     (re.compile(r"No (\w+) MoE backend supports the deployment configuration"), "a CPU {0} MoE kernel for these sizes"),
     (re.compile(r"undefined symbol: (\w+)"), "native symbol {0}"),
-    # vLLM's CPU weight packing (dispatch_cpu_unquantized_gemm, where the CPU has AMX) calls vllm._C's CPU ops, which
-    # the PyPI wheel does not build
-    (re.compile(r"'_OpNamespace' '_C' object has no attribute '(\w+)'"), "vllm._C's CPU op {0}"),
     # SGLang's FP8 linear quantizes activations with sgl_kernel's CUDA op, which its CPU build does not define
     (re.compile(r"name '(sgl_\w+)' is not defined"), "sgl_kernel's {0}"),
     (re.compile(r"Cannot re-initialize CUDA in forked subprocess"), "CUDA (a CUDA-only path)"),
@@ -307,14 +304,11 @@ def engine_failure(result: Mapping[str, Any], names: list[str]) -> Failure:
 
 
 def environment_failure(result: Mapping[str, Any]) -> str | None:
-    """What this machine lacks, when the engine's raise is about the machine and not the drafter; else None. A raise
-    after the drafter's load (vLLM's V2 runner: ``after_load``) counts too when it is about the machine: the steps it
-    cut short (the embedding shared from the target) are then unobserved."""
+    """What this machine lacks, when the engine's raise is about the machine and not the drafter; else None."""
     raised = result.get("raised")
-    if not raised and not result.get("after_load"):
+    if not raised:
         return None
-    raised = raised or {}
-    text = f"{raised.get('message', '')}\n{result.get('traceback', '')}\n{result.get('after_load', '')}"
+    text = f"{raised.get('message', '')}\n{result.get('traceback', '')}"
     for pattern, what in ENVIRONMENT:
         found = pattern.search(text)
         if found:

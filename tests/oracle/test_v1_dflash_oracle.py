@@ -18,7 +18,7 @@ pytestmark = pytest.mark.oracle
 
 
 def test_dflash_verdicts_under_the_v1_runner_match_vllms_v1_runner() -> None:
-    found, compared, skipped = run()
-    assert compared >= 20, f"{compared} compared; not comparable here: {skipped[:3]}"
+    found, compared, _ = run()
+    assert compared >= 20
     rows = [f"{d.case} {d.subject}: ckptdiff {d.ckptdiff} / engine {d.engine_did}" for d in found]
     assert not found, "\n".join(rows)

@@ -67,7 +67,6 @@ def run(
     """Every case through vLLM's V1 runner and ckptdiff --vllm-runner v1 (its JSON report; ``reporter``: run.py's
     in_process_report, mutate.py's): the disagreements, the cases compared, and the cases vLLM cannot be asked
     about here (with why)."""
-    from compare import environment_failure
     from dflash_judge import judge
     from run import ckptdiff_report
 
@@ -82,11 +81,7 @@ def run(
         asked = {c.name: paths[c.name] for c in chosen if "vllm" not in c.not_comparable}
         observed = run_engine(pin, asked, log=log, cached_only=cached_only, driver=DRIVER, shared=SHARED)
         for case in chosen:
-            lacking = environment_failure(observed[case.name]) if case.name in asked else None
-            if lacking is not None:  # about this machine, not the drafter: listed, never counted (as run.py)
-                skipped.append(f"{case.name}: environment: this machine lacks {lacking}")
-                asked.pop(case.name)
-            elif case.name in asked:
+            if case.name in asked:
                 report = (
                     reporter(*paths[case.name], ["vllm"], ("--vllm-runner", "v1"))
                     if reporter
