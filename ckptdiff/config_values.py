@@ -16,6 +16,7 @@ from .limits import (
     MAX_LAYER_ID_LISTS,
     POSITIVE_CONFIG_INTEGERS,
     SIGNED_CONFIG_INTEGERS,
+    STRING_LAYER_ID_KEYS,
 )
 
 
@@ -65,11 +66,13 @@ def _check_integer(key: str, value: Any, config_name: str) -> None:
 
 
 def _check_layer_ids(key: str, ids: list[Any], limit: int, config_name: str) -> None:
-    """Up to ``limit`` ids, each an integer: SGLang adds 1 to each (a TypeError on "58"), and the rules would take
-    a list holding anything else as no ids and report the engine's default layers."""
+    """Up to ``limit`` ids, each an integer (a string too in ``target_layer_ids``): SGLang adds 1 to an EAGLE-3 id
+    (a TypeError on "58"), and the rules would take a list holding anything else as no ids and report the engine's
+    default layers."""
     if len(ids) > limit:
         name = key.rpartition(".")[2]
         raise CkptdiffError(config_name, f"{name} names {len(ids)} layers, more than any drafter reads (up to {limit})")
-    odd = [item for item in ids if not isinstance(item, int) or isinstance(item, bool)]
+    kinds: tuple[type, ...] = (int, str) if key.rpartition(".")[2] in STRING_LAYER_ID_KEYS else (int,)
+    odd = [item for item in ids if not isinstance(item, kinds) or isinstance(item, bool)]
     if odd:
         raise CkptdiffError(config_name, f"{key} holds {json.dumps(odd[0])[:40]}: each layer id must be a JSON integer")

@@ -63,6 +63,10 @@ MAX_LAYER_ID_LISTS = {
     "target_layer_ids": 256,
 }
 
+#: Layer-id lists whose ids may be strings: DFlash's ``target_layer_ids``, which SGLang int()s ("3" passes) and vLLM
+#: raises on, as their rules say.
+STRING_LAYER_ID_KEYS = frozenset({"target_layer_ids"})
+
 #: The keys an EAGLE-3 drafter's aux-layer ids are read from: a value other than a list (or null) is refused, since
 #: the rules would take it as no ids. DFlash's ``target_layer_ids`` is left to its engines' rules, which raise on it.
 EAGLE_LAYER_ID_KEYS = frozenset({"eagle_aux_hidden_state_layer_ids", "layer_ids"})

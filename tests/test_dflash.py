@@ -248,6 +248,40 @@ def test_config_refusals(tmp_path, config, engine, code) -> None:
     assert all(event.source for event in result.events)
 
 
+def test_string_target_layer_ids_pass_sglang_and_stop_vllm(tmp_path) -> None:
+    # SGLang int()s each id as it parses the config; vLLM adds 1 to each as it sizes fc and raises TypeError
+    ids = ["1", "9", "17", "25", "33"]
+    folder = drafter(tmp_path / "d", config={"dflash_config": {"mask_token_id": 151669, "target_layer_ids": ids}})
+    found = engines(folder, QWEN3_BASE)
+    assert found["sglang"].outcome == "loads"
+    assert found["vllm"].outcome == "fails" and codes(found["vllm"])[0] == "target_layer_ids_malformed"
+    word = drafter(tmp_path / "w", config={"dflash_config": {"mask_token_id": 151669, "target_layer_ids": ["one"]}})
+    assert codes(engines(word, QWEN3_BASE)["sglang"])[0] == "target_layer_ids_malformed"
+
+
+NEMOTRON_35 = {
+    "has_embed_tokens": True,
+    "has_lm_head": False,
+    "quantization_config": {"quant_algo": "W4A16_NVFP4"},
+    "eagle_aux_hidden_state_layer_ids": [2, 10, 18, 26, 34],
+    "dflash_config": {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 33], "sample_from_anchor": False},
+}
+
+
+def test_a_nemotron_3_5_draft_with_top_level_sinks_needs_sglangs_trtllm_mha_backend(tmp_path) -> None:
+    folder = drafter(tmp_path / "d", config={**NEMOTRON_35, "attention_sink_bias": True})
+    result = engines(folder, QWEN3_BASE)["sglang"]
+    assert result.outcome == "fails" and codes(result)[0] == "sink_backend_required"
+    assert "trtllm_mha" in event_message(result.events[0])
+
+
+def test_a_nemotron_3_5_draft_keeps_its_own_embedding_under_sglang(tmp_path) -> None:
+    result = engines(drafter(tmp_path / "d", config=NEMOTRON_35), QWEN3_BASE)["sglang"]
+    fates = dict(result.parameters)
+    assert fates["embed_tokens.weight"] == "random" and fates["lm_head.weight"] == "from_target"
+    assert "mask_embedding" not in fates
+
+
 MASK = {"mask_token_id": 151669, "target_layer_ids": [1, 9, 17, 25, 33]}
 
 

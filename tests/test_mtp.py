@@ -484,13 +484,15 @@ def test_a_qwen3_5_that_announces_no_mtp_layer_is_not_an_mtp_checkpoint(tmp_path
     assert detect_family(json.loads((folder / "config.json").read_text())) is None
 
 
-def test_a_glm_5_target_is_served_by_sglangs_own_nextn_class_which_is_not_modelled(tmp_path) -> None:
-    """GLM-5 (GlmMoeDsaForCausalLM): vLLM serves it with DeepSeekMTP (replayed); SGLang builds its own subclass,
-    GlmMoeDsaForCausalLMNextN, not replayed: not "no class"."""
+def test_a_glm_5_target_is_served_by_each_engines_own_dsa_class_which_is_not_modelled(tmp_path) -> None:
+    """GLM-5 (GlmMoeDsaForCausalLM): vLLM builds DeepseekV32MTPModel (its MTP layer carries the DSA indexer), SGLang
+    its own subclass, GlmMoeDsaForCausalLMNextN; neither is replayed: not "no class", nor the indexer's tensors
+    called unknown names."""
     config = deepseek_config(architectures=["GlmMoeDsaForCausalLM"], model_type="glm_moe_dsa")
     report = run(target(tmp_path / "glm5", config=config), "vllm", "sglang")
-    assert outcomes(report)["vllm"] == "loads"
-    assert events(report, "sglang") == {"mtp_not_modelled": "error"}
+    assert events(report, "vllm") == events(report, "sglang") == {"mtp_not_modelled": "error"}
+    classes = {r.engine: e.params["cls"] for r in report.engines for e in r.events}
+    assert classes["vllm"] == "DeepseekV32MTPModel"
 
 
 def ernie(folder: Path, *, mtp: bool = True) -> str:

@@ -57,7 +57,8 @@ def unserved(family_name: str, engine: str, side: str) -> EngineResult:
 #: The words of the events above (registered in the formats' catalogue with every family's).
 EVENTS: dict[str, str] = {
     "families.family_not_loaded": (
-        "{label} {version} has no loader for {family} drafters: none is registered among its model classes"
+        "{label} {version} has no loader for {family} drafters: no model class of its registry and no speculative "
+        "method it accepts serves one"
     ),
     "families.family_not_modelled": (
         "ckptdiff has no rules for {label}'s loading of {family} drafters: it cannot say what {label} does with "

@@ -93,6 +93,7 @@ EVENT_CODES: dict[str, tuple[str, ...]] = {
     "shape_mismatch": ("error",),
     "shard_truncated": ("warning",),
     "sink_bias_default": ("warning",),
+    "sink_backend_required": ("error",),
     "skipped_unknown_name": ("warning", "info"),
     "speculators_config_invalid": ("error", "warning"),
     "speculators_format_unsupported": ("error",),

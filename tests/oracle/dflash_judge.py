@@ -39,6 +39,8 @@ STAGES = {
     "mask_token_missing": "config",
     "mask_token_null": "config",
     "ids_vs_trained_depth": "construct",
+    "target_layer_ids_not_int": "construct",
+    "sink_backend_required": "construct",
     "unknown_name": "load",
     "shape_mismatch": "load",
     "fc_width_mismatch": "load",

@@ -71,6 +71,16 @@ CONFIG_CASES: tuple[DFlashCase, ...] = (
 #: Per-head attention sink biases, one per drafter layer, as a MiMo-style drafter would ship them.
 SINKS = tuple((f"layers.{i}.self_attn.attention_sink_bias", "F32", [HEADS]) for i in range(2))
 
+#: SGLang's Nemotron 3.5 DFlash draft layout (is_nemotron_35_draft_config, dflash_utils.py:458): its own embedding,
+#: no head, W4A16_NVFP4, the EAGLE-3 aux ids one past the DFlash ids, no sampling from the anchor.
+NEMOTRON35 = {
+    "has_embed_tokens": True,
+    "has_lm_head": False,
+    "quantization_config": {"quant_algo": "W4A16_NVFP4"},
+    "eagle_aux_hidden_state_layer_ids": [2, 3],
+    "dflash_config.sample_from_anchor": False,
+}
+
 #: The settings read as the drafter is built or the runtime starts.
 SETTING_CASES: tuple[DFlashCase, ...] = (
     DFlashCase(
@@ -130,6 +140,48 @@ SETTING_CASES: tuple[DFlashCase, ...] = (
         "dflash_block_size_string",
         'block_size "16" (a string) at the top level: SGLang\'s int() takes it, vLLM never reads it',
         config={"block_size": "16"},
+    ),
+    DFlashCase(
+        "dflash_nemotron35_sink_top_level",
+        "a Nemotron 3.5 draft layout (own embedding, no head, W4A16_NVFP4, ids = aux ids - 1, no anchor sampling) "
+        "with the top-level attention_sink_bias true and the biases shipped: SGLang builds its sinks only under the "
+        "trtllm_mha draft attention backend and refuses to build the drafter otherwise",
+        config=NEMOTRON35 | {"attention_sink_bias": True},
+        add=SINKS,
+    ),
+    DFlashCase(
+        "dflash_nemotron35_no_sink",
+        "a Nemotron 3.5 draft layout without sinks: SGLang builds it under any draft attention backend",
+        config=NEMOTRON35,
+    ),
+    DFlashCase(
+        "dflash_nemotron35_own_embedding",
+        "a Nemotron 3.5 draft layout shipping its embedding: SGLang loads it into its own (vLLM: its own too)",
+        config=NEMOTRON35,
+        add=(("embed_tokens.weight", "BF16", [256, 64]),),
+    ),
+    DFlashCase(
+        "dflash_nemotron35_sink_in_dflash_config",
+        "a Nemotron 3.5 draft layout with dflash_config.attention_sink_bias true (not the top-level key) and the "
+        "biases shipped: SGLang builds and loads them as for any drafter, under any backend",
+        config=NEMOTRON35 | {"dflash_config.attention_sink_bias": True},
+        add=SINKS,
+    ),
+    DFlashCase(
+        "dflash_ids_strings",
+        'dflash_config.target_layer_ids ["1", "2"] (strings): SGLang\'s int() takes them, vLLM\'s i + 1 raises '
+        "TypeError as it sizes fc",
+        config={"dflash_config.target_layer_ids": ["1", "2"]},
+    ),
+    DFlashCase(
+        "dflash_ids_strings_top_level",
+        'target_layer_ids ["1", "2"] at the top level only: SGLang\'s int() takes them, vLLM\'s i + 1 raises',
+        config={"dflash_config.target_layer_ids": None, "target_layer_ids": ["1", "2"]},
+    ),
+    DFlashCase(
+        "dflash_ids_string_word",
+        "dflash_config.target_layer_ids [\"one\"]: SGLang's int() refuses it at start-up, vLLM's i + 1 raises",
+        config={"dflash_config.target_layer_ids": ["one"]},
     ),
     DFlashCase(
         "dflash_cfg_block_size_word",

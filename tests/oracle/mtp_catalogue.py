@@ -18,6 +18,7 @@ from mtp_cases import (
     E,
     H,
     MtpCase,
+    Q,
     V,
     deepseek_config,
     glm_config,
@@ -414,5 +415,46 @@ QWEN3_NEXT_QUANTIZED: list[MtpCase] = [
               MAIN + qwen3_next_mtp(fp8=True, drop=("q_proj.weight_scale_inv",)), QN_FP8_CONFIG),
 ]  # fmt: skip
 
-MTP_CASES: list[MtpCase] = INSIDE + STANDALONE + PUBLISHED + QWEN3_NEXT + QWEN3_NEXT_QUANTIZED
+#: DeepSeek-V3.2's sparse attention (DSA, also GLM-5's glm_moe_dsa): each MTP layer builds the lightning indexer
+#: (wq_b, wk and weights_proj fused into wk_weights_proj, k_norm a LayerNorm with a bias).
+IDX_HEADS, IDX_DIM = 2, 16
+V32 = {
+    "model_type": "deepseek_v32",
+    "architectures": ["DeepseekV32ForCausalLM"],
+    "index_topk": 8,
+    "index_n_heads": IDX_HEADS,
+    "index_head_dim": IDX_DIM,
+}
+
+
+def indexer(layer: int, drop: tuple[str, ...] = ()) -> list[Any]:
+    i = f"model.layers.{layer}.self_attn.indexer."
+    out = [
+        (i + "wq_b.weight", "BF16", (IDX_HEADS * IDX_DIM, Q)),
+        (i + "wk.weight", "BF16", (IDX_DIM, H)),
+        (i + "weights_proj.weight", "BF16", (IDX_HEADS, H)),
+        (i + "k_norm.weight", "BF16", (IDX_DIM,)),
+        (i + "k_norm.bias", "BF16", (IDX_DIM,)),
+    ]
+    return [t for t in out if not any(piece in t[0] for piece in drop)]
+
+
+#: Neither engine builds DSA on this CPU (vLLM: "Sparse Attention is not supported on CPU" as the layer is built;
+#: SGLang: a CUDA-only path): listed, not compared, for a machine that can.
+NO_DSA = {
+    "vllm": "vLLM builds no DSA (sparse attention) layer on the CPU: NotImplementedError as the drafter is built",
+    "sglang": "SGLang's DSA attention takes a CUDA-only path on this machine",
+}
+DSA: list[MtpCase] = [
+    dataclasses.replace(case, not_comparable=NO_DSA)
+    for case in (
+        _ds("mtp_v32_indexer", "a DeepSeek-V3.2 target (vLLM: DeepseekV32MTPModel), its MTP layer with the lightning "
+            "indexer", MAIN + mtp_layer(2) + indexer(2), **V32),
+        _ds("mtp_glm_dsa_indexer", "a GLM-5-class (glm_moe_dsa) target, its MTP layer with the lightning indexer",
+            MAIN + mtp_layer(2) + indexer(2), **{**V32, "model_type": "glm_moe_dsa",
+                                                 "architectures": ["GlmMoeDsaForCausalLM"]}),
+    )
+]  # fmt: skip
+
+MTP_CASES: list[MtpCase] = INSIDE + STANDALONE + PUBLISHED + QWEN3_NEXT + QWEN3_NEXT_QUANTIZED + DSA
 __all__ = ["MTP_CASES", "E", "FP8_CONFIG", "V"]

@@ -325,6 +325,10 @@ from mutate_llama4 import FAMILY as LLAMA4_FAMILY  # noqa: E402
 from mutate_llama4 import MUTATIONS as LLAMA4_MUTATIONS  # noqa: E402
 
 MUTATIONS |= LLAMA4_MUTATIONS
+# Which class an engine builds, and whether it has a loader at all (judged by registry_check.py).
+from mutate_registry import MUTATIONS as REGISTRY_MUTATIONS  # noqa: E402
+
+MUTATIONS |= REGISTRY_MUTATIONS
 #: Mutations whose rules only one family's drafters reach: judged on that family's cases only (the baseline run
 #: judges every case, so each such family's cases are in it).
 SCOPE: dict[str, str] = {name: DFLASH_FAMILY for name in DFLASH_MUTATIONS} | dict.fromkeys(
@@ -346,10 +350,15 @@ def v1_dflash_found(engines: list[str] | None) -> list[str]:
 
 def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
     """In this process: apply mutation ``name`` (None: none), judge every case of the job (the main split; a
-    family-scoped mutation's family's) against the cached engine results."""
+    family-scoped mutation's family's) against the cached engine results; a registry mutation, the registry checks
+    against the engines' cached registry answers."""
     if name is not None:
         MUTATIONS[name][1]()
+    import registry_check
     from run import in_process_report, run
+
+    if name is not None and name in REGISTRY_MUTATIONS:
+        return {"found": sorted(set(registry_check.found(engines, cached_only=True)))}
 
     families = [SCOPE[name]] if name in SCOPE else None
     if name is not None and name in V1_DFLASH_MUTATIONS:  # DFlash under vLLM's V1 runner: v1_dflash.py's cases
@@ -367,7 +376,7 @@ def judge_one(name: str | None, engines: list[str] | None) -> dict[str, Any]:
         )
     found = {f"{d.case}/{d.engine}/{d.subject}" for d in result.found}
     if name is None:
-        found |= set(v1_dflash_found(engines))
+        found |= set(v1_dflash_found(engines)) | set(registry_check.found(engines, cached_only=True))
     return {"found": sorted(found)}
 
 

@@ -253,6 +253,24 @@ def _block_size_a_json_integer() -> None:
     values.CONFIG_INTEGERS = values.CONFIG_INTEGERS | {"block_size"}
 
 
+def _sglang_nemotron35(**changes: Any) -> Callable[[], None]:
+    """SGLang's Nemotron 3.5 variant with its changes replaced (a None value: that change left out)."""
+
+    def apply() -> None:
+        engine = _engine("sglang").ENGINE
+        variants = tuple(
+            dataclasses.replace(v, changes={k: c for k, c in {**v.changes, **changes}.items() if c is not None})
+            for v in engine.variants
+        )
+        change_dflash("sglang", variants=variants)
+
+    return apply
+
+
+def _target_layer_ids_json_integers() -> None:
+    importlib.import_module("ckptdiff.config_values").STRING_LAYER_ID_KEYS = frozenset()
+
+
 #: The settings read as the drafter is built or the runtime starts (dflash_setting_cases.py).
 SETTING_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "dflash.vllm.sink_bias.top_level_fallback": (
@@ -275,6 +293,30 @@ SETTING_MUTATIONS: dict[str, tuple[str, Callable[[], None]]] = {
     "dflash.vllm.mask_lookup.checked": (
         "vLLM starts without resolving a mask token (no start-up lookup)",
         _dflash_vllm_mask_lookup(),
+    ),
+    "dflash.sglang.ids_int": (
+        'SGLang takes target layer ids only as ints ("3" malformed), not through int()',
+        lambda: change_dflash("sglang", ids_int=False),
+    ),
+    "dflash.vllm.ids_not_int": (
+        'vLLM reads string target layer ids ("3") as no ids (its class default) instead of raising TypeError',
+        lambda: change_dflash("vllm", ids_not_int=None),
+    ),
+    "dflash.target_layer_ids.json_integers": (
+        'target_layer_ids must hold JSON integers ("3" refused as a file defect, as before)',
+        _target_layer_ids_json_integers,
+    ),
+    "dflash.sglang.nemotron35": (
+        "SGLang builds a Nemotron 3.5 draft as any DFlash drafter (no variant)",
+        lambda: change_dflash("sglang", variants=()),
+    ),
+    "dflash.sglang.nemotron35.sink_backend": (
+        "SGLang builds a Nemotron 3.5 draft's top-level-flagged sinks under any draft attention backend",
+        _sglang_nemotron35(sink_backend=None),
+    ),
+    "dflash.sglang.nemotron35.own_embedding_kept": (
+        "SGLang replaces a Nemotron 3.5 draft's unwritten embedding by the target's",
+        _sglang_nemotron35(own_embedding_kept=None),
     ),
     "dflash.block_size.json_integer": (
         'block_size must be a JSON integer ("16" refused as a file defect, as before)',

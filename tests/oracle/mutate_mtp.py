@@ -65,11 +65,22 @@ def _vllm_no_module_exemption() -> None:
     _change("vllm", strict=lambda param: True)
 
 
+def _deepseek(engine: Any) -> int:
+    """Where the engine's (modelled) DeepSeek class is among its classes: the first modelled one."""
+    return next(i for i, c in enumerate(engine.classes) if c.not_modelled is None)
+
+
+def _with_deepseek(engine: Any, **fields: Any) -> tuple[Any, ...]:
+    at = _deepseek(engine)
+    classes = list(engine.classes)
+    classes[at] = dataclasses.replace(classes[at], **fields)
+    return tuple(classes)
+
+
 def _vllm_kimi_k2_class() -> None:
     engine = _engine_module("vllm").ENGINE
-    first = engine.classes[0]
-    classes = (dataclasses.replace(first, model_types=(*first.model_types, "kimi_k2")), *engine.classes[1:])
-    _change("vllm", classes=classes)
+    first = engine.classes[_deepseek(engine)]
+    _change("vllm", classes=_with_deepseek(engine, model_types=(*first.model_types, "kimi_k2")))
 
 
 def _sglang_qkv_a_written_apart() -> None:
@@ -178,9 +189,9 @@ def _nextn_no_transformers_default() -> None:
 def _sglang_fp8(**fields: Any) -> None:
     """SGLang's DeepSeek NextN class with its FP8 rules changed (``fp8=None``: not modelled)."""
     engine = _engine_module("sglang").ENGINE
-    first = engine.classes[0]
+    first = engine.classes[_deepseek(engine)]
     fp8 = None if fields.get("fp8", True) is None else dataclasses.replace(first.fp8, **fields)
-    _change("sglang", classes=(dataclasses.replace(first, fp8=fp8), *engine.classes[1:]))
+    _change("sglang", classes=_with_deepseek(engine, fp8=fp8))
 
 
 def _sglang_fp8_not_modelled() -> None:
@@ -196,7 +207,8 @@ def _sglang_fp8_no_dtype_check() -> None:
 
 
 def _sglang_fp8_scale_missing_raises() -> None:
-    first = _engine_module("sglang").ENGINE.classes[0]
+    engine = _engine_module("sglang").ENGINE
+    first = engine.classes[_deepseek(engine)]
     assert first.fp8 is not None
     _sglang_fp8(scale_missing=dataclasses.replace(first.fp8.scale_missing, severity="error"))
 

@@ -36,11 +36,10 @@ from compare import (  # noqa: E402
     FAILURE_OF,
     Disagreement,
     ckptdiff_view,
-    disagreements,
     engine_view,
     environment_failure,
-    runner_capture,
 )
+from compare_diff import disagreements, runner_capture  # noqa: E402
 from engines import Pin, missing_environments, pins, run_engine  # noqa: E402
 from oracle_families import (  # noqa: E402
     ORACLE_FAMILIES,

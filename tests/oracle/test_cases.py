@@ -16,7 +16,8 @@ if str(HERE) not in sys.path:
 
 from cases import TARGET_NAME, Case, digest, tensors_of, write_all  # noqa: E402
 from catalogue import CASES  # noqa: E402
-from compare import ckptdiff_view, disagreements, engine_view, environment_failure, runner_capture  # noqa: E402
+from compare import ckptdiff_view, engine_view, environment_failure  # noqa: E402
+from compare_diff import disagreements, runner_capture  # noqa: E402
 
 REPO = HERE.parent.parent
 

@@ -102,6 +102,7 @@ SUMMARIES: dict[str, str] = {
     "mask_token_out_of_vocab": "mask token {mask_token_id} outside the target's vocabulary ({vocab})",
     "aux_states_unprojected": "no fc, {captured} captured target states ({width} wide) for hidden_size {hidden}",
     "sink_bias_default": "{param} left at -inf (no sink)",
+    "sink_backend_required": "{key}: sinks need the trtllm_mha draft attention backend",
     "mask_token_missing": "no mask token id",
     "mask_token_null": "{key} is null",
 }
@@ -122,7 +123,17 @@ EVENTS: dict[str, Any] = {
         'the config has no num_hidden_layers: SGLang raises ValueError "DFLASH requires draft num_hidden_layers"'
     ),
     "dflash.sglang.target_layer_ids_malformed": (
-        "{key} is {value}: SGLang raises ValueError (target_layer_ids must be a non-empty list of ints)"
+        "{key} is {value}: SGLang raises ValueError (target_layer_ids must be a non-empty list of ints; int() "
+        'takes each, so "3" passes)'
+    ),
+    "dflash.sglang.sink_backend_required": (
+        "{key} is true in a Nemotron 3.5 draft layout: SGLang builds its attention sinks only under "
+        "--speculative-draft-attention-backend trtllm_mha and raises ValueError while building the drafter under any "
+        "other (its default included)"
+    ),
+    "dflash.vllm.target_layer_ids_not_int": (
+        "{key} is {value}: vLLM adds 1 to each id as it sizes fc and raises TypeError on one that is not an int "
+        '(SGLang\'s int() would take "3")'
     ),
     "dflash.sglang.ids_vs_target": (
         "target layer ids {ids} (read at {key}) do not fit a "

@@ -31,6 +31,14 @@ def _ids(value: Any) -> tuple[int, ...] | None:
     return None
 
 
+def _stated_ids(value: Any) -> tuple[int, ...] | None:
+    """The ids a config states, a string of digits read as its number (``"3"``: what SGLang's int() makes of it;
+    vLLM's refusal of it is its rules')."""
+    if isinstance(value, list) and all(_int(v) is not None or (isinstance(v, str) and v.isdigit()) for v in value):
+        return tuple(int(v) for v in value)
+    return None
+
+
 def layer_of(name: str) -> int | None:
     """``layers.3.mlp.up_proj.weight`` → 3 (also under ``model.``)."""
     found = _LAYER.match(name)
@@ -129,7 +137,7 @@ class DFlashSpec:
     def target_layer_ids(self) -> Setting:
         """``target_layer_ids``: the target layers whose outputs feed fc (0-based, the layer's output)."""
         found = self.setting("target_layer_ids")
-        return Setting(_ids(found.value), found.key) if found.key else found
+        return Setting(_stated_ids(found.value), found.key) if found.key else found
 
     @property
     def num_target_layers(self) -> int | None:

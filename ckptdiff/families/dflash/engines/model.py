@@ -94,6 +94,17 @@ class SinkBias:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A drafter layout the engine recognises from its config and builds differently: the engine's rules with
+    ``changes`` (``DFlashEngine`` fields) in their place (SGLang's Nemotron 3.5 draft)."""
+
+    name: str
+    source: Source
+    applies: Callable[[Mapping[str, Any]], bool]
+    changes: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class MaskLookup:
     """Where the engine's runtime resolves the mask token id as it starts, in order: ``(key, null_is_unset)``; the
     first key present wins (a null there too, unless ``null_is_unset``)."""
@@ -197,3 +208,19 @@ class DFlashEngine:
     sink_bias: SinkBias | None = None
     #: How the runtime resolves the mask token at start-up (None: not modelled as a start-up check).
     mask_lookup: MaskLookup | None = None
+    #: Whether the engine passes each id through ``int()`` as it parses them (SGLang: ``"3"`` is 3, ``"three"`` is
+    #: ``ids_malformed``); else an id must be an int already.
+    ids_int: bool = False
+    #: Ids read at a key the engine shifts (``capture``) that are not ints: its ``i + 1`` raises TypeError as it
+    #: builds the drafter (vLLM; {key}, {value}). None: not this engine's way.
+    ids_not_int: Event | None = None
+    #: Whether ``own_embedding`` comes with a ``mask_embedding`` parameter (vLLM's) or not (SGLang's Nemotron 3.5),
+    #: and whether an own embedding no tensor fills is kept as built (SGLang's Nemotron 3.5: random) rather than
+    #: replaced by the target's (vLLM).
+    mask_embedding: bool = True
+    own_embedding_kept: bool = False
+    #: A config key whose true value makes the layers refuse to build under the default draft attention backend
+    #: ({key}; SGLang's Nemotron 3.5 sinks: trtllm_mha only). None: no such key.
+    sink_backend: tuple[str, Event] | None = None
+    #: Layouts built differently, the first that applies replacing these rules' fields.
+    variants: tuple[Variant, ...] = ()

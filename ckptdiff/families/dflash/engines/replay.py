@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ....checkpoint import Checkpoint
@@ -48,6 +49,19 @@ def read_ids(engine: DFlashEngine, config: Mapping[str, Any]) -> tuple[str | Non
     return None, None, 0
 
 
+def parse_ids(engine: DFlashEngine, raw: Any) -> tuple[int, ...] | None:
+    """The ids as the engine parses them: a non-empty list, each an int, or (``ids_int``) anything ``int()`` takes
+    (``"3"``); None: malformed to this engine."""
+    if not isinstance(raw, list) or not raw:
+        return None
+    if not engine.ids_int:
+        return tuple(raw) if all(_int(v) is not None for v in raw) else None
+    try:
+        return tuple(int(v) for v in raw)
+    except (TypeError, ValueError):
+        return None
+
+
 def expected_params(engine: DFlashEngine, spec: DFlashSpec, fc_in: int | None) -> dict[str, dict[str, Shape]]:
     """Each parameter the engine builds → the shape each checkpoint piece loaded into it must have (``""``: the
     whole parameter; ``q``/``0``…: a stacked shard)."""
@@ -79,6 +93,7 @@ def expected_params(engine: DFlashEngine, spec: DFlashSpec, fc_in: int | None) -
     out[p + "norm.weight"] = {"": shape(h)}
     if engine.own_embedding:
         out[p + "embed_tokens.weight"] = {"": shape(spec.vocab, h)}
+    if engine.own_embedding and engine.mask_embedding:
         out[p + "mask_embedding"] = {"": shape(h)}
     if engine.own_head:
         draft_vocab = _int(spec.config.get("draft_vocab_size")) or spec.vocab
@@ -103,6 +118,7 @@ def simulate(
         registered = sorted({a for c in engine.classes for a in c.architectures})
         events.add(engine.no_class, architecture=architecture, looked_up=looked_up, registered=registered)
         return EngineResult(engine.name, side, tuple(events.items))
+    engine = next((replace(engine, **v.changes) for v in engine.variants if v.applies(config)), engine)
     # the engine's config parse, in its order: the checks before the ids, the ids, the rest; then the layer count
     before = engine.config_checks[: engine.checks_before_ids]
     refused = config_refusal(before, config)
@@ -112,10 +128,12 @@ def simulate(
     key, raw, shift = read_ids(engine, config)
     ids: tuple[int, ...] | None = None
     if raw is not None:
-        if isinstance(raw, list) and raw and all(_int(v) is not None for v in raw):
-            ids = tuple(raw)
-        elif engine.ids_malformed is not None:
+        ids = parse_ids(engine, raw)
+        if ids is None and engine.ids_malformed is not None:
             events.add(engine.ids_malformed, key=key, value=raw)
+            return EngineResult(engine.name, side, tuple(events.items))
+        if ids is None and engine.ids_not_int is not None and shift and raw:
+            events.add(engine.ids_not_int, key=key, value=raw)
             return EngineResult(engine.name, side, tuple(events.items))
     refused = config_refusal(engine.config_checks[len(before) :], config)
     if refused is not None:
@@ -134,6 +152,11 @@ def simulate(
         return EngineResult(engine.name, side, tuple(events.items))
     if not _startup(engine, spec, key, ids, target_layers, events):
         return EngineResult(engine.name, side, tuple(events.items))
+    if engine.sink_backend is not None and present(config, engine.sink_backend[0]):
+        key, backend_refused = engine.sink_backend
+        if dotted(config, key):  # the layers refuse to build (a ValueError naming the backend)
+            events.add(backend_refused, key=key)
+            return EngineResult(engine.name, side, tuple(events.items))
     features = spec.features(ids)
     in_hidden = next((v for k in engine.fc_hidden_keys if (v := _int(config.get(k)))), None)
     fc_in = features * in_hidden if features and in_hidden else None
@@ -297,6 +320,9 @@ def _parameters(
             out.append((param, "error"))
         elif filled.get(param, set()) >= set(shards):
             out.append((param, "loaded"))
+        elif param == p + "embed_tokens.weight" and engine.own_embedding_kept:
+            out.append((param, "random"))
+            events.add(engine.param_missing, None, param=param)
         elif param in (p + "embed_tokens.weight", "lm_head.weight"):
             out.append((param, "from_target"))
             events.add(engine.from_target, None, name=param, carried=False)
@@ -312,10 +338,10 @@ def _parameters(
             events.add(engine.param_missing, None, param=param)
     for param in carried:
         events.add(engine.carried_unused, None, name=param)
-    if not engine.own_embedding:
-        for name in ("embed_tokens.weight", "lm_head.weight"):
-            out.append((name, "from_target"))
-            events.add(engine.from_target, None, name=name, carried=False)
+    taken = ("embed_tokens.weight", "lm_head.weight") if not engine.own_embedding else ()
+    for name in taken or (("lm_head.weight",) if not engine.own_head else ()):
+        out.append((name, "from_target"))
+        events.add(engine.from_target, None, name=name, carried=False)
     return out
 
 

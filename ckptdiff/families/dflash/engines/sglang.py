@@ -5,8 +5,11 @@ the DFLASH worker (srt/speculative/dflash_worker_v2.py). Each rule cites the fil
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ...rules import Event, Source
-from .model import Alias, ConfigCheck, DFlashClass, DFlashEngine, IdsKey, Refusal, SinkBias, Stacked
+from .model import Alias, ConfigCheck, DFlashClass, DFlashEngine, IdsKey, Refusal, SinkBias, Stacked, Variant
 
 REPO, VERSION = "sgl-project/sglang", "v0.5.23"
 
@@ -77,6 +80,49 @@ def build_target_layer_ids(target_layers: int | None, draft_layers: int | None) 
     return tuple(int(round(start + (i * span) / (draft_layers - 1))) for i in range(draft_layers))
 
 
+def is_nemotron_35(config: Mapping[str, Any]) -> bool:
+    """dflash_utils.py:461 is_nemotron_35_draft_config: a DFlash (or DSpark) drafter with its own embedding and no
+    head, W4A16_NVFP4, each DFlash id one below its EAGLE-3 aux id, and no sampling from the anchor."""
+    architectures = config.get("architectures") or []
+    if not {"DFlashDraftModel", "Qwen3DSparkModel"} & set(architectures if isinstance(architectures, list) else ()):
+        return False
+    quant = config.get("quantization_config") or {}
+    if not config.get("has_embed_tokens") or config.get("has_lm_head"):
+        return False
+    if not isinstance(quant, Mapping) or quant.get("quant_algo") != "W4A16_NVFP4":
+        return False
+    section = config.get("dflash_config")
+    section = section if isinstance(section, Mapping) else {}
+    ids = section.get("target_layer_ids", config.get("target_layer_ids"))
+    aux = config.get("eagle_aux_hidden_state_layer_ids")
+    if not ids or not aux or not isinstance(ids, list) or not isinstance(aux, list) or len(ids) != len(aux):
+        return False
+    try:
+        if any(int(t) + 1 != int(a) for t, a in zip(ids, aux, strict=True)):
+            return False
+    except (TypeError, ValueError):
+        return False
+    return section.get("sample_from_anchor", config.get("sample_from_anchor", True)) is False
+
+
+#: The Nemotron 3.5 draft (dflash.py:706-716, 296-312): it builds and loads its own embedding (no mask embedding), and
+#: a true top-level attention_sink_bias builds F32 sinks only under the trtllm_mha draft attention backend, a
+#: ValueError under any other (dflash_config's flag, read after it, builds them as for any drafter).
+NEMOTRON_35 = Variant(
+    "Nemotron 3.5",
+    at(f"{UTILS}:461 (is_nemotron_35_draft_config)"),
+    is_nemotron_35,
+    {
+        "own_embedding": True,
+        "mask_embedding": False,
+        "own_embedding_kept": True,
+        "sink_backend": (
+            "attention_sink_bias",
+            Event("error", "sink_backend_required", "dflash.sglang.sink_backend_required", at(f"{MODEL}:296-304")),
+        ),
+    },
+)
+
 ENGINE = DFlashEngine(
     name="sglang",
     label="SGLang",
@@ -94,6 +140,7 @@ ENGINE = DFlashEngine(
     checks_before_ids=9,  # the target layer ids are parsed after final_logit_softcapping (dflash_utils.py:657)
     layers_required=Event("error", "layers_required", "dflash.sglang.layers_required", at(f"{UTILS}:545")),
     ids_malformed=Event("error", "target_layer_ids_malformed", "dflash.sglang.target_layer_ids_malformed", IDS),
+    ids_int=True,  # [int(x) for x in layer_ids] (dflash_utils.py:670): "3" is 3
     # a present [] is parsed as given and refused as empty (ids_malformed); only a missing key or null is unset, and
     # a null in dflash_config is dict.get's value there: the default ids, the top-level ones unread
     ids_keys=(
@@ -197,4 +244,5 @@ ENGINE = DFlashEngine(
         missing=Event("warning", "random_init", "dflash.sglang.random_init", LOAD),
         source=at(f"{MODEL}:313 (DFlashAttention.attention_sink_bias)"),
     ),
+    variants=(NEMOTRON_35,),
 )

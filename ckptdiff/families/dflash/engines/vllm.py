@@ -44,6 +44,9 @@ def _looks_up(architecture: str) -> str:
 #: The drafter's attention layers are registered beside the target's and grouped with them at start-up: full
 #: attention of any head size (MLA included, a FullAttentionSpec) makes one group of per-layer page sizes.
 KV_GROUPS = at("vllm/v1/core/kv_cache_planning.py:1143 (get_kv_cache_groups: UniformTypeKVCacheSpecs.from_specs)")
+#: qwen3_dflash.py:88 sizes fc from get_eagle3_aux_layers_from_config, whose ``i + 1`` (eagle3_utils.py:124) raises
+#: TypeError on an id that is no int ("3"): the drafter is never built.
+IDS_NOT_INT = at(f"{MODEL}:88 (_get_dflash_fc_input_size), vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:124")
 V1_IDS = at("vllm/v1/worker/gpu_model_runner.py:5190 (GPUModelRunner._get_eagle3_aux_layers_from_config)")
 
 
@@ -147,6 +150,7 @@ ENGINE = DFlashEngine(
     checks_before_ids=0,
     layers_required=None,
     ids_malformed=None,
+    ids_not_int=Event("error", "target_layer_ids_malformed", "dflash.vllm.target_layer_ids_not_int", IDS_NOT_INT),
     ids_keys=(
         IdsKey("eagle_aux_hidden_state_layer_ids", 0),
         IdsKey("dflash_config.target_layer_ids", 1),

@@ -69,17 +69,29 @@ class MtpClass:
     not_modelled: Event | None = None
     #: Pieces of a model_type it is chosen for wherever they occur in it (vLLM's ``"exaone4_5" in model_type``).
     model_type_pieces: tuple[str, ...] = ()
+    #: A further condition on the config for it to be chosen (vLLM's Parse 3.5: ``decoder.causal_vision_prefix``;
+    #: its Transformers-backend MTP: ``num_mtp_layers`` in the text config). None: none.
+    when: Callable[[Mapping[str, Any]], bool] | None = None
 
     def serves(self, spec: MtpSpec) -> bool:
         """Chosen by the text config's model_type or the top level's (the engine reads the one its rule names), any
-        of the pieces in either, or architectures[0]."""
+        of the pieces in either, or architectures[0] (and ``when``, if any, holds)."""
         top = spec.config.get("model_type")
         types = {t for t in (spec.model_type, top if isinstance(top, str) else None) if t}
+        if self.when is not None and not self.when(spec.config):
+            return False
         return (
             bool(types & set(self.model_types))
             or any(piece in t for piece in self.model_type_pieces for t in types)
             or spec.architecture in self.architectures
         )
+
+
+def dsa(config: Mapping[str, Any]) -> bool:
+    """DeepSeek's sparse attention (DSA): ``index_topk`` set (in the text config or at the top), which makes both
+    engines build the lightning indexer in each MTP layer (vLLM ``is_v32``, SGLang ``is_deepseek_dsa``)."""
+    text = config.get("text_config")
+    return any(h.get("index_topk") is not None for h in (text if isinstance(text, Mapping) else {}, config))
 
 
 def unmodelled(
@@ -91,11 +103,19 @@ def unmodelled(
     architectures: tuple[str, ...] = (),
     layout: str = "deepseek",
     model_type_pieces: tuple[str, ...] = (),
+    when: Callable[[Mapping[str, Any]], bool] | None = None,
 ) -> MtpClass:
     """A class ``engine`` builds whose loader ckptdiff does not replay: its verdict cites the class's own source."""
     event = Event("error", "mtp_not_modelled", f"mtp.{engine}.mtp_not_modelled", source)
     return MtpClass(
-        name, source, model_types, architectures, layout=layout, not_modelled=event, model_type_pieces=model_type_pieces
+        name,
+        source,
+        model_types,
+        architectures,
+        layout=layout,
+        not_modelled=event,
+        model_type_pieces=model_type_pieces,
+        when=when,
     )
 
 
@@ -163,3 +183,15 @@ class MtpEngine:
     #: A name inside a read layer that has no parameter ({name}, {candidate}).
     unknown: Event
     shape_error: Event  # {name}, {param}, {got}, {want}
+    #: Whether a config no class's rule serves is looked up by its own architectures[0] among the classes (vLLM: a
+    #: standalone export whose type ``hf_config_override`` leaves keeps its architecture, which the registry
+    #: resolves; ``Glm4MoeMTPModel`` is that class).
+    by_own_name: bool = False
+
+    def choose(self, spec: MtpSpec) -> MtpClass | None:
+        """The class the engine builds for ``spec``: the first whose rule serves it, else (``by_own_name``) the one
+        its architecture names."""
+        found = next((c for c in self.classes if c.serves(spec)), None)
+        if found is None and self.by_own_name:
+            found = next((c for c in self.classes if c.name == spec.architecture), None)
+        return found

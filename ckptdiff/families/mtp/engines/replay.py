@@ -40,7 +40,7 @@ def simulate(
         return EngineResult(engine.name, side, tuple(events.items))
     spec = MtpSpec.of(config, checkpoint.tensors)
     target = MtpSpec.of(base_config, ()) if base_config is not None else None
-    chosen = next((c for c in engine.classes if c.serves(spec)), None)
+    chosen = engine.choose(spec)
     if chosen is None:
         registered = [c.name for c in engine.classes]
         events.add(engine.no_class, model_type=spec.model_type, architecture=spec.architecture, registered=registered)

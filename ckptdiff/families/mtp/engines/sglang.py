@@ -11,9 +11,10 @@ from typing import Any
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
-from .model import Fp8Load, Fused, MtpClass, MtpEngine, unmodelled
+from .model import Fp8Load, Fused, MtpClass, MtpEngine, dsa, unmodelled
 from .prefix import PrefixLoad
 from .prefix_quant import PrefixQuant
+from .sglang_types import override_classes
 
 REPO = "sgl-project/sglang"
 VERSION = "v0.5.23"
@@ -220,6 +221,15 @@ ENGINE = MtpEngine(
     name="sglang",
     label="SGLang",
     classes=(
+        # with index_topk (DSA: is_deepseek_dsa, model_config.py:191) its MTP layer builds the lightning indexer
+        # (deepseek_v2.py:2052-2143): its loading of it is not modelled
+        unmodelled(
+            "sglang",
+            "DeepseekV3ForCausalLMNextN",
+            Source(REPO, VERSION, "python/sglang/srt/configs/model_config.py:191, models/deepseek_v2.py:2052-2143"),
+            architectures=("DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN"),
+            when=dsa,
+        ),
         MtpClass(
             "DeepseekV3ForCausalLMNextN",
             NEXTN,
@@ -315,6 +325,7 @@ ENGINE = MtpEngine(
             ),
             layout="mtp",
         ),
+        *override_classes(),
     ),
     registry=MODEL_CONFIG,
     no_class=Event("error", "mtp_not_supported", "mtp.sglang.mtp_not_supported", MODEL_CONFIG),
@@ -358,4 +369,5 @@ ENGINE = MtpEngine(
     outside=Event("info", "outside_mtp_layers", "mtp.sglang.outside_mtp_layers", LOADER),
     unknown=Event("warning", "skipped_unknown_name", "mtp.sglang.skipped_unknown_name", LOADER),
     shape_error=Event("error", "shape_mismatch", "mtp.sglang.shape_mismatch", LOADER_UTILS),
+    by_own_name=True,
 )

@@ -9,14 +9,26 @@ import re
 
 from ...rules import Event, Source
 from ..spec import MtpSpec
-from .model import Fused, MtpClass, MtpEngine, unmodelled
+from .model import Fused, MtpClass, MtpEngine, dsa, unmodelled
 from .prefix import PrefixLoad, vllm_moe_layer
 from .prefix_quant import PrefixQuant
-from .vllm_types import override_classes
+from .vllm_types import chosen_first, override_classes
 
 REPO = "vllm-project/vllm"
 VERSION = "v0.33.0"
 DEEPSEEK = Source(REPO, VERSION, "vllm/model_executor/models/deepseek_mtp.py (DeepSeekMTP.load_weights)")
+#: deepseek_v32 / glm_moe_dsa → DeepseekV32MTPModel (use_v32_mtp), on CUDA vllm/models/deepseek_v32/nvidia/mtp.py.
+DEEPSEEK_V32 = Source(
+    REPO,
+    VERSION,
+    "vllm/config/speculative.py:733,755-763 (DeepseekV32MTPModel), vllm/models/deepseek_v32/nvidia/mtp.py:365 "
+    "(DeepseekV32MTP.load_weights), vllm/models/deepseek_v32/attention.py:180-199 (the MTP layer's indexer)",
+)
+DEEPSEEK_DSA = Source(
+    REPO,
+    VERSION,
+    "vllm/model_executor/models/deepseek_mtp.py:91 (is_v32: index_topk), deepseek_v2.py:1138-1168 (the indexer)",
+)
 GLM = Source(REPO, VERSION, "vllm/model_executor/models/glm4_moe_mtp.py")
 QWEN3_NEXT = Source(REPO, VERSION, "vllm/model_executor/models/qwen3_next_mtp.py")
 #: Qwen3NextMTP.load_weights: names neither under mtp. nor holding embed_tokens/lm_head are skipped, mtp. → model.
@@ -131,9 +143,15 @@ ENGINE = MtpEngine(
     name="vllm",
     label="vLLM",
     classes=(
-        MtpClass(
-            "DeepSeekMTPModel", DEEPSEEK, model_types=("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_mtp")
-        ),
+        *chosen_first(),
+        # with index_topk (DSA) the same class builds the lightning indexer in each MTP layer (deepseek_mtp.py:91,
+        # deepseek_v2.py:1138-1168): its loading of it is not modelled
+        unmodelled("vllm", "DeepSeekMTPModel", DEEPSEEK_DSA, model_types=("deepseek_v3", "deepseek_mtp"), when=dsa),
+        MtpClass("DeepSeekMTPModel", DEEPSEEK, model_types=("deepseek_v3", "deepseek_mtp")),
+        # DeepSeek-V3.2 and GLM-5 (DSA): their own class on a GPU, whose MTP layers always build the lightning indexer
+        # (wq_b, wk + weights_proj fused into wk_weights_proj, k_norm with a bias); not modelled, so their indexer
+        # tensors are not called unknown names
+        unmodelled("vllm", "DeepseekV32MTPModel", DEEPSEEK_V32, model_types=("deepseek_v32", "glm_moe_dsa")),
         MtpClass(
             "Glm4MoeMTPModel",
             GLM,
@@ -264,6 +282,7 @@ ENGINE = MtpEngine(
     outside=Event("info", "outside_mtp_layers", "mtp.vllm.outside_mtp_layers", SPEC_LAYER),
     unknown=Event("error", "unknown_name", "mtp.vllm.unknown_name", DEEPSEEK),
     shape_error=Event("error", "shape_mismatch", "mtp.vllm.shape_mismatch", LOADER_UTILS),
+    by_own_name=True,
 )
 #: A quantized target (a quantization_config) turns off the strict check: a parameter no tensor fills keeps its
 #: initial values, silently.
