@@ -82,7 +82,7 @@ def compare(
         if not isinstance(rule, str) and not _is_rename_rule(rule):
             raise CkptdiffError("renames", f"{rule!r} is not a 'REGEX=REPLACEMENT' string")
     for glob in values_only:
-        if not isinstance(glob, str) or not glob:
+        if not isinstance(glob, str) or not glob.strip():  # a blank glob, like an empty one, matches no name
             raise CkptdiffError("values_only", f"{glob!r} is not a non-empty glob")
     profiles = ("auto", "none", *profile_names())
     if profile not in profiles:

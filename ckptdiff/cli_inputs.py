@@ -45,10 +45,13 @@ def refuse_lone_options(b: str | None, engines: tuple[str, ...], values: bool, s
 
 
 def refuse_empty_globs(values_only: tuple[str, ...]) -> None:
-    """An empty --values-only glob (an unset variable, ``--values-only "$NAMES"``) matches no name: refused before
-    anything is read, as an empty --ignore is, rather than after both sides were read."""
-    if "" in values_only:
-        raise CkptdiffError("--values-only", "'' is not a non-empty glob", "give a tensor name or glob, e.g. fc.weight")
+    """An empty or blank --values-only glob (an unset variable, ``--values-only "$NAMES"``, or one holding a space)
+    matches no name: refused before anything is read, as an empty --ignore is, rather than after both sides were
+    read."""
+    for glob in values_only:
+        if not glob.strip():
+            hint = "give a tensor name or glob, e.g. fc.weight"
+            raise CkptdiffError("--values-only", f"{glob!r} is not a non-empty glob", hint)
 
 
 _SECRET_OPTIONS = ("--token",)

@@ -89,7 +89,7 @@ class Policy:
                 raise PolicyError(self._where(field), f"{patterns!r} is not a list of globs", hint)
             object.__setattr__(self, field, tuple(patterns))
             for pattern in patterns:
-                if not isinstance(pattern, str) or not pattern:
+                if not isinstance(pattern, str) or not pattern.strip():  # blank: an unset variable's ' ' too
                     raise PolicyError(self._where(field), f"{pattern!r} is not a non-empty glob")
         object.__setattr__(self, "allow_dtype_change", tuple(self._dtype_rule(r) for r in self.allow_dtype_change))
         for rule in self.allow_event:

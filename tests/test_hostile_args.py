@@ -92,6 +92,16 @@ def test_an_empty_values_only_glob_is_refused_before_anything_is_read(tmp_path, 
         assert line.startswith("ckptdiff: --values-only: '' is not a non-empty glob (give a tensor name or glob")
 
 
+@pytest.mark.parametrize("option", ["--values-only", "--ignore", "--allow-missing", "--allow-extra"])
+def test_a_blank_glob_is_refused_before_anything_is_read_as_an_empty_one_is(tmp_path, run_cli, option):
+    """`--values-only "$NAMES"` with NAMES a space: no tensor name is blank, so the glob could match nothing; it is
+    refused up front (B is missing here), not after both sides were read, nor silently kept as a rule that does
+    nothing."""
+    model = checkpoint(tmp_path / "model")
+    line = one_line(run_cli(str(model), str(tmp_path / "absent"), option, " "))
+    assert line.startswith(f"ckptdiff: {option}: ' ' is not a non-empty glob")
+
+
 def test_a_report_onto_a_symlink_replaces_the_file_it_names_and_keeps_the_link(tmp_path, run_cli):
     """``-o latest.json`` where latest.json -> reports/run-42.json, as ``> latest.json`` would write it."""
     model = checkpoint(tmp_path / "model")
