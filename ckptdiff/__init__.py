@@ -107,6 +107,7 @@ def compare(
     if policy is not None and not _is_policy(policy):
         raise CkptdiffError("policy", f"{type(policy).__name__} is not a ckptdiff.Policy")
     from .families.engine_settings import EngineSettings, using
+    from .policy import Policy
     from .result import Result
 
     options = SourceOptions(offline=offline, jobs=jobs, progress=_bars(progress), follow_symlinks=follow_symlinks)
@@ -115,7 +116,7 @@ def compare(
             a,
             b,
             profile=profile,
-            policy=policy,
+            policy=policy if policy is not None else Policy(),  # a report asked for in Python: worded as Python
             base=base,
             source_options=options,
             values=values,

@@ -83,7 +83,7 @@ def check_checkpoint(
 ) -> Report:
     """One checkpoint on its own (no B): what each engine's loader does with it, served as a drafter of its
     detected family (``profile``: a family's name forces it)."""
-    policy = policy or Policy()
+    policy = policy or Policy(flags=True)  # none given: the CLI's default (compare() passes a Policy of its own)
     family = None if profile in (AUTO, NONE) else profile
     results = simulate_engines(engines, [("A", checkpoint)], base, policy, family)
     served = family or (detect_family(checkpoint.config) if profile == AUTO else None)
@@ -137,7 +137,7 @@ def compare_checkpoints(
 ) -> Report:
     """Compare two checkpoints. ``renames`` (``--rename REGEX=REPLACEMENT``) and the profile's canonical naming
     apply to both sides before tensors are matched; rows keep each side's own name."""
-    policy = policy or Policy()
+    policy = policy or Policy(flags=True)  # none given: the CLI's default (compare() passes a Policy of its own)
     rules = [r if isinstance(r, RenameRule) else parse_rename(r) for r in renames]
     named_a, named_b = name_side(a, "A", profile, rules), name_side(b, "B", profile, rules)
     rows = suggest_counterparts(_tensor_rows(named_a.tensors, named_b.tensors, profile, a.config, b.config))

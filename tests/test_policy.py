@@ -15,6 +15,7 @@ from ckptdiff.formats.messages import allowed_by_text, finding_message, rules_ap
 from ckptdiff.policy import Policy, PolicyError
 from ckptdiff.report import PolicyRule, Report
 from fixtures.generate import HERE as FIXTURES
+from fixtures.generate import write_safetensors
 
 PUBLISHED = str(FIXTURES / "kimi-k2-eagle3-published")
 TWO_AUX = str(FIXTURES / "kimi-k25-eagle3-two-aux")
@@ -234,6 +235,20 @@ def test_rules_of_a_policy_built_in_python_are_worded_as_the_caller_wrote_them()
     flagged = compare_checkpoints(A, B, policy=flags(ignore=("*",)))
     (nothing,) = [f for f in flagged.findings if f.code == "nothing_compared"]
     assert finding_message(flagged, nothing).endswith("(--allow-empty accepts it)")
+
+
+def test_a_command_line_without_policy_flags_names_the_flags_not_pythons_keywords(tmp_path, run_cli):
+    """No policy flag and no config file: the CLI's default policy, whose settings are still its flags (the
+    Python words are for a report asked for in Python)."""
+    write_safetensors(tmp_path / "a.safetensors", [("x", "F32", [2])])
+    write_safetensors(tmp_path / "b.safetensors", [("y", "F32", [2])])
+    result = run_cli(str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors"), "-v")
+    assert result.returncode == 1
+    assert "an empty comparison is not a pass (--allow-empty accepts it)" in result.stdout
+    assert "Policy(" not in result.stdout
+    report = compare(tmp_path / "a.safetensors", tmp_path / "b.safetensors")
+    (nothing,) = [f for f in report.findings if f.code == "nothing_compared"]
+    assert nothing.message.endswith("(Policy(allow_empty=True) accepts it)")
 
 
 def test_a_switch_of_a_policy_built_in_python_is_named_in_pythons_words():
