@@ -271,24 +271,42 @@ def test_force_replaces_out_only_with_a_proven_output(run_cli, drafter, tmp_path
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("out.")] == []
 
 
-@pytest.mark.parametrize("kind", ["folder", "file", "symlink"])
+@pytest.mark.parametrize("kind", ["folder", "file"])
 def test_force_never_replaces_what_no_convert_wrote(run_cli, drafter, tmp_path, kind):
     """A mistyped OUT with --force removed the user's folder (photos/, notes.txt) or file."""
     out = tmp_path / "out"
     if kind == "folder":
         (out / "photos").mkdir(parents=True)
         (out / "notes.txt").write_text("mine")
-    elif kind == "file":
-        out.write_text("mine")
     else:
-        (tmp_path / "elsewhere").mkdir()
-        out.symlink_to(tmp_path / "elsewhere")
+        out.write_text("mine")
     before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
 
     result = run_cli("convert", str(drafter), str(out), "--to", "sglang", "--force")
 
     assert result.returncode == 2
     assert one_line(result).startswith(f"ckptdiff: {out}: exists and is not an earlier convert output")
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("target", ["elsewhere", "earlier-output", "absent"])
+def test_force_never_replaces_a_symlink_and_says_it_is_one(run_cli, drafter, tmp_path, target):
+    """OUT a link, even to an earlier convert output (``latest -> run-3``): refused, left as it is, and named as a
+    link; it was refused as "not an earlier convert output (no convert.json)" when the folder it names had one."""
+    (tmp_path / "elsewhere").mkdir()
+    earlier = tmp_path / "earlier-output"
+    assert run_cli("convert", str(drafter), str(earlier), "--to", "sglang", "-q").returncode == 0
+    out = tmp_path / "out"
+    out.symlink_to(target)
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+
+    result = run_cli("convert", str(drafter), str(out), "--to", "sglang", "--force")
+
+    assert result.returncode == 2
+    assert one_line(result) == (
+        f"ckptdiff: {out}: is a symlink (to {target}): --force replaces only a folder an earlier convert wrote, or an "
+        "empty one, never a link (give the folder it names as OUT, or remove the link yourself)"
+    )
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
 
 

@@ -273,7 +273,14 @@ def _refuse_hostile_paths(request: ConvertRequest, out: Path, partial: Path) -> 
             raise ConvertRefused(str(out), "its parent folder does not exist")
         if (out.exists() or out.is_symlink()) and not request.force:
             raise ConvertRefused(str(out), "already exists (--force replaces it once the new one is proven)")
-        if (out.exists() or out.is_symlink()) and not _replaceable(out):
+        if out.is_symlink():  # a link is never replaced, even to an earlier output: say so, not "no convert.json"
+            raise ConvertRefused(
+                str(out),
+                f"is a symlink (to {printable_name(os.readlink(out))}): --force replaces only a folder an earlier "
+                "convert wrote, or an empty one, never a link",
+                "give the folder it names as OUT, or remove the link yourself",
+            )
+        if out.exists() and not _replaceable(out):
             raise ConvertRefused(
                 str(out),
                 "exists and is not an earlier convert output (no convert.json): --force replaces only those and "
