@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -659,3 +660,19 @@ def test_a_d2t_reaching_the_last_target_id_is_proven(run_cli, tmp_path, drafter)
     result = run_cli("convert", str(with_d2t(drafter, offsets)), str(tmp_path / "out"), "--to", "vllm", "-q")
 
     assert result.returncode == 0, result.stderr
+
+
+def test_a_signal_while_out_is_swapped_in_waits_until_the_swap_is_done():
+    """Ctrl-C as --force swapped the proven OUT.partial in: cut between the renames, OUT was missing; cut while the
+    old OUT was removed, a gutted OUT.replaced-PID was left. The swap holds Ctrl-C and SIGTERM back, then acts on
+    them as the run would have (here Python's own KeyboardInterrupt)."""
+    from ckptdiff.convert.write import signals_deferred
+
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    steps = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_deferred():
+            signal.raise_signal(signal.SIGINT)
+            steps.append("renamed")  # not cut: the signal waits
+    assert steps == ["renamed"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

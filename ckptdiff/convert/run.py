@@ -26,7 +26,7 @@ from ..version import __version__
 from .plan import ConvertRefused, Embed, Plan, build_plan
 from .prove import Proof, prove
 from .targets import TARGETS, TargetLayout
-from .write import sync_folder, write_durably, write_plan
+from .write import signals_deferred, sync_folder, write_durably, write_plan
 
 PARTIAL_SUFFIX = ".partial"
 PROVENANCE_FILE = "convert.json"
@@ -383,8 +383,14 @@ def _unchanged(source: Source, before: Snapshot, partial: Path) -> None:
 
 
 def _put_in_place(partial: Path, out: Path) -> None:
-    """OUT.partial → OUT; an OUT being replaced (--force) is moved aside first and removed only after."""
+    """OUT.partial → OUT; an OUT being replaced (--force) is moved aside first and removed only after. A signal
+    waits until it is done: cut between the renames, OUT would be missing."""
     sync_folder(partial)  # every file and entry of the output is on disk before the old OUT can go
+    with signals_deferred():
+        _swap(partial, out)
+
+
+def _swap(partial: Path, out: Path) -> None:
     aside = None
     if out.exists() or out.is_symlink():
         aside = out.with_name(f"{out.name}.replaced-{os.getpid()}")
