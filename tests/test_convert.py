@@ -676,3 +676,15 @@ def test_a_signal_while_out_is_swapped_in_waits_until_the_swap_is_done():
             steps.append("renamed")  # not cut: the signal waits
     assert steps == ["renamed"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_source_without_tensors_plans_zero_files_in_words_that_count(run_cli, tmp_path):
+    """An empty SRC (a failed export): the plan fails, naming what the engine needs, and counts what it would write
+    in plain words (it said "0 B in 0 file")."""
+    src = tmp_path / "src"
+    write_config(src, small_drafter_config())
+    write_safetensors(src / "model.safetensors", [])
+    result = run_cli("convert", str(src), str(tmp_path / "out"), "--to", "sglang", "--plan")
+    assert result.returncode == 1
+    assert "plan: 0 tensors, 0 B in 0 files" in result.stdout
+    assert not (tmp_path / "out").exists()

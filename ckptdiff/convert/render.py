@@ -177,8 +177,9 @@ def render_table(plan: Plan, *, expand: bool = False, width: int | None = None) 
     lines += _checks(plan, "  ", width, guard=True)
     shards = len(plan.shards.shards)
     only = f" ({next(iter(files))})" if len(files) == 1 else ""
-    files_line = f"{shards} file{'s' if shards > 1 else ''}" + (" + index" if plan.shards.indexed else only)
-    plan_line = f"plan: {len(plan.tensors)} tensors, {_size(plan.nbytes)} in {files_line}"
+    files_line = f"{shards} file{'' if shards == 1 else 's'}" + (" + index" if plan.shards.indexed else only)
+    count = len(plan.tensors)
+    plan_line = f"plan: {count} tensor{'' if count == 1 else 's'}, {_size(plan.nbytes)} in {files_line}"
     lines += ["", *hang("", plan_line, width, "  ", guard=True, path=True)]
     return "\n".join(lines) + "\n"
 
