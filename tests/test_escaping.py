@@ -111,7 +111,8 @@ def checkpoint(names: list[str]) -> Checkpoint:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(outside_text.filter(bool), min_size=1, max_size=4, unique=True))
+# the first name is a policy's glob too, which may not be blank (an unset variable's)
+@given(st.lists(outside_text.filter(bool), min_size=1, max_size=4, unique=True).filter(lambda names: names[0].strip()))
 def test_every_format_carries_hostile_names_inertly(names: list[str]) -> None:
     report = compare_checkpoints(
         checkpoint(names), checkpoint(names[1:]), policy=Policy(allow_missing=(names[0],), ignore=("@x|<y>",))

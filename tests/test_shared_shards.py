@@ -15,6 +15,7 @@ import ckptdiff
 from ckptdiff.checkpoint import HeaderTensors
 from ckptdiff.comparison import choose_profile, compare_checkpoints
 from ckptdiff.errors import HeaderError
+from ckptdiff.policy import Policy
 from ckptdiff.sources import SourceOptions, resolve, resolve_both
 from ckptdiff.version import __version__
 from fixtures.generate import KIMI_K2_BASE_CONFIG, kimi_k2_base_layer, write_kimi_k2_base, write_safetensors
@@ -39,9 +40,8 @@ def reports_alike(a, b) -> None:
     """The report of ``ckptdiff.compare`` (sides read as a pair) equals the one of sides read separately."""
     paired = ckptdiff.compare(str(a), str(b))
     side_a, side_b = resolve(str(a)), resolve(str(b))
-    alone = compare_checkpoints(
-        side_a, side_b, profile=choose_profile("auto", side_a, side_b), tool_version=__version__
-    )
+    profile = choose_profile("auto", side_a, side_b)  # and compare()'s policy, whose words are Python's
+    alone = compare_checkpoints(side_a, side_b, profile=profile, policy=Policy(), tool_version=__version__)
     for fmt in ("json", "table", "markdown"):
         assert ckptdiff.render(paired, fmt) == ckptdiff.render(alone, fmt)
 
