@@ -239,6 +239,8 @@ def _check_allowed_events(codes: tuple[str, ...]) -> None:
     from .families.event_codes import EVENT_CODES, unknown_code
 
     for code in codes:
+        if not code.strip():  # "$CODE" unset: named as typed, not as "--allow-event :"
+            raise CkptdiffError(f"--allow-event {code!r}", "is empty", "give a warning's code, e.g. lm_head_random")
         why = unknown_code(code)
         if why is not None:
             raise CkptdiffError(f"--allow-event {code}", why)

@@ -688,3 +688,12 @@ def test_a_source_without_tensors_plans_zero_files_in_words_that_count(run_cli, 
     assert result.returncode == 1
     assert "plan: 0 tensors, 0 B in 0 files" in result.stdout
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("blank", ["", " "])
+def test_a_blank_out_is_refused_not_made_a_folder_named_by_a_space(run_cli, drafter, tmp_path, blank):
+    """`ckptdiff convert SRC "$OUT"` with OUT unset or a space: OUT ' ' was written as a folder named by a space in
+    the current folder, and '' was named as "." (the current folder)."""
+    result = run_cli("convert", str(drafter), blank, "--to", "vllm", cwd=tmp_path)
+    assert one_line(result) == f"ckptdiff: {blank!r}: is empty: give OUT, the new folder's name, e.g. ./drafter-vllm"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]

@@ -41,6 +41,17 @@ def test_convert_refuses_an_allow_event_code_that_changes_nothing_before_reading
     assert result.stderr == f"ckptdiff: --allow-event {code}: {says}\n"
 
 
+@pytest.mark.parametrize("blank", ["", " "])
+def test_convert_refuses_a_blank_allow_event_code_naming_it_as_typed(run_cli, tmp_path, blank):
+    """`--allow-event "$CODE"` with CODE unset read "--allow-event : no engine event has this code"."""
+    out = tmp_path / "out"
+    result = run_cli("convert", str(tmp_path / "no-such-drafter"), str(out), "--to", "sglang", "--allow-event", blank)
+    assert result.returncode == 2 and result.stdout == "" and not out.exists()
+    assert result.stderr == (
+        f"ckptdiff: --allow-event {blank!r}: is empty (give a warning's code, e.g. lm_head_random)\n"
+    )
+
+
 def test_convert_takes_a_warnings_code(run_cli, tmp_path):
     result = run_cli(
         "convert", DRAFTER, str(tmp_path / "out"), "--to", "sglang", "--plan", "--allow-event", "config_ignored"

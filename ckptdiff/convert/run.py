@@ -89,6 +89,8 @@ def convert(
     options = options or SourceOptions()
     _refuse_flags_without_base(request)
     layout = TARGETS[request.engine]
+    if not request.out.strip():  # `"$OUT"` unset, or a space: not the current folder, nor a folder named " "
+        raise ConvertRefused(repr(request.out), "is empty: give OUT, the new folder's name, e.g. ./drafter-vllm")
     out = Path(request.out).expanduser()
     here = out.name in ("", "..") or _is_current_folder(out)  # ".", "/", "$PWD": none of its own to build and name
     if here and not request.plan_only:
