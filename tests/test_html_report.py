@@ -235,6 +235,30 @@ def test_a_long_name_quoted_in_a_note_or_a_message_wraps_inside_the_page(run_cli
     assert int(seen["pageWidth"]) <= int(seen["viewWidth"]), seen
 
 
+def test_a_config_status_stays_on_one_line_beside_long_values(run_cli, tmp_path: Path) -> None:
+    """The config table's status is its last column, which wrapped anywhere: beside two long values `only_in_b`
+    broke into "only_i" / "n_b"."""
+    from fixtures.generate import write_config, write_safetensors
+
+    for side, letter in (("a", "y"), ("b", "z")):
+        write_safetensors(tmp_path / side / "model.safetensors", [("w", "BF16", [1])])
+        config = {"long": letter * 500} | ({"new_key": "x"} if side == "b" else {})
+        write_config(tmp_path / side, config)
+    page = tmp_path / "report.html"
+    assert run_cli(str(tmp_path / "a"), str(tmp_path / "b"), "-o", str(page)).returncode == 0
+    seen = probe(
+        page,
+        """
+        const cells = [...document.querySelectorAll("td")].filter((td) => td.textContent === "only_in_b");
+        const range = document.createRange();
+        range.selectNodeContents(cells[0]);
+        document.body.dataset.lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        document.body.dataset.cells = cells.length;
+        """,
+    )
+    assert seen["cells"] == "1" and seen["lines"] == "1", seen
+
+
 def test_save_writes_more_formats_from_one_run_and_refuses_an_unknown_extension(run_cli, tmp_path: Path) -> None:
     result = run_cli(
         PUBLISHED,

@@ -53,7 +53,7 @@ h2 { font-size: 17px; border-bottom: 1px solid var(--line); padding-bottom: 4px;
 table { border-collapse: collapse; width: 100%; }
 th, td { border: 1px solid var(--line); padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: var(--soft); position: sticky; top: 0; }
-tr.fails td.status { color: var(--fail); font-weight: 600; }
+tr.fails td.status { color: var(--fail); font-weight: 600; } td.status { white-space: nowrap; }
 tr.member td { background: var(--soft); padding-left: 36px; }
 td code { overflow-wrap: anywhere; } td.name { min-width: 14em; }
 td:last-child, li, h3 { overflow-wrap: anywhere; }
@@ -323,7 +323,7 @@ def _config(report: Report) -> list[str]:
         key = breakable(printable_name(diff.key))
         out.append(
             f'<tr><td class="name"><code>{key}</code></td><td><code>{escape(a)}</code></td>'
-            f"<td><code>{escape(b)}</code></td><td>{diff.status}</td></tr>"
+            f'<td><code>{escape(b)}</code></td><td class="status">{diff.status}</td></tr>'
         )
     return out + ["</tbody></table>"]
 
