@@ -119,7 +119,7 @@ def test_the_table_and_markdown_name_the_layout(kimi_pair, tmp_path, run_cli):
 
     assert table.returncode == 0 and markdown.returncode == 0, table.stderr + markdown.stderr
     assert f"base: {base} (multimodal; text model under language_model.)" in table.stdout
-    assert f"- **base**: `{base}` (multimodal; text model under language_model.) — 1 file(s)" in markdown.stdout
+    assert f"- **base**: `{base}` (multimodal; text model under language_model.) — 1 file, " in markdown.stdout
 
 
 def test_a_k25_layout_hub_base_costs_its_config_and_one_shard_header(kimi_pair, tmp_path, hub_client):

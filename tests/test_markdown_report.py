@@ -228,3 +228,17 @@ def test_a_conditional_verdict_says_its_condition_beside_the_engine_not_folded(r
     assert "a 61-layer model of any class it knows" in rendered
     assert "aux_capture_conditional" not in folded  # the one notice that says on which targets "loads" holds
     assert "from_target" in folded  # the other info events stay folded
+
+
+def test_a_side_of_one_tensor_is_counted_in_words(run_cli, tmp_path: Path) -> None:
+    """The sides' totals said "1 file(s), 1 tensors, 1 parameters" (markdown and HTML alike)."""
+    from fixtures.generate import write_safetensors
+
+    write_safetensors(tmp_path / "one.safetensors", [("w", "BF16", [1])])
+    one = str(tmp_path / "one.safetensors")
+    markdown = run_cli(one, one, "--format", "markdown").stdout
+    assert f"- **A**: `{one}` — 1 file, 1 tensor, 1 parameter, 2 B" in markdown
+    page = run_cli(one, one, "--format", "html").stdout
+    assert f"<code>{html.escape(one)}</code> — 1 file, 1 tensor, 1 parameter, 2 B</li>" in page
+    two = run_cli(PUBLISHED, TWO_AUX, "--format", "markdown").stdout
+    assert "— 1 file, 15 tensors, 89.60K parameters, 175.50 KiB" in two

@@ -57,6 +57,14 @@ def human_count(n: int) -> str:
     return str(n)
 
 
+def side_totals(side: SideSummary) -> str:
+    """``1 file, 15 tensors, 89.60K parameters, 175.50 KiB``: a side's size in words (a count of one singular)."""
+    counts = ((side.files, "file"), (side.tensors, "tensor"))
+    words = [f"{n:,} {word}{'' if n == 1 else 's'}" for n, word in counts]
+    parameters = f"{human_count(side.parameters)} parameter{'' if side.parameters == 1 else 's'}"
+    return ", ".join([*words, parameters, human_bytes(side.bytes)])
+
+
 def human_bytes(n: int) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

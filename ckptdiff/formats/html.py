@@ -21,11 +21,11 @@ from ._common import (
     failing_events,
     has_values,
     human_bytes,
-    human_count,
     note_text,
     row_note,
     shape_dtype,
     shown_unfolded,
+    side_totals,
     value_cells,
 )
 from .collapse import DisplayRow
@@ -238,10 +238,7 @@ def _side(label: str, side: SideSummary) -> str:
     version = f" @ <code>{escape(side.version)}</code>" if side.version else ""
     layout = f" ({escape(side.layout.description)})" if side.layout is not None else ""
     spec = escape(printable_name(side.spec))
-    return (
-        f"<li><strong>{label}</strong>: <code>{spec}</code>{version}{layout} — {side.files} file(s), "
-        f"{side.tensors:,} tensors, {human_count(side.parameters)} parameters, {human_bytes(side.bytes)}</li>"
-    )
+    return f"<li><strong>{label}</strong>: <code>{spec}</code>{version}{layout} — {side_totals(side)}</li>"
 
 
 def _sides(report: Report) -> list[str]:

@@ -26,10 +26,10 @@ from ._common import (
     failing_events,
     has_values,
     human_bytes,
-    human_count,
     row_note,
     shape_dtype,
     shown_unfolded,
+    side_totals,
     value_cells,
 )
 from .collapse import DisplayRow, collapse, expand_pattern
@@ -437,7 +437,4 @@ def _side(label: str, side: SideSummary) -> str:
     pinned = f" at commit {escape(side.revision, code=True)}" if side.revision else ""
     pinned += f" at version {escape(side.etag, code=True)}" if side.etag else ""
     layout = f" ({escape(side.layout.description)})" if side.layout is not None else ""
-    return (
-        f"- **{label}**: {escape(side.spec, code=True, name=True)}{pinned}{layout} — {side.files} file(s), "
-        f"{side.tensors} tensors, {human_count(side.parameters)} parameters, {human_bytes(side.bytes)}"
-    )
+    return f"- **{label}**: {escape(side.spec, code=True, name=True)}{pinned}{layout} — {side_totals(side)}"
