@@ -132,6 +132,8 @@ def _spec(value: object, where: str) -> str:
     """A spec as ``compare`` takes it: a string as on the command line, or a path (``os.PathLike``), which is always
     local: a relative one that does not exist is spelled ``./path``, so that it is not taken for a Hub repo id."""
     if isinstance(value, str):
+        if not value.strip():  # named by its argument, as a wrong type is: `base=""` is not "'': is empty"
+            raise CkptdiffError(where, f"{value!r} is empty", "give a path, a Hub repo id (org/name) or a URL")
         return value
     path = os.fspath(value) if isinstance(value, os.PathLike) else None
     if not isinstance(path, str):

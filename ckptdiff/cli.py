@@ -24,6 +24,7 @@ from .cli_environment import set_environment
 from .cli_help import EPILOG, GroupedCommand
 from .cli_inputs import (
     command_line,
+    refuse_blank_specs,
     refuse_empty_globs,
     refuse_lone_options,
     rename_rules_of,
@@ -305,6 +306,7 @@ def command(
         raise click.BadParameter(f"choose from {', '.join(profile_choices())}", param_hint="--profile")
     engines = engines or tuple(settings.get("engine", ()))
     refuse_empty_globs(values_only)
+    refuse_blank_specs({"--base": base})
     values = values or bool(values_only)  # --values-only implies --values
     refuse_lone_options(b, engines, values, scheduler)
     # --rename replaces the config file's rules, like every other flag; a bad rule fails before anything is read

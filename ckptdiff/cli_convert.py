@@ -133,7 +133,7 @@ def convert_command(
     output is not proven: OUT.partial is left), 2 trouble (bad usage, unreadable input, a refused plan, an
     output that cannot be written).
     """
-    from .cli_inputs import command_line
+    from .cli_inputs import command_line, refuse_blank_specs
     from .cli_output import exit_interrupted, run_started, terminal_width
     from .config_file import load_config
     from .convert.render import RENDERERS
@@ -145,6 +145,7 @@ def convert_command(
 
     run_started()
     _check_allowed_events(allowed_events)  # a typo fails before anything is read
+    refuse_blank_specs({"--base": base, "--from-base": from_base})
     if offline:  # a store SRC or BASE, refused as the comparison refuses one: before either is read
         from .sources import refuse_offline_stores
 

@@ -54,6 +54,14 @@ def refuse_empty_globs(values_only: tuple[str, ...]) -> None:
             raise CkptdiffError("--values-only", f"{glob!r} is not a non-empty glob", hint)
 
 
+def refuse_blank_specs(specs: dict[str, str | None]) -> None:
+    """A blank --base or --from-base (``--base "$BASE"`` with BASE unset) named by its option, before anything is
+    read: the spec's own check would say only ``'': is empty``."""
+    for option, spec in specs.items():
+        if spec is not None and not spec.strip():
+            raise CkptdiffError(f"{option} {spec!r}", "is empty", "give a file, folder, Hub repo id or URL")
+
+
 _SECRET_OPTIONS = ("--token",)
 
 

@@ -52,6 +52,9 @@ def test_compare_takes_the_clis_options_by_name_and_returns_a_report() -> None:
         (lambda: compare(PUBLISHED, OURS, values_only=None), "values_only"),  # type: ignore[arg-type]
         (lambda: compare(PUBLISHED, OURS, values_only=[1]), "values_only"),  # type: ignore[list-item]
         (lambda: compare(PUBLISHED, OURS, values_only=[" "]), "values_only"),
+        (lambda: compare(PUBLISHED, OURS, base=""), "base"),
+        (lambda: compare(" ", OURS), "a"),
+        (lambda: compare(PUBLISHED, "", engines=["sglang"]), "b"),
         (lambda: compare(PUBLISHED, OURS, policy=ckptdiff.Policy(ignore=(" ",))), "ignore"),
         (lambda: compare(PUBLISHED, OURS, offline="yes"), "offline"),  # type: ignore[arg-type]
         (lambda: compare(PUBLISHED, OURS, progress="yes"), "progress"),  # type: ignore[arg-type]

@@ -74,6 +74,12 @@ def test_an_empty_spec_is_refused_not_read_as_the_current_folder(tmp_path, run_c
     # run from inside a checkpoint: read as ".", the empty spec would compare it
     one_line(run_cli(empty, str(model), cwd=model), "is empty: give a file, folder, Hub repo id or URL")
     one_line(run_cli(str(model), empty, cwd=model), "is empty")
+    # --base "$BASE" with BASE unset: named by its option (it was "'': is empty"), for convert's --from-base too
+    option_named = f"ckptdiff: --base {empty!r}: is empty (give a file, folder, Hub repo id or URL)\n"
+    assert one_line(run_cli(str(model), str(model), "--base", empty, cwd=model)) == option_named
+    assert one_line(run_cli("convert", str(model), "out", "--to", "vllm", "--base", empty, cwd=model)) == option_named
+    from_base = run_cli("convert", str(model), "out", "--to", "vllm", "--base", str(model), "--from-base", empty)
+    assert one_line(from_base).startswith(f"ckptdiff: --from-base {empty!r}: is empty")
 
 
 def test_an_empty_report_name_names_the_flag(tmp_path, run_cli):
