@@ -161,3 +161,9 @@ def test_an_empty_comparison_fails_unless_allowed(tmp_path: Path, run_cli) -> No
     assert run_cli(a, b, *loose, "--allow-empty").returncode == 0
     (tmp_path / "ckptdiff.toml").write_text("allow-empty = true\n")
     assert run_cli(a, b, *loose, cwd=tmp_path).returncode == 0
+
+
+def test_render_takes_the_format_names_the_command_line_takes() -> None:
+    """`--format md` is markdown; render(result, "md") was "unknown format 'md'"."""
+    report = compare(PUBLISHED, OURS)
+    assert render(report, "md") == render(report, "markdown") == report.render("md")

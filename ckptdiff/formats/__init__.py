@@ -71,7 +71,9 @@ class Format(Protocol):
 
 
 def get_format(fmt: str) -> Format:
-    """The format module named ``fmt``; an unknown name is a :class:`FormatError` naming the choices."""
+    """The format module named ``fmt`` (``md`` is markdown, as ``--format md`` is); an unknown name is a
+    :class:`FormatError` naming the choices."""
+    fmt = FORMAT_ALIASES.get(fmt, fmt) if isinstance(fmt, str) else fmt
     if fmt not in FORMAT_MODULES:
         raise FormatError("format", f"unknown format {fmt!r}", f"choose from {', '.join(FORMAT_NAMES)}")
     return cast(Format, importlib.import_module(FORMAT_MODULES[fmt]))
