@@ -145,7 +145,7 @@ def convert_command(
 
     run_started()
     _check_allowed_events(allowed_events)  # a typo fails before anything is read
-    refuse_blank_specs({"--base": base, "--from-base": from_base})
+    refuse_blank_specs({"--base": base, "--from-base": from_base if base is not None else None})  # else: needs --base
     if offline:  # a store SRC or BASE, refused as the comparison refuses one: before either is read
         from .sources import refuse_offline_stores
 

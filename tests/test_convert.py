@@ -697,3 +697,28 @@ def test_a_blank_out_is_refused_not_made_a_folder_named_by_a_space(run_cli, draf
     result = run_cli("convert", str(drafter), blank, "--to", "vllm", cwd=tmp_path)
     assert one_line(result) == f"ckptdiff: {blank!r}: is empty: give OUT, the new folder's name, e.g. ./drafter-vllm"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+
+
+def test_the_markdown_plan_keeps_a_hostile_name_in_its_cell_and_inert(run_cli, tmp_path):
+    """A SRC tensor named ``extra.<b>|`x``` (the plan fails on it, and names it): its backticks ended the plan's
+    code span early and its ``<b>`` went through raw in the problems list, as GitHub renders a PR comment."""
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    settings = small_drafter_config()
+    src = tmp_path / "src"
+    write_config(src, settings)
+    hostile = "extra.<b>|`x`"
+    write_safetensors(src / "model.safetensors", [*eagle3_tensors(settings, with_embed=False), (hostile, "F32", [2])])
+    result = run_cli("convert", str(src), str(tmp_path / "out"), "--to", "sglang", "--plan", "--format", "markdown")
+    assert result.returncode == 1
+    page = cmarkgfm.github_flavored_markdown_to_html(result.stdout, options=Options.CMARK_OPT_UNSAFE)
+    assert "<b>" not in page
+    rows = re.findall(r"<tr>(.*?)</tr>", page, re.S)
+    cells = [
+        re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)
+        for row in rows[: len(eagle3_tensors(settings, with_embed=False)) + 2]
+    ]
+    assert {len(row) for row in cells} == {6}
+    assert ["<code>extra.&lt;b&gt;|`x`</code>"] * 2 == next(row[:2] for row in cells if "extra" in row[0])
+    assert "<li>sglang would not load extra.&lt;b&gt;|`x`: the weight would be lost</li>" in page

@@ -121,18 +121,19 @@ def _rows(plan: Plan, expand: bool) -> tuple[list[str], list[list[str]]]:
 LEFT_LISTED = 8
 
 
-def _left_lines(plan: Plan, code: str = "") -> list[str]:
-    """The tensors not written, a line each, or per reason when many share one (convert.json lists them all)."""
+def _left_lines(plan: Plan, name_as: Callable[[str], str] = str, why_as: Callable[[str], str] = str) -> list[str]:
+    """The tensors not written, a line each, or per reason when many share one (convert.json lists them all);
+    ``name_as``/``why_as``: how a format writes a name and a reason (markdown: a code span, inert text)."""
     by_why: dict[str, list[str]] = {}
     for left in plan.left:
         by_why.setdefault(left.why, []).append(printable_name(left.name))
     lines = []
     for why, names in by_why.items():
         if len(names) <= LEFT_LISTED:
-            lines += [f"{code}{name}{code}: {why}" for name in names]
+            lines += [f"{name_as(name)}: {why_as(why)}" for name in names]
         else:
-            shown = ", ".join(f"{code}{name}{code}" for name in names[:3])
-            lines.append(f"{len(names)} tensors ({shown}, …): {why}")
+            shown = ", ".join(name_as(name) for name in names[:3])
+            lines.append(f"{len(names)} tensors ({shown}, …): {why_as(why)}")
     return lines
 
 
@@ -263,25 +264,36 @@ def _checks(plan: Plan, indent: str, width: int | None = None, *, guard: bool = 
 
 
 def render_markdown(plan: Plan, *, expand: bool = False, width: int | None = None) -> str:
-    def cell(text: str) -> str:
-        return text.replace("|", "\\|")
+    """The plan for a PR comment or a step summary: every name and message inert, as the comparison's markdown
+    writes them (a name's backticks lengthen its code span, its ``|`` keeps to its cell, its ``<b>`` is text)."""
+    from ..formats.markdown import escape  # the comparison's: one way to make outside text inert
 
-    lines = [f"### ckptdiff convert: `{printable_name(plan.source.spec)}` for {plan.label}", ""]
+    # names come printable_name'd (_cells, _left_lines): not doubled again; the other cells (transform, dtype,
+    # shape, count, the output's file) are convert's own words
+    def code(text: str) -> str:
+        return escape(text, code=True, table=True)
+
+    lines = [f"### ckptdiff convert: {escape(plan.source.spec, code=True, name=True)} for {plan.label}", ""]
     if plan.base is not None:
-        lines += [f"Base: `{printable_name(plan.base.spec)}`, embedding: {plan.embed}", ""]
+        lines += [f"Base: {escape(plan.base.spec, code=True, name=True)}, embedding: {plan.embed}", ""]
     headers, rows = _rows(plan, expand)
     lines += ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += [
-        "| " + " | ".join(f"`{cell(v)}`" if i in (0, 1) else cell(v) for i, v in enumerate(r)) + " |" for r in rows
+        "| " + " | ".join(code(v) if i in (0, 1) else v.replace("|", "\\|") for i, v in enumerate(r)) + " |"
+        for r in rows
     ]
     if plan.left:
-        lines += ["", "Not written:", ""] + [f"- {line}" for line in _left_lines(plan, code="`")]
+        left = _left_lines(plan, lambda name: escape(name, code=True), escape)
+        lines += ["", "Not written:", ""] + [f"- {line}" for line in left]
     if plan.changes:
         lines += ["", "| config.json key | SRC | written | why |", "|---|---|---|---|"]
         for c in plan.changes:
-            written = "(removed)" if c.removed else f"`{cell(_value(c.new))}`"
-            lines.append(f"| `{printable_name(c.key)}` | `{cell(_value(c.old))}` | {written} | {cell(c.why)} |")
-    lines += [line.strip() and ("- " + line.strip() if line.startswith("  ") else line) for line in _checks(plan, "  ")]
+            written = "(removed)" if c.removed else code(_value(c.new))
+            key = escape(c.key, code=True, table=True, name=True)
+            lines.append(f"| {key} | {code(_value(c.old))} | {written} | {escape(c.why, table=True)} |")
+    for line in _checks(plan, "  "):
+        text = escape(line.strip())
+        lines.append(text and ("- " + text if line.startswith("  ") else text))
     return "\n".join(lines) + "\n"
 
 
