@@ -8,15 +8,18 @@ place shows), and against the Hub emulator for the seed's case (tests/test_conve
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
+import types
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import ml_dtypes  # noqa: F401 - registers bfloat16 with numpy, for safetensors.numpy
 import numpy as np
@@ -662,20 +665,72 @@ def test_a_d2t_reaching_the_last_target_id_is_proven(run_cli, tmp_path, drafter)
     assert result.returncode == 0, result.stderr
 
 
-def test_a_signal_while_out_is_swapped_in_waits_until_the_swap_is_done():
-    """Ctrl-C as --force swapped the proven OUT.partial in: cut between the renames, OUT was missing; cut while the
-    old OUT was removed, a gutted OUT.replaced-PID was left. The swap holds Ctrl-C and SIGTERM back, then acts on
-    them as the run would have (here Python's own KeyboardInterrupt)."""
-    from ckptdiff.convert.write import signals_deferred
+def _interrupted(where: Callable[[types.FrameType], bool]) -> Callable[..., Any]:
+    """A tracer that raises KeyboardInterrupt, as Ctrl-C does, once: at the first line for which ``where`` holds."""
+    fired = []
 
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    steps = []
-    with pytest.raises(KeyboardInterrupt):
-        with signals_deferred():
-            signal.raise_signal(signal.SIGINT)
-            steps.append("renamed")  # not cut: the signal waits
-    assert steps == ["renamed"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    def local(frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "line" and not fired and where(frame):
+            fired.append(frame.f_lineno)
+            raise KeyboardInterrupt
+        return local
+
+    return lambda frame, event, arg: local
+
+
+def _line_of(function: Callable[..., Any], text: str) -> int:
+    lines, first = inspect.getsourcelines(function)
+    return first + next(number for number, line in enumerate(lines) if text in line)
+
+
+def _folders(tmp_path: Path) -> tuple[Path, Path]:
+    """An OUT an earlier run wrote (``--force`` replaces it) and the proven OUT.partial of this run."""
+    out, partial = tmp_path / "out", tmp_path / "out.partial"
+    for folder, which in ((out, "old"), (partial, "new")):
+        (folder / "weights").mkdir(parents=True)
+        for number in range(20):
+            (folder / "weights" / f"{number}.bin").write_text(which)
+        (folder / "convert.json").write_text(which)
+    return out, partial
+
+
+@pytest.mark.parametrize(
+    ("cut_before", "out_is", "partial_left"),
+    [("os.rename(partial, out)", "old", True), ("sync_folder(out.parent)", "new", False)],
+)
+def test_ctrl_c_anywhere_in_the_swap_leaves_one_whole_out(tmp_path, cut_before, out_is, partial_left):
+    """Ctrl-C as --force swaps the proven OUT.partial in: cut between the renames OUT used to be missing. Whatever
+    line it cuts, OUT is one whole output (the old one before the swap, the new one after) and nothing named
+    OUT.replaced-PID is left."""
+    from ckptdiff.convert.run import _put_in_place
+
+    out, partial = _folders(tmp_path)
+    line = _line_of(_put_in_place, cut_before)
+    sys.settrace(_interrupted(lambda frame: frame.f_code is _put_in_place.__code__ and frame.f_lineno == line))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _put_in_place(partial, out)
+    finally:
+        sys.settrace(None)
+    assert (out / "convert.json").read_text() == out_is and len(list((out / "weights").iterdir())) == 20
+    assert partial.exists() == partial_left
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out", "out.partial"][: 1 + partial_left]
+
+
+def test_ctrl_c_while_the_replaced_out_is_removed_removes_it_to_the_end(tmp_path):
+    """Cut halfway through removing the OUT it replaced, the run used to leave a gutted OUT.replaced-PID (its weights
+    gone, its convert.json left); the removal now finishes as the run unwinds."""
+    from ckptdiff.convert.run import _put_in_place
+
+    out, partial = _folders(tmp_path)
+    sys.settrace(_interrupted(lambda frame: frame.f_code.co_name.startswith("_rmtree")))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _put_in_place(partial, out)
+    finally:
+        sys.settrace(None)
+    assert (out / "convert.json").read_text() == "new"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out"]
 
 
 def test_a_source_without_tensors_plans_zero_files_in_words_that_count(run_cli, tmp_path):

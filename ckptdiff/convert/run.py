@@ -26,7 +26,7 @@ from ..version import __version__
 from .plan import ConvertRefused, Embed, Plan, build_plan
 from .prove import Proof, prove
 from .targets import TARGETS, TargetLayout
-from .write import signals_deferred, sync_folder, write_durably, write_plan
+from .write import sync_folder, write_durably, write_plan
 
 PARTIAL_SUFFIX = ".partial"
 PROVENANCE_FILE = "convert.json"
@@ -385,30 +385,35 @@ def _unchanged(source: Source, before: Snapshot, partial: Path) -> None:
 
 
 def _put_in_place(partial: Path, out: Path) -> None:
-    """OUT.partial → OUT; an OUT being replaced (--force) is moved aside first and removed only after. A signal
-    waits until it is done: cut between the renames, OUT would be missing."""
+    """OUT.partial → OUT; an OUT being replaced (--force) is moved aside first and removed only after. Wherever the
+    swap is cut (Ctrl-C or SIGTERM unwinding the run, a failed rename), what is on disk says how far it got: an OUT
+    moved aside while OUT is missing goes back, and once the new OUT is in place the old one is removed to its end."""
     sync_folder(partial)  # every file and entry of the output is on disk before the old OUT can go
-    with signals_deferred():
-        _swap(partial, out)
-
-
-def _swap(partial: Path, out: Path) -> None:
-    aside = None
-    if out.exists() or out.is_symlink():
-        aside = out.with_name(f"{out.name}.replaced-{os.getpid()}")
-        os.rename(out, aside)
+    aside = out.with_name(f"{out.name}.replaced-{os.getpid()}")
     try:
+        if out.exists() or out.is_symlink():
+            os.rename(out, aside)
         os.rename(partial, out)
-    except OSError:
-        if aside is not None:
-            os.rename(aside, out)  # the user's OUT goes back where it was
+        sync_folder(out.parent)
+    finally:
+        if os.path.lexists(aside):
+            if os.path.lexists(out):
+                _remove(aside)
+            else:
+                os.rename(aside, out)  # the user's OUT goes back where it was
+
+
+def _remove(path: Path) -> None:
+    """A replaced OUT removed whole: cut halfway (an interrupt in the removal), the rest goes too before the run
+    unwinds, so no gutted ``OUT.replaced-PID`` is left."""
+    if not path.is_dir() or path.is_symlink():
+        path.unlink()
+        return
+    try:
+        shutil.rmtree(path)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
         raise
-    sync_folder(out.parent)
-    if aside is not None:
-        if aside.is_dir() and not aside.is_symlink():
-            shutil.rmtree(aside)
-        else:
-            aside.unlink()
 
 
 def provenance_map(plan: Plan, request: ConvertRequest, proof: Proof | None) -> dict[str, Any]:

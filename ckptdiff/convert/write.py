@@ -11,10 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,31 +95,6 @@ def write_durably(path: Path, text: str) -> None:
         os.fsync(out)
     finally:
         os.close(out)
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held back until the block ends, then acted on as they would have been: the swap of
-    OUT.partial for OUT (and the removal of the OUT it replaced) is never cut between its renames, where OUT would
-    be missing, nor halfway through the removal, which left a gutted ``OUT.replaced-PID`` behind."""
-    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
-        yield
-        return
-    held: list[tuple[int, Any]] = []
-    stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {stop: signal.signal(stop, lambda signum, frame: held.append((signum, frame))) for stop in stops}
-    try:
-        yield
-    finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler)
-        if held:
-            signum, frame = held[0]
-            handler = previous[signal.Signals(signum)]
-            if callable(handler):
-                handler(signum, frame)  # the run's own (the CLI's Interrupted, Python's KeyboardInterrupt)
-            elif handler == signal.SIG_DFL:
-                signal.raise_signal(signum)
 
 
 def sync_folder(folder: Path) -> None:
