@@ -259,6 +259,17 @@ def test_string_target_layer_ids_pass_sglang_and_stop_vllm(tmp_path) -> None:
     assert codes(engines(word, QWEN3_BASE)["sglang"])[0] == "target_layer_ids_malformed"
 
 
+@pytest.mark.parametrize("odd", ["\u00b3", "1" + "0" * 5000], ids=["superscript", "past-int-digit-limit"])
+def test_string_ids_int_refuses_are_malformed_to_both_engines_not_a_crash(tmp_path, odd) -> None:
+    # "³" passes str.isdigit() and int() refuses it; 5,001 digits pass it too and int() refuses them past its limit
+    config = {"dflash_config": {"mask_token_id": 151669, "target_layer_ids": [odd, "9"]}}
+    report = compare_specs(str(drafter(tmp_path / "a")), str(drafter(tmp_path / "b", config=config)), engines=("all",))
+    outcomes = {(result.engine, result.side): result.outcome for result in report.engines}
+    assert outcomes == {(e, "A"): "loads" for e in ("sglang", "vllm")} | {(e, "B"): "fails" for e in ("sglang", "vllm")}
+    b_codes = {codes(result)[0] for result in report.engines if result.side == "B"}
+    assert b_codes == {"target_layer_ids_malformed"}
+
+
 NEMOTRON_35 = {
     "has_embed_tokens": True,
     "has_lm_head": False,

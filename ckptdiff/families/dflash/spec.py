@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, cast
 
 from ...base_layouts import architecture as first_architecture
 
@@ -31,12 +31,31 @@ def _ids(value: Any) -> tuple[int, ...] | None:
     return None
 
 
-def _stated_ids(value: Any) -> tuple[int, ...] | None:
-    """The ids a config states, a string of digits read as its number (``"3"``: what SGLang's int() makes of it;
-    vLLM's refusal of it is its rules')."""
-    if isinstance(value, list) and all(_int(v) is not None or (isinstance(v, str) and v.isdigit()) for v in value):
-        return tuple(int(v) for v in value)
-    return None
+#: Past this many characters a string is no layer id (a real one has a few digits): not handed to int(), whose own
+#: limit (4,300 digits) raises.
+_MAX_ID_CHARS = 64
+
+
+def _stated_id(value: Any) -> int | None:
+    """An id as SGLang's int() reads it: an integer, or a string int() takes (``"3"``, ``" 3"``); None for anything
+    else (``"three"``, a superscript ``"³"``, which str.isdigit() passes and int() refuses)."""
+    if not isinstance(value, str):
+        return _int(value)
+    if len(value) > _MAX_ID_CHARS:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def stated_ids(value: Any) -> tuple[int, ...] | None:
+    """The ids a config states, a string read as int() reads it (what SGLang makes of ``"3"``; vLLM's refusal of
+    it is its rules')."""
+    if not isinstance(value, list):
+        return None
+    ids = [_stated_id(v) for v in value]
+    return None if None in ids else tuple(cast(list[int], ids))
 
 
 def layer_of(name: str) -> int | None:
@@ -137,7 +156,7 @@ class DFlashSpec:
     def target_layer_ids(self) -> Setting:
         """``target_layer_ids``: the target layers whose outputs feed fc (0-based, the layer's output)."""
         found = self.setting("target_layer_ids")
-        return Setting(_stated_ids(found.value), found.key) if found.key else found
+        return Setting(stated_ids(found.value), found.key) if found.key else found
 
     @property
     def num_target_layers(self) -> int | None:

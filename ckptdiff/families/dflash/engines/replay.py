@@ -11,7 +11,7 @@ from typing import Any
 from ....checkpoint import Checkpoint
 from ....report import EngineEvent, EngineResult
 from ...rules import Event
-from ..spec import DFlashSpec
+from ..spec import DFlashSpec, stated_ids
 from .config_checks import config_refusal, dotted, mask_refusal, present, sink_bias_built
 from .model import DFlashEngine
 
@@ -56,10 +56,7 @@ def parse_ids(engine: DFlashEngine, raw: Any) -> tuple[int, ...] | None:
         return None
     if not engine.ids_int:
         return tuple(raw) if all(_int(v) is not None for v in raw) else None
-    try:
-        return tuple(int(v) for v in raw)
-    except (TypeError, ValueError):
-        return None
+    return stated_ids(raw)
 
 
 def expected_params(engine: DFlashEngine, spec: DFlashSpec, fc_in: int | None) -> dict[str, dict[str, Shape]]:
