@@ -52,11 +52,16 @@ def test_convert_refuses_a_blank_allow_event_code_naming_it_as_typed(run_cli, tm
     )
 
 
-def test_convert_takes_a_warnings_code(run_cli, tmp_path):
+def test_convert_takes_a_warnings_code_and_says_when_the_check_never_raised_it(run_cli, tmp_path):
+    """A code the plan's check never raised allowed nothing: a typo of another warning's code, or a rule copied
+    from another drafter's run. The plan says so (the comparison's gate calls such a rule unmatched)."""
     result = run_cli(
         "convert", DRAFTER, str(tmp_path / "out"), "--to", "sglang", "--plan", "--allow-event", "config_ignored"
     )
     assert result.returncode == 0, result.stderr
+    assert "warning: --allow-event config_ignored: sglang's check raised no such event (allowed nothing)" in (
+        result.stdout
+    )
 
 
 @pytest.mark.parametrize(

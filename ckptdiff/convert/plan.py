@@ -437,3 +437,8 @@ def judge(plan: Plan, allowed: Sequence[str]) -> None:
     for event in plan.check.events:
         if event.severity == "warning" and event.code in allowed:
             plan.warnings.append(f"{plan.engine} [{event.code}], accepted by --allow-event: {event_message(event)}")
+    # an accepted code the check never raised allowed nothing: a typo of another, or a rule left from another run
+    raised = {event.code for event in plan.check.events}
+    for code in dict.fromkeys(allowed):
+        if code not in raised:
+            plan.warnings.append(f"--allow-event {code}: {plan.engine}'s check raised no such event (allowed nothing)")
